@@ -1,0 +1,9 @@
+/* nabla: a deep-learning framework in C11. The umbrella header. */
+#ifndef NABLA_H
+#define NABLA_H
+
+#include "nabla/core.h"
+#include "nabla/ops.h"
+#include "nabla/autograd.h"
+
+#endif

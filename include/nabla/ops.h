@@ -1,0 +1,150 @@
+/* nabla ops: the functional tensor operations. Each returns a new reference (NULL on error). */
+#ifndef NABLA_OPS_H
+#define NABLA_OPS_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise, broadcasting by NumPy's rules, dtypes promoted as PyTorch does ---- */
+/* a + b */
+NB_API nb_tensor *nb_add(nb_tensor *a, nb_tensor *b);
+/* a - b */
+NB_API nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b);
+/* a * b */
+NB_API nb_tensor *nb_mul(nb_tensor *a, nb_tensor *b);
+/* a / b (true division: integer inputs give f32) */
+NB_API nb_tensor *nb_div(nb_tensor *a, nb_tensor *b);
+/* a raised to the power b */
+NB_API nb_tensor *nb_pow(nb_tensor *a, nb_tensor *b);
+/* Elementwise larger of a and b. */
+NB_API nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b);
+/* Elementwise smaller of a and b. */
+NB_API nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b);
+/* a == b, as bool. */
+NB_API nb_tensor *nb_eq(nb_tensor *a, nb_tensor *b);
+/* a < b, as bool. */
+NB_API nb_tensor *nb_lt(nb_tensor *a, nb_tensor *b);
+/* a > b, as bool. */
+NB_API nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b);
+/* cond ? a : b elementwise (cond is bool); all three broadcast. */
+NB_API nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
+/* t + s */
+NB_API nb_tensor *nb_add_scalar(nb_tensor *t, double s);
+/* t * s */
+NB_API nb_tensor *nb_mul_scalar(nb_tensor *t, double s);
+/* t raised to the power s */
+NB_API nb_tensor *nb_pow_scalar(nb_tensor *t, double s);
+
+/* ---- unary ---- */
+/* -t */
+NB_API nb_tensor *nb_neg(nb_tensor *t);
+/* e^t */
+NB_API nb_tensor *nb_exp(nb_tensor *t);
+/* Natural logarithm. */
+NB_API nb_tensor *nb_log(nb_tensor *t);
+/* Square root. */
+NB_API nb_tensor *nb_sqrt(nb_tensor *t);
+/* |t| */
+NB_API nb_tensor *nb_abs(nb_tensor *t);
+/* Hyperbolic tangent. */
+NB_API nb_tensor *nb_tanh(nb_tensor *t);
+/* 1 / (1 + e^-t) */
+NB_API nb_tensor *nb_sigmoid(nb_tensor *t);
+/* max(t, 0) */
+NB_API nb_tensor *nb_relu(nb_tensor *t);
+/* Gaussian error linear unit, exact (erf) form as torch's default. */
+NB_API nb_tensor *nb_gelu(nb_tensor *t);
+/* Error function. */
+NB_API nb_tensor *nb_erf(nb_tensor *t);
+/* Sign of t: -1, 0 or 1. */
+NB_API nb_tensor *nb_sign(nb_tensor *t);
+/* t limited to [lo, hi]. */
+NB_API nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi);
+
+/* ---- linear algebra ---- */
+/* Matrix product with torch.matmul semantics: 1-D to N-D, batch dimensions broadcast. */
+NB_API nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
+
+/* ---- reductions over one axis (negative counts from the end) ---- */
+/* Sum over axis. */
+NB_API nb_tensor *nb_sum(nb_tensor *t, int axis, bool keepdim);
+/* Mean over axis. */
+NB_API nb_tensor *nb_mean(nb_tensor *t, int axis, bool keepdim);
+/* Largest value over axis (gradient to the first largest, as torch.max(dim)). */
+NB_API nb_tensor *nb_max(nb_tensor *t, int axis, bool keepdim);
+/* Smallest value over axis. */
+NB_API nb_tensor *nb_min(nb_tensor *t, int axis, bool keepdim);
+/* Index (i64) of the first largest value over axis. */
+NB_API nb_tensor *nb_argmax(nb_tensor *t, int axis, bool keepdim);
+/* Index (i64) of the first smallest value over axis. */
+NB_API nb_tensor *nb_argmin(nb_tensor *t, int axis, bool keepdim);
+/* log(sum(exp(t))) over axis, computed stably. */
+NB_API nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim);
+/* Unbiased variance over axis, as torch.var. */
+NB_API nb_tensor *nb_var(nb_tensor *t, int axis, bool keepdim);
+/* Sum of every element, as a 0-d tensor. */
+NB_API nb_tensor *nb_sum_all(nb_tensor *t);
+/* Mean of every element, as a 0-d tensor. */
+NB_API nb_tensor *nb_mean_all(nb_tensor *t);
+/* Sum over the axes where shape has 1 (or is missing) so the result has shape (the reverse of broadcasting). */
+NB_API nb_tensor *nb_sum_to(nb_tensor *t, nb_shape shape);
+/* Softmax over axis. */
+NB_API nb_tensor *nb_softmax(nb_tensor *t, int axis);
+/* Log of the softmax over axis, computed stably. */
+NB_API nb_tensor *nb_log_softmax(nb_tensor *t, int axis);
+
+/* ---- shape (views share storage and copy nothing where PyTorch copies nothing) ---- */
+/* Same elements in a new shape; a view when the strides allow, else a copy. One -1 axis is inferred. */
+NB_API nb_tensor *nb_reshape(nb_tensor *t, nb_shape shape);
+/* Same elements in a new shape, always a view; an error when the strides do not allow it. */
+NB_API nb_tensor *nb_view(nb_tensor *t, nb_shape shape);
+/* Swaps two axes (a view). */
+NB_API nb_tensor *nb_transpose(nb_tensor *t, int axis0, int axis1);
+/* Reorders the axes: result axis i is t's axis perm[i] (a view). */
+NB_API nb_tensor *nb_permute(nb_tensor *t, const int *perm);
+/* Broadcasts size-1 axes to shape (a view; -1 keeps an axis). */
+NB_API nb_tensor *nb_expand(nb_tensor *t, nb_shape shape);
+/* Removes axis if its size is 1 (a view). */
+NB_API nb_tensor *nb_squeeze(nb_tensor *t, int axis);
+/* Inserts a size-1 axis at axis (a view). */
+NB_API nb_tensor *nb_unsqueeze(nb_tensor *t, int axis);
+/* Merges axes start..end into one (a view where possible). */
+NB_API nb_tensor *nb_flatten(nb_tensor *t, int start_axis, int end_axis);
+/* Elements start, start+step, ... below end along axis (a view; step > 0; bounds clamp as in Python). */
+NB_API nb_tensor *nb_slice(nb_tensor *t, int axis, int64_t start, int64_t end, int64_t step);
+/* Joins n tensors along an existing axis. */
+NB_API nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis);
+/* Joins n tensors of one shape along a new axis. */
+NB_API nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis);
+
+/* ---- indexing ---- */
+/* Entries of t at the i64 indices idx (1-D) along axis. */
+NB_API nb_tensor *nb_index_select(nb_tensor *t, int axis, nb_tensor *idx);
+/* out[i][j] = t[i][idx[i][j]] along axis (torch.gather). */
+NB_API nb_tensor *nb_gather(nb_tensor *t, int axis, nb_tensor *idx);
+/* Rows of weight [num, dim] picked by the i64 indices idx: shape idx.shape + [dim]. */
+NB_API nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx);
+
+/* ---- conversion ---- */
+/* A contiguous tensor with t's values: t itself (a new reference) when already contiguous. */
+NB_API nb_tensor *nb_contiguous(nb_tensor *t);
+/* t on device: t itself (a new reference) when already there. */
+NB_API nb_tensor *nb_to(nb_tensor *t, nb_device device);
+/* t converted to dtype (t itself, a new reference, when already that dtype). */
+NB_API nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype);
+/* A view of t cut from the autograd graph. */
+NB_API nb_tensor *nb_detach(nb_tensor *t);
+/* A copy of t with its own storage (gradients flow back to t). */
+NB_API nb_tensor *nb_clone(nb_tensor *t);
+
+/* ---- functional nn ---- */
+/* x @ w^T + b, as torch.nn.functional.linear; b may be NULL. */
+NB_API nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,89 @@
+/* Graph nodes: creation, reference counting and release; grad mode and anomaly mode. */
+#include "graph.h"
+#include <string.h>
+
+static _Thread_local bool grad_disabled; /* zero-initialised: recording is on by default */
+static atomic_bool anomaly;
+static const char *(*op_name_fn)(int);
+
+bool nb__grad_enabled(void) { return !grad_disabled; }
+bool nb_is_grad_enabled(void) { return !grad_disabled; }
+bool nb_set_grad_enabled(bool enabled) {
+    bool prev = !grad_disabled;
+    grad_disabled = !enabled;
+    return prev;
+}
+bool nb__anomaly_enabled(void) { return atomic_load_explicit(&anomaly, memory_order_relaxed); }
+void nb_set_detect_anomaly(bool enabled) { atomic_store(&anomaly, enabled); }
+
+void nb__graph_set_op_name(const char *(*name)(int)) { op_name_fn = name; }
+const char *nb__node_op_name(const nb_node *n) { return op_name_fn ? op_name_fn(n->op) : "op"; }
+
+static const char *node_print_name(const struct nb_node *n) {
+    static _Thread_local char buf[64];
+    const char *name = nb__node_op_name(n);
+    /* PyTorch prints grad_fn=<MulBackward0>; we print the op's name the same way */
+    size_t k = 0;
+    bool up = true;
+    for (const char *p = name; *p && k < sizeof buf - 10; p++) {
+        if (*p == '_') { up = true; continue; }
+        buf[k++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 32) : *p;
+        up = false;
+    }
+    strcpy(buf + k, "Backward");
+    return buf;
+}
+
+void nb__set_node_name(const char *(*name)(const struct nb_node *));
+
+static void node_release_hook(struct nb_node *n) { nb__node_unref(n); }
+
+__attribute__((constructor)) static void graph_init(void) {
+    nb__set_node_release(node_release_hook);
+    nb__set_node_name(node_print_name);
+}
+
+nb_node *nb__node_new(int op, nb_tensor *const *inputs, int nin, const nb_op_args *args, nb_tensor *out, bool save_out) {
+    nb_node *n = nb__alloc(sizeof *n);
+    if (!n) { nb__error("nb_backward: out of memory recording the graph"); return NULL; }
+    memset(n, 0, sizeof *n);
+    atomic_init(&n->refcount, 1);
+    n->op = op;
+    n->nin = nin;
+    if (args) n->args = *args;
+    if (nin <= 3) n->inputs = n->inline_inputs;
+    else {
+        n->inputs = nb__alloc(sizeof(nb_tensor *) * (size_t)nin);
+        if (!n->inputs) { nb__free(n, sizeof *n); nb__error("nb_backward: out of memory recording the graph"); return NULL; }
+    }
+    for (int i = 0; i < nin; i++) n->inputs[i] = nb_retain(inputs[i]);
+    if (save_out) {
+        n->saved_out = nb__tensor_view(out, out->shape, out->stride, out->offset);
+    }
+    n->out_shape = out->shape;
+    n->out_dtype = out->dtype;
+    out->grad_fn = n;
+    out->requires_grad = true;
+    return n;
+}
+
+void nb__node_release_saved(nb_node *n) {
+    if (n->released) return;
+    n->released = true;
+    for (int i = 0; i < n->nin; i++) {
+        nb_tensor *t = n->inputs[i];
+        n->inputs[i] = NULL;
+        nb_release(t);
+    }
+    nb_tensor *s = n->saved_out;
+    n->saved_out = NULL;
+    nb_release(s);
+}
+
+void nb__node_unref(nb_node *n) {
+    if (!n || atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) != 1) return;
+    nb__node_release_saved(n);
+    if (n->grad_acc) nb_release(n->grad_acc);
+    if (n->inputs != n->inline_inputs) nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)n->nin);
+    nb__free(n, sizeof *n);
+}

@@ -1,0 +1,48 @@
+/* The graph record: nodes that ops attach to their outputs, grad mode and anomaly mode.
+   This half of autograd sits below ops (dispatch records nodes); the engine sits above. */
+#ifndef NB_GRAPH_H
+#define NB_GRAPH_H
+
+#include "../core/core_impl.h"
+
+/* The arguments of one op call beside its input tensors: axes, sizes, scalars, a shape, a dtype. */
+typedef struct nb_op_args {
+    int64_t i[NB_MAX_DIMS + 2];
+    double f[2];
+    nb_shape shape;
+    nb_dtype dtype;
+} nb_op_args;
+
+typedef struct nb_node {
+    atomic_int refcount;
+    int op;                     /* nb_op_id */
+    int nin;
+    nb_op_args args;
+    nb_tensor **inputs;         /* owned references, dropped once backward has run */
+    nb_tensor *inline_inputs[3];
+    nb_tensor *saved_out;       /* a detached alias of the output, for ops whose backward uses it */
+    nb_shape out_shape;
+    nb_dtype out_dtype;
+    bool released;              /* inputs dropped: a second backward through it is an error */
+    /* backward engine scratch */
+    int deps;
+    int visit;
+    nb_tensor *grad_acc;
+} nb_node;
+
+/* A node for op over inputs, producing out (out's grad_fn is set; saves out when asked). */
+nb_node *nb__node_new(int op, nb_tensor *const *inputs, int nin, const nb_op_args *args, nb_tensor *out, bool save_out);
+/* Drops the node's inputs and saved output (after its backward has run). */
+void nb__node_release_saved(nb_node *n);
+/* Drops one reference to the node. */
+void nb__node_unref(nb_node *n);
+/* Whether this thread records graphs. */
+bool nb__grad_enabled(void);
+/* Whether anomaly detection is on. */
+bool nb__anomaly_enabled(void);
+/* Registers the op-name lookup used to name nodes (the op table lives above this layer). */
+void nb__graph_set_op_name(const char *(*name)(int op));
+/* The name of the op behind a node, as "mul". */
+const char *nb__node_op_name(const nb_node *n);
+
+#endif

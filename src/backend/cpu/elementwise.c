@@ -1,0 +1,399 @@
+/* CPU kernels for elementwise ops, casts and copies, and creation (fill, arange, random). */
+#include "iter.h"
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* The generic kernels also expand for unsigned u8, where "x < 0" is always false. */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+
+/* ---------- binary arithmetic ---------- */
+#define OP_ADD(x, y) ((x) + (y))
+#define OP_SUB(x, y) ((x) - (y))
+#define OP_MUL(x, y) ((x) * (y))
+#define OP_DIV(x, y) ((x) / (y))
+#define OP_MAXIMUM(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) > (y) ? (x) : (y))))
+#define OP_MINIMUM(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) < (y) ? (x) : (y))))
+#define OP_POW_F(x, y) powf((x), (y))
+#define OP_POW_D(x, y) pow((x), (y))
+#define OP_EQ(x, y) ((x) == (y))
+#define OP_LT(x, y) ((x) < (y))
+#define OP_GT(x, y) ((x) > (y))
+
+/* One inner function: out type TO, input type TI. Fast paths for dense and scalar operands. */
+#define BINARY_FN(NAME, TI, TO, EXPR)                                                              \
+    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                   \
+        (void)ctx;                                                                               \
+        TO *o = (TO *)p[0];                                                                      \
+        const TI *a = (const TI *)p[1], *b = (const TI *)p[2];                                   \
+        if (s[0] == sizeof(TO) && s[1] == sizeof(TI) && s[2] == sizeof(TI)) {                    \
+            for (int64_t i = 0; i < n; i++) o[i] = (TO)EXPR(a[i], b[i]);                         \
+        } else if (s[0] == sizeof(TO) && s[1] == sizeof(TI) && s[2] == 0) {                      \
+            const TI y = *b;                                                                     \
+            for (int64_t i = 0; i < n; i++) o[i] = (TO)EXPR(a[i], y);                            \
+        } else if (s[0] == sizeof(TO) && s[1] == 0 && s[2] == sizeof(TI)) {                      \
+            const TI x = *a;                                                                     \
+            for (int64_t i = 0; i < n; i++) o[i] = (TO)EXPR(x, b[i]);                            \
+        } else {                                                                                 \
+            char *po = p[0];                                                                     \
+            const char *pa = p[1], *pb = p[2];                                                   \
+            for (int64_t i = 0; i < n; i++, po += s[0], pa += s[1], pb += s[2])                  \
+                *(TO *)po = (TO)EXPR(*(const TI *)pa, *(const TI *)pb);                          \
+        }                                                                                        \
+    }
+
+#define ARITH_FNS(OPN, EXPR)                                \
+    BINARY_FN(OPN##_f32, float, float, EXPR)                \
+    BINARY_FN(OPN##_f64, double, double, EXPR)              \
+    BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR)            \
+    BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR)            \
+    BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)
+#define COMPARE_FNS(OPN, EXPR)                              \
+    BINARY_FN(OPN##_f32, float, uint8_t, EXPR)              \
+    BINARY_FN(OPN##_f64, double, uint8_t, EXPR)             \
+    BINARY_FN(OPN##_i64, int64_t, uint8_t, EXPR)            \
+    BINARY_FN(OPN##_i32, int32_t, uint8_t, EXPR)            \
+    BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)             \
+    BINARY_FN(OPN##_b, uint8_t, uint8_t, EXPR)
+
+ARITH_FNS(add, OP_ADD)
+ARITH_FNS(sub, OP_SUB)
+ARITH_FNS(mul, OP_MUL)
+ARITH_FNS(maximum, OP_MAXIMUM)
+ARITH_FNS(minimum, OP_MINIMUM)
+BINARY_FN(div_f32, float, float, OP_DIV)
+BINARY_FN(div_f64, double, double, OP_DIV)
+BINARY_FN(pow_f32, float, float, OP_POW_F)
+BINARY_FN(pow_f64, double, double, OP_POW_D)
+COMPARE_FNS(eq, OP_EQ)
+COMPARE_FNS(lt, OP_LT)
+COMPARE_FNS(gt, OP_GT)
+
+typedef struct { nb_inner_fn f32, f64, i64, i32, u8, b; } typed_fns;
+
+static nb_inner_fn pick(const typed_fns *f, nb_dtype d) {
+    switch (d) {
+    case NB_F32: return f->f32;
+    case NB_F64: return f->f64;
+    case NB_I64: return f->i64;
+    case NB_I32: return f->i32;
+    case NB_U8: return f->u8;
+    case NB_BOOL: return f->b;
+    default: return NULL;
+    }
+}
+
+static int run_typed(const char *fn, const typed_fns *f, nb_dtype d, nb_tensor *out, nb_tensor *const *in, int nin,
+                     const void *ctx) {
+    nb_inner_fn inner = pick(f, d);
+    if (!inner) {
+        nb__error("nb_%s: no cpu kernel for dtype %s", fn, nb_dtype_name(d));
+        return -1;
+    }
+    nb_iter it;
+    nb__iter_init(&it, out, in, nin);
+    nb__iter_run(&it, inner, ctx);
+    return 0;
+}
+
+#define ARITH_KERNEL(OPN)                                                                           \
+    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {         \
+        (void)args;                                                                                \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL }; \
+        return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                              \
+    }
+#define FLOAT_BINARY_KERNEL(OPN)                                                              \
+    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {   \
+        (void)args;                                                                          \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };         \
+        return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                        \
+    }
+#define COMPARE_KERNEL(OPN)                                                                           \
+    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {           \
+        (void)args;                                                                                  \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b }; \
+        return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                                \
+    }
+
+ARITH_KERNEL(add)
+ARITH_KERNEL(sub)
+ARITH_KERNEL(mul)
+ARITH_KERNEL(maximum)
+ARITH_KERNEL(minimum)
+FLOAT_BINARY_KERNEL(div)
+FLOAT_BINARY_KERNEL(pow)
+COMPARE_KERNEL(eq)
+COMPARE_KERNEL(lt)
+COMPARE_KERNEL(gt)
+
+/* ---------- where ---------- */
+#define WHERE_FN(NAME, T)                                                                        \
+    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
+        (void)ctx;                                                                             \
+        char *po = p[0];                                                                       \
+        const char *pc = p[1], *pa = p[2], *pb = p[3];                                         \
+        for (int64_t i = 0; i < n; i++, po += s[0], pc += s[1], pa += s[2], pb += s[3])        \
+            *(T *)po = *(const uint8_t *)pc ? *(const T *)pa : *(const T *)pb;                 \
+    }
+WHERE_FN(where_f32, float)
+WHERE_FN(where_f64, double)
+WHERE_FN(where_i64, int64_t)
+WHERE_FN(where_i32, int32_t)
+WHERE_FN(where_u8, uint8_t)
+
+int cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)args;
+    static const typed_fns f = { where_f32, where_f64, where_i64, where_i32, where_u8, where_u8 };
+    return run_typed("where", &f, out->dtype, out, in, nin, NULL);
+}
+
+/* ---------- unary ---------- */
+static inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline double sigmoid_(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline float geluf_(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+static inline double gelu_(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+#define SIGN(x) (((x) > 0) - ((x) < 0))
+#define RELU(x) ((x) > 0 ? (x) : 0)
+
+/* Unary inner function; F0 and F1 are the op's scalar arguments, elem_t its type (clamp bounds, scalar operand). */
+#define UNARY_FN(NAME, T, EXPR)                                                       \
+    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {      \
+        const nb_op_args *args_ = ctx;                                              \
+        const double F0 = args_->f[0], F1 = args_->f[1];                            \
+        typedef T elem_t;                                                           \
+        (void)sizeof(elem_t);                                                       \
+        (void)F0; (void)F1;                                                         \
+        if (s[0] == sizeof(T) && s[1] == sizeof(T)) {                               \
+            T *o = (T *)p[0];                                                       \
+            const T *a = (const T *)p[1];                                           \
+            for (int64_t i = 0; i < n; i++) { const T x = a[i]; o[i] = (T)(EXPR); } \
+        } else {                                                                    \
+            char *po = p[0];                                                        \
+            const char *pa = p[1];                                                  \
+            for (int64_t i = 0; i < n; i++, po += s[0], pa += s[1]) {               \
+                const T x = *(const T *)pa;                                         \
+                *(T *)po = (T)(EXPR);                                               \
+            }                                                                       \
+        }                                                                           \
+    }
+
+#define UNARY_NUM(OPN, EXPR)                                                                           \
+    UNARY_FN(OPN##_f32, float, EXPR)                                                                   \
+    UNARY_FN(OPN##_f64, double, EXPR)                                                                  \
+    UNARY_FN(OPN##_i64, int64_t, EXPR)                                                                 \
+    UNARY_FN(OPN##_i32, int32_t, EXPR)                                                                 \
+    UNARY_FN(OPN##_u8, uint8_t, EXPR)                                                                  \
+    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {            \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL };    \
+        return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                                 \
+    }
+#define UNARY_FLOAT(OPN, EXPR_F, EXPR_D)                                                         \
+    UNARY_FN(OPN##_f32, float, EXPR_F)                                                           \
+    UNARY_FN(OPN##_f64, double, EXPR_D)                                                          \
+    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
+        return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
+    }
+
+UNARY_NUM(neg, -x)
+UNARY_NUM(abs, x < 0 ? -x : x)
+UNARY_NUM(sign, SIGN(x))
+UNARY_NUM(relu, RELU(x))
+UNARY_NUM(add_scalar, x + (elem_t)F0)
+UNARY_NUM(mul_scalar, x * (elem_t)F0)
+UNARY_NUM(clamp, (double)x < F0 ? (elem_t)F0 : ((double)x > F1 ? (elem_t)F1 : x))
+UNARY_FLOAT(pow_scalar, powf(x, (float)F0), pow(x, F0))
+UNARY_FLOAT(exp, expf(x), exp(x))
+UNARY_FLOAT(log, logf(x), log(x))
+UNARY_FLOAT(sqrt, sqrtf(x), sqrt(x))
+UNARY_FLOAT(tanh, tanhf(x), tanh(x))
+UNARY_FLOAT(sigmoid, sigmoidf_(x), sigmoid_(x))
+UNARY_FLOAT(gelu, geluf_(x), gelu_(x))
+UNARY_FLOAT(erf, erff(x), erf(x))
+
+/* ---------- casts and copies ---------- */
+static inline double ld_f32(const char *p) { return *(const float *)p; }
+static inline double ld_f64(const char *p) { return *(const double *)p; }
+static inline double ld_f16(const char *p) { return nb__f16_to_f32(*(const uint16_t *)p); }
+static inline double ld_bf16(const char *p) { return nb__bf16_to_f32(*(const uint16_t *)p); }
+static inline double ld_i64(const char *p) { return (double)*(const int64_t *)p; }
+static inline double ld_i32(const char *p) { return *(const int32_t *)p; }
+static inline double ld_u8(const char *p) { return *(const uint8_t *)p; }
+static inline double ld_b(const char *p) { return *(const uint8_t *)p != 0; }
+static inline void st_f32(char *p, double v) { *(float *)p = (float)v; }
+static inline void st_f64(char *p, double v) { *(double *)p = v; }
+static inline void st_f16(char *p, double v) { *(uint16_t *)p = nb__f32_to_f16((float)v); }
+static inline void st_bf16(char *p, double v) { *(uint16_t *)p = nb__f32_to_bf16((float)v); }
+/* float to integer conversion truncates toward zero, as torch does; out-of-range is clamped */
+static inline void st_i64(char *p, double v) { *(int64_t *)p = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v; }
+static inline void st_i32(char *p, double v) { *(int32_t *)p = (int32_t)(int64_t)(v != v ? 0 : v > 2147483647.0 ? 2147483647.0 : v < -2147483648.0 ? -2147483648.0 : v); }
+static inline void st_u8(char *p, double v) { *(uint8_t *)p = (uint8_t)(int64_t)(v != v ? 0 : v > 1e18 ? 0 : v < -1e18 ? 0 : v); }
+static inline void st_b(char *p, double v) { *(uint8_t *)p = v != 0; }
+
+/* i64 to i64 and similar go through double only where exact; integer pairs copy directly */
+#define CAST_FN(S, D)                                                                     \
+    static void cast_##S##_##D(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+        (void)ctx;                                                                       \
+        char *po = p[0];                                                                 \
+        const char *pi = p[1];                                                           \
+        for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) st_##D(po, ld_##S(pi));  \
+    }
+#define CAST_ROW(S) CAST_FN(S, f32) CAST_FN(S, f64) CAST_FN(S, f16) CAST_FN(S, bf16) \
+    CAST_FN(S, i64) CAST_FN(S, i32) CAST_FN(S, u8) CAST_FN(S, b)
+CAST_ROW(f32)
+CAST_ROW(f64)
+CAST_ROW(f16)
+CAST_ROW(bf16)
+CAST_ROW(i64)
+CAST_ROW(i32)
+CAST_ROW(u8)
+CAST_ROW(b)
+
+#define CAST_ENTRY(S) { cast_##S##_f32, cast_##S##_f64, cast_##S##_f16, cast_##S##_bf16, \
+                        cast_##S##_i64, cast_##S##_i32, cast_##S##_u8, cast_##S##_b }
+static const nb_inner_fn cast_table[NB_DTYPE_COUNT][NB_DTYPE_COUNT] = {
+    CAST_ENTRY(f32), CAST_ENTRY(f64), CAST_ENTRY(f16), CAST_ENTRY(bf16),
+    CAST_ENTRY(i64), CAST_ENTRY(i32), CAST_ENTRY(u8), CAST_ENTRY(b),
+};
+
+/* Exact integer conversions that must not pass through a double (i64 beyond 2^53). */
+static void cast_i64_i32_exact(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    (void)ctx;
+    char *po = p[0];
+    const char *pi = p[1];
+    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(int32_t *)po = (int32_t)*(const int64_t *)pi;
+}
+
+#define COPY_FN(NAME, T)                                                                     \
+    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
+        (void)ctx;                                                                          \
+        if (s[0] == sizeof(T) && s[1] == sizeof(T)) { memcpy(p[0], p[1], (size_t)n * sizeof(T)); return; } \
+        char *po = p[0];                                                                    \
+        const char *pi = p[1];                                                              \
+        for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(T *)po = *(const T *)pi;  \
+    }
+COPY_FN(copy1, uint8_t)
+COPY_FN(copy2, uint16_t)
+COPY_FN(copy4, uint32_t)
+COPY_FN(copy8, uint64_t)
+
+nb_inner_fn nb__cpu_copy_fn(size_t esize);
+nb_inner_fn nb__cpu_copy_fn(size_t esize) {
+    switch (esize) {
+    case 1: return copy1;
+    case 2: return copy2;
+    case 4: return copy4;
+    default: return copy8;
+    }
+}
+
+int cpu_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)args;
+    nb_dtype s = in[0]->dtype, d = out->dtype;
+    nb_inner_fn fn = s == d ? nb__cpu_copy_fn(nb_dtype_size(s)) : cast_table[s][d];
+    if (s == NB_I64 && d == NB_I32) fn = cast_i64_i32_exact;
+    nb_iter it;
+    nb__iter_init(&it, out, in, nin);
+    nb__iter_run(&it, fn, NULL);
+    return 0;
+}
+
+int cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)args;
+    nb_iter it;
+    nb__iter_init(&it, out, in, nin);
+    nb__iter_run(&it, nb__cpu_copy_fn(nb_dtype_size(out->dtype)), NULL);
+    return 0;
+}
+
+/* ---------- creation ---------- */
+int cpu_empty(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)out; (void)in; (void)nin; (void)args;
+    return 0;
+}
+
+int cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)in; (void)nin;
+    void *p = nb__data(out);
+    int64_t n = out->numel;
+    double v = args->f[0];
+    switch (out->dtype) {
+    case NB_F32: { float x = (float)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_F64: { double *o = p; for (int64_t i = 0; i < n; i++) o[i] = v; break; }
+    case NB_I64: { int64_t x = (int64_t)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_I32: { int32_t x = (int32_t)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    default:
+        if (n > 0) {
+            nb__store(p, out->dtype, 0, v);
+            size_t es = nb_dtype_size(out->dtype);
+            for (int64_t i = 1; i < n; i++) memcpy((char *)p + (size_t)i * es, p, es);
+        }
+    }
+    return 0;
+}
+
+int cpu_arange(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)in; (void)nin;
+    void *p = nb__data(out);
+    for (int64_t i = 0; i < out->numel; i++) nb__store(p, out->dtype, i, args->f[0] + (double)i * args->f[1]);
+    return 0;
+}
+
+/* Uniform in [0, 1) from 24 (f32) or 53 (f64) random bits. */
+static inline float u24(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+static inline double u53(uint32_t hi, uint32_t lo) {
+    return (double)(((uint64_t)(hi >> 5) << 26) | (lo >> 6)) * (1.0 / 9007199254740992.0);
+}
+
+/* Element i uses counter offset + i/4 (f32) or offset + i/2 (f64): values depend on the seed
+   and the element's position only, never on the thread that computes them. */
+int cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)in; (void)nin; (void)args;
+    int64_t n = out->numel;
+    bool f64 = out->dtype == NB_F64;
+    uint64_t seed, offset;
+    nb__rng_reserve((uint64_t)(f64 ? 2 * n : n), &seed, &offset);
+    int64_t blocks = f64 ? (n + 1) / 2 : (n + 3) / 4;
+    int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
+    char *p = nb__data(out);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+    for (int64_t b = 0; b < blocks; b++) {
+        uint32_t w[4];
+        nb__philox(seed, offset + (uint64_t)b, w);
+        if (f64) {
+            for (int k = 0; k < 2 && b * 2 + k < n; k++) ((double *)p)[b * 2 + k] = u53(w[2 * k], w[2 * k + 1]);
+        } else {
+            for (int k = 0; k < 4 && b * 4 + k < n; k++) ((float *)p)[b * 4 + k] = u24(w[k]);
+        }
+    }
+    return 0;
+}
+
+int cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)in; (void)nin; (void)args;
+    int64_t n = out->numel;
+    bool f64 = out->dtype == NB_F64;
+    uint64_t seed, offset;
+    /* Box-Muller: each counter gives two normals (f32: from 4 words) or one pair (f64) */
+    int64_t blocks = (n + 1) / 2;
+    nb__rng_reserve((uint64_t)blocks * 4, &seed, &offset);
+    int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
+    char *p = nb__data(out);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+    for (int64_t b = 0; b < blocks; b++) {
+        uint32_t w[4];
+        nb__philox(seed, offset + (uint64_t)b, w);
+        double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
+        double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
+        double z0 = r * cos(th), z1 = r * sin(th);
+        int64_t i = b * 2;
+        if (f64) {
+            ((double *)p)[i] = z0;
+            if (i + 1 < n) ((double *)p)[i + 1] = z1;
+        } else {
+            ((float *)p)[i] = (float)z0;
+            if (i + 1 < n) ((float *)p)[i + 1] = (float)z1;
+        }
+    }
+    return 0;
+}

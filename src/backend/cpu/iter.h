@@ -1,0 +1,30 @@
+/* Strided iteration for CPU kernels: broadcast operands against an output shape, merge
+   dimensions that are contiguous in every operand, and run an inner-loop function over
+   1-D runs, in parallel above a size threshold. */
+#ifndef NB_CPU_ITER_H
+#define NB_CPU_ITER_H
+
+#include "../../ops/ops_impl.h"
+
+#define NB_ITER_MAX_OPS 4
+
+typedef struct nb_iter {
+    int nd, nops;
+    int64_t dim[NB_MAX_DIMS];
+    int64_t st[NB_ITER_MAX_OPS][NB_MAX_DIMS]; /* byte strides per operand */
+    char *ptr[NB_ITER_MAX_OPS];
+    int64_t numel;
+} nb_iter;
+
+/* Inner loop over n elements; p[k] points at operand k's first element, s[k] is its byte stride. */
+typedef void (*nb_inner_fn)(char **p, const int64_t *s, int64_t n, const void *ctx);
+
+/* Sets up iteration over out (operand 0) and inputs broadcast to out's shape. */
+void nb__iter_init(nb_iter *it, nb_tensor *out, nb_tensor *const *in, int nin);
+/* Same, with an explicit output region: shape, element strides and a base pointer. */
+void nb__iter_init_raw(nb_iter *it, const nb_shape *shape, char *out_ptr, const int64_t *out_stride, size_t out_esize,
+                       nb_tensor *const *in, int nin);
+/* Runs fn over every element (parallel above NB_PARALLEL_GRAIN elements). */
+void nb__iter_run(nb_iter *it, nb_inner_fn fn, const void *ctx);
+
+#endif

@@ -1,0 +1,227 @@
+/* CPU kernels for reductions (sum, max, min, argmax, argmin) and softmax / log-softmax.
+   Each output is reduced serially, in a fixed order; a single large reduction is split into
+   chunks of a fixed size combined in order, so results never depend on the thread count. */
+#include "iter.h"
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define RED_CHUNK 16384
+
+typedef struct {
+    int nk, nr;
+    int64_t kdim[NB_MAX_DIMS], kst[NB_MAX_DIMS]; /* kept axes: sizes and input strides */
+    int64_t rdim[NB_MAX_DIMS], rst[NB_MAX_DIMS]; /* reduced axes, coalesced */
+    int64_t nout, nred;
+} red_plan;
+
+static void plan_reduce(const nb_tensor *t, int64_t mask, red_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->nout = p->nred = 1;
+    for (int d = 0; d < t->shape.ndim; d++) {
+        int64_t n = t->shape.dim[d];
+        if (mask & ((int64_t)1 << d)) {
+            p->nred *= n;
+            if (n == 1) continue;
+            if (p->nr > 0 && p->rst[p->nr - 1] == t->stride[d] * n) {
+                p->rdim[p->nr - 1] *= n;
+                p->rst[p->nr - 1] = t->stride[d];
+            } else {
+                p->rdim[p->nr] = n;
+                p->rst[p->nr++] = t->stride[d];
+            }
+        } else {
+            p->nout *= n;
+            p->kdim[p->nk] = n;
+            p->kst[p->nk++] = t->stride[d];
+        }
+    }
+    if (p->nr == 0) { p->rdim[0] = 1; p->rst[0] = 0; p->nr = 1; }
+}
+
+static int64_t kept_offset(const red_plan *p, int64_t o) {
+    int64_t off = 0;
+    for (int d = p->nk - 1; d >= 0; d--) {
+        off += (o % p->kdim[d]) * p->kst[d];
+        o /= p->kdim[d];
+    }
+    return off;
+}
+
+enum { R_SUM, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN };
+
+/* Reduces one 1-D run; for max/min it also reports the run index of the first extreme
+   (NaN counts as the extreme, as torch does). */
+#define ROW_FN(T, ACC)                                                                            \
+    static void row_##T(int op, const T *x, int64_t n, int64_t st, ACC *acc, T *ext, int64_t *arg) { \
+        if (op == R_SUM) {                                                                        \
+            ACC s = 0;                                                                            \
+            if (st == 1) for (int64_t j = 0; j < n; j++) s += (ACC)x[j];                         \
+            else for (int64_t j = 0; j < n; j++) s += (ACC)x[j * st];                            \
+            *acc = s;                                                                             \
+            return;                                                                               \
+        }                                                                                         \
+        bool want_max = op == R_MAX || op == R_ARGMAX;                                            \
+        T m = x[0];                                                                               \
+        int64_t a = 0;                                                                            \
+        if (m == m)                                                                               \
+            for (int64_t j = 1; j < n; j++) {                                                     \
+                T v = x[j * st];                                                                  \
+                if (v != v) { m = v; a = j; break; }                                              \
+                if (want_max ? v > m : v < m) { m = v; a = j; }                                   \
+            }                                                                                     \
+        *ext = m;                                                                                 \
+        *arg = a;                                                                                 \
+    }
+
+ROW_FN(float, double)
+ROW_FN(double, double)
+ROW_FN(int64_t, int64_t)
+ROW_FN(int32_t, int64_t)
+ROW_FN(uint8_t, int64_t)
+
+/* out_f / out_i receive sums (f32/f64 or i64), extremes (input type) or indices (i64). */
+#define REDUCE_FN(T, ACC, OUT_SUM_T)                                                                 \
+    static void reduce_##T(int op, const nb_tensor *t, const red_plan *p, void *out) {              \
+        const T *base = (const T *)nb__data(t);                                                     \
+        bool single = p->nr == 1;                                                                   \
+        int64_t rn = p->rdim[0], rs = p->rst[0];                                                    \
+        if (p->nout == 1 && single && p->nred >= 2 * RED_CHUNK) {                                   \
+            /* one long reduction: fixed-size chunks in parallel, combined in order */              \
+            int64_t chunks = (rn + RED_CHUNK - 1) / RED_CHUNK;                                      \
+            ACC *acc = nb__alloc(sizeof(ACC) * (size_t)chunks);                                     \
+            T *ext = nb__alloc(sizeof(T) * (size_t)chunks);                                         \
+            int64_t *arg = nb__alloc(sizeof(int64_t) * (size_t)chunks);                             \
+            if (acc && ext && arg) {                                                                \
+                int threads = nb__threads();                                                        \
+                _Pragma("omp parallel for num_threads(threads) schedule(static)")                   \
+                for (int64_t c = 0; c < chunks; c++) {                                              \
+                    int64_t a0 = c * RED_CHUNK, len = rn - a0 < RED_CHUNK ? rn - a0 : RED_CHUNK;    \
+                    row_##T(op, base + a0 * rs, len, rs, &acc[c], &ext[c], &arg[c]);                \
+                    arg[c] += a0;                                                                   \
+                }                                                                                   \
+                ACC s = 0;                                                                          \
+                T m = ext[0];                                                                       \
+                int64_t a = arg[0];                                                                 \
+                bool want_max = op == R_MAX || op == R_ARGMAX;                                      \
+                for (int64_t c = 0; c < chunks; c++) {                                              \
+                    s += acc[c];                                                                    \
+                    if (c > 0 && m == m && (ext[c] != ext[c] || (want_max ? ext[c] > m : ext[c] < m))) { m = ext[c]; a = arg[c]; } \
+                }                                                                                   \
+                if (op == R_SUM) *(OUT_SUM_T *)out = (OUT_SUM_T)s;                                  \
+                else if (op == R_MAX || op == R_MIN) *(T *)out = m;                                 \
+                else *(int64_t *)out = a;                                                           \
+            }                                                                                       \
+            nb__free(acc, sizeof(ACC) * (size_t)chunks);                                            \
+            nb__free(ext, sizeof(T) * (size_t)chunks);                                              \
+            nb__free(arg, sizeof(int64_t) * (size_t)chunks);                                        \
+            return;                                                                                 \
+        }                                                                                           \
+        int threads = p->nout * p->nred >= NB_PARALLEL_GRAIN && p->nout > 1 ? nb__threads() : 1;    \
+        _Pragma("omp parallel for num_threads(threads) schedule(static) if (threads > 1)")          \
+        for (int64_t o = 0; o < p->nout; o++) {                                                     \
+            const T *x = base + kept_offset(p, o);                                                  \
+            ACC acc = 0;                                                                            \
+            T ext = 0;                                                                              \
+            int64_t arg = 0;                                                                        \
+            if (single) row_##T(op, x, rn, rs, &acc, &ext, &arg);                                   \
+            else {                                                                                  \
+                /* several reduced axes (sums only): rows of the innermost one, in order */         \
+                int64_t rows = p->nred / p->rdim[p->nr - 1];                                        \
+                int64_t idx[NB_MAX_DIMS] = { 0 };                                                   \
+                for (int64_t r = 0; r < rows; r++) {                                                \
+                    int64_t off = 0;                                                                \
+                    for (int d = 0; d < p->nr - 1; d++) off += idx[d] * p->rst[d];                  \
+                    ACC part;                                                                       \
+                    row_##T(R_SUM, x + off, p->rdim[p->nr - 1], p->rst[p->nr - 1], &part, &ext, &arg); \
+                    acc += part;                                                                    \
+                    for (int d = p->nr - 2; d >= 0; d--) {                                          \
+                        if (++idx[d] < p->rdim[d]) break;                                           \
+                        idx[d] = 0;                                                                 \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+            if (op == R_SUM) ((OUT_SUM_T *)out)[o] = (OUT_SUM_T)acc;                                \
+            else if (op == R_MAX || op == R_MIN) ((T *)out)[o] = ext;                               \
+            else ((int64_t *)out)[o] = arg;                                                         \
+        }                                                                                           \
+    }
+
+REDUCE_FN(float, double, float)
+REDUCE_FN(double, double, double)
+REDUCE_FN(int64_t, int64_t, int64_t)
+REDUCE_FN(int32_t, int64_t, int64_t)
+REDUCE_FN(uint8_t, int64_t, int64_t)
+
+static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
+    const nb_tensor *t = in[0];
+    red_plan p;
+    plan_reduce(t, args->i[0], &p);
+    if (p.nout == 0) return 0;
+    if (p.nred == 0) { /* sum over an empty axis */
+        memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
+        return 0;
+    }
+    void *o = nb__data(out);
+    switch (t->dtype) {
+    case NB_F32: reduce_float(op, t, &p, o); break;
+    case NB_F64: reduce_double(op, t, &p, o); break;
+    case NB_I64: reduce_int64_t(op, t, &p, o); break;
+    case NB_I32: reduce_int32_t(op, t, &p, o); break;
+    case NB_U8: reduce_uint8_t(op, t, &p, o); break;
+    default: nb__error("nb_reduce: no cpu kernel for dtype %s", nb_dtype_name(t->dtype)); return -1;
+    }
+    return 0;
+}
+
+int cpu_sum(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_SUM, out, in, args); }
+int cpu_max(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_MAX, out, in, args); }
+int cpu_min(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_MIN, out, in, args); }
+int cpu_argmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_ARGMAX, out, in, args); }
+int cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_ARGMIN, out, in, args); }
+
+/* ---------- softmax ---------- */
+#define SOFTMAX_FN(T, EXP, LOG)                                                                      \
+    static void softmax_##T(const nb_tensor *t, nb_tensor *out, int axis, bool log_out) {           \
+        red_plan p;                                                                                 \
+        plan_reduce(t, (int64_t)1 << axis, &p);                                                     \
+        int64_t n = t->shape.ndim ? t->shape.dim[axis] : 1, st = t->shape.ndim ? t->stride[axis] : 0; \
+        int64_t ost = 1;                                                                            \
+        for (int d = axis + 1; d < out->shape.ndim; d++) ost *= out->shape.dim[d];                  \
+        const T *base = (const T *)nb__data(t);                                                     \
+        T *obase = (T *)nb__data(out);                                                              \
+        int threads = t->numel >= NB_PARALLEL_GRAIN && p.nout > 1 ? nb__threads() : 1;              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static) if (threads > 1)")          \
+        for (int64_t o = 0; o < p.nout; o++) {                                                      \
+            const T *x = base + kept_offset(&p, o);                                                 \
+            int64_t inner = ost, oo = (o / inner) * inner * n + o % inner;                          \
+            T *y = obase + oo;                                                                      \
+            T m = x[0];                                                                             \
+            for (int64_t j = 1; j < n; j++) if (x[j * st] > m) m = x[j * st];                       \
+            if (m == -(T)INFINITY) m = 0;                                                           \
+            double s = 0;                                                                           \
+            for (int64_t j = 0; j < n; j++) {                                                       \
+                T e = EXP(x[j * st] - m);                                                           \
+                s += e;                                                                             \
+                y[j * ost] = e;                                                                     \
+            }                                                                                       \
+            if (log_out) {                                                                          \
+                T ls = (T)LOG(s);                                                                   \
+                for (int64_t j = 0; j < n; j++) y[j * ost] = x[j * st] - m - ls;                    \
+            } else {                                                                                \
+                T inv = (T)(1.0 / s);                                                               \
+                for (int64_t j = 0; j < n; j++) y[j * ost] *= inv;                                  \
+            }                                                                                       \
+        }                                                                                           \
+    }
+SOFTMAX_FN(float, expf, log)
+SOFTMAX_FN(double, exp, log)
+
+static int run_softmax(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, bool log_out) {
+    if (in[0]->numel == 0) return 0;
+    if (in[0]->dtype == NB_F32) softmax_float(in[0], out, (int)args->i[0], log_out);
+    else softmax_double(in[0], out, (int)args->i[0], log_out);
+    return 0;
+}
+int cpu_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_softmax(out, in, args, false); }
+int cpu_log_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_softmax(out, in, args, true); }

@@ -1,0 +1,91 @@
+/* Internal core definitions shared by every layer of the library: the tensor and storage
+   structs, the caching allocator, scopes and error recording. Not installed. */
+#ifndef NB_CORE_IMPL_H
+#define NB_CORE_IMPL_H
+
+#include "nabla.h"
+#include <stdarg.h>
+#include <stdatomic.h>
+
+struct nb_node;
+
+/* A block of elements; views share one. Allocated as one block with its data behind it. */
+typedef struct nb_storage {
+    atomic_int refcount;
+    nb_device device;
+    size_t nbytes;     /* usable bytes at data */
+    size_t block;      /* size of the whole block handed out by the allocator */
+    void *data;
+} nb_storage;
+
+struct nb_tensor {
+    atomic_int refcount;
+    nb_dtype dtype;
+    bool requires_grad;
+    nb_shape shape;
+    int64_t stride[NB_MAX_DIMS]; /* in elements */
+    int64_t offset;              /* in elements, into storage */
+    int64_t numel;
+    nb_storage *storage;
+    struct nb_node *grad_fn;     /* the node that made this tensor (owned reference) */
+    nb_tensor *grad;             /* accumulated gradient of a leaf (owned reference) */
+};
+
+/* ---- allocator (src/core/alloc.c): a size-class caching allocator, thread-safe ---- */
+void *nb__alloc(size_t bytes);
+void nb__free(void *p, size_t bytes);
+
+/* ---- errors (src/core/error.c) ---- */
+/* Records a formatted message as this thread's error unless one is already recorded. */
+void nb__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether this thread has an error recorded. */
+bool nb__has_error(void);
+
+/* ---- tensors (src/core/tensor.c) ---- */
+/* A fresh contiguous tensor with new storage (uninitialised). Owned by the caller, not a scope. */
+nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype);
+/* A new tensor header over t's storage with the given shape, strides and offset. */
+nb_tensor *nb__tensor_view(nb_tensor *t, nb_shape shape, const int64_t *stride, int64_t offset);
+/* Pointer to element 0 of t. */
+static inline void *nb__data(const nb_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)nb_dtype_size(t->dtype);
+}
+/* Row-major contiguous strides of shape. */
+void nb__contiguous_strides(const nb_shape *shape, int64_t *stride);
+/* Product of the dimensions. */
+int64_t nb__shape_numel(const nb_shape *shape);
+/* Whether a and b are the same shape. */
+bool nb__shape_eq(const nb_shape *a, const nb_shape *b);
+/* Whether the dtype is f32, f64, f16 or bf16. */
+bool nb__is_float(nb_dtype dtype);
+/* Normalises a possibly negative axis for ndim dimensions; -1 (no error recorded) when out of range. */
+int nb__axis(int axis, int ndim);
+/* Hands a freshly made tensor to the innermost scope (if any) and returns it. */
+nb_tensor *nb__own(nb_tensor *t);
+/* Sets the hook that frees a graph node when the last tensor referring to it goes. */
+void nb__set_node_release(void (*release)(struct nb_node *));
+/* Describes t as "[64, 784] f32" into buf. */
+const char *nb__describe(const nb_tensor *t, char *buf, size_t size);
+
+/* ---- conversion helpers (src/core/dtype.c) ---- */
+float nb__f16_to_f32(uint16_t h);
+uint16_t nb__f32_to_f16(float f);
+float nb__bf16_to_f32(uint16_t h);
+uint16_t nb__f32_to_bf16(float f);
+/* Reads element i (of a dense array of dtype) as a double. */
+double nb__load(const void *p, nb_dtype dtype, int64_t i);
+/* Writes v as element i of a dense array of dtype. */
+void nb__store(void *p, nb_dtype dtype, int64_t i, double v);
+
+/* ---- random numbers (src/core/rng.c) ---- */
+/* Reserves n counters of the global generator; returns the seed and the first counter. */
+void nb__rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
+/* Philox4x32-10: four 32-bit words for (seed, counter). */
+void nb__philox(uint64_t seed, uint64_t counter, uint32_t out[4]);
+
+/* ---- threads (src/core/threads.c) ---- */
+/* Work (in elements) below which kernels stay serial. */
+#define NB_PARALLEL_GRAIN 32768
+int nb__threads(void);
+
+#endif

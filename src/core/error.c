@@ -1,0 +1,35 @@
+/* Thread-local first-error recording and the optional error handler. */
+#include "core_impl.h"
+#include <stdio.h>
+
+static _Thread_local char error_text[2048];
+static _Thread_local bool error_set;
+static void (*error_handler)(const char *, void *);
+static void *error_handler_user;
+
+void nb__error(const char *fmt, ...) {
+    if (error_set) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_text, sizeof error_text, fmt, ap);
+    va_end(ap);
+    error_set = true;
+    if (error_handler) error_handler(error_text, error_handler_user);
+}
+
+bool nb__has_error(void) { return error_set; }
+
+const char *nb_error(void) { return error_set ? error_text : NULL; }
+
+void nb_error_clear(void) { error_set = false; error_text[0] = 0; }
+
+void nb_set_error_handler(void (*handler)(const char *, void *), void *user) {
+    error_handler = handler;
+    error_handler_user = user;
+}
+
+const char *nb_version(void) {
+#define NB_STR_(x) #x
+#define NB_STR(x) NB_STR_(x)
+    return NB_STR(NB_VERSION_MAJOR) "." NB_STR(NB_VERSION_MINOR) "." NB_STR(NB_VERSION_PATCH);
+}

@@ -1,0 +1,385 @@
+/* Tensor and storage lifetime, shapes and strides, inspection, and scopes. */
+#include "core_impl.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STORAGE_HEADER 64 /* keeps the data 64-byte aligned behind the storage header */
+
+static const char *const dtype_names[NB_DTYPE_COUNT] = { "f32", "f64", "f16", "bf16", "i64", "i32", "u8", "bool" };
+static const size_t dtype_sizes[NB_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 1, 1 };
+
+const char *nb_dtype_name(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT ? dtype_names[d] : "?"; }
+size_t nb_dtype_size(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT ? dtype_sizes[d] : 0; }
+bool nb__is_float(nb_dtype d) { return d == NB_F32 || d == NB_F64 || d == NB_F16 || d == NB_BF16; }
+
+nb_device nb_device_parse(const char *text) {
+    nb_device dev = { NB_CPU, 0 };
+    if (!text) { nb__error("nb_device_parse: device string is NULL"); dev.index = -1; return dev; }
+    if (strcmp(text, "cpu") == 0) return dev;
+    if (strncmp(text, "cuda", 4) == 0) {
+        dev.type = NB_CUDA;
+        if (text[4] == 0) return dev;
+        if (text[4] == ':' && text[5]) {
+            char *end;
+            long idx = strtol(text + 5, &end, 10);
+            if (*end == 0 && idx >= 0 && idx < 1024) { dev.index = (int)idx; return dev; }
+        }
+    }
+    nb__error("nb_device_parse: unknown device \"%s\" (expected \"cpu\", \"cuda\" or \"cuda:N\")", text);
+    dev.type = NB_CPU;
+    dev.index = -1;
+    return dev;
+}
+
+const char *nb_device_str(nb_device d, char *buf, size_t size) {
+    if (d.type == NB_CPU) snprintf(buf, size, "cpu");
+    else snprintf(buf, size, "cuda:%d", d.index);
+    return buf;
+}
+
+const char *nb_shape_str(nb_shape s, char *buf, size_t size) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "[");
+    for (int i = 0; i < s.ndim; i++)
+        n += (size_t)snprintf(buf + n, n < size ? size - n : 0, i ? ", %lld" : "%lld", (long long)s.dim[i]);
+    snprintf(buf + n, n < size ? size - n : 0, "]");
+    return buf;
+}
+
+const char *nb__describe(const nb_tensor *t, char *buf, size_t size) {
+    if (!t) { snprintf(buf, size, "NULL"); return buf; }
+    char sh[160];
+    nb_shape_str(t->shape, sh, sizeof sh);
+    if (t->storage->device.type == NB_CPU) snprintf(buf, size, "%s %s", sh, nb_dtype_name(t->dtype));
+    else {
+        char dv[32];
+        snprintf(buf, size, "%s %s on %s", sh, nb_dtype_name(t->dtype), nb_device_str(t->storage->device, dv, sizeof dv));
+    }
+    return buf;
+}
+
+int64_t nb__shape_numel(const nb_shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->dim[i];
+    return n;
+}
+
+bool nb__shape_eq(const nb_shape *a, const nb_shape *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dim[i] != b->dim[i]) return false;
+    return true;
+}
+
+void nb__contiguous_strides(const nb_shape *s, int64_t *stride) {
+    int64_t st = 1;
+    for (int i = s->ndim - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= s->dim[i] > 1 ? s->dim[i] : 1;
+    }
+}
+
+int nb__axis(int axis, int ndim) {
+    int n = ndim == 0 ? 1 : ndim; /* a 0-d tensor accepts axis 0 and -1, as torch does */
+    if (axis < -n || axis >= n) return -1;
+    return axis < 0 ? axis + n : axis;
+}
+
+static nb_tensor *tensor_header(void) {
+    nb_tensor *t = nb__alloc(sizeof(nb_tensor));
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    atomic_init(&t->refcount, 1);
+    return t;
+}
+
+nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
+    if (shape.ndim < 0 || shape.ndim > NB_MAX_DIMS) {
+        nb__error("nb_empty: %d dimensions (at most %d are supported)", shape.ndim, NB_MAX_DIMS);
+        return NULL;
+    }
+    for (int i = 0; i < shape.ndim; i++)
+        if (shape.dim[i] < 0) {
+            char sh[160];
+            nb__error("nb_empty: negative dimension in shape %s", nb_shape_str(shape, sh, sizeof sh));
+            return NULL;
+        }
+    if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return NULL; }
+    int64_t numel = nb__shape_numel(&shape);
+    size_t esize = nb_dtype_size(dtype);
+    if (numel > 0 && (uint64_t)numel > ((uint64_t)1 << 46) / esize) {
+        char sh[160];
+        nb__error("nb_empty: shape %s is too large", nb_shape_str(shape, sh, sizeof sh));
+        return NULL;
+    }
+    size_t nbytes = (size_t)numel * esize;
+    size_t block = STORAGE_HEADER + (nbytes ? nbytes : 1);
+    nb_storage *st = nb__alloc(block);
+    nb_tensor *t = st ? tensor_header() : NULL;
+    if (!t) {
+        nb__free(st, block);
+        char sh[160];
+        nb__error("nb_empty: out of memory allocating %zu bytes for %s %s", nbytes,
+                  nb_shape_str(shape, sh, sizeof sh), nb_dtype_name(dtype));
+        return NULL;
+    }
+    atomic_init(&st->refcount, 1);
+    st->device = (nb_device){ NB_CPU, 0 };
+    st->nbytes = nbytes;
+    st->block = block;
+    st->data = (char *)st + STORAGE_HEADER;
+    t->dtype = dtype;
+    t->shape = shape;
+    nb__contiguous_strides(&shape, t->stride);
+    t->numel = numel;
+    t->storage = st;
+    return t;
+}
+
+nb_tensor *nb__tensor_view(nb_tensor *base, nb_shape shape, const int64_t *stride, int64_t offset) {
+    nb_tensor *t = tensor_header();
+    if (!t) { nb__error("nb_view: out of memory"); return NULL; }
+    t->dtype = base->dtype;
+    t->shape = shape;
+    memcpy(t->stride, stride, sizeof(int64_t) * (size_t)shape.ndim);
+    t->offset = offset;
+    t->numel = nb__shape_numel(&shape);
+    t->storage = base->storage;
+    atomic_fetch_add_explicit(&base->storage->refcount, 1, memory_order_relaxed);
+    return t;
+}
+
+/* ---- release: iterative, so freeing a long graph does not recurse deeply ---- */
+static void (*node_release)(struct nb_node *);
+void nb__set_node_release(void (*release)(struct nb_node *)) { node_release = release; }
+
+static void tensor_free(nb_tensor *t) {
+    nb_storage *st = t->storage;
+    if (atomic_fetch_sub_explicit(&st->refcount, 1, memory_order_acq_rel) == 1) nb__free(st, st->block);
+    nb_tensor *grad = t->grad;
+    struct nb_node *fn = t->grad_fn;
+    nb__free(t, sizeof *t);
+    if (grad) nb_release(grad);
+    if (fn && node_release) node_release(fn);
+}
+
+nb_tensor *nb_retain(nb_tensor *t) {
+    if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    return t;
+}
+
+static _Thread_local nb_tensor **pending;
+static _Thread_local int pending_n, pending_cap;
+static _Thread_local bool releasing;
+
+void nb_release(nb_tensor *t) {
+    if (!t) return;
+    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (releasing) { /* inside a release already: queue it instead of recursing */
+        if (pending_n == pending_cap) {
+            int cap = pending_cap ? pending_cap * 2 : 256;
+            nb_tensor **grown = nb__alloc(sizeof(nb_tensor *) * (size_t)cap);
+            if (!grown) { tensor_free(t); return; } /* no memory: fall back to recursion */
+            if (pending) memcpy(grown, pending, sizeof(nb_tensor *) * (size_t)pending_n);
+            nb__free(pending, sizeof(nb_tensor *) * (size_t)pending_cap);
+            pending = grown;
+            pending_cap = cap;
+        }
+        pending[pending_n++] = t;
+        return;
+    }
+    releasing = true;
+    tensor_free(t);
+    while (pending_n > 0) tensor_free(pending[--pending_n]);
+    releasing = false;
+}
+
+/* ---- scopes ---- */
+struct nb_scope {
+    nb_tensor **items;
+    int n, cap;
+    nb_scope *parent;
+};
+
+static _Thread_local nb_scope *current_scope;
+
+nb_scope *nb_scope_begin(void) {
+    nb_scope *s = nb__alloc(sizeof *s);
+    if (!s) { nb__error("nb_scope_begin: out of memory"); return NULL; }
+    s->items = NULL;
+    s->n = s->cap = 0;
+    s->parent = current_scope;
+    current_scope = s;
+    return s;
+}
+
+static void scope_close(nb_scope *s) {
+    current_scope = s->parent;
+    for (int i = s->n - 1; i >= 0; i--) nb_release(s->items[i]);
+    nb__free(s->items, sizeof(nb_tensor *) * (size_t)s->cap);
+    nb__free(s, sizeof *s);
+}
+
+void nb_scope_end(nb_scope *s) {
+    if (!s) return;
+    nb_scope *c = current_scope;
+    while (c && c != s) c = c->parent;
+    if (!c) { nb__error("nb_scope_end: this scope is not open on this thread"); return; }
+    while (current_scope != s) scope_close(current_scope);
+    scope_close(s);
+}
+
+nb_tensor *nb__own(nb_tensor *t) {
+    nb_scope *s = current_scope;
+    if (!t || !s) return t;
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 64;
+        nb_tensor **grown = nb__alloc(sizeof(nb_tensor *) * (size_t)cap);
+        if (!grown) { nb__error("nb_scope: out of memory"); nb_release(t); return NULL; }
+        if (s->items) memcpy(grown, s->items, sizeof(nb_tensor *) * (size_t)s->n);
+        nb__free(s->items, sizeof(nb_tensor *) * (size_t)s->cap);
+        s->items = grown;
+        s->cap = cap;
+    }
+    s->items[s->n++] = t;
+    return t;
+}
+
+nb_tensor *nb_keep(nb_tensor *t) {
+    if (!t) return NULL;
+    for (nb_scope *s = current_scope; s; s = s->parent)
+        for (int i = s->n - 1; i >= 0; i--)
+            if (s->items[i] == t) {
+                memmove(s->items + i, s->items + i + 1, sizeof(nb_tensor *) * (size_t)(s->n - i - 1));
+                s->n--;
+                return t;
+            }
+    return t;
+}
+
+/* ---- inspection ---- */
+nb_shape nb_shape_of(const nb_tensor *t) { return t ? t->shape : (nb_shape){ 0, { 0 } }; }
+int nb_ndim(const nb_tensor *t) { return t ? t->shape.ndim : 0; }
+int64_t nb_numel(const nb_tensor *t) { return t ? t->numel : 0; }
+nb_dtype nb_dtype_of(const nb_tensor *t) { return t ? t->dtype : NB_F32; }
+nb_device nb_device_of(const nb_tensor *t) { return t ? t->storage->device : (nb_device){ NB_CPU, 0 }; }
+
+int64_t nb_dim(const nb_tensor *t, int axis) {
+    if (!t) return -1;
+    int a = nb__axis(axis, t->shape.ndim);
+    if (a < 0 || t->shape.ndim == 0) {
+        char d[200];
+        nb__error("nb_dim: axis %d is out of range for %s", axis, nb__describe(t, d, sizeof d));
+        return -1;
+    }
+    return t->shape.dim[a];
+}
+
+int64_t nb_stride(const nb_tensor *t, int axis) {
+    if (!t) return -1;
+    int a = nb__axis(axis, t->shape.ndim);
+    if (a < 0 || t->shape.ndim == 0) {
+        char d[200];
+        nb__error("nb_stride: axis %d is out of range for %s", axis, nb__describe(t, d, sizeof d));
+        return -1;
+    }
+    return t->stride[a];
+}
+
+bool nb_is_contiguous(const nb_tensor *t) {
+    if (!t) return false;
+    int64_t st = 1;
+    for (int i = t->shape.ndim - 1; i >= 0; i--) {
+        if (t->shape.dim[i] == 1) continue;
+        if (t->stride[i] != st) return false;
+        st *= t->shape.dim[i];
+    }
+    return true;
+}
+
+bool nb_shares_storage(const nb_tensor *a, const nb_tensor *b) {
+    return a && b && a->storage == b->storage;
+}
+
+void *nb_data_ptr(nb_tensor *t) {
+    if (!t) return NULL;
+    if (!nb_is_contiguous(t) || t->storage->device.type != NB_CPU) {
+        char d[200];
+        nb__error("nb_data_ptr: tensor %s is not a contiguous CPU tensor (call nb_contiguous first)",
+                  nb__describe(t, d, sizeof d));
+        return NULL;
+    }
+    return nb__data(t);
+}
+
+/* Visits every element of t in row-major order as a double. */
+static void gather_dense(const nb_tensor *t, void *dst) {
+    size_t es = nb_dtype_size(t->dtype);
+    const char *base = nb__data(t);
+    if (nb_is_contiguous(t)) { memcpy(dst, base, (size_t)t->numel * es); return; }
+    int64_t idx[NB_MAX_DIMS] = { 0 };
+    int nd = t->shape.ndim;
+    for (int64_t i = 0; i < t->numel; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; d++) off += idx[d] * t->stride[d];
+        memcpy((char *)dst + (size_t)i * es, base + off * (int64_t)es, es);
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape.dim[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
+    if (!t) return -1;
+    size_t need = (size_t)t->numel * nb_dtype_size(t->dtype);
+    if (bytes != need) {
+        char d[200];
+        nb__error("nb_copy_to: destination has %zu bytes, tensor %s needs %zu", bytes, nb__describe(t, d, sizeof d), need);
+        return -1;
+    }
+    if (!dst && need) { nb__error("nb_copy_to: destination is NULL"); return -1; }
+    gather_dense(t, dst);
+    return 0;
+}
+
+double nb_item(const nb_tensor *t) {
+    if (!t) return NAN;
+    if (t->numel != 1) {
+        char d[200];
+        nb__error("nb_item: tensor %s has %lld elements, expected 1", nb__describe(t, d, sizeof d), (long long)t->numel);
+        return NAN;
+    }
+    return nb__load(nb__data(t), t->dtype, 0);
+}
+
+nb_tensor *nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
+    if (!t) return NULL;
+    if (t->grad_fn) {
+        if (!requires_grad) {
+            char d[200];
+            nb__error("nb_set_requires_grad: %s is the result of an op, not a leaf; use nb_detach to cut it from the graph",
+                      nb__describe(t, d, sizeof d));
+        }
+        return t;
+    }
+    if (requires_grad && !nb__is_float(t->dtype)) {
+        char d[200];
+        nb__error("nb_set_requires_grad: only float tensors can require gradients, got %s", nb__describe(t, d, sizeof d));
+        return t;
+    }
+    t->requires_grad = requires_grad;
+    return t;
+}
+
+bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
+bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
+nb_tensor *nb_grad_of(const nb_tensor *t) { return t ? t->grad : NULL; }
+void nb_zero_grad(nb_tensor *t) {
+    if (!t || !t->grad) return;
+    nb_tensor *g = t->grad;
+    t->grad = NULL;
+    nb_release(g);
+}

@@ -1,0 +1,47 @@
+/* The thread count shared by OpenMP kernels and BLAS: nb_set_num_threads, else
+   NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use. */
+#define _GNU_SOURCE
+#include "core_impl.h"
+#include <sched.h>
+#include <stdlib.h>
+#include <omp.h>
+
+void openblas_set_num_threads(int num_threads);
+
+static atomic_int num_threads;
+
+static int env_threads(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return (*end == 0 || *end == ',') && n > 0 && n < 4096 ? (int)n : 0;
+}
+
+static int default_threads(void) {
+    int n = env_threads("NABLA_NUM_THREADS");
+    if (!n) n = env_threads("OMP_NUM_THREADS");
+    if (!n) {
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    }
+    return n > 0 ? n : 1;
+}
+
+void nb_set_num_threads(int n) {
+    if (n <= 0) n = default_threads();
+    atomic_store(&num_threads, n);
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int nb__threads(void) {
+    int n = atomic_load_explicit(&num_threads, memory_order_relaxed);
+    if (n == 0) {
+        nb_set_num_threads(0);
+        n = atomic_load(&num_threads);
+    }
+    return n;
+}
+
+int nb_get_num_threads(void) { return nb__threads(); }

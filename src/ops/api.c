@@ -1,0 +1,441 @@
+/* The public op functions: thin calls into the one dispatch path, and composite ops built
+   from primitives (mean, var, logsumexp, matmul's 1-D cases, linear, reshape, stack, ...). */
+#include "ops_impl.h"
+#include "shape_util.h"
+#include <math.h>
+#include <string.h>
+
+static nb_tensor *call1(nb_op_id op, nb_tensor *t, const nb_op_args *a) { return nb__call(op, &t, 1, a); }
+static nb_tensor *call2(nb_op_id op, nb_tensor *x, nb_tensor *y) {
+    nb_tensor *in[2] = { x, y };
+    return nb__call(op, in, 2, NULL);
+}
+
+/* A composite runs inside its own scope and hands only its result to the caller's. */
+#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
+#define COMPOSITE_END \
+    nb_keep(result_); \
+    nb_scope_end(composite_scope_); \
+    return nb__own(result_);
+
+/* ---- creation ---- */
+static nb_tensor *create(nb_op_id op, nb_shape shape, nb_dtype dtype, double value) {
+    nb_op_args a = { .shape = shape, .dtype = dtype, .f = { value, 0 } };
+    return nb__call(op, NULL, 0, &a);
+}
+static nb_tensor *create_float(nb_op_id op, const char *fn, nb_shape shape, nb_dtype dtype) {
+    if (!nb__is_float(dtype)) {
+        nb__error("nb_%s: dtype must be a float type, got %s", fn, nb_dtype_name(dtype));
+        return NULL;
+    }
+    if (dtype == NB_F16 || dtype == NB_BF16) {
+        nb_tensor *f = nb__dispatch(op, NULL, 0, &(nb_op_args){ .shape = shape, .dtype = NB_F32 });
+        nb_tensor *h = nb__dispatch(NB_OP_CAST, &f, 1, &(nb_op_args){ .dtype = dtype });
+        nb_release(f);
+        return nb__own(h);
+    }
+    return create(op, shape, dtype, 0);
+}
+nb_tensor *nb_empty(nb_shape shape, nb_dtype dtype) { return create(NB_OP_EMPTY, shape, dtype, 0); }
+nb_tensor *nb_zeros(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, 0); }
+nb_tensor *nb_ones(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, 1); }
+nb_tensor *nb_full(nb_shape shape, double value, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, value); }
+nb_tensor *nb_rand(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RAND, "rand", shape, dtype); }
+nb_tensor *nb_randn(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RANDN, "randn", shape, dtype); }
+nb_tensor *nb_scalar(double value) { return create(NB_OP_FULL, (nb_shape){ 0, { 0 } }, NB_F32, value); }
+nb_tensor *nb_zeros_like(const nb_tensor *t) { return t ? nb_zeros(t->shape, t->dtype) : NULL; }
+nb_tensor *nb_ones_like(const nb_tensor *t) { return t ? nb_ones(t->shape, t->dtype) : NULL; }
+
+nb_tensor *nb_arange(double start, double end, double step, nb_dtype dtype) {
+    if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step)) {
+        nb__error("nb_arange: invalid range start %g, end %g, step %g", start, end, step);
+        return NULL;
+    }
+    double n = ceil((end - start) / step);
+    if (n < 0) n = 0;
+    if (n > 1e12) {
+        nb__error("nb_arange: range start %g, end %g, step %g is too long", start, end, step);
+        return NULL;
+    }
+    nb_op_args a = { .shape = { 1, { (int64_t)n } }, .dtype = dtype, .f = { start, step } };
+    return nb__call(NB_OP_ARANGE, NULL, 0, &a);
+}
+
+nb_tensor *nb_from_data(const void *data, nb_shape shape, nb_dtype dtype) {
+    if (!data && nb__shape_numel(&shape) > 0) {
+        nb__error("nb_from_data: data is NULL");
+        return NULL;
+    }
+    nb_tensor *t = nb_empty(shape, dtype);
+    if (t) memcpy(nb__data(t), data, (size_t)t->numel * nb_dtype_size(dtype));
+    return t;
+}
+
+/* ---- elementwise ---- */
+nb_tensor *nb_add(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_ADD, a, b); }
+nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_SUB, a, b); }
+nb_tensor *nb_mul(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_MUL, a, b); }
+nb_tensor *nb_div(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_DIV, a, b); }
+nb_tensor *nb_pow(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_POW, a, b); }
+nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_MAXIMUM, a, b); }
+nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_MINIMUM, a, b); }
+nb_tensor *nb_eq(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_EQ, a, b); }
+nb_tensor *nb_lt(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_LT, a, b); }
+nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_GT, a, b); }
+nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[3] = { cond, a, b };
+    return nb__call(NB_OP_WHERE, in, 3, NULL);
+}
+nb_tensor *nb_add_scalar(nb_tensor *t, double s) { return call1(NB_OP_ADD_SCALAR, t, &(nb_op_args){ .f = { s, 0 } }); }
+nb_tensor *nb_mul_scalar(nb_tensor *t, double s) { return call1(NB_OP_MUL_SCALAR, t, &(nb_op_args){ .f = { s, 0 } }); }
+nb_tensor *nb_pow_scalar(nb_tensor *t, double s) { return call1(NB_OP_POW_SCALAR, t, &(nb_op_args){ .f = { s, 0 } }); }
+
+nb_tensor *nb_neg(nb_tensor *t) { return call1(NB_OP_NEG, t, NULL); }
+nb_tensor *nb_exp(nb_tensor *t) { return call1(NB_OP_EXP, t, NULL); }
+nb_tensor *nb_log(nb_tensor *t) { return call1(NB_OP_LOG, t, NULL); }
+nb_tensor *nb_sqrt(nb_tensor *t) { return call1(NB_OP_SQRT, t, NULL); }
+nb_tensor *nb_abs(nb_tensor *t) { return call1(NB_OP_ABS, t, NULL); }
+nb_tensor *nb_sign(nb_tensor *t) { return call1(NB_OP_SIGN, t, NULL); }
+nb_tensor *nb_tanh(nb_tensor *t) { return call1(NB_OP_TANH, t, NULL); }
+nb_tensor *nb_sigmoid(nb_tensor *t) { return call1(NB_OP_SIGMOID, t, NULL); }
+nb_tensor *nb_relu(nb_tensor *t) { return call1(NB_OP_RELU, t, NULL); }
+nb_tensor *nb_gelu(nb_tensor *t) { return call1(NB_OP_GELU, t, NULL); }
+nb_tensor *nb_erf(nb_tensor *t) { return call1(NB_OP_ERF, t, NULL); }
+nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi) {
+    if (lo > hi) {
+        nb__error("nb_clamp: lower bound %g is above upper bound %g", lo, hi);
+        return NULL;
+    }
+    return call1(NB_OP_CLAMP, t, &(nb_op_args){ .f = { lo, hi } });
+}
+
+/* ---- reductions ---- */
+static nb_tensor *reduce(nb_op_id op, const char *fn, nb_tensor *t, int axis, bool keepdim) {
+    if (!t) return NULL;
+    int a = nb__axis(axis, t->shape.ndim);
+    if (a < 0) {
+        char d[200];
+        nb__error("nb_%s: axis %d is out of range for %s", fn, axis, nb__describe(t, d, sizeof d));
+        return NULL;
+    }
+    nb_op_args args = { .i = { t->shape.ndim ? (int64_t)1 << a : 0, keepdim } };
+    return call1(op, t, &args);
+}
+nb_tensor *nb_sum(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP_SUM, "sum", t, axis, keepdim); }
+nb_tensor *nb_max(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP_MAX, "max", t, axis, keepdim); }
+nb_tensor *nb_min(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP_MIN, "min", t, axis, keepdim); }
+nb_tensor *nb_argmax(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP_ARGMAX, "argmax", t, axis, keepdim); }
+nb_tensor *nb_argmin(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP_ARGMIN, "argmin", t, axis, keepdim); }
+
+nb_tensor *nb_mean(nb_tensor *t, int axis, bool keepdim) {
+    if (!t) return NULL;
+    int a = nb__axis(axis, t->shape.ndim);
+    int64_t n = a < 0 ? 1 : (t->shape.ndim ? t->shape.dim[a] : 1);
+    COMPOSITE_BEGIN
+    nb_tensor *x = nb__is_float(t->dtype) ? t : nb_cast(t, NB_F32);
+    result_ = nb_mul_scalar(nb_sum(x, axis, keepdim), n ? 1.0 / (double)n : NAN);
+    COMPOSITE_END
+}
+
+nb_tensor *nb_sum_all(nb_tensor *t) {
+    if (!t) return NULL;
+    nb_op_args args = { .i = { t->shape.ndim ? ((int64_t)1 << t->shape.ndim) - 1 : 0, 0 } };
+    return call1(NB_OP_SUM, t, &args);
+}
+
+nb_tensor *nb_mean_all(nb_tensor *t) {
+    if (!t) return NULL;
+    COMPOSITE_BEGIN
+    nb_tensor *x = nb__is_float(t->dtype) ? t : nb_cast(t, NB_F32);
+    result_ = nb_mul_scalar(nb_sum_all(x), t->numel ? 1.0 / (double)t->numel : NAN);
+    COMPOSITE_END
+}
+
+nb_tensor *nb_sum_to(nb_tensor *t, nb_shape shape) {
+    if (!t) return NULL;
+    if (nb__shape_eq(&t->shape, &shape)) return nb__own(nb_retain(t));
+    int nd = t->shape.ndim, lead = nd - shape.ndim;
+    char sh[160], d[200];
+    if (lead < 0) {
+        nb__error("nb_sum_to: cannot reduce %s to %s", nb__describe(t, d, sizeof d), nb_shape_str(shape, sh, sizeof sh));
+        return NULL;
+    }
+    int64_t mask = 0;
+    for (int i = 0; i < nd; i++) {
+        if (i < lead) { mask |= (int64_t)1 << i; continue; }
+        int64_t want = shape.dim[i - lead];
+        if (want == t->shape.dim[i]) continue;
+        if (want != 1) {
+            nb__error("nb_sum_to: cannot reduce %s to %s", nb__describe(t, d, sizeof d), nb_shape_str(shape, sh, sizeof sh));
+            return NULL;
+        }
+        mask |= (int64_t)1 << i;
+    }
+    COMPOSITE_BEGIN
+    nb_op_args args = { .i = { mask, 1 } };
+    result_ = nb_reshape(call1(NB_OP_SUM, t, &args), shape);
+    COMPOSITE_END
+}
+
+nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim) {
+    if (!t) return NULL;
+    COMPOSITE_BEGIN
+    /* shift by the detached max (so the gradient is softmax); an all -inf row shifts by 0 */
+    nb_tensor *m = nb_detach(nb_max(t, axis, true));
+    if (m) m = nb_where(nb_eq(nb_abs(m), nb_full((nb_shape){ 0, { 0 } }, INFINITY, m->dtype)), nb_zeros_like(m), m);
+    nb_tensor *r = nb_add(nb_log(nb_sum(nb_exp(nb_sub(t, m)), axis, true)), m);
+    result_ = keepdim ? r : nb_squeeze(r, axis);
+    COMPOSITE_END
+}
+
+nb_tensor *nb_var(nb_tensor *t, int axis, bool keepdim) {
+    if (!t) return NULL;
+    int a = nb__axis(axis, t->shape.ndim);
+    int64_t n = a < 0 ? 1 : (t->shape.ndim ? t->shape.dim[a] : 1);
+    COMPOSITE_BEGIN
+    nb_tensor *x = nb__is_float(t->dtype) ? t : nb_cast(t, NB_F32);
+    nb_tensor *d = nb_sub(x, nb_mean(x, axis, true));
+    result_ = nb_mul_scalar(nb_sum(nb_mul(d, d), axis, keepdim), n > 1 ? 1.0 / (double)(n - 1) : NAN);
+    COMPOSITE_END
+}
+
+nb_tensor *nb_softmax(nb_tensor *t, int axis) { return call1(NB_OP_SOFTMAX, t, &(nb_op_args){ .i = { axis } }); }
+nb_tensor *nb_log_softmax(nb_tensor *t, int axis) { return call1(NB_OP_LOG_SOFTMAX, t, &(nb_op_args){ .i = { axis } }); }
+
+/* ---- shape ---- */
+nb_tensor *nb_view(nb_tensor *t, nb_shape shape) { return call1(NB_OP_VIEW, t, &(nb_op_args){ .shape = shape }); }
+
+nb_tensor *nb_reshape(nb_tensor *t, nb_shape shape) {
+    if (!t) return NULL;
+    if (nb__resolve_shape("reshape", t, &shape) < 0) return NULL;
+    int64_t stride[NB_MAX_DIMS];
+    if (nb__view_strides(t, &shape, stride)) return nb_view(t, shape);
+    nb_tensor *c = call1(NB_OP_COPY, t, NULL);
+    nb_tensor *r = nb_view(c, shape);
+    return r;
+}
+
+nb_tensor *nb_permute(nb_tensor *t, const int *perm) {
+    if (!t) return NULL;
+    if (!perm && t->shape.ndim > 0) { nb__error("nb_permute: perm is NULL"); return NULL; }
+    nb_op_args a = { 0 };
+    for (int i = 0; i < t->shape.ndim; i++) a.i[i] = perm[i];
+    return call1(NB_OP_PERMUTE, t, &a);
+}
+
+nb_tensor *nb_transpose(nb_tensor *t, int axis0, int axis1) {
+    if (!t) return NULL;
+    int nd = t->shape.ndim, a0 = nb__axis(axis0, nd), a1 = nb__axis(axis1, nd);
+    if (a0 < 0 || a1 < 0) {
+        char d[200];
+        nb__error("nb_transpose: axes %d and %d are out of range for %s", axis0, axis1, nb__describe(t, d, sizeof d));
+        return NULL;
+    }
+    if (nd == 0) return nb__own(nb_retain(t));
+    int perm[NB_MAX_DIMS];
+    for (int i = 0; i < nd; i++) perm[i] = i;
+    perm[a0] = a1;
+    perm[a1] = a0;
+    return nb_permute(t, perm);
+}
+
+nb_tensor *nb_expand(nb_tensor *t, nb_shape shape) { return call1(NB_OP_EXPAND, t, &(nb_op_args){ .shape = shape }); }
+
+nb_tensor *nb_squeeze(nb_tensor *t, int axis) {
+    if (!t) return NULL;
+    int a = nb__axis(axis, t->shape.ndim);
+    if (a < 0) {
+        char d[200];
+        nb__error("nb_squeeze: axis %d is out of range for %s", axis, nb__describe(t, d, sizeof d));
+        return NULL;
+    }
+    nb_shape s = t->shape;
+    if (s.ndim == 0 || s.dim[a] != 1) return nb_view(t, s); /* torch leaves other sizes alone */
+    for (int i = a; i < s.ndim - 1; i++) s.dim[i] = s.dim[i + 1];
+    s.ndim--;
+    return nb_view(t, s);
+}
+
+nb_tensor *nb_unsqueeze(nb_tensor *t, int axis) {
+    if (!t) return NULL;
+    int nd = t->shape.ndim;
+    int a = axis < 0 ? axis + nd + 1 : axis;
+    if (a < 0 || a > nd || nd >= NB_MAX_DIMS) {
+        char d[200];
+        nb__error("nb_unsqueeze: axis %d is out of range for %s", axis, nb__describe(t, d, sizeof d));
+        return NULL;
+    }
+    nb_shape s = t->shape;
+    for (int i = nd; i > a; i--) s.dim[i] = s.dim[i - 1];
+    s.dim[a] = 1;
+    s.ndim = nd + 1;
+    return nb_view(t, s);
+}
+
+nb_tensor *nb_flatten(nb_tensor *t, int start_axis, int end_axis) {
+    if (!t) return NULL;
+    int nd = t->shape.ndim;
+    if (nd == 0) return nb_reshape(t, (nb_shape){ 1, { 1 } });
+    int s = nb__axis(start_axis, nd), e = nb__axis(end_axis, nd);
+    if (s < 0 || e < 0 || s > e) {
+        char d[200];
+        nb__error("nb_flatten: axes %d..%d are out of range for %s", start_axis, end_axis, nb__describe(t, d, sizeof d));
+        return NULL;
+    }
+    nb_shape out = { 0, { 0 } };
+    for (int i = 0; i < s; i++) out.dim[out.ndim++] = t->shape.dim[i];
+    int64_t m = 1;
+    for (int i = s; i <= e; i++) m *= t->shape.dim[i];
+    out.dim[out.ndim++] = m;
+    for (int i = e + 1; i < nd; i++) out.dim[out.ndim++] = t->shape.dim[i];
+    return nb_reshape(t, out);
+}
+
+nb_tensor *nb_slice(nb_tensor *t, int axis, int64_t start, int64_t end, int64_t step) {
+    return call1(NB_OP_SLICE, t, &(nb_op_args){ .i = { axis, start, end, step } });
+}
+
+nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis) {
+    if (!ts || n < 1) {
+        nb__error("nb_cat: needs at least one tensor");
+        return NULL;
+    }
+    return nb__call(NB_OP_CAT, ts, n, &(nb_op_args){ .i = { axis } });
+}
+
+nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {
+    if (!ts || n < 1) {
+        nb__error("nb_stack: needs at least one tensor");
+        return NULL;
+    }
+    for (int k = 0; k < n; k++) {
+        if (!ts[k]) return NULL;
+        if (!nb__shape_eq(&ts[k]->shape, &ts[0]->shape)) {
+            char d0[200], d[200];
+            nb__error("nb_stack: tensor %d is %s but tensor 0 is %s (all must match)", k,
+                      nb__describe(ts[k], d, sizeof d), nb__describe(ts[0], d0, sizeof d0));
+            return NULL;
+        }
+    }
+    int nd = ts[0]->shape.ndim;
+    int a = axis < 0 ? axis + nd + 1 : axis;
+    if (a < 0 || a > nd) {
+        char d[200];
+        nb__error("nb_stack: axis %d is out of range for %s", axis, nb__describe(ts[0], d, sizeof d));
+        return NULL;
+    }
+    COMPOSITE_BEGIN
+    nb_tensor **u = nb__alloc(sizeof(nb_tensor *) * (size_t)n);
+    if (u) {
+        for (int k = 0; k < n; k++) u[k] = nb_unsqueeze(ts[k], a);
+        result_ = nb_cat(u, n, a);
+        nb__free(u, sizeof(nb_tensor *) * (size_t)n);
+    } else nb__error("nb_stack: out of memory");
+    COMPOSITE_END
+}
+
+/* ---- indexing ---- */
+nb_tensor *nb_index_select(nb_tensor *t, int axis, nb_tensor *idx) {
+    nb_tensor *in[2] = { t, idx };
+    return nb__call(NB_OP_INDEX_SELECT, in, 2, &(nb_op_args){ .i = { axis } });
+}
+nb_tensor *nb_gather(nb_tensor *t, int axis, nb_tensor *idx) {
+    nb_tensor *in[2] = { t, idx };
+    return nb__call(NB_OP_GATHER, in, 2, &(nb_op_args){ .i = { axis } });
+}
+nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx) {
+    if (!weight || !idx) {
+        if (!nb__has_error()) nb__error("nb_embedding: %s is NULL", weight ? "idx" : "weight");
+        return NULL;
+    }
+    if (weight->shape.ndim != 2) {
+        char d[200];
+        nb__error("nb_embedding: weight must be [num, dim], got %s", nb__describe(weight, d, sizeof d));
+        return NULL;
+    }
+    if (idx->shape.ndim >= NB_MAX_DIMS) {
+        nb__error("nb_embedding: indices have too many dimensions");
+        return NULL;
+    }
+    COMPOSITE_BEGIN
+    nb_tensor *rows = nb_index_select(weight, 0, nb_reshape(idx, (nb_shape){ 1, { idx->numel } }));
+    nb_shape s = idx->shape;
+    s.dim[s.ndim++] = weight->shape.dim[1];
+    result_ = nb_view(rows, s);
+    COMPOSITE_END
+}
+
+/* ---- conversion ---- */
+nb_tensor *nb_contiguous(nb_tensor *t) {
+    if (!t) return NULL;
+    if (nb_is_contiguous(t)) return nb__own(nb_retain(t));
+    return call1(NB_OP_COPY, t, NULL);
+}
+nb_tensor *nb_clone(nb_tensor *t) { return call1(NB_OP_COPY, t, NULL); }
+nb_tensor *nb_detach(nb_tensor *t) { return call1(NB_OP_DETACH, t, NULL); }
+nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype) {
+    if (!t) return NULL;
+    if (t->dtype == dtype) return nb__own(nb_retain(t));
+    return call1(NB_OP_CAST, t, &(nb_op_args){ .dtype = dtype });
+}
+nb_tensor *nb_to(nb_tensor *t, nb_device device) {
+    if (!t) return NULL;
+    char dv[32];
+    if (device.index < 0) {
+        nb__error("nb_to: invalid device (index %d)", device.index);
+        return NULL;
+    }
+    if (device.type != NB_CPU) {
+        nb__error("nb_to: device %s is not available: this build of nabla has the cpu backend only",
+                  nb_device_str(device, dv, sizeof dv));
+        return NULL;
+    }
+    return nb__own(nb_retain(t));
+}
+
+/* ---- linear algebra ---- */
+nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
+    if (!a || !b) {
+        if (!nb__has_error()) nb__error("nb_matmul: input %d is NULL", a ? 1 : 0);
+        return NULL;
+    }
+    if (a->shape.ndim == 0 || b->shape.ndim == 0) {
+        char da[200], db[200];
+        nb__error("nb_matmul: both inputs need at least 1 dimension, got %s and %s", nb__describe(a, da, sizeof da),
+                  nb__describe(b, db, sizeof db));
+        return NULL;
+    }
+    if (a->shape.ndim >= 2 && b->shape.ndim >= 2) return call2(NB_OP_MATMUL, a, b);
+    if (a->shape.ndim == 1 && b->shape.ndim == 1 && a->shape.dim[0] != b->shape.dim[0]) {
+        char da[200], db[200];
+        nb__error("nb_matmul: inner dimensions differ: a is %s, b is %s", nb__describe(a, da, sizeof da),
+                  nb__describe(b, db, sizeof db));
+        return NULL;
+    }
+    COMPOSITE_BEGIN
+    /* torch.matmul: a 1-D a gains a leading axis, a 1-D b a trailing one, removed afterwards */
+    nb_tensor *a2 = a->shape.ndim == 1 ? nb_unsqueeze(a, 0) : a;
+    nb_tensor *b2 = b->shape.ndim == 1 ? nb_unsqueeze(b, 1) : b;
+    nb_tensor *r = call2(NB_OP_MATMUL, a2, b2);
+    if (b->shape.ndim == 1) r = nb_squeeze(r, -1);
+    if (a->shape.ndim == 1) r = nb_squeeze(r, b->shape.ndim == 1 ? -1 : -2);
+    result_ = r;
+    COMPOSITE_END
+}
+
+nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+    if (!x || !w) {
+        if (!nb__has_error()) nb__error("nb_linear: %s is NULL", x ? "weight" : "input");
+        return NULL;
+    }
+    if (w->shape.ndim != 2 || x->shape.ndim < 1 || x->shape.dim[x->shape.ndim - 1] != w->shape.dim[1]) {
+        char dx[200], dw[200];
+        nb__error("nb_linear: input %s does not fit weight %s (expected input [..., %lld])", nb__describe(x, dx, sizeof dx),
+                  nb__describe(w, dw, sizeof dw), w->shape.ndim == 2 ? (long long)w->shape.dim[1] : -1LL);
+        return NULL;
+    }
+    COMPOSITE_BEGIN
+    nb_tensor *y = nb_matmul(x, nb_transpose(w, 0, 1));
+    result_ = b ? nb_add(y, b) : y;
+    COMPOSITE_END
+}

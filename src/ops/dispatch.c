@@ -1,0 +1,179 @@
+/* The one dispatch path. Every tensor operation, from users, composites, backward formulas
+   and (later) the tracer, comes through nb__dispatch: NULL and device checks, dtype promotion,
+   validation and shape inference, the backend kernel, anomaly checks and the autograd record. */
+#include "ops_impl.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *op_name(int op) { return (unsigned)op < NB_OP_COUNT ? nb__ops[op].name : "?"; }
+
+__attribute__((constructor)) static void ops_init(void) { nb__graph_set_op_name(op_name); }
+
+nb_dtype nb__promote(nb_dtype a, nb_dtype b) {
+    if (a == b) return a;
+    /* rank: bool < u8 < i32 < i64 < f16/bf16 < f32 < f64; f16 with bf16 gives f32 as torch does */
+    static const int rank[NB_DTYPE_COUNT] = { [NB_BOOL] = 0, [NB_U8] = 1, [NB_I32] = 2, [NB_I64] = 3,
+                                              [NB_F16] = 4, [NB_BF16] = 4, [NB_F32] = 5, [NB_F64] = 6 };
+    if (rank[a] == rank[b]) return NB_F32;
+    return rank[a] > rank[b] ? a : b;
+}
+
+static bool is_half(nb_dtype d) { return d == NB_F16 || d == NB_BF16; }
+
+static void dtype_list(unsigned mask, char *buf, size_t size) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int d = 0; d < NB_DTYPE_COUNT; d++)
+        if (mask & NB_T(d)) n += (size_t)snprintf(buf + n, n < size ? size - n : 0, n ? ", %s" : "%s", nb_dtype_name((nb_dtype)d));
+}
+
+/* Whether input i takes part in dtype promotion (index and condition inputs do not). */
+static bool is_data_input(nb_op_id op, int i) {
+    if (op == NB_OP_WHERE) return i > 0;
+    if (op == NB_OP_INDEX_SELECT || op == NB_OP_INDEX_ADD || op == NB_OP_GATHER || op == NB_OP_SCATTER_ADD) return i == 0;
+    return true;
+}
+
+static bool has_nonfinite(const nb_tensor *t) {
+    if (!nb__is_float(t->dtype)) return false;
+    const void *p = nb__data(t);
+    if (nb_is_contiguous(t) && t->dtype == NB_F32) {
+        const float *f = p;
+        for (int64_t i = 0; i < t->numel; i++)
+            if (!isfinite(f[i])) return true;
+        return false;
+    }
+    int64_t idx[NB_MAX_DIMS] = { 0 };
+    for (int64_t k = 0; k < t->numel; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->shape.ndim; d++) off += idx[d] * t->stride[d];
+        if (!isfinite(nb__load(p, t->dtype, off))) return true;
+        for (int d = t->shape.ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape.dim[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return false;
+}
+
+nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args_in) {
+    const nb_op_def *def = &nb__ops[op];
+    if (def->nin >= 0 && nin != def->nin) {
+        nb__error("nb_%s: expected %d inputs, got %d", def->name, def->nin, nin);
+        return NULL;
+    }
+    for (int i = 0; i < nin; i++) {
+        if (!in[i]) {
+            if (!nb__has_error()) nb__error("nb_%s: input %d is NULL", def->name, i);
+            return NULL;
+        }
+        if (in[i]->storage->device.type != NB_CPU) {
+            char d[200];
+            nb__error("nb_%s: input %d is %s, but this build of nabla runs on the cpu only", def->name, i,
+                      nb__describe(in[i], d, sizeof d));
+            return NULL;
+        }
+    }
+    nb_op_args args = args_in ? *args_in : (nb_op_args){ 0 };
+
+    /* Decide the compute dtype and convert inputs to it. */
+    nb_tensor *stack_conv[8] = { 0 };
+    nb_tensor **conv = nin <= 8 ? stack_conv : nb__alloc(sizeof(nb_tensor *) * (size_t)nin);
+    if (!conv) { nb__error("nb_%s: out of memory", def->name); return NULL; }
+    for (int i = 0; i < nin; i++) conv[i] = in[i];
+    nb_tensor *out = NULL;
+    nb_dtype half_out = NB_F32;
+    bool back_to_half = false;
+    if (nin > 0 && !(def->flags & NB_F_CREATE)) {
+        nb_dtype target = NB_BOOL;
+        bool first = true;
+        for (int i = 0; i < nin; i++) {
+            if (!is_data_input(op, i)) continue;
+            if (!(def->flags & NB_F_PROMOTE) && i > 0) break;
+            target = first ? in[i]->dtype : nb__promote(target, in[i]->dtype);
+            first = false;
+        }
+        if (is_half(target) && !(def->flags & NB_F_ANY_DTYPE)) {
+            half_out = target;
+            back_to_half = true;
+            target = NB_F32;
+        }
+        if ((def->flags & NB_F_FLOAT) && !nb__is_float(target)) target = NB_F32;
+        if ((def->flags & NB_F_SCALAR) && !nb__is_float(target) && args.f[0] != floor(args.f[0])) target = NB_F32;
+        if (!(def->dtypes & NB_T(target))) {
+            char list[128], d[200];
+            dtype_list(def->dtypes, list, sizeof list);
+            nb__error("nb_%s: dtype %s is not supported (input %s; supported: %s)", def->name, nb_dtype_name(target),
+                      nb__describe(in[0], d, sizeof d), list);
+            goto done;
+        }
+        for (int i = 0; i < nin; i++) {
+            if (!is_data_input(op, i) || in[i]->dtype == target) continue;
+            if (!(def->flags & NB_F_PROMOTE) && i > 0) break;
+            nb_op_args cast_args = { .dtype = target };
+            conv[i] = nb__dispatch(NB_OP_CAST, &in[i], 1, &cast_args);
+            if (!conv[i]) goto done;
+        }
+        /* the result stays float; a half result only when the op computes floats from halves */
+        if (back_to_half && (def->flags & NB_F_NONDIFF)) back_to_half = false;
+    }
+
+    nb_meta meta;
+    memset(&meta, 0, sizeof meta);
+    if (def->infer(def->name, conv, nin, &args, &meta) < 0) goto done;
+
+    if (def->flags & NB_F_VIEW) {
+        out = nb__tensor_view(conv[0], meta.shape, meta.stride, meta.offset);
+        if (!out) goto done;
+    } else {
+        out = nb__tensor_new(meta.shape, meta.dtype);
+        if (!out) goto done;
+        nb_kernel_fn kernel = nb__cpu_kernels[op];
+        if (!kernel) {
+            nb__error("nb_%s: no cpu kernel", def->name);
+            nb_release(out);
+            out = NULL;
+            goto done;
+        }
+        if (kernel(out, conv, nin, &args) < 0) {
+            nb_release(out);
+            out = NULL;
+            goto done;
+        }
+    }
+
+    if (nb__anomaly_enabled() && !(def->flags & NB_F_VIEW) && has_nonfinite(out)) {
+        bool input_bad = false;
+        for (int i = 0; i < nin; i++) input_bad = input_bad || has_nonfinite(conv[i]);
+        char d[200];
+        nb__error("nb_%s: anomaly detected: the forward output %s contains NaN or Inf%s", def->name,
+                  nb__describe(out, d, sizeof d), input_bad ? " (an input already did)" : "");
+        nb_release(out);
+        out = NULL;
+        goto done;
+    }
+
+    if (!(def->flags & NB_F_NONDIFF) && def->backward && nb__grad_enabled()) {
+        bool any = false;
+        for (int i = 0; i < nin; i++) any = any || conv[i]->requires_grad;
+        if (any && !nb__node_new(op, conv, nin, &args, out, (def->flags & NB_F_SAVE_OUT) != 0)) {
+            nb_release(out);
+            out = NULL;
+            goto done;
+        }
+    }
+
+    if (back_to_half && nb__is_float(out->dtype)) {
+        nb_op_args cast_args = { .dtype = half_out };
+        nb_tensor *h = nb__dispatch(NB_OP_CAST, &out, 1, &cast_args);
+        nb_release(out);
+        out = h;
+    }
+
+done:
+    for (int i = 0; i < nin; i++)
+        if (conv[i] && conv[i] != in[i]) nb_release(conv[i]);
+    if (conv != stack_conv) nb__free(conv, sizeof(nb_tensor *) * (size_t)nin);
+    return out;
+}

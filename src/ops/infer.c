@@ -1,0 +1,469 @@
+/* Validation and shape inference for every op: each names the function, the shapes and the
+   dtypes involved when it refuses its inputs. */
+#include "ops_impl.h"
+#include "shape_util.h"
+#include <stdio.h>
+#include <string.h>
+
+#define DESC(t, buf) nb__describe((t), (buf), sizeof(buf))
+
+int nb__broadcast_shapes(const char *fn, const nb_shape *a, const nb_shape *b, nb_shape *out) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    out->ndim = nd;
+    for (int i = 0; i < nd; i++) {
+        int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
+        int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char sa[160], sb[160];
+            nb__error("nb_%s: shapes %s and %s cannot be broadcast (axis %d: %lld vs %lld)", fn,
+                      nb_shape_str(*a, sa, sizeof sa), nb_shape_str(*b, sb, sizeof sb), i - nd, (long long)da, (long long)db);
+            return -1;
+        }
+        out->dim[i] = da == 1 ? db : da;
+    }
+    return 0;
+}
+
+bool nb__view_strides(const nb_tensor *t, const nb_shape *shape, int64_t *stride) {
+    /* PyTorch's rule: a view is possible when each run of merged or split input axes is
+       contiguous within itself. Walk the old axes from the back, matching chunks. */
+    const nb_shape *os = &t->shape;
+    if (t->numel == 0 || os->ndim == 0 || shape->ndim == 0) {
+        nb__contiguous_strides(shape, stride);
+        return true;
+    }
+    int view_d = shape->ndim - 1;
+    int64_t chunk_base_stride = t->stride[os->ndim - 1];
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int tensor_d = os->ndim - 1; tensor_d >= 0; tensor_d--) {
+        tensor_numel *= os->dim[tensor_d];
+        if (tensor_d == 0 || (os->dim[tensor_d - 1] != 1 && t->stride[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || shape->dim[view_d] == 1)) {
+                stride[view_d] = view_numel * chunk_base_stride;
+                view_numel *= shape->dim[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (tensor_d > 0) {
+                chunk_base_stride = t->stride[tensor_d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+int nb__resolve_shape(const char *fn, const nb_tensor *t, nb_shape *shape) {
+    int infer = -1;
+    int64_t known = 1;
+    char sh[160], d[200];
+    if (shape->ndim < 0 || shape->ndim > NB_MAX_DIMS) {
+        nb__error("nb_%s: %d dimensions (at most %d)", fn, shape->ndim, NB_MAX_DIMS);
+        return -1;
+    }
+    for (int i = 0; i < shape->ndim; i++) {
+        if (shape->dim[i] == -1) {
+            if (infer >= 0) {
+                nb__error("nb_%s: shape %s has more than one -1", fn, nb_shape_str(*shape, sh, sizeof sh));
+                return -1;
+            }
+            infer = i;
+        } else if (shape->dim[i] < 0) {
+            nb__error("nb_%s: invalid dimension in shape %s", fn, nb_shape_str(*shape, sh, sizeof sh));
+            return -1;
+        } else known *= shape->dim[i];
+    }
+    if (infer >= 0) {
+        if (known == 0 || t->numel % known != 0) {
+            nb__error("nb_%s: shape %s is invalid for input %s of %lld elements", fn, nb_shape_str(*shape, sh, sizeof sh),
+                      DESC(t, d), (long long)t->numel);
+            return -1;
+        }
+        shape->dim[infer] = t->numel / known;
+    } else if (known != t->numel) {
+        nb__error("nb_%s: shape %s is invalid for input %s of %lld elements", fn, nb_shape_str(*shape, sh, sizeof sh),
+                  DESC(t, d), (long long)t->numel);
+        return -1;
+    }
+    return 0;
+}
+
+static int infer_create(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)in; (void)nin; (void)fn;
+    out->shape = args->shape;
+    out->dtype = args->dtype;
+    return 0;
+}
+
+static int infer_binary(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin; (void)args;
+    out->dtype = in[0]->dtype;
+    return nb__broadcast_shapes(fn, &in[0]->shape, &in[1]->shape, &out->shape);
+}
+
+static int infer_compare(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    int rc = infer_binary(fn, in, nin, args, out);
+    out->dtype = NB_BOOL;
+    return rc;
+}
+
+static int infer_where(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin; (void)args;
+    if (in[0]->dtype != NB_BOOL) {
+        char d[200];
+        nb__error("nb_%s: the condition must be bool, got %s", fn, DESC(in[0], d));
+        return -1;
+    }
+    nb_shape ab;
+    if (nb__broadcast_shapes(fn, &in[1]->shape, &in[2]->shape, &ab) < 0) return -1;
+    out->dtype = in[1]->dtype;
+    return nb__broadcast_shapes(fn, &in[0]->shape, &ab, &out->shape);
+}
+
+static int infer_unary(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)fn; (void)nin; (void)args;
+    out->shape = in[0]->shape;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+static int infer_cast(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    if ((unsigned)args->dtype >= NB_DTYPE_COUNT) {
+        nb__error("nb_%s: invalid dtype %d", fn, (int)args->dtype);
+        return -1;
+    }
+    out->shape = in[0]->shape;
+    out->dtype = args->dtype;
+    return 0;
+}
+
+static int infer_view(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0];
+    if (nb__resolve_shape(fn, t, &args->shape) < 0) return -1;
+    if (!nb__view_strides(t, &args->shape, out->stride)) {
+        char sh[160], d[200];
+        nb__error("nb_%s: shape %s is not compatible with the strides of input %s (it is not contiguous); "
+                  "use nb_reshape, which copies when it must", fn, nb_shape_str(args->shape, sh, sizeof sh), DESC(t, d));
+        return -1;
+    }
+    out->shape = args->shape;
+    out->dtype = t->dtype;
+    out->offset = t->offset;
+    return 0;
+}
+
+static int infer_permute(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0];
+    int nd = t->shape.ndim;
+    bool seen[NB_MAX_DIMS] = { false };
+    for (int i = 0; i < nd; i++) {
+        int a = nb__axis((int)args->i[i], nd);
+        if (a < 0 || nd == 0 || seen[a]) {
+            char d[200];
+            nb__error("nb_%s: axes do not form a permutation of %d axes for %s (axis %lld at position %d)", fn, nd,
+                      DESC(t, d), (long long)args->i[i], i);
+            return -1;
+        }
+        seen[a] = true;
+        args->i[i] = a;
+        out->shape.dim[i] = t->shape.dim[a];
+        out->stride[i] = t->stride[a];
+    }
+    out->shape.ndim = nd;
+    out->dtype = t->dtype;
+    out->offset = t->offset;
+    return 0;
+}
+
+static int infer_expand(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0];
+    nb_shape *s = &args->shape;
+    char sh[160], d[200];
+    if (s->ndim < t->shape.ndim || s->ndim > NB_MAX_DIMS) {
+        nb__error("nb_%s: cannot expand %s to %s (fewer dimensions)", fn, DESC(t, d), nb_shape_str(*s, sh, sizeof sh));
+        return -1;
+    }
+    int lead = s->ndim - t->shape.ndim;
+    for (int i = 0; i < s->ndim; i++) {
+        if (i < lead) {
+            if (s->dim[i] < 0) {
+                nb__error("nb_%s: -1 is not allowed for a new leading axis in %s", fn, nb_shape_str(*s, sh, sizeof sh));
+                return -1;
+            }
+            out->stride[i] = 0;
+            continue;
+        }
+        int64_t td = t->shape.dim[i - lead];
+        if (s->dim[i] == -1) s->dim[i] = td;
+        if (s->dim[i] == td) out->stride[i] = t->stride[i - lead];
+        else if (td == 1 && s->dim[i] >= 0) out->stride[i] = 0;
+        else {
+            nb__error("nb_%s: cannot expand %s to %s (axis %d has size %lld, not 1)", fn, DESC(t, d),
+                      nb_shape_str(*s, sh, sizeof sh), i, (long long)td);
+            return -1;
+        }
+    }
+    out->shape = *s;
+    out->dtype = t->dtype;
+    out->offset = t->offset;
+    return 0;
+}
+
+/* Clamps Python-style slice bounds for an axis of size n; returns the result length. */
+static int64_t slice_len(int64_t n, int64_t *start, int64_t *end, int64_t step) {
+    int64_t s = *start, e = *end;
+    if (s < 0) s += n;
+    if (e < 0) e += n;
+    if (s < 0) s = 0;
+    if (s > n) s = n;
+    if (e < s) e = s;
+    if (e > n) e = n;
+    *start = s;
+    *end = e;
+    return (e - s + step - 1) / step;
+}
+
+static int infer_slice(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0];
+    int nd = t->shape.ndim;
+    int a = nb__axis((int)args->i[0], nd);
+    char d[200];
+    if (a < 0 || nd == 0) {
+        nb__error("nb_%s: axis %lld is out of range for %s", fn, (long long)args->i[0], DESC(t, d));
+        return -1;
+    }
+    if (args->i[3] <= 0) {
+        nb__error("nb_%s: step must be positive, got %lld", fn, (long long)args->i[3]);
+        return -1;
+    }
+    int64_t len = slice_len(t->shape.dim[a], &args->i[1], &args->i[2], args->i[3]);
+    args->i[0] = a;
+    out->shape = t->shape;
+    out->shape.dim[a] = len;
+    memcpy(out->stride, t->stride, sizeof(int64_t) * (size_t)nd);
+    out->stride[a] = t->stride[a] * args->i[3];
+    out->offset = t->offset + (len > 0 ? args->i[1] * t->stride[a] : 0);
+    out->dtype = t->dtype;
+    return 0;
+}
+
+static int infer_detach(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)fn; (void)nin; (void)args;
+    out->shape = in[0]->shape;
+    memcpy(out->stride, in[0]->stride, sizeof out->stride);
+    out->offset = in[0]->offset;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+static int infer_slice_backward(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    int a = (int)args->i[0];
+    nb_shape expect = args->shape;
+    int64_t s = args->i[1], e = args->i[2];
+    expect.dim[a] = slice_len(args->shape.dim[a], &s, &e, args->i[3]);
+    if (!nb__shape_eq(&expect, &in[0]->shape)) {
+        char sh[160], d[200];
+        nb__error("nb_%s: gradient %s does not match the slice shape %s", fn, DESC(in[0], d), nb_shape_str(expect, sh, sizeof sh));
+        return -1;
+    }
+    out->shape = args->shape;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+/* args: i[0] = bit mask of reduced axes, i[1] = keepdim. */
+static int infer_reduce(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0];
+    int nd = t->shape.ndim;
+    int64_t mask = args->i[0];
+    bool keep = args->i[1] != 0;
+    bool is_sum = strcmp(fn, "sum") == 0, is_arg = fn[0] == 'a';
+    out->shape.ndim = 0;
+    for (int d = 0; d < nd; d++) {
+        if (mask & ((int64_t)1 << d)) {
+            if (t->shape.dim[d] == 0 && !is_sum) {
+                char dd[200];
+                nb__error("nb_%s: cannot reduce over axis %d of %s: it is empty", fn, d, DESC(t, dd));
+                return -1;
+            }
+            if (keep) out->shape.dim[out->shape.ndim++] = 1;
+        } else out->shape.dim[out->shape.ndim++] = t->shape.dim[d];
+    }
+    if (nd == 0 && t->numel == 0) { nb__error("nb_%s: empty input", fn); return -1; }
+    if (is_arg) out->dtype = NB_I64;
+    else if (is_sum && !nb__is_float(t->dtype)) out->dtype = NB_I64;
+    else out->dtype = t->dtype;
+    return 0;
+}
+
+static int infer_softmax(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    int a = nb__axis((int)args->i[0], in[0]->shape.ndim);
+    if (a < 0) {
+        char d[200];
+        nb__error("nb_%s: axis %lld is out of range for %s", fn, (long long)args->i[0], DESC(in[0], d));
+        return -1;
+    }
+    args->i[0] = a;
+    out->shape = in[0]->shape;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+static int infer_matmul(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin; (void)args;
+    const nb_tensor *a = in[0], *b = in[1];
+    char da[200], db[200];
+    if (a->shape.ndim < 2 || b->shape.ndim < 2) {
+        nb__error("nb_%s: both inputs need at least 2 dimensions here, got %s and %s", fn, DESC(a, da), DESC(b, db));
+        return -1;
+    }
+    int na = a->shape.ndim, nbd = b->shape.ndim;
+    if (a->shape.dim[na - 1] != b->shape.dim[nbd - 2]) {
+        nb__error("nb_%s: inner dimensions differ: a is %s, b is %s", fn, DESC(a, da), DESC(b, db));
+        return -1;
+    }
+    nb_shape ba = a->shape, bb = b->shape, batch;
+    ba.ndim -= 2;
+    bb.ndim -= 2;
+    if (nb__broadcast_shapes(fn, &ba, &bb, &batch) < 0) return -1;
+    out->shape = batch;
+    out->shape.dim[out->shape.ndim++] = a->shape.dim[na - 2];
+    out->shape.dim[out->shape.ndim++] = b->shape.dim[nbd - 1];
+    out->dtype = a->dtype;
+    return 0;
+}
+
+static int check_index(const char *fn, const nb_tensor *idx) {
+    if (idx->dtype != NB_I64 && idx->dtype != NB_I32) {
+        char d[200];
+        nb__error("nb_%s: indices must be i64 or i32, got %s", fn, DESC(idx, d));
+        return -1;
+    }
+    return 0;
+}
+
+/* index_select(t, idx) along i[0]: t's shape with that axis replaced by idx's length. */
+static int infer_index_select(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0], *idx = in[1];
+    char d[200], di[200];
+    if (check_index(fn, idx) < 0) return -1;
+    if (idx->shape.ndim > 1) {
+        nb__error("nb_%s: indices must be 1-D, got %s", fn, DESC(idx, di));
+        return -1;
+    }
+    int a = nb__axis((int)args->i[0], t->shape.ndim);
+    if (a < 0) {
+        nb__error("nb_%s: axis %lld is out of range for %s", fn, (long long)args->i[0], DESC(t, d));
+        return -1;
+    }
+    args->i[0] = a;
+    out->shape = t->shape;
+    if (t->shape.ndim == 0) out->shape = idx->shape;
+    else out->shape.dim[a] = idx->numel;
+    out->dtype = t->dtype;
+    return 0;
+}
+
+/* index_add(src, idx) into zeros of args->shape along i[0] (the backward of index_select). */
+static int infer_index_add(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    if (check_index(fn, in[1]) < 0) return -1;
+    nb_shape expect = args->shape;
+    int a = (int)args->i[0];
+    if (expect.ndim > 0) expect.dim[a] = in[1]->numel;
+    if (!nb__shape_eq(&expect, &in[0]->shape)) {
+        char d[200], sh[160];
+        nb__error("nb_%s: source %s does not match %s", fn, DESC(in[0], d), nb_shape_str(expect, sh, sizeof sh));
+        return -1;
+    }
+    out->shape = args->shape;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+static int infer_gather(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    const nb_tensor *t = in[0], *idx = in[1];
+    char d[200], di[200];
+    if (check_index(fn, idx) < 0) return -1;
+    int nd = t->shape.ndim;
+    int a = nb__axis((int)args->i[0], nd);
+    if (a < 0) {
+        nb__error("nb_%s: axis %lld is out of range for %s", fn, (long long)args->i[0], DESC(t, d));
+        return -1;
+    }
+    if (idx->shape.ndim != nd) {
+        nb__error("nb_%s: indices %s must have as many dimensions as the input %s", fn, DESC(idx, di), DESC(t, d));
+        return -1;
+    }
+    for (int i = 0; i < nd; i++)
+        if (i != a && idx->shape.dim[i] > t->shape.dim[i]) {
+            nb__error("nb_%s: indices %s are larger than the input %s at axis %d", fn, DESC(idx, di), DESC(t, d), i);
+            return -1;
+        }
+    args->i[0] = a;
+    out->shape = idx->shape;
+    out->dtype = t->dtype;
+    return 0;
+}
+
+static int infer_scatter_add(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    if (check_index(fn, in[1]) < 0) return -1;
+    if (!nb__shape_eq(&in[0]->shape, &in[1]->shape)) {
+        char d[200], di[200];
+        nb__error("nb_%s: source %s and indices %s differ in shape", fn, DESC(in[0], d), DESC(in[1], di));
+        return -1;
+    }
+    out->shape = args->shape;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+static int infer_cat(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    char d0[200], d[200];
+    if (nin < 1) {
+        nb__error("nb_%s: needs at least one tensor", fn);
+        return -1;
+    }
+    const nb_tensor *t0 = in[0];
+    int nd = t0->shape.ndim;
+    int a = nb__axis((int)args->i[0], nd);
+    if (a < 0 || nd == 0) {
+        nb__error("nb_%s: axis %lld is out of range for %s", fn, (long long)args->i[0], DESC(t0, d0));
+        return -1;
+    }
+    args->i[0] = a;
+    out->shape = t0->shape;
+    out->shape.dim[a] = 0;
+    for (int k = 0; k < nin; k++) {
+        const nb_tensor *t = in[k];
+        bool ok = t->shape.ndim == nd;
+        for (int i = 0; ok && i < nd; i++) ok = i == a || t->shape.dim[i] == t0->shape.dim[i];
+        if (!ok) {
+            nb__error("nb_%s: tensor %d is %s but tensor 0 is %s (all axes but %d must match)", fn, k, DESC(t, d), DESC(t0, d0), a);
+            return -1;
+        }
+        out->shape.dim[a] += t->shape.dim[a];
+    }
+    out->dtype = t0->dtype;
+    return 0;
+}
+
+#include "backward.inc"
+
+const nb_op_def nb__ops[NB_OP_COUNT] = {
+#define NB_OP(ID, nm, n, inf, bwd, fl, dt) [NB_OP_##ID] = { #nm, n, inf, bwd, fl, dt },
+#include "ops.def"
+#undef NB_OP
+};

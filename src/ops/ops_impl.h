@@ -1,0 +1,71 @@
+/* The op table and the one dispatch function every tensor operation goes through. */
+#ifndef NB_OPS_IMPL_H
+#define NB_OPS_IMPL_H
+
+#include "../autograd/graph.h"
+
+typedef enum nb_op_id {
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes) NB_OP_##ID,
+#include "ops.def"
+#undef NB_OP
+    NB_OP_COUNT
+} nb_op_id;
+
+/* dtype masks */
+#define NB_T(d) (1u << (d))
+#define NB_T_FLOAT (NB_T(NB_F32) | NB_T(NB_F64))
+#define NB_T_INT (NB_T(NB_I64) | NB_T(NB_I32) | NB_T(NB_U8))
+#define NB_T_NUM (NB_T_FLOAT | NB_T_INT)
+#define NB_T_B NB_T(NB_BOOL)
+#define NB_T_ALL (NB_T_NUM | NB_T_B | NB_T(NB_F16) | NB_T(NB_BF16))
+
+/* flags */
+enum {
+    NB_F_CREATE = 1 << 0,    /* no inputs: makes a tensor from its arguments */
+    NB_F_PROMOTE = 1 << 1,   /* inputs are brought to one dtype as PyTorch promotes */
+    NB_F_FLOAT = 1 << 2,     /* integer inputs compute in f32 */
+    NB_F_SAVE_OUT = 1 << 3,  /* backward reads the output */
+    NB_F_VIEW = 1 << 4,      /* output shares the input's storage */
+    NB_F_NONDIFF = 1 << 5,   /* output never requires grad */
+    NB_F_ANY_DTYPE = 1 << 6, /* kernel moves elements of any dtype, f16/bf16 included */
+    NB_F_SCALAR = 1 << 7,    /* a float scalar argument makes an integer input compute in f32 */
+};
+
+/* What inference decides about the output. For views it also sets strides and offset. */
+typedef struct nb_meta {
+    nb_shape shape;
+    nb_dtype dtype;
+    int64_t stride[NB_MAX_DIMS];
+    int64_t offset;
+} nb_meta;
+
+typedef int (*nb_infer_fn)(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+typedef int (*nb_backward_fn)(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
+typedef int (*nb_kernel_fn)(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
+
+typedef struct nb_op_def {
+    const char *name;
+    int nin;
+    nb_infer_fn infer;
+    nb_backward_fn backward;
+    unsigned flags;
+    unsigned dtypes;
+} nb_op_def;
+
+extern const nb_op_def nb__ops[NB_OP_COUNT];
+/* The CPU backend's kernel for each op (NULL for views, which need none). */
+extern const nb_kernel_fn nb__cpu_kernels[NB_OP_COUNT];
+
+/* The funnel: checks, promotes, infers, runs the kernel, records autograd. Returns an owned
+   reference that no scope holds (callers that return it to users pass it to nb__own). */
+nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args);
+
+/* Dispatch and hand the result to the current scope. */
+static inline nb_tensor *nb__call(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    return nb__own(nb__dispatch(op, in, nin, args));
+}
+
+/* Result dtype of combining a and b, by PyTorch's promotion (bool < integers < floats). */
+nb_dtype nb__promote(nb_dtype a, nb_dtype b);
+
+#endif
