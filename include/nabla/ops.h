@@ -140,6 +140,10 @@ NB_API nb_tensor *nb_detach(nb_tensor *t);
 /* A copy of t with its own storage (gradients flow back to t). */
 NB_API nb_tensor *nb_clone(nb_tensor *t);
 
+/* Writes src (broadcast and converted) into dst's elements in place; 0 or <0. Not recorded by
+   autograd: a dst that requires grad must be updated with grad disabled (optimizer steps). */
+NB_API int nb_assign(nb_tensor *dst, nb_tensor *src);
+
 /* ---- functional nn ---- */
 /* x @ w^T + b, as torch.nn.functional.linear; b may be NULL. */
 NB_API nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *b);

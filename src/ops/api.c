@@ -393,6 +393,14 @@ nb_tensor *nb_to(nb_tensor *t, nb_device device) {
     return nb__own(nb_retain(t));
 }
 
+int nb_assign(nb_tensor *dst, nb_tensor *src) {
+    nb_tensor *in[2] = { dst, src };
+    nb_tensor *r = nb__dispatch(NB_OP_ASSIGN, in, 2, NULL);
+    if (!r) return -1;
+    nb_release(r);
+    return 0;
+}
+
 /* ---- linear algebra ---- */
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     if (!a || !b) {

@@ -126,6 +126,13 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
     if (def->flags & NB_F_VIEW) {
         out = nb__tensor_view(conv[0], meta.shape, meta.stride, meta.offset);
         if (!out) goto done;
+    } else if (def->flags & NB_F_INPLACE) {
+        out = nb_retain(conv[0]);
+        if (nb__cpu_kernels[op](out, conv, nin, &args) < 0) {
+            nb_release(out);
+            out = NULL;
+            goto done;
+        }
     } else {
         out = nb__tensor_new(meta.shape, meta.dtype);
         if (!out) goto done;

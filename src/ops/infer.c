@@ -460,6 +460,32 @@ static int infer_cat(const char *fn, nb_tensor *const *in, int nin, nb_op_args *
     return 0;
 }
 
+/* assign(dst, src): src broadcast and converted into dst's elements, in place. */
+static int infer_assign(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin; (void)args;
+    nb_tensor *dst = in[0], *src = in[1];
+    char dd[200], ds[200];
+    nb_shape b;
+    if (nb__broadcast_shapes(fn, &dst->shape, &src->shape, &b) < 0) return -1;
+    if (!nb__shape_eq(&b, &dst->shape)) {
+        nb__error("nb_%s: source %s does not broadcast to destination %s", fn, DESC(src, ds), DESC(dst, dd));
+        return -1;
+    }
+    if (dst->requires_grad && nb__grad_enabled()) {
+        nb__error("nb_%s: destination %s requires grad; update it with grad disabled (nb_set_grad_enabled(false))", fn,
+                  DESC(dst, dd));
+        return -1;
+    }
+    for (int d = 0; d < dst->shape.ndim; d++)
+        if (dst->stride[d] == 0 && dst->shape.dim[d] > 1) {
+            nb__error("nb_%s: destination %s is an expanded view whose elements overlap", fn, DESC(dst, dd));
+            return -1;
+        }
+    out->shape = dst->shape;
+    out->dtype = dst->dtype;
+    return 0;
+}
+
 #include "backward.inc"
 
 const nb_op_def nb__ops[NB_OP_COUNT] = {

@@ -29,6 +29,7 @@ enum {
     NB_F_NONDIFF = 1 << 5,   /* output never requires grad */
     NB_F_ANY_DTYPE = 1 << 6, /* kernel moves elements of any dtype, f16/bf16 included */
     NB_F_SCALAR = 1 << 7,    /* a float scalar argument makes an integer input compute in f32 */
+    NB_F_INPLACE = 1 << 8,   /* writes into input 0 and returns it */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */

@@ -306,6 +306,22 @@ int cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
     return 0;
 }
 
+int cpu_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin; (void)args;
+    nb_tensor *src = in[1], *tmp = NULL;
+    if (src->storage == out->storage) { /* the source may overlap the destination: copy it first */
+        if (!(tmp = nb__tensor_new(src->shape, src->dtype))) return -1;
+        cpu_copy(tmp, &src, 1, NULL);
+        src = tmp;
+    }
+    nb_iter it;
+    nb__iter_init(&it, out, &src, 1);
+    nb_dtype s = src->dtype, d = out->dtype;
+    nb__iter_run(&it, s == d ? nb__cpu_copy_fn(nb_dtype_size(s)) : cast_table[s][d], NULL);
+    nb_release(tmp);
+    return 0;
+}
+
 /* ---------- creation ---------- */
 int cpu_empty(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)out; (void)in; (void)nin; (void)args;
