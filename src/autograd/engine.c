@@ -131,7 +131,9 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         if (!pushed) {
             stack.n--;
             n->visit = epoch + 1;
-            if (list_push(&order, n) < 0) { rc = -1; goto oom; }
+            /* hold the node: releasing a node's inputs may drop the last tensor that owns another */
+            atomic_fetch_add(&n->refcount, 1);
+            if (list_push(&order, n) < 0) { nb__node_unref(n); rc = -1; goto oom; }
         }
     }
     for (int k = 0; k < order.n; k++) {
@@ -186,6 +188,7 @@ oom:
     for (int k = 0; k < order.n; k++) {
         nb_node *n = order.items[k];
         if (n->grad_acc) { nb_release(n->grad_acc); n->grad_acc = NULL; }
+        nb__node_unref(n);
     }
     list_free(&order);
     list_free(&stack);

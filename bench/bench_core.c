@@ -1,0 +1,309 @@
+/* Core benchmarks, nabla side. The PyTorch side is bench_core_torch.py; bench/run_core.sh runs both
+   and prints the table with ratios (bench/report_core.py).
+
+   Prints one "key value" line per figure on stdout (progress goes to stderr):
+     (a) eager overhead: a tiny autograd step and one tiny op, per call;
+     (b) 784-128-10 MLP forward + backward + SGD update at batch 64, steps/s, and peak RSS;
+     (c) f32 square matmul, nb_matmul vs cblas_sgemm called directly, GFLOP/s.
+   Every figure is the median over REPEATS timed loops, after warm-up.
+
+   Usage: bench_core [--quick] [a] [b] [c]   (no section named: all three) */
+#define _GNU_SOURCE
+#include <nabla.h>
+#include <cblas.h>
+
+/* OpenBLAS extension (declared here too in case cblas.h is another vendor's). */
+int openblas_get_num_threads(void);
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REPEATS 7
+
+static bool quick = false;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void check(const char *where) {
+    const char *e = nb_error();
+    if (e) {
+        fprintf(stderr, "bench_core: %s: %s\n", where, e);
+        exit(1);
+    }
+}
+
+/* Peak resident set size of this process in KiB (VmHWM), or -1. */
+static long vm_hwm_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) { kib = strtol(line + 6, NULL, 10); break; }
+    fclose(f);
+    return kib;
+}
+
+/* ---- a timing harness: fn(ctx, iters) runs the work iters times ---- */
+
+typedef void (*work_fn)(void *ctx, long iters);
+
+/* Iterations so that one timed loop lasts about target_s (at least 1). */
+static long calibrate(work_fn fn, void *ctx, double target_s) {
+    long iters = 1;
+    for (;;) {
+        double t0 = now_s();
+        fn(ctx, iters);
+        double dt = now_s() - t0;
+        if (dt >= target_s / 4 || iters >= (1L << 30)) {
+            long n = (long)(iters * target_s / (dt > 1e-9 ? dt : 1e-9));
+            return n < 1 ? 1 : n;
+        }
+        iters *= dt < target_s / 100 ? 10 : 2;
+    }
+}
+
+/* Median seconds per iteration of fn over REPEATS loops of iters iterations. */
+static double time_per_iter(work_fn fn, void *ctx, long iters) {
+    double t[REPEATS];
+    for (int r = 0; r < REPEATS; r++) {
+        double t0 = now_s();
+        fn(ctx, iters);
+        t[r] = (now_s() - t0) / (double)iters;
+    }
+    return median(t, REPEATS);
+}
+
+/* ---- (a) eager overhead ---- */
+
+typedef struct { nb_tensor *w, *x, *a, *b; } tiny_ctx;
+
+/* y = sum(w * x); backward; zero the grad, inside a scope per step as users write loops. */
+static void tiny_step(void *p, long iters) {
+    tiny_ctx *c = p;
+    for (long i = 0; i < iters; i++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *y = nb_sum_all(nb_mul(c->w, c->x));
+        nb_backward(y);
+        nb_scope_end(s);
+        nb_zero_grad(c->w);
+    }
+}
+
+/* One nb_add of two 1-element tensors; the result is released at once (torch: c = a + b). */
+static void tiny_add(void *p, long iters) {
+    tiny_ctx *c = p;
+    for (long i = 0; i < iters; i++) nb_release(nb_add(c->a, c->b));
+}
+
+/* The same op, each inside its own scope. */
+static void tiny_add_scoped(void *p, long iters) {
+    tiny_ctx *c = p;
+    for (long i = 0; i < iters; i++) {
+        nb_scope *s = nb_scope_begin();
+        nb_add(c->a, c->b);
+        nb_scope_end(s);
+    }
+}
+
+static void bench_eager(void) {
+    tiny_ctx c;
+    c.w = nb_set_requires_grad(nb_full(NB_SHAPE(1), 0.5, NB_F32), true);
+    c.x = nb_full(NB_SHAPE(1), 2.0, NB_F32);
+    c.a = nb_full(NB_SHAPE(1), 1.0, NB_F32);
+    c.b = nb_full(NB_SHAPE(1), 2.0, NB_F32);
+    check("eager setup");
+
+    double target = quick ? 0.02 : 0.1;
+    tiny_step(&c, 2000); /* warm-up: fills the caching allocator */
+    check("eager step");
+    long n = calibrate(tiny_step, &c, target);
+    printf("eager_step_us %.4f\n", 1e6 * time_per_iter(tiny_step, &c, n));
+    check("eager step");
+
+    tiny_add(&c, 2000);
+    n = calibrate(tiny_add, &c, target);
+    printf("eager_add_us %.4f\n", 1e6 * time_per_iter(tiny_add, &c, n));
+    tiny_add_scoped(&c, 2000);
+    n = calibrate(tiny_add_scoped, &c, target);
+    printf("eager_add_scoped_us %.4f\n", 1e6 * time_per_iter(tiny_add_scoped, &c, n));
+    check("eager add");
+
+    nb_tensor *t[] = { c.w, c.x, c.a, c.b };
+    for (int i = 0; i < 4; i++) nb_release(t[i]);
+    fflush(stdout);
+}
+
+/* ---- (b) MLP training step ---- */
+
+#define MLP_IN 784
+#define MLP_HID 128
+#define MLP_OUT 10
+#define MLP_BATCH 64
+#define MLP_NBATCH 10
+
+typedef struct {
+    nb_tensor *params[4]; /* w1 [128,784], b1 [128], w2 [10,128], b2 [10] */
+    nb_tensor *x[MLP_NBATCH], *y[MLP_NBATCH]; /* [64,784] f32, [64,1] i64 */
+    long step;
+    float lr;
+    double last_loss;
+} mlp_ctx;
+
+static void mlp_steps(void *p, long iters) {
+    mlp_ctx *c = p;
+    nb_tensor **P = c->params;
+    for (long i = 0; i < iters; i++, c->step++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *x = c->x[c->step % MLP_NBATCH], *y = c->y[c->step % MLP_NBATCH];
+        nb_tensor *h = nb_relu(nb_linear(x, P[0], P[1]));
+        nb_tensor *logits = nb_linear(h, P[2], P[3]);
+        nb_tensor *loss = nb_neg(nb_mean_all(nb_gather(nb_log_softmax(logits, 1), 1, y)));
+        nb_backward(loss);
+        bool prev = nb_set_grad_enabled(false);
+        for (int k = 0; k < 4; k++) {
+            nb_assign(P[k], nb_sub(P[k], nb_mul_scalar(nb_grad_of(P[k]), c->lr)));
+            nb_zero_grad(P[k]);
+        }
+        nb_set_grad_enabled(prev);
+        if (i == iters - 1) c->last_loss = nb_item(loss);
+        nb_scope_end(s);
+    }
+}
+
+static void bench_mlp(void) {
+    mlp_ctx c = { .lr = 0.01f };
+    nb_manual_seed(0);
+    const nb_shape shapes[4] = { NB_SHAPE(MLP_HID, MLP_IN), NB_SHAPE(MLP_HID), NB_SHAPE(MLP_OUT, MLP_HID),
+                                 NB_SHAPE(MLP_OUT) };
+    const double scale[4] = { 0.0357, 0.0357, 0.0884, 0.0884 }; /* ~1/sqrt(fan_in) */
+    for (int k = 0; k < 4; k++) {
+        nb_tensor *r = nb_randn(shapes[k], NB_F32);
+        c.params[k] = nb_set_requires_grad(nb_mul_scalar(r, scale[k]), true);
+        nb_release(r);
+    }
+    int64_t labels[MLP_BATCH];
+    for (int b = 0; b < MLP_NBATCH; b++) {
+        c.x[b] = nb_randn(NB_SHAPE(MLP_BATCH, MLP_IN), NB_F32);
+        for (int i = 0; i < MLP_BATCH; i++) labels[i] = (b * 7 + i * 13) % MLP_OUT;
+        c.y[b] = nb_from_data(labels, NB_SHAPE(MLP_BATCH, 1), NB_I64);
+    }
+    check("mlp setup");
+
+    mlp_steps(&c, quick ? 20 : 100); /* warm-up */
+    check("mlp step");
+    long n = calibrate(mlp_steps, &c, quick ? 0.05 : 0.3);
+    double t = time_per_iter(mlp_steps, &c, n);
+    check("mlp step");
+    printf("mlp_step_ms %.4f\n", 1e3 * t);
+    printf("mlp_steps_per_s %.2f\n", 1.0 / t);
+    printf("mlp_loss %.4f\n", c.last_loss);
+    printf("mlp_peak_rss_kib %ld\n", vm_hwm_kib());
+    size_t held = 0, used = 0;
+    uint64_t sys = 0;
+    nb_memory_stats(&held, &used, &sys);
+    printf("mlp_alloc_held_kib %zu\n", held / 1024);
+
+    for (int k = 0; k < 4; k++) nb_release(c.params[k]);
+    for (int b = 0; b < MLP_NBATCH; b++) { nb_release(c.x[b]); nb_release(c.y[b]); }
+    fflush(stdout);
+}
+
+/* ---- (c) square f32 matmul ---- */
+
+typedef struct { int n; nb_tensor *a, *b; float *pa, *pb, *pc; } mm_ctx;
+
+static void mm_nabla(void *p, long iters) {
+    mm_ctx *c = p;
+    for (long i = 0; i < iters; i++) nb_release(nb_matmul(c->a, c->b));
+}
+
+static void mm_blas(void *p, long iters) {
+    mm_ctx *c = p;
+    for (long i = 0; i < iters; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->n, c->n, c->n, 1.0f, c->pa, c->n, c->pb, c->n,
+                    0.0f, c->pc, c->n);
+}
+
+static void bench_matmul(void) {
+    static const int sizes[] = { 256, 512, 1024, 2048 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        mm_ctx c = { .n = sizes[s] };
+        int n = c.n;
+        c.a = nb_randn(NB_SHAPE(n, n), NB_F32);
+        c.b = nb_randn(NB_SHAPE(n, n), NB_F32);
+        check("matmul setup");
+        c.pa = malloc(sizeof(float) * (size_t)n * n);
+        c.pb = malloc(sizeof(float) * (size_t)n * n);
+        c.pc = malloc(sizeof(float) * (size_t)n * n);
+        nb_copy_to(c.a, c.pa, sizeof(float) * (size_t)n * n);
+        nb_copy_to(c.b, c.pb, sizeof(float) * (size_t)n * n);
+
+        double target = quick ? 0.02 : (n >= 2048 ? 0.25 : 0.12);
+        mm_nabla(&c, 2);
+        mm_blas(&c, 2);
+        long it_nb = calibrate(mm_nabla, &c, target);
+        long it_bl = calibrate(mm_blas, &c, target);
+        /* Alternate the two so that the machine's noise falls on both alike. */
+        double t_nb[REPEATS], t_bl[REPEATS];
+        for (int r = 0; r < REPEATS; r++) {
+            double t0 = now_s();
+            mm_nabla(&c, it_nb);
+            t_nb[r] = (now_s() - t0) / (double)it_nb;
+            t0 = now_s();
+            mm_blas(&c, it_bl);
+            t_bl[r] = (now_s() - t0) / (double)it_bl;
+        }
+        check("matmul");
+        double flop = 2.0 * n * (double)n * n;
+        printf("mm%d_nabla_gflops %.3f\n", n, flop / median(t_nb, REPEATS) * 1e-9);
+        printf("mm%d_blas_gflops %.3f\n", n, flop / median(t_bl, REPEATS) * 1e-9);
+        fflush(stdout);
+        nb_release(c.a);
+        nb_release(c.b);
+        free(c.pa);
+        free(c.pb);
+        free(c.pc);
+    }
+}
+
+int main(int argc, char **argv) {
+    bool run_a = false, run_b = false, run_c = false, any = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "a")) run_a = any = true;
+        else if (!strcmp(argv[i], "b")) run_b = any = true;
+        else if (!strcmp(argv[i], "c")) run_c = any = true;
+        else {
+            fprintf(stderr, "usage: %s [--quick] [a] [b] [c]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (!any) run_a = run_b = run_c = true;
+
+    printf("nabla_version %s\n", nb_version());
+    printf("threads %d\n", nb_get_num_threads()); /* also gives BLAS this count */
+    printf("blas_threads %d\n", openblas_get_num_threads());
+    fflush(stdout);
+    /* (b) before (c), so the peak RSS it reports is not the matmul's 2048^2 buffers. */
+    if (run_a) { fprintf(stderr, "bench_core: (a) eager overhead\n"); bench_eager(); }
+    if (run_b) { fprintf(stderr, "bench_core: (b) MLP step\n"); bench_mlp(); }
+    if (run_c) { fprintf(stderr, "bench_core: (c) matmul\n"); bench_matmul(); }
+    return 0;
+}
