@@ -13,7 +13,13 @@ bool nb_set_grad_enabled(bool enabled) {
     grad_disabled = !enabled;
     return prev;
 }
-bool nb__anomaly_enabled(void) { return atomic_load_explicit(&anomaly, memory_order_relaxed); }
+static _Thread_local bool anomaly_suspended;
+bool nb__anomaly_enabled(void) { return !anomaly_suspended && atomic_load_explicit(&anomaly, memory_order_relaxed); }
+bool nb__anomaly_suspend(bool suspend) {
+    bool prev = anomaly_suspended;
+    anomaly_suspended = suspend;
+    return prev;
+}
 void nb_set_detect_anomaly(bool enabled) { atomic_store(&anomaly, enabled); }
 
 void nb__graph_set_op_name(const char *(*name)(int)) { op_name_fn = name; }

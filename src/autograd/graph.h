@@ -40,6 +40,9 @@ void nb__node_unref(nb_node *n);
 bool nb__grad_enabled(void);
 /* Whether anomaly detection is on. */
 bool nb__anomaly_enabled(void);
+/* Pauses the forward checks on this thread (the engine checks whole gradients instead, naming
+   the backward formula); returns the previous setting. */
+bool nb__anomaly_suspend(bool suspend);
 /* Registers the op-name lookup used to name nodes (the op table lives above this layer). */
 void nb__graph_set_op_name(const char *(*name)(int op));
 /* The name of the op behind a node, as "mul". */

@@ -70,45 +70,47 @@ static void scan(fmt_state *f, int64_t *idx, int d, double *amin, double *amax, 
     }
 }
 
+/* One axis, as torch's _tensor_str_with_formatter: the last axis is a list of values joined
+   by ", " and wrapped at 80 columns; outer axes join their slices with "," and newlines. */
 static void format_axis(fmt_state *f, out_buf *o, int64_t *idx, int d, int indent) {
     const nb_tensor *t = f->t;
     int nd = t->shape.ndim;
     int64_t n = t->shape.dim[d];
+    bool cut = f->summarize && n > 6;
     emit(o, "[");
     if (d == nd - 1) {
         int per_line = (80 - indent) / (f->width + 2);
         if (per_line < 1) per_line = 1;
-        int on_line = 0;
-        for (int64_t i = 0; i < n; i++) {
-            if (f->summarize && n > 6 && i == 3) {
-                emit(o, " ...,");
-                i = n - 3;
+        int item = 0;
+        for (int64_t i = 0; i < n; i++, item++) {
+            if (item > 0) {
+                if (item % per_line == 0) {
+                    emit(o, ",\n");
+                    for (int k = 0; k < indent + 1; k++) emit(o, " ");
+                } else emit(o, ", ");
+            }
+            if (cut && i == 3) {
+                emit(o, " ...");
+                i = n - 4;
+                continue;
             }
             idx[d] = i;
             char s[64], padded[96];
             format_value(f, element(t, idx), s, sizeof s);
             snprintf(padded, sizeof padded, "%*s", f->width, s);
-            if (on_line == per_line) {
-                emit(o, "\n");
-                for (int k = 0; k < indent + 1; k++) emit(o, " ");
-                on_line = 0;
-            } else if (i > 0) emit(o, " ");
             emit(o, padded);
-            if (i < n - 1) emit(o, ",");
-            on_line++;
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            if (f->summarize && n > 6 && i == 3) {
-                emit(o, "\n");
-                for (int k = 0; k < indent + 1; k++) emit(o, " ");
-                emit(o, "...,");
-                i = n - 3;
-            }
-            if (i > 0 || (f->summarize && n > 6 && i == n - 3)) {
-                if (!(f->summarize && n > 6 && i == n - 3)) emit(o, ",");
+            if (i > 0) {
+                emit(o, ",");
                 for (int k = 0; k < nd - d - 1; k++) emit(o, "\n");
                 for (int k = 0; k < indent + 1; k++) emit(o, " ");
+            }
+            if (cut && i == 3) {
+                emit(o, "...");
+                i = n - 4;
+                continue;
             }
             idx[d] = i;
             format_axis(f, o, idx, d + 1, indent + 1);
@@ -158,7 +160,7 @@ size_t nb_format(const nb_tensor *t, char *buf, size_t size) {
         if (f.floating) {
             f.int_mode = all_int;
             if (amax > 0) {
-                if (all_int) f.sci = amax > 1e8;
+                if (all_int) f.sci = amax / amin > 1000.0 || amax > 1e8;
                 else f.sci = amax / amin > 1000.0 || amax > 1e8 || amin < 1e-4;
             }
             width = 1;

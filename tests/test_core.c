@@ -1,0 +1,365 @@
+/* Core behaviour: creation, views that share storage, broadcasting, printing, scopes and
+   ownership, errors that name what was wrong, the random generator, dtypes and threads. */
+#include <nabla.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+static int setup(void **state) {
+    (void)state;
+    nb_error_clear();
+    return 0;
+}
+
+#define ASSERT_ERROR_CONTAINS(text)                                                       \
+    do {                                                                                  \
+        const char *e_ = nb_error();                                                      \
+        if (!e_ || !strstr(e_, (text))) fail_msg("expected error containing \"%s\", got \"%s\"", (text), e_ ? e_ : "(none)"); \
+        nb_error_clear();                                                                 \
+    } while (0)
+
+static void expect_format(nb_tensor *t, const char *want) {
+    char buf[4096];
+    nb_format(t, buf, sizeof buf);
+    if (strcmp(buf, want) != 0) fail_msg("format mismatch:\n got: %s\nwant: %s", buf, want);
+}
+
+static void test_creation(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *z = nb_zeros(NB_SHAPE(2, 3), NB_F32);
+    assert_int_equal(nb_ndim(z), 2);
+    assert_int_equal(nb_dim(z, 0), 2);
+    assert_int_equal(nb_dim(z, -1), 3);
+    assert_int_equal(nb_numel(z), 6);
+    assert_int_equal(nb_dtype_of(z), NB_F32);
+    assert_true(nb_is_contiguous(z));
+    assert_true(nb_item(nb_sum_all(nb_ones(NB_SHAPE(4, 5), NB_F64))) == 20.0);
+    assert_true(nb_item(nb_full(NB_SHAPE(), 2.5, NB_F32)) == 2.5);
+    nb_tensor *r = nb_arange(0, 5, 2, NB_I64);
+    int64_t got[3];
+    assert_int_equal(nb_copy_to(r, got, sizeof got), 0);
+    assert_true(got[0] == 0 && got[1] == 2 && got[2] == 4);
+    float data[] = { 1, 2, 3, 4, 5, 6 };
+    nb_tensor *d = nb_from_data(data, NB_SHAPE(2, 3), NB_F32);
+    assert_true(nb_item(nb_slice(nb_slice(d, 0, 1, 2, 1), 1, 2, 3, 1)) == 6.0);
+    assert_int_equal(nb_ndim(nb_scalar(1)), 0);
+    assert_int_equal(nb_numel(nb_zeros(NB_SHAPE(0, 3), NB_F32)), 0);
+    nb_tensor *big = nb_zeros(NB_SHAPE(1, 1, 1, 1, 1, 1, 1, 2), NB_F32);
+    assert_int_equal(nb_ndim(big), 8);
+    nb_scope_end(s);
+    assert_null(nb_error());
+}
+
+static void test_views_share_storage(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_arange(0, 24, 1, NB_F32);
+    nb_tensor *v = nb_view(t, NB_SHAPE(2, 3, 4));
+    assert_true(nb_shares_storage(t, v));
+    nb_tensor *tr = nb_transpose(v, 0, 2);
+    assert_true(nb_shares_storage(t, tr));
+    assert_false(nb_is_contiguous(tr));
+    assert_int_equal(nb_stride(tr, 0), 1);
+    assert_int_equal(nb_stride(tr, 2), 12);
+    assert_true(nb_shares_storage(t, nb_permute(v, (int[]){ 1, 2, 0 })));
+    assert_true(nb_shares_storage(t, nb_slice(v, 2, 1, 4, 2)));
+    assert_true(nb_shares_storage(t, nb_expand(nb_view(t, NB_SHAPE(1, 24)), NB_SHAPE(5, 24))));
+    assert_true(nb_shares_storage(t, nb_unsqueeze(tr, 1)));
+    assert_true(nb_shares_storage(t, nb_squeeze(nb_unsqueeze(tr, 1), 1)));
+    assert_true(nb_shares_storage(t, nb_reshape(v, NB_SHAPE(6, 4))));
+    assert_true(nb_shares_storage(t, nb_flatten(v, 0, 1)));
+    assert_true(nb_shares_storage(t, nb_detach(v)));
+    /* a view is possible for some non-contiguous shapes: splitting a transposed axis */
+    assert_true(nb_shares_storage(t, nb_view(tr, NB_SHAPE(2, 2, 3, 2))));
+    /* merging transposed axes needs a copy: view refuses, reshape copies */
+    assert_null(nb_view(tr, NB_SHAPE(24)));
+    ASSERT_ERROR_CONTAINS("nb_view: shape [24] is not compatible");
+    nb_tensor *flat = nb_reshape(tr, NB_SHAPE(24));
+    assert_false(nb_shares_storage(t, flat));
+    float f[24];
+    nb_copy_to(flat, f, sizeof f);
+    assert_true(f[0] == 0 && f[1] == 12 && f[2] == 4 && f[3] == 16); /* row-major order of the transposed view */
+    assert_false(nb_shares_storage(t, nb_contiguous(tr)));
+    assert_true(nb_contiguous(t) == t); /* already contiguous: the same tensor */
+    assert_false(nb_shares_storage(t, nb_clone(t)));
+    nb_scope_end(s);
+}
+
+static void test_broadcasting(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_arange(0, 3, 1, NB_F32);
+    nb_tensor *b = nb_view(nb_arange(0, 2, 1, NB_F32), NB_SHAPE(2, 1));
+    nb_tensor *c = nb_add(a, b);
+    nb_shape sh = nb_shape_of(c);
+    assert_int_equal(sh.ndim, 2);
+    assert_int_equal(sh.dim[0], 2);
+    assert_int_equal(sh.dim[1], 3);
+    float got[6];
+    nb_copy_to(c, got, sizeof got);
+    float want[] = { 0, 1, 2, 1, 2, 3 };
+    assert_memory_equal(got, want, sizeof want);
+    assert_null(nb_add(nb_zeros(NB_SHAPE(2, 3), NB_F32), nb_zeros(NB_SHAPE(4), NB_F32)));
+    ASSERT_ERROR_CONTAINS("nb_add: shapes [2, 3] and [4] cannot be broadcast");
+    /* dtype promotion as torch */
+    assert_int_equal(nb_dtype_of(nb_add(nb_ones(NB_SHAPE(2), NB_I64), nb_ones(NB_SHAPE(2), NB_F32))), NB_F32);
+    assert_int_equal(nb_dtype_of(nb_add(nb_ones(NB_SHAPE(2), NB_F64), nb_ones(NB_SHAPE(2), NB_F32))), NB_F64);
+    assert_int_equal(nb_dtype_of(nb_div(nb_ones(NB_SHAPE(2), NB_I64), nb_ones(NB_SHAPE(2), NB_I64))), NB_F32);
+    assert_int_equal(nb_dtype_of(nb_mul_scalar(nb_ones(NB_SHAPE(2), NB_I64), 2)), NB_I64);
+    assert_int_equal(nb_dtype_of(nb_mul_scalar(nb_ones(NB_SHAPE(2), NB_I64), 0.5)), NB_F32);
+    assert_int_equal(nb_dtype_of(nb_sum_all(nb_ones(NB_SHAPE(2), NB_U8))), NB_I64);
+    assert_int_equal(nb_dtype_of(nb_lt(nb_ones(NB_SHAPE(2), NB_F32), nb_scalar(2))), NB_BOOL);
+    nb_scope_end(s);
+}
+
+static void test_print(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    float m[] = { 1, 2, 3, 4 };
+    expect_format(nb_from_data(m, NB_SHAPE(2, 2), NB_F32), "tensor([[1., 2.],\n        [3., 4.]])");
+    float v[] = { 1.5f, -2.25f, 3 };
+    expect_format(nb_from_data(v, NB_SHAPE(3), NB_F32), "tensor([ 1.5000, -2.2500,  3.0000])");
+    float w[] = { 1e-5f, 1, 1000 };
+    expect_format(nb_from_data(w, NB_SHAPE(3), NB_F32), "tensor([1.0000e-05, 1.0000e+00, 1.0000e+03])");
+    expect_format(nb_reshape(nb_arange(0, 6, 1, NB_I64), NB_SHAPE(2, 3)), "tensor([[0, 1, 2],\n        [3, 4, 5]])");
+    uint8_t b[] = { 1, 0 };
+    expect_format(nb_from_data(b, NB_SHAPE(2), NB_BOOL), "tensor([ True, False])");
+    expect_format(nb_full(NB_SHAPE(), 3.5, NB_F32), "tensor(3.5000)");
+    expect_format(nb_arange(1, 3, 1, NB_F64), "tensor([1., 2.], dtype=torch.float64)");
+    expect_format(nb_set_requires_grad(nb_arange(1, 3, 1, NB_F32), true), "tensor([1., 2.], requires_grad=True)");
+    expect_format(nb_zeros(NB_SHAPE(2, 0), NB_F32), "tensor([], size=(2, 0))");
+    expect_format(nb_arange(0, 2000, 1, NB_F32),
+                  "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n        1.9990e+03])");
+    expect_format(nb_reshape(nb_arange(0, 24, 1, NB_F32), NB_SHAPE(2, 3, 4)),
+                  "tensor([[[ 0.,  1.,  2.,  3.],\n         [ 4.,  5.,  6.,  7.],\n         [ 8.,  9., 10., 11.]],\n\n"
+                  "        [[12., 13., 14., 15.],\n         [16., 17., 18., 19.],\n         [20., 21., 22., 23.]]])");
+    float nf[] = { NAN, 1.5f, INFINITY };
+    expect_format(nb_from_data(nf, NB_SHAPE(3), NB_F32), "tensor([   nan, 1.5000,    inf])");
+    nb_tensor *x = nb_set_requires_grad(nb_ones(NB_SHAPE(2), NB_F32), true);
+    expect_format(nb_mul(x, x), "tensor([1., 1.], grad_fn=<MulBackward>)");
+    nb_scope_end(s);
+}
+
+static void test_scopes_and_ownership(void **state) {
+    (void)state;
+    size_t used0;
+    nb_memory_stats(NULL, &used0, NULL);
+    nb_tensor *kept;
+    nb_scope *outer = nb_scope_begin();
+    nb_scope *inner = nb_scope_begin();
+    nb_tensor *a = nb_ones(NB_SHAPE(100), NB_F32);
+    kept = nb_keep(nb_mul_scalar(a, 3));
+    (void)nb_add(a, a);
+    nb_scope_end(outer); /* ends the inner scope too */
+    (void)inner;
+    /* outside a scope, results are owned by the caller */
+    nb_tensor *sum = nb_sum_all(kept);
+    assert_true(nb_item(sum) == 300.0);
+    nb_release(sum);
+    nb_release(kept);
+    nb_tensor *r = nb_retain(nb_ones(NB_SHAPE(3), NB_F32));
+    nb_release(r);
+    nb_release(r);
+    size_t used1;
+    nb_memory_stats(NULL, &used1, NULL);
+    assert_int_equal(used0, used1);
+    nb_scope_end(outer); /* ending a scope twice is an error, not a crash */
+    ASSERT_ERROR_CONTAINS("nb_scope_end");
+}
+
+static void test_null_in_null_out(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_ones(NB_SHAPE(2, 3), NB_F32);
+    nb_tensor *bad = nb_matmul(a, nb_ones(NB_SHAPE(4, 5), NB_F32));
+    assert_null(bad);
+    /* the chain continues with NULL and the first error is kept */
+    nb_tensor *chain = nb_relu(nb_add(nb_exp(bad), a));
+    assert_null(chain);
+    assert_string_equal(nb_error(), "nb_matmul: inner dimensions differ: a is [2, 3] f32, b is [4, 5] f32");
+    nb_error_clear();
+    assert_null(nb_add(NULL, a));
+    ASSERT_ERROR_CONTAINS("nb_add: input 0 is NULL");
+    assert_int_equal(nb_backward(NULL), -1);
+    nb_error_clear();
+    assert_true(isnan(nb_item(NULL)));
+    nb_scope_end(s);
+}
+
+static void test_error_messages(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_ones(NB_SHAPE(2, 3), NB_F32);
+    assert_null(nb_sum(a, 2, false));
+    ASSERT_ERROR_CONTAINS("nb_sum: axis 2 is out of range for [2, 3] f32");
+    assert_null(nb_transpose(a, 0, -3));
+    ASSERT_ERROR_CONTAINS("nb_transpose: axes 0 and -3 are out of range");
+    assert_null(nb_view(a, NB_SHAPE(4, 2)));
+    ASSERT_ERROR_CONTAINS("nb_view: shape [4, 2] is invalid for input [2, 3] f32 of 6 elements");
+    assert_null(nb_expand(a, NB_SHAPE(4, 3)));
+    ASSERT_ERROR_CONTAINS("nb_expand: cannot expand [2, 3] f32 to [4, 3]");
+    assert_null(nb_cat((nb_tensor *[]){ a, nb_ones(NB_SHAPE(2, 4), NB_F32) }, 2, 0));
+    ASSERT_ERROR_CONTAINS("nb_cat: tensor 1 is [2, 4] f32 but tensor 0 is [2, 3] f32");
+    assert_null(nb_where(a, a, a));
+    ASSERT_ERROR_CONTAINS("nb_where: the condition must be bool, got [2, 3] f32");
+    assert_null(nb_add(nb_ones(NB_SHAPE(2), NB_BOOL), nb_ones(NB_SHAPE(2), NB_BOOL)));
+    ASSERT_ERROR_CONTAINS("dtype bool is not supported");
+    int64_t idx[] = { 0, 5 };
+    assert_null(nb_index_select(a, 1, nb_from_data(idx, NB_SHAPE(2), NB_I64)));
+    ASSERT_ERROR_CONTAINS("nb_index_select: index 5 is out of range for axis 1 of size 3");
+    assert_null(nb_index_select(a, 1, nb_ones(NB_SHAPE(2), NB_F32)));
+    ASSERT_ERROR_CONTAINS("nb_index_select: indices must be i64 or i32, got [2] f32");
+    assert_null(nb_to(a, nb_device_parse("cuda:0")));
+    ASSERT_ERROR_CONTAINS("nb_to: device cuda:0 is not available");
+    nb_device bad = nb_device_parse("tpu");
+    assert_int_equal(bad.index, -1);
+    ASSERT_ERROR_CONTAINS("nb_device_parse: unknown device \"tpu\"");
+    assert_int_equal(nb_dim(a, 5), -1);
+    ASSERT_ERROR_CONTAINS("nb_dim: axis 5 is out of range");
+    assert_true(isnan(nb_item(a)));
+    ASSERT_ERROR_CONTAINS("nb_item: tensor [2, 3] f32 has 6 elements, expected 1");
+    float small[2];
+    assert_int_equal(nb_copy_to(a, small, sizeof small), -1);
+    ASSERT_ERROR_CONTAINS("nb_copy_to: destination has 8 bytes, tensor [2, 3] f32 needs 24");
+    assert_null(nb_zeros(NB_SHAPE(-1, 2), NB_F32));
+    ASSERT_ERROR_CONTAINS("negative dimension");
+    assert_null(nb_clamp(a, 1, 0));
+    ASSERT_ERROR_CONTAINS("nb_clamp: lower bound 1 is above upper bound 0");
+    assert_int_equal(nb_assign(a, nb_ones(NB_SHAPE(3, 3), NB_F32)), -1);
+    ASSERT_ERROR_CONTAINS("nb_assign: shapes [2, 3] and [3, 3] cannot be broadcast");
+    nb_scope_end(s);
+}
+
+static int handler_calls;
+static void count_errors(const char *msg, void *user) {
+    (void)msg;
+    *(int *)user += 1;
+}
+
+static void test_error_handler(void **state) {
+    (void)state;
+    nb_set_error_handler(count_errors, &handler_calls);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_exp(nb_matmul(nb_ones(NB_SHAPE(2, 3), NB_F32), nb_ones(NB_SHAPE(2, 3), NB_F32)));
+    assert_null(x);
+    nb_scope_end(s);
+    nb_set_error_handler(NULL, NULL);
+    assert_int_equal(handler_calls, 1); /* the first error only */
+    nb_error_clear();
+}
+
+static void test_random(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(42);
+    nb_tensor *a = nb_rand(NB_SHAPE(1000), NB_F32);
+    nb_tensor *n1 = nb_randn(NB_SHAPE(100000), NB_F32);
+    nb_manual_seed(42);
+    nb_tensor *b = nb_rand(NB_SHAPE(1000), NB_F32);
+    nb_tensor *n2 = nb_randn(NB_SHAPE(100000), NB_F32);
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(a, b), NB_I64))) == 1000);
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(n1, n2), NB_I64))) == 100000);
+    assert_true(nb_item(nb_min(a, 0, false)) >= 0.0 && nb_item(nb_max(a, 0, false)) < 1.0);
+    double mean = nb_item(nb_mean_all(n1)), var = nb_item(nb_var(n1, 0, false));
+    assert_true(fabs(mean) < 0.02 && fabs(var - 1.0) < 0.03);
+    nb_tensor *c = nb_rand(NB_SHAPE(1000), NB_F32); /* the counter moved on */
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(a, c), NB_I64))) < 10);
+    uint64_t seed, off;
+    nb_rng_get_state(&seed, &off);
+    nb_tensor *d1 = nb_rand(NB_SHAPE(7), NB_F64);
+    nb_rng_set_state(seed, off);
+    nb_tensor *d2 = nb_rand(NB_SHAPE(7), NB_F64);
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(d1, d2), NB_I64))) == 7);
+    nb_scope_end(s);
+}
+
+static void test_threads_do_not_change_results(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    double sums[2];
+    float samples[2][4];
+    for (int k = 0; k < 2; k++) {
+        nb_set_num_threads(k + 1);
+        assert_int_equal(nb_get_num_threads(), k + 1);
+        nb_manual_seed(7);
+        nb_tensor *x = nb_randn(NB_SHAPE(300000), NB_F32);
+        nb_tensor *y = nb_mul(nb_exp(nb_mul_scalar(x, 0.1)), x);
+        sums[k] = nb_item(nb_sum_all(y)) + nb_item(nb_sum_all(nb_sum(nb_view(y, NB_SHAPE(3000, 100)), 0, false)));
+        nb_copy_to(nb_slice(x, 0, 299996, 300000, 1), samples[k], sizeof samples[k]);
+    }
+    nb_set_num_threads(0);
+    assert_memory_equal(&sums[0], &sums[1], sizeof(double));
+    assert_memory_equal(samples[0], samples[1], sizeof samples[0]);
+    nb_scope_end(s);
+}
+
+static void test_half_types(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    float vals[] = { 0.5f, -1.25f, 65504.0f, 1e-7f, 3.140625f };
+    nb_tensor *f = nb_from_data(vals, NB_SHAPE(5), NB_F32);
+    nb_tensor *h = nb_cast(f, NB_F16), *bh = nb_cast(f, NB_BF16);
+    float back[5];
+    nb_copy_to(nb_cast(h, NB_F32), back, sizeof back);
+    assert_true(back[0] == 0.5f && back[1] == -1.25f && back[2] == 65504.0f && back[4] == 3.140625f);
+    assert_true(fabsf(back[3] - 1e-7f) < 3e-8f); /* a subnormal in f16: spacing 6e-8 */
+    nb_copy_to(nb_cast(bh, NB_F32), back, sizeof back);
+    assert_true(back[0] == 0.5f && back[1] == -1.25f && back[4] == 3.140625f);
+    /* ops on storage types compute in f32 and hand back the storage type */
+    nb_tensor *sum = nb_add(h, h);
+    assert_int_equal(nb_dtype_of(sum), NB_F16);
+    assert_true(nb_item(nb_slice(sum, 0, 1, 2, 1)) == -2.5);
+    assert_int_equal(nb_dtype_of(nb_mul(bh, f)), NB_F32);
+    uint16_t raw;
+    nb_copy_to(nb_slice(h, 0, 0, 1, 1), &raw, sizeof raw);
+    assert_int_equal(raw, 0x3800); /* 0.5 in IEEE half */
+    nb_scope_end(s);
+}
+
+static void test_assign(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_zeros(NB_SHAPE(2, 3), NB_F32);
+    nb_tensor *alias = nb_transpose(w, 0, 1);
+    assert_int_equal(nb_assign(w, nb_arange(0, 3, 1, NB_F32)), 0);
+    assert_true(nb_item(nb_sum_all(w)) == 6.0);
+    assert_true(nb_item(nb_sum_all(alias)) == 6.0); /* views see the write */
+    /* overlapping source and destination: shift by one element */
+    nb_tensor *flat = nb_view(w, NB_SHAPE(6));
+    assert_int_equal(nb_assign(nb_slice(flat, 0, 1, 6, 1), nb_slice(flat, 0, 0, 5, 1)), 0);
+    float got[6];
+    nb_copy_to(flat, got, sizeof got);
+    float want[] = { 0, 0, 1, 2, 0, 1 };
+    assert_memory_equal(got, want, sizeof want);
+    nb_tensor *p = nb_set_requires_grad(nb_ones(NB_SHAPE(2), NB_F32), true);
+    assert_int_equal(nb_assign(p, nb_zeros(NB_SHAPE(2), NB_F32)), -1);
+    ASSERT_ERROR_CONTAINS("requires grad");
+    bool prev = nb_set_grad_enabled(false);
+    assert_int_equal(nb_assign(p, nb_zeros(NB_SHAPE(2), NB_F32)), 0);
+    nb_set_grad_enabled(prev);
+    assert_true(nb_item(nb_sum_all(p)) == 0.0);
+    nb_scope_end(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_creation, setup),
+        cmocka_unit_test_setup(test_views_share_storage, setup),
+        cmocka_unit_test_setup(test_broadcasting, setup),
+        cmocka_unit_test_setup(test_print, setup),
+        cmocka_unit_test_setup(test_scopes_and_ownership, setup),
+        cmocka_unit_test_setup(test_null_in_null_out, setup),
+        cmocka_unit_test_setup(test_error_messages, setup),
+        cmocka_unit_test_setup(test_error_handler, setup),
+        cmocka_unit_test_setup(test_random, setup),
+        cmocka_unit_test_setup(test_threads_do_not_change_results, setup),
+        cmocka_unit_test_setup(test_half_types, setup),
+        cmocka_unit_test_setup(test_assign, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
