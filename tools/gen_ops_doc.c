@@ -1,0 +1,28 @@
+/* Writes docs/ops.md from the op table itself: each op, its dtypes, the backends that run
+   it and whether it has a backward, so coverage is visible before a kernel is missed. */
+#include "../src/ops/ops_impl.h"
+#include <stdio.h>
+
+int main(void) {
+    printf("# nabla ops\n\n");
+    printf("Generated from the op table (`src/ops/ops.def`) by `tools/gen_ops_doc`; do not edit by hand.\n");
+    printf("Run `cmake --build build --target ops_doc` after changing the table. Public functions built\n");
+    printf("from these primitives (nb_mean, nb_var, nb_logsumexp, nb_linear, nb_stack, nb_embedding, ...)\n");
+    printf("run wherever their primitives run. f16/bf16 inputs of computing ops are computed in f32.\n\n");
+    printf("| op | inputs | dtypes | cpu | backward | kind |\n|---|---|---|---|---|---|\n");
+    for (int op = 0; op < NB_OP_COUNT; op++) {
+        const nb_op_def *d = &nb__ops[op];
+        char dtypes[128] = "";
+        size_t n = 0;
+        for (int t = 0; t < NB_DTYPE_COUNT; t++)
+            if (d->dtypes & NB_T(t)) n += (size_t)snprintf(dtypes + n, sizeof dtypes - n, n ? ", %s" : "%s", nb_dtype_name((nb_dtype)t));
+        const char *kind = d->flags & NB_F_VIEW ? "view" : d->flags & NB_F_CREATE ? "creation" : d->flags & NB_F_INPLACE ? "in place" : "compute";
+        const char *bwd = d->backward ? "yes" : (d->flags & (NB_F_NONDIFF | NB_F_CREATE)) ? "not differentiable" : "no";
+        char inputs[16];
+        if (d->nin < 0) snprintf(inputs, sizeof inputs, "any");
+        else snprintf(inputs, sizeof inputs, "%d", d->nin);
+        printf("| `%s` | %s | %s | %s | %s | %s |\n", d->name, inputs, dtypes, nb__cpu_kernels[op] ? "yes" : "no", bwd, kind);
+    }
+    printf("\nBackends: cpu. A CUDA backend is not built yet.\n");
+    return 0;
+}
