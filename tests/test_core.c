@@ -289,7 +289,10 @@ static void test_threads_do_not_change_results(void **state) {
         nb_manual_seed(7);
         nb_tensor *x = nb_randn(NB_SHAPE(300000), NB_F32);
         nb_tensor *y = nb_mul(nb_exp(nb_mul_scalar(x, 0.1)), x);
-        sums[k] = nb_item(nb_sum_all(y)) + nb_item(nb_sum_all(nb_sum(nb_view(y, NB_SHAPE(3000, 100)), 0, false)));
+        nb_tensor *m = nb_view(nb_slice(x, 0, 0, 300 * 300, 1), NB_SHAPE(300, 300));
+        nb_tensor *mm = nb_matmul(m, nb_transpose(m, 0, 1)); /* BLAS with 1 and 2 threads */
+        sums[k] = nb_item(nb_sum_all(y)) + nb_item(nb_sum_all(nb_sum(nb_view(y, NB_SHAPE(3000, 100)), 0, false))) +
+                  nb_item(nb_sum_all(nb_softmax(mm, 1))) + nb_item(nb_sum_all(mm));
         nb_copy_to(nb_slice(x, 0, 299996, 300000, 1), samples[k], sizeof samples[k]);
     }
     nb_set_num_threads(0);
