@@ -120,6 +120,18 @@ static void test_backward_errors(void **state) {
     nb_scope_end(s);
 }
 
+static void test_inplace_write_after_use(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_set_requires_grad(nb_ones(NB_SHAPE(3), NB_F32), true);
+    nb_tensor *x = nb_full(NB_SHAPE(3), 2.0, NB_F32);
+    nb_tensor *loss = nb_sum_all(nb_mul(w, x)); /* backward of mul needs x */
+    assert_int_equal(nb_assign(x, nb_zeros(NB_SHAPE(3), NB_F32)), 0);
+    assert_int_equal(nb_backward(loss), -1);
+    ASSERT_ERROR_CONTAINS("input 1 [3] f32 of nb_mul was modified in place");
+    nb_scope_end(s);
+}
+
 static void test_anomaly_forward(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
@@ -207,6 +219,7 @@ int main(void) {
         cmocka_unit_test_setup(test_grad_mode_and_detach, setup),
         cmocka_unit_test_setup(test_views_and_broadcast_gradients, setup),
         cmocka_unit_test_setup(test_backward_errors, setup),
+        cmocka_unit_test_setup(test_inplace_write_after_use, setup),
         cmocka_unit_test_setup(test_anomaly_forward, setup),
         cmocka_unit_test_setup(test_anomaly_backward, setup),
         cmocka_unit_test_setup(test_memory_flat_over_10000_steps, setup),

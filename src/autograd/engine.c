@@ -158,6 +158,12 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         nb_tensor **gin = n->nin <= 8 ? stack_gin : nb__alloc(sizeof(nb_tensor *) * (size_t)n->nin);
         if (!gin) { nb_release(g); rc = -1; goto oom; }
         if (gin != stack_gin) memset(gin, 0, sizeof(nb_tensor *) * (size_t)n->nin);
+        if (nb__node_check_versions(n) < 0) {
+            nb_release(g);
+            if (gin != stack_gin) nb__free(gin, sizeof(nb_tensor *) * (size_t)n->nin);
+            rc = -1;
+            break;
+        }
         nb_scope *s = nb_scope_begin();
         bool suspended = nb__anomaly_suspend(true);
         int brc = def->backward(n, g, gin);

@@ -57,20 +57,51 @@ nb_node *nb__node_new(int op, nb_tensor *const *inputs, int nin, const nb_op_arg
     n->op = op;
     n->nin = nin;
     if (args) n->args = *args;
-    if (nin <= 3) n->inputs = n->inline_inputs;
-    else {
+    if (nin <= 3) {
+        n->inputs = n->inline_inputs;
+        n->versions = n->inline_versions;
+    } else {
         n->inputs = nb__alloc(sizeof(nb_tensor *) * (size_t)nin);
-        if (!n->inputs) { nb__free(n, sizeof *n); nb__error("nb_backward: out of memory recording the graph"); return NULL; }
+        n->versions = nb__alloc(sizeof(unsigned) * (size_t)nin);
+        if (!n->inputs || !n->versions) {
+            nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)nin);
+            nb__free(n->versions, sizeof(unsigned) * (size_t)nin);
+            nb__free(n, sizeof *n);
+            nb__error("nb_backward: out of memory recording the graph");
+            return NULL;
+        }
     }
-    for (int i = 0; i < nin; i++) n->inputs[i] = nb_retain(inputs[i]);
+    for (int i = 0; i < nin; i++) {
+        n->inputs[i] = nb_retain(inputs[i]);
+        n->versions[i] = atomic_load_explicit(&inputs[i]->storage->version, memory_order_relaxed);
+    }
     if (save_out) {
         n->saved_out = nb__tensor_view(out, out->shape, out->stride, out->offset);
     }
+    n->out_version = atomic_load_explicit(&out->storage->version, memory_order_relaxed);
     n->out_shape = out->shape;
     n->out_dtype = out->dtype;
     out->grad_fn = n;
     out->requires_grad = true;
     return n;
+}
+
+int nb__node_check_versions(const nb_node *n) {
+    for (int i = 0; i < n->nin; i++) {
+        const nb_tensor *t = n->inputs[i];
+        if (t && atomic_load_explicit(&t->storage->version, memory_order_relaxed) != n->versions[i]) {
+            char d[200];
+            nb__error("nb_backward: input %d %s of nb_%s was modified in place (nb_assign) after the op used it; "
+                      "its gradient would be wrong", i, nb__describe(t, d, sizeof d), nb__node_op_name(n));
+            return -1;
+        }
+    }
+    if (n->saved_out && atomic_load_explicit(&n->saved_out->storage->version, memory_order_relaxed) != n->out_version) {
+        nb__error("nb_backward: the output of nb_%s was modified in place (nb_assign) before backward; its gradient "
+                  "would be wrong", nb__node_op_name(n));
+        return -1;
+    }
+    return 0;
 }
 
 void nb__node_release_saved(nb_node *n) {
@@ -90,6 +121,9 @@ void nb__node_unref(nb_node *n) {
     if (!n || atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) != 1) return;
     nb__node_release_saved(n);
     if (n->grad_acc) nb_release(n->grad_acc);
-    if (n->inputs != n->inline_inputs) nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)n->nin);
+    if (n->inputs != n->inline_inputs) {
+        nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)n->nin);
+        nb__free(n->versions, sizeof(unsigned) * (size_t)n->nin);
+    }
     nb__free(n, sizeof *n);
 }

@@ -20,6 +20,9 @@ typedef struct nb_node {
     nb_op_args args;
     nb_tensor **inputs;         /* owned references, dropped once backward has run */
     nb_tensor *inline_inputs[3];
+    unsigned *versions;         /* each input's storage version when recorded */
+    unsigned inline_versions[3];
+    unsigned out_version;       /* the output's storage version when recorded (for saved_out) */
     nb_tensor *saved_out;       /* a detached alias of the output, for ops whose backward uses it */
     nb_shape out_shape;
     nb_dtype out_dtype;
@@ -32,6 +35,8 @@ typedef struct nb_node {
 
 /* A node for op over inputs, producing out (out's grad_fn is set; saves out when asked). */
 nb_node *nb__node_new(int op, nb_tensor *const *inputs, int nin, const nb_op_args *args, nb_tensor *out, bool save_out);
+/* Checks that no input was written in place since the node was recorded; names it if one was. */
+int nb__node_check_versions(const nb_node *n);
 /* Drops the node's inputs and saved output (after its backward has run). */
 void nb__node_release_saved(nb_node *n);
 /* Drops one reference to the node. */

@@ -12,6 +12,7 @@ struct nb_node;
 /* A block of elements; views share one. Allocated as one block with its data behind it. */
 typedef struct nb_storage {
     atomic_int refcount;
+    atomic_uint version; /* bumped by every in-place write, so saved tensors can be checked */
     nb_device device;
     size_t nbytes;     /* usable bytes at data */
     size_t block;      /* size of the whole block handed out by the allocator */

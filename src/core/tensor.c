@@ -126,6 +126,7 @@ nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
         return NULL;
     }
     atomic_init(&st->refcount, 1);
+    atomic_init(&st->version, 0);
     st->device = (nb_device){ NB_CPU, 0 };
     st->nbytes = nbytes;
     st->block = block;

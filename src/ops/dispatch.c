@@ -20,6 +20,7 @@ nb_dtype nb__promote(nb_dtype a, nb_dtype b) {
 }
 
 static bool is_half(nb_dtype d) { return d == NB_F16 || d == NB_BF16; }
+static int category(nb_dtype d) { return d == NB_BOOL ? 0 : nb__is_float(d) ? 2 : 1; }
 
 static void dtype_list(unsigned mask, char *buf, size_t size) {
     size_t n = 0;
@@ -86,14 +87,22 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
     nb_dtype half_out = NB_F32;
     bool back_to_half = false;
     if (nin > 0 && !(def->flags & NB_F_CREATE)) {
-        nb_dtype target = NB_BOOL;
-        bool first = true;
+        /* As torch: 0-d inputs promote the others only when of a higher category (bool <
+           integer < float), so an f32 tensor with an f64 0-d tensor stays f32. */
+        nb_dtype dims = NB_BOOL, zero = NB_BOOL;
+        bool has_dims = false, has_zero = false;
         for (int i = 0; i < nin; i++) {
             if (!is_data_input(op, i)) continue;
             if (!(def->flags & NB_F_PROMOTE) && i > 0) break;
-            target = first ? in[i]->dtype : nb__promote(target, in[i]->dtype);
-            first = false;
+            if (in[i]->shape.ndim > 0) {
+                dims = has_dims ? nb__promote(dims, in[i]->dtype) : in[i]->dtype;
+                has_dims = true;
+            } else {
+                zero = has_zero ? nb__promote(zero, in[i]->dtype) : in[i]->dtype;
+                has_zero = true;
+            }
         }
+        nb_dtype target = !has_dims ? zero : !has_zero || category(zero) <= category(dims) ? dims : nb__promote(dims, zero);
         if (is_half(target) && !(def->flags & NB_F_ANY_DTYPE)) {
             half_out = target;
             back_to_half = true;

@@ -314,6 +314,7 @@ int cpu_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
         cpu_copy(tmp, &src, 1, NULL);
         src = tmp;
     }
+    atomic_fetch_add_explicit(&out->storage->version, 1, memory_order_relaxed);
     nb_iter it;
     nb__iter_init(&it, out, &src, 1);
     nb_dtype s = src->dtype, d = out->dtype;
