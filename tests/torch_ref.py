@@ -1,0 +1,604 @@
+#!/usr/bin/python3
+"""Writes the PyTorch reference for tests/test_ops_torch.c.
+
+Usage: torch_ref.py OUTPUT_FILE
+
+Each case names a nabla op, its inputs and its arguments. An input is stored as a contiguous
+leaf tensor and then turned into the tensor the op sees by the same chain of views on both
+sides: permute (a transposed/permuted layout), slice with a step (a strided layout), expand (a
+broadcast layout with stride 0). So nabla sees a non-contiguous view holding exactly the values
+torch sees, and the gradients are compared on the leaves, through the views' backward too.
+
+For differentiable cases the file also holds a random upstream gradient g and
+torch.autograd.grad((out * g).sum(), leaves). Each case draws its values from a torch seed
+made from its name, so adding a case changes no other. The format is whitespace-separated tokens:
+
+  NCASES n
+  CASE name op expect(ok|error)
+  IA k i1..ik        integer arguments (axes, keepdim, slice bounds, perm, ...)
+  FA k f1..fk        float arguments (scalars, clamp bounds)
+  SH ndim d1..dn     shape argument (ndim -1: none)
+  DT dtype           dtype argument (cast) or '-'
+  TOL factor         tolerance multiplier for this case
+  NIN n
+  IN grad perm(ndim p..|-1) slice(axis start end step|-1) expand(ndim d..|-1) TENSOR   (n times)
+  OUT TENSOR | OUT -
+  G TENSOR | G -
+  GRAD TENSOR | GRAD -                                                               (n times)
+  END
+  TENSOR = dtype ndim d1..dn v1..v_numel   (values in decimals that round-trip exactly)
+
+The test fails (rather than skips) when this script cannot run: the generator is a CTest
+fixture that the C test requires, and the C test fails when the file is missing.
+"""
+import os
+import sys
+import zlib
+
+import torch
+import torch.nn.functional as F
+
+DT = {'f32': torch.float32, 'f64': torch.float64, 'i64': torch.int64, 'i32': torch.int32,
+      'u8': torch.uint8, 'bool': torch.bool}
+DT_NAME = {v: k for k, v in DT.items()}
+FLOATS = ('f32', 'f64')
+
+
+class In:
+    """One input: the shape the op sees, how its values are drawn, and its layout.
+
+    perm: the stored tensor is permuted by perm to give the input (a transposed view);
+    sl:   (axis, step): the input is x[..., 1:1+n*step:step, ...] of a larger tensor;
+    exp:  the input is expanded from this smaller shape (stride-0 axes);
+    kind: 'n' normal, 'pos' in [0.5, 2], 'away' |x| >= 0.2, 'exp' in [-2, 2],
+          'distinct' distinct values, 'int' small integers, ('idx', hi) indices in [0, hi),
+          'bool' random booleans, ('val', list) fixed values, ('same', k) the stored values of input k.
+    """
+
+    def __init__(self, shape, kind='n', dtype=None, perm=None, sl=None, exp=None, grad=True):
+        self.shape, self.kind, self.dtype = tuple(shape), kind, dtype
+        self.perm, self.sl, self.exp, self.grad = perm, sl, exp, grad
+
+    def stored_shape(self):
+        s = list(self.exp if self.exp is not None else self.shape)
+        if self.sl is not None:
+            axis, step = self.sl
+            s[axis] = s[axis] * step + 1
+        if self.perm is not None:
+            stored = [0] * len(s)
+            for i, p in enumerate(self.perm):
+                stored[p] = s[i]
+            s = stored
+        return tuple(s)
+
+    def slice_args(self):
+        axis, step = self.sl
+        n = (self.exp if self.exp is not None else self.shape)[axis]
+        return axis, 1, 1 + n * step, step
+
+    def view(self, leaf):
+        v = leaf
+        if self.perm is not None:
+            v = v.permute(*self.perm)
+        if self.sl is not None:
+            axis, start, end, step = self.slice_args()
+            idx = [slice(None)] * v.dim()
+            idx[axis] = slice(start, end, step)
+            v = v[tuple(idx)]
+        if self.exp is not None:
+            v = v.expand(*self.shape)
+        assert tuple(v.shape) == self.shape, (v.shape, self.shape)
+        return v
+
+
+def T(shape, **kw):
+    """An input transposed in its last two axes (non-contiguous)."""
+    n = len(shape)
+    perm = list(range(n))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return In(shape, perm=perm, **kw)
+
+
+def S(shape, axis=-1, step=2, **kw):
+    """An input sliced with a step along axis (non-contiguous)."""
+    return In(shape, sl=(axis if axis >= 0 else len(shape) + axis, step), **kw)
+
+
+def draw(kind, shape, dtype, stored):
+    n = 1
+    for d in shape:
+        n *= d
+    if isinstance(kind, tuple) and kind[0] == 'same':
+        return stored[kind[1]].clone()
+    if isinstance(kind, tuple) and kind[0] == 'idx':
+        return torch.randint(0, kind[1], shape, dtype=dtype)
+    if isinstance(kind, tuple) and kind[0] == 'val':
+        return torch.tensor(kind[1], dtype=dtype).reshape(shape)
+    if kind == 'bool':
+        return torch.rand(shape) > 0.5
+    if kind == 'int':
+        return torch.randint(-5, 6, shape, dtype=dtype)
+    if kind == 'n':
+        x = torch.randn(shape, dtype=torch.float64)
+    elif kind == 'pos':
+        x = 0.5 + 1.5 * torch.rand(shape, dtype=torch.float64)
+    elif kind == 'away':
+        r = torch.randn(shape, dtype=torch.float64)
+        x = torch.sign(r) * (0.2 + r.abs())
+        x[x == 0] = 0.7
+    elif kind == 'exp':
+        x = 4 * torch.rand(shape, dtype=torch.float64) - 2
+    elif kind == 'distinct':
+        if not dtype.is_floating_point:
+            return (torch.randperm(n) - n // 2).reshape(shape).to(dtype)
+        x = (torch.randperm(n, dtype=torch.float64) * 0.37 - 0.2 * n).reshape(shape)
+    else:
+        raise ValueError(kind)
+    return x.to(dtype)
+
+
+def sl_axis(x, axis, start, end, step):
+    idx = [slice(None)] * x.dim()
+    idx[axis] = slice(start, end, step)
+    return x[tuple(idx)]
+
+
+# op name -> torch function of (inputs, int args, float args, shape arg, dtype arg)
+OPS = {
+    'add': lambda x, ia, fa, sh, dt: torch.add(x[0], x[1]),
+    'sub': lambda x, ia, fa, sh, dt: torch.sub(x[0], x[1]),
+    'mul': lambda x, ia, fa, sh, dt: torch.mul(x[0], x[1]),
+    'div': lambda x, ia, fa, sh, dt: torch.div(x[0], x[1]),
+    'pow': lambda x, ia, fa, sh, dt: torch.pow(x[0], x[1]),
+    'maximum': lambda x, ia, fa, sh, dt: torch.maximum(x[0], x[1]),
+    'minimum': lambda x, ia, fa, sh, dt: torch.minimum(x[0], x[1]),
+    'eq': lambda x, ia, fa, sh, dt: torch.eq(x[0], x[1]),
+    'lt': lambda x, ia, fa, sh, dt: torch.lt(x[0], x[1]),
+    'gt': lambda x, ia, fa, sh, dt: torch.gt(x[0], x[1]),
+    'where': lambda x, ia, fa, sh, dt: torch.where(x[0], x[1], x[2]),
+    'add_scalar': lambda x, ia, fa, sh, dt: x[0] + fa[0],
+    'mul_scalar': lambda x, ia, fa, sh, dt: x[0] * fa[0],
+    'pow_scalar': lambda x, ia, fa, sh, dt: torch.pow(x[0], fa[0]),
+    'neg': lambda x, ia, fa, sh, dt: torch.neg(x[0]),
+    'exp': lambda x, ia, fa, sh, dt: torch.exp(x[0]),
+    'log': lambda x, ia, fa, sh, dt: torch.log(x[0]),
+    'sqrt': lambda x, ia, fa, sh, dt: torch.sqrt(x[0]),
+    'abs': lambda x, ia, fa, sh, dt: torch.abs(x[0]),
+    'tanh': lambda x, ia, fa, sh, dt: torch.tanh(x[0]),
+    'sigmoid': lambda x, ia, fa, sh, dt: torch.sigmoid(x[0]),
+    'relu': lambda x, ia, fa, sh, dt: torch.relu(x[0]),
+    'gelu': lambda x, ia, fa, sh, dt: F.gelu(x[0]),
+    'erf': lambda x, ia, fa, sh, dt: torch.erf(x[0]),
+    'sign': lambda x, ia, fa, sh, dt: torch.sign(x[0]),
+    'clamp': lambda x, ia, fa, sh, dt: torch.clamp(x[0], fa[0], fa[1]),
+    'matmul': lambda x, ia, fa, sh, dt: torch.matmul(x[0], x[1]),
+    'sum': lambda x, ia, fa, sh, dt: torch.sum(x[0], dim=ia[0], keepdim=bool(ia[1])),
+    'mean': lambda x, ia, fa, sh, dt: torch.mean(x[0], dim=ia[0], keepdim=bool(ia[1])),
+    'max': lambda x, ia, fa, sh, dt: torch.max(x[0], dim=ia[0], keepdim=bool(ia[1])).values,
+    'min': lambda x, ia, fa, sh, dt: torch.min(x[0], dim=ia[0], keepdim=bool(ia[1])).values,
+    'argmax': lambda x, ia, fa, sh, dt: torch.argmax(x[0], dim=ia[0], keepdim=bool(ia[1])),
+    'argmin': lambda x, ia, fa, sh, dt: torch.argmin(x[0], dim=ia[0], keepdim=bool(ia[1])),
+    'logsumexp': lambda x, ia, fa, sh, dt: torch.logsumexp(x[0], dim=ia[0], keepdim=bool(ia[1])),
+    'var': lambda x, ia, fa, sh, dt: torch.var(x[0], dim=ia[0], unbiased=True, keepdim=bool(ia[1])),
+    'sum_all': lambda x, ia, fa, sh, dt: torch.sum(x[0]),
+    'mean_all': lambda x, ia, fa, sh, dt: torch.mean(x[0]),
+    'sum_to': lambda x, ia, fa, sh, dt: x[0].sum_to_size(sh),
+    'softmax': lambda x, ia, fa, sh, dt: torch.softmax(x[0], dim=ia[0]),
+    'log_softmax': lambda x, ia, fa, sh, dt: torch.log_softmax(x[0], dim=ia[0]),
+    'reshape': lambda x, ia, fa, sh, dt: x[0].reshape(sh),
+    'view': lambda x, ia, fa, sh, dt: x[0].view(sh),
+    'transpose': lambda x, ia, fa, sh, dt: x[0].transpose(ia[0], ia[1]),
+    'permute': lambda x, ia, fa, sh, dt: x[0].permute(*ia),
+    'expand': lambda x, ia, fa, sh, dt: x[0].expand(*sh),
+    'squeeze': lambda x, ia, fa, sh, dt: x[0].squeeze(ia[0]),
+    'unsqueeze': lambda x, ia, fa, sh, dt: x[0].unsqueeze(ia[0]),
+    'flatten': lambda x, ia, fa, sh, dt: torch.flatten(x[0], ia[0], ia[1]),
+    'slice': lambda x, ia, fa, sh, dt: sl_axis(x[0], *ia),
+    'cat': lambda x, ia, fa, sh, dt: torch.cat(x, dim=ia[0]),
+    'stack': lambda x, ia, fa, sh, dt: torch.stack(x, dim=ia[0]),
+    'index_select': lambda x, ia, fa, sh, dt: torch.index_select(x[0], ia[0], x[1]),
+    'gather': lambda x, ia, fa, sh, dt: torch.gather(x[0], ia[0], x[1]),
+    'embedding': lambda x, ia, fa, sh, dt: F.embedding(x[1], x[0]),
+    'contiguous': lambda x, ia, fa, sh, dt: x[0].contiguous(),
+    'clone': lambda x, ia, fa, sh, dt: x[0].clone(),
+    'detach': lambda x, ia, fa, sh, dt: x[0].detach(),
+    'cast': lambda x, ia, fa, sh, dt: x[0].to(DT[dt]),
+    'linear': lambda x, ia, fa, sh, dt: F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
+}
+
+# ops torch differentiates (with a zero gradient) that nabla declares non-differentiable
+NONDIFF = {'sign'}
+
+CASES = []
+
+
+def case(name, op, inputs, ia=(), fa=(), sh=None, dt=None, tol=1.0, dtypes=FLOATS, error=False):
+    """Adds the case once per dtype in dtypes; inputs without their own dtype take it."""
+    assert op in OPS, op
+    for d in dtypes:
+        CASES.append(dict(name=f'{name}_{d}' if len(dtypes) > 1 or d != 'f32' else name, op=op,
+                          inputs=inputs, ia=list(ia), fa=list(fa), sh=sh, dt=dt, tol=tol, dtype=d, error=error))
+
+
+def fmt_tensor(t):
+    t = t.detach().contiguous()
+    name = DT_NAME[t.dtype]
+    vals = t.reshape(-1).tolist()
+    if name == 'f32':  # 9 significant digits round-trip every float32 exactly
+        body = ' '.join('%.9g' % v for v in vals)
+    elif name == 'f64':
+        body = ' '.join(repr(float(v)) for v in vals)
+    else:
+        body = ' '.join(str(int(v)) for v in vals)
+    return f'{name} {t.dim()} {" ".join(str(d) for d in t.shape)} {body}'.replace('  ', ' ')
+
+
+def run_case(c, out):
+    seed = zlib.crc32(c['name'].encode())
+    torch.manual_seed(seed)
+    leaves, views, stored = [], [], []
+    for spec in c['inputs']:
+        dtype = DT[spec.dtype or c['dtype']]
+        x = draw(spec.kind, spec.stored_shape(), dtype, stored)
+        stored.append(x)
+        leaf = x.clone()
+        if spec.grad and x.dtype.is_floating_point:
+            leaf.requires_grad_(True)
+        leaves.append(leaf)
+        views.append(spec.view(leaf))
+    fn = OPS[c['op']]
+    w = out.append
+    w(f'CASE {c["name"]} {c["op"]} {"error" if c["error"] else "ok"}')
+    w(f'IA {len(c["ia"])} {" ".join(str(int(v)) for v in c["ia"])}')
+    w(f'FA {len(c["fa"])} {" ".join(repr(float(v)) for v in c["fa"])}')
+    sh = c['sh']
+    w('SH -1' if sh is None else f'SH {len(sh)} {" ".join(str(int(v)) for v in sh)}')
+    w(f'DT {c["dt"] or "-"}')
+    w(f'TOL {float(c["tol"])!r}')
+    w(f'NIN {len(leaves)}')
+    for spec, leaf in zip(c['inputs'], leaves):
+        perm = '-1' if spec.perm is None else f'{len(spec.perm)} ' + ' '.join(map(str, spec.perm))
+        slc = '-1' if spec.sl is None else ' '.join(map(str, spec.slice_args()))
+        exp = '-1' if spec.exp is None else f'{len(spec.shape)} ' + ' '.join(map(str, spec.shape))
+        w(f'IN {int(leaf.requires_grad)} {perm} {slc} {exp} {fmt_tensor(leaf)}')
+    if c['error']:
+        try:
+            fn(views, c['ia'], c['fa'], sh, c['dt'])
+        except (RuntimeError, IndexError, ValueError):
+            pass
+        else:
+            raise AssertionError(f'case {c["name"]}: torch accepted what the case expects to fail')
+        w('OUT -')
+        w('G -')
+        for _ in leaves:
+            w('GRAD -')
+        w('END')
+        return
+    y = fn(views, c['ia'], c['fa'], sh, c['dt'])
+    w(f'OUT {fmt_tensor(y)}')
+    wants = [l for l in leaves if l.requires_grad]
+    # torch gives sign a zero gradient; nabla marks it non-differentiable (no graph node)
+    if y.requires_grad and wants and c['op'] not in NONDIFF:
+        g = torch.randn(y.shape, dtype=torch.float64).to(y.dtype)
+        grads = torch.autograd.grad((y * g).sum(), wants, allow_unused=True)
+        w(f'G {fmt_tensor(g)}')
+        it = iter(grads)
+        for l in leaves:
+            gr = next(it) if l.requires_grad else None
+            w('GRAD -' if gr is None else f'GRAD {fmt_tensor(gr)}')
+    else:
+        w('G -')
+        for _ in leaves:
+            w('GRAD -')
+    w('END')
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases.
+
+# Binary elementwise: broadcasting, 0-d operands, transposed, strided and expanded layouts.
+BIN_SHAPES = [
+    ('same', In((3, 4)), In((3, 4))),
+    ('row', In((3, 4)), In((4,))),
+    ('col3d', In((2, 1, 4)), In((3, 1))),
+    ('scalar_r', In((2, 3)), In(())),
+    ('scalar_l', In(()), In((2, 3))),
+    ('scalars', In(()), In(())),
+    ('lead1', In((1,)), In((3, 4))),
+    ('t_a', T((3, 4)), In((3, 4))),
+    ('t_b_bcast', In((2, 3, 4)), T((3, 4))),
+    ('perm3d', In((2, 3, 4), perm=(2, 0, 1)), In((2, 3, 4), perm=(1, 2, 0))),
+    ('strided', S((3, 4), axis=1), S((3, 4), axis=0, step=3)),
+    ('expanded', In((3, 4), exp=(3, 1)), In((3, 4), exp=(1, 4))),
+    ('mixed_views', T((4, 3, 5)), S((3, 1), axis=0)),
+]
+BIN_KIND = {'add': ('n', 'n'), 'sub': ('n', 'n'), 'mul': ('n', 'n'), 'div': ('n', 'away'),
+            'pow': ('pos', 'exp'), 'maximum': ('n', 'n'), 'minimum': ('n', 'n')}
+
+
+def with_kind(spec, kind, **kw):
+    return In(spec.shape, kind=kind, dtype=kw.get('dtype', spec.dtype), perm=spec.perm, sl=spec.sl,
+              exp=spec.exp, grad=kw.get('grad', spec.grad))
+
+
+for op, (ka, kb) in BIN_KIND.items():
+    for tag, a, b in BIN_SHAPES:
+        case(f'{op}_{tag}', op, [with_kind(a, ka), with_kind(b, kb)], tol=4 if op == 'pow' else 1)
+# one input without grad (only the other is differentiated)
+case('mul_nograd_b', 'mul', [In((3, 4)), In((4,), grad=False)])
+case('div_nograd_a', 'div', [In((3, 4), grad=False), In((3, 1), kind='away')])
+# ties split the gradient in halves, as torch
+case('maximum_tie', 'maximum', [In((3, 4)), In((3, 4), kind=('same', 0))])
+case('minimum_tie', 'minimum', [T((3, 4)), T((3, 4), kind=('same', 0))])
+case('pow_int_exp', 'pow', [In((3, 4), kind='away'), In((), kind=('val', 3.0), grad=False)])
+# comparisons (-> bool), with some equal elements
+for op in ('eq', 'lt', 'gt'):
+    case(f'{op}_bcast', op, [In((3, 4), kind='int'), In((4,), kind='int')])
+    case(f'{op}_views', op, [T((3, 4), kind='int'), S((3, 4), kind='int')])
+    case(f'{op}_int', op, [In((2, 3), kind='int'), In((3,), kind='int')], dtypes=('i64',))
+case('where_bcast', 'where', [In((3, 4), kind='bool'), In((3, 4)), In((4,))])
+case('where_views', 'where', [T((3, 4), kind='bool'), S((2, 3, 4)), In((2, 1, 4), perm=(2, 0, 1))])
+case('where_scalar', 'where', [In((2, 3), kind='bool'), In(()), In((2, 3))])
+
+# Scalars.
+case('add_scalar', 'add_scalar', [T((3, 4))], fa=[2.5])
+case('mul_scalar', 'mul_scalar', [S((3, 4))], fa=[-1.5])
+case('mul_scalar_0d', 'mul_scalar', [In(())], fa=[3.0])
+case('pow_scalar_sq', 'pow_scalar', [T((3, 4))], fa=[2.0])
+case('pow_scalar_frac', 'pow_scalar', [S((3, 4), kind='pos')], fa=[1.5])
+case('pow_scalar_neg', 'pow_scalar', [In((2, 3), kind='pos')], fa=[-0.5])
+case('pow_scalar_int', 'pow_scalar', [In((2, 3), kind='away')], fa=[3.0])
+
+# Unary.
+UNARY_KIND = {'neg': 'n', 'exp': 'n', 'log': 'pos', 'sqrt': 'pos', 'abs': 'away', 'tanh': 'n',
+              'sigmoid': 'n', 'relu': 'away', 'gelu': 'n', 'erf': 'n', 'sign': 'away'}
+for op, k in UNARY_KIND.items():
+    case(f'{op}_contig', op, [In((3, 5), kind=k)])
+    case(f'{op}_t', op, [T((2, 3, 4), kind=k)])
+    case(f'{op}_strided', op, [S((4, 3), axis=0, step=2, kind=k)])
+    case(f'{op}_0d', op, [In((), kind=k)])
+    case(f'{op}_big', op, [In((7, 130), kind=k, perm=(1, 0))])
+case('sign_zeros', 'sign', [In((5,), kind=('val', [-2.0, 0.0, 3.0, -0.0, 1.0]))])
+case('abs_int', 'abs', [In((2, 3), kind='int')], dtypes=('i64',))
+case('neg_int', 'neg', [In((2, 3), kind='int')], dtypes=('i64',))
+case('relu_int', 'relu', [In((2, 3), kind='int')], dtypes=('i64',))
+case('clamp', 'clamp', [In((3, 5))], fa=[-0.6, 0.7])
+case('clamp_t', 'clamp', [T((4, 5))], fa=[-0.3, 1.2])
+case('clamp_int', 'clamp', [In((3, 4), kind='int')], fa=[-2, 3], dtypes=('i64',))
+
+# Matmul: every rank combination of torch.matmul, broadcast batch dims, transposed operands.
+MM = [
+    ('1d_1d', In((5,)), In((5,))),
+    ('1d_2d', In((4,)), In((4, 3))),
+    ('2d_1d', In((3, 4)), In((4,))),
+    ('2d_2d', In((3, 4)), In((4, 5))),
+    ('2d_2d_ta', T((3, 4)), In((4, 5))),
+    ('2d_2d_tb', In((3, 4)), T((4, 5))),
+    ('2d_2d_tab', T((3, 4)), T((4, 5))),
+    ('2d_2d_strided', S((3, 4), axis=1), S((4, 5), axis=0)),
+    ('3d_2d', In((2, 3, 4)), In((4, 5))),
+    ('2d_3d', In((3, 4)), In((2, 4, 5))),
+    ('3d_3d', In((2, 3, 4)), In((2, 4, 5))),
+    ('bcast_batch', In((2, 1, 3, 4)), In((3, 4, 5))),
+    ('bcast_batch_t', In((2, 1, 3, 4), perm=(0, 1, 3, 2)), In((1, 3, 4, 5), perm=(1, 0, 2, 3))),
+    ('batch_perm', In((2, 3, 4), perm=(1, 0, 2)), In((2, 4, 5), perm=(2, 1, 0))),
+    ('1d_3d', In((4,)), In((2, 4, 5))),
+    ('3d_1d', In((2, 3, 4)), In((4,))),
+    ('1d_3d_t', S((4,), axis=0), T((2, 4, 5))),
+    ('expanded_batch', In((3, 3, 4), exp=(1, 3, 4)), In((3, 4, 5))),
+    ('big', In((33, 65)), In((65, 17), perm=(1, 0))),
+]
+for tag, a, b in MM:
+    case(f'matmul_{tag}', 'matmul', [a, b], tol=5)
+case('matmul_int', 'matmul', [In((2, 3), kind='int'), In((3, 4), kind='int')], dtypes=('i64',))
+case('matmul_bad_inner', 'matmul', [In((3, 4)), In((5, 6))], error=True)
+case('matmul_bad_batch', 'matmul', [In((2, 3, 4)), In((3, 4, 5))], error=True)
+
+# Reductions over one axis, negative axes, keepdim on and off.
+RED_KIND = {'sum': 'n', 'mean': 'n', 'max': 'distinct', 'min': 'distinct', 'argmax': 'distinct',
+            'argmin': 'distinct', 'logsumexp': 'n', 'var': 'n'}
+for op, k in RED_KIND.items():
+    for axis in (0, 1, 2, -1, -3):
+        for keep in (0, 1):
+            case(f'{op}_ax{axis}_k{keep}', op, [In((3, 4, 5), kind=k)], ia=[axis, keep], tol=4)
+    case(f'{op}_t', op, [T((4, 6), kind=k)], ia=[-1, 0], tol=4)
+    case(f'{op}_perm', op, [In((3, 4, 5), kind=k, perm=(2, 0, 1))], ia=[1, 1], tol=4)
+    case(f'{op}_strided', op, [S((5, 4), axis=0, kind=k)], ia=[0, 0], tol=4)
+    case(f'{op}_1d', op, [In((7,), kind=k)], ia=[0, 0], tol=4)
+    case(f'{op}_1d_k', op, [In((7,), kind=k)], ia=[-1, 1], tol=4)
+    case(f'{op}_long', op, [In((5, 1000), kind=k)], ia=[1, 0], tol=20)
+    case(f'{op}_long_t', op, [In((1000, 3), kind=k, perm=(1, 0))], ia=[-1, 1], tol=20)
+    case(f'{op}_0d', op, [In((), kind=k)], ia=[0, 0])
+case('argmax_int', 'argmax', [In((3, 4), kind='distinct')], ia=[1, 0], dtypes=('i64',))
+case('sum_int', 'sum', [In((3, 4), kind='int')], ia=[0, 0], dtypes=('i64',))
+case('sum_empty_axis', 'sum', [In((3, 0, 2))], ia=[1, 0])
+case('sum_all', 'sum_all', [In((3, 4, 5))], tol=4)
+case('sum_all_t', 'sum_all', [T((30, 40))], tol=10)
+case('sum_all_strided', 'sum_all', [S((5, 6), axis=0)], tol=4)
+case('sum_all_0d', 'sum_all', [In(())])
+case('sum_all_int', 'sum_all', [In((3, 4), kind='int')], dtypes=('i64',))
+case('mean_all', 'mean_all', [T((4, 5))], tol=4)
+case('mean_all_big', 'mean_all', [In((100, 70), perm=(1, 0))], tol=20)
+case('sum_to_row', 'sum_to', [In((3, 4))], sh=(1, 4))
+case('sum_to_lead', 'sum_to', [T((2, 3, 4))], sh=(3, 1))
+case('sum_to_same', 'sum_to', [In((2, 3))], sh=(2, 3))
+case('sum_to_0d', 'sum_to', [In((2, 3))], sh=())
+for op in ('softmax', 'log_softmax'):
+    for axis in (0, 1, 2, -1):
+        case(f'{op}_ax{axis}', op, [In((3, 4, 5))], ia=[axis], tol=4)
+    case(f'{op}_t', op, [T((4, 6))], ia=[-1], tol=4)
+    case(f'{op}_perm', op, [In((3, 4, 5), perm=(1, 2, 0))], ia=[1], tol=4)
+    case(f'{op}_strided', op, [S((3, 5), axis=1, step=3)], ia=[-1], tol=4)
+    case(f'{op}_large', op, [In((2, 5), kind=('val', [[1000.0, 1001.0, 999.0, 1002.0, 998.0],
+                                                          [-50.0, -49.0, -51.0, -48.0, -47.0]]))], ia=[1], tol=4)
+    case(f'{op}_long', op, [In((3, 700))], ia=[-1], tol=20)
+
+# Shape ops.
+case('reshape', 'reshape', [In((3, 4))], sh=(2, 6))
+case('reshape_infer', 'reshape', [In((2, 3, 4))], sh=(4, -1))
+case('reshape_t', 'reshape', [T((3, 4))], sh=(12,))
+case('reshape_perm', 'reshape', [In((2, 3, 4), perm=(2, 0, 1))], sh=(3, -1, 2))
+case('reshape_0d', 'reshape', [In((1, 1))], sh=())
+case('reshape_from_0d', 'reshape', [In(())], sh=(1, 1, 1))
+case('view', 'view', [In((3, 4))], sh=(4, 3))
+case('view_infer', 'view', [In((2, 3, 4))], sh=(-1, 4))
+case('view_split_t', 'view', [T((3, 4, 6))], sh=(3, 4, 2, 3))
+case('view_strided', 'view', [S((3, 6), axis=0)], sh=(3, 2, 3))
+case('view_bad', 'view', [T((3, 4))], sh=(12,), error=True)
+case('transpose', 'transpose', [In((2, 3, 4))], ia=[0, 2])
+case('transpose_neg', 'transpose', [T((2, 3, 4))], ia=[-1, -3])
+case('transpose_same', 'transpose', [In((2, 3))], ia=[1, 1])
+case('permute', 'permute', [In((2, 3, 4))], ia=[2, 0, 1])
+case('permute_neg', 'permute', [In((2, 3, 4), perm=(1, 2, 0))], ia=[-1, 0, 1])
+case('expand', 'expand', [In((3, 1))], sh=(3, 4))
+case('expand_lead', 'expand', [In((1, 4))], sh=(2, 3, 4))
+case('expand_keep', 'expand', [T((3, 1))], sh=(-1, 5))
+case('expand_0d', 'expand', [In(())], sh=(2, 3))
+case('expand_bad', 'expand', [In((3, 2))], sh=(3, 4), error=True)
+case('squeeze', 'squeeze', [In((3, 1, 4))], ia=[1])
+case('squeeze_neg', 'squeeze', [In((3, 1, 4), perm=(1, 0, 2))], ia=[-2])
+case('squeeze_noop', 'squeeze', [In((3, 1, 4))], ia=[0])
+case('unsqueeze', 'unsqueeze', [In((3, 4))], ia=[0])
+case('unsqueeze_end', 'unsqueeze', [T((3, 4))], ia=[-1])
+case('unsqueeze_mid', 'unsqueeze', [S((3, 4))], ia=[1])
+case('unsqueeze_0d', 'unsqueeze', [In(())], ia=[0])
+case('flatten', 'flatten', [In((2, 3, 4, 5))], ia=[1, -1])
+case('flatten_all', 'flatten', [T((2, 3, 4))], ia=[0, -1])
+case('flatten_mid', 'flatten', [In((2, 3, 4, 5), perm=(0, 2, 1, 3))], ia=[1, 2])
+case('flatten_0d', 'flatten', [In(())], ia=[0, -1])
+case('slice', 'slice', [In((5, 6))], ia=[1, 1, 5, 2])
+case('slice_clamp', 'slice', [In((7, 3))], ia=[0, 0, 100, 3])
+case('slice_neg', 'slice', [T((4, 6))], ia=[-1, -4, -1, 1])
+case('slice_empty', 'slice', [In((4, 3))], ia=[0, 3, 1, 1])
+case('slice_single', 'slice', [T((5, 3))], ia=[0, 2, 3, 1])
+case('slice_of_strided', 'slice', [S((4, 7), axis=1)], ia=[1, 2, 7, 3])
+case('cat', 'cat', [In((2, 3)), In((2, 1)), In((2, 4))], ia=[1])
+case('cat_neg_views', 'cat', [T((3, 2, 4)), In((3, 1, 4)), S((3, 3, 4), axis=1)], ia=[-2])
+case('cat_axis0', 'cat', [In((1, 3)), T((2, 3))], ia=[0])
+case('cat_one', 'cat', [In((2, 3))], ia=[0])
+case('cat_promote', 'cat', [In((2, 3), dtype='f32'), In((1, 3), dtype='f64')], ia=[0], dtypes=('f32',))
+case('cat_bad', 'cat', [In((2, 3)), In((3, 2))], ia=[0], error=True)
+case('stack', 'stack', [In((2, 3)), In((2, 3)), In((2, 3))], ia=[0])
+case('stack_last', 'stack', [T((2, 3)), In((2, 3))], ia=[-1])
+case('stack_mid', 'stack', [In((2, 3)), S((2, 3))], ia=[1])
+case('stack_bad', 'stack', [In((2, 3)), In((3, 2))], ia=[0], error=True)
+
+# Indexing (repeated indices, so the backward accumulates).
+IDX = dict(dtype='i64', grad=False)
+case('index_select', 'index_select', [In((5, 4)), In((6,), kind=('val', [4, 0, 4, 2, 1, 4]), **IDX)], ia=[0])
+case('index_select_neg', 'index_select', [T((3, 5)), In((4,), kind=('val', [1, 1, 0, 4]), **IDX)], ia=[-1])
+case('index_select_3d', 'index_select', [In((2, 5, 3), perm=(2, 0, 1)), In((7,), kind=('idx', 5), **IDX)], ia=[1])
+case('index_select_oob', 'index_select', [In((5, 4)), In((2,), kind=('val', [1, 5]), **IDX)], ia=[0], error=True)
+case('gather', 'gather', [In((3, 4)), In((3, 6), kind=('idx', 4), **IDX)], ia=[1])
+case('gather_ax0', 'gather', [T((4, 3)), In((5, 3), kind=('idx', 4), **IDX)], ia=[0])
+case('gather_3d', 'gather', [In((2, 3, 4), perm=(1, 2, 0)), In((2, 2, 3), kind=('idx', 3), **IDX)], ia=[-2])
+case('gather_small', 'gather', [In((4, 5)), In((2, 3), kind=('idx', 4), **IDX)], ia=[0])
+case('embedding', 'embedding', [In((10, 4)), In((2, 3), kind=('idx', 10), **IDX)])
+case('embedding_1d', 'embedding', [In((6, 3)), In((8,), kind=('val', [0, 5, 5, 1, 0, 2, 5, 3]), **IDX)])
+case('embedding_t', 'embedding', [T((7, 3)), In((2, 2, 2), kind=('idx', 7), **IDX)])
+case('embedding_0d_idx', 'embedding', [In((5, 3)), In((), kind=('val', 2), **IDX)])
+
+# Conversion.
+case('contiguous_t', 'contiguous', [T((3, 4))])
+case('contiguous_strided', 'contiguous', [S((3, 4), axis=0)])
+case('contiguous_already', 'contiguous', [In((3, 4))])
+case('contiguous_expanded', 'contiguous', [In((3, 4), exp=(1, 4))])
+case('clone', 'clone', [In((3, 4))])
+case('clone_t', 'clone', [T((2, 3, 4))])
+case('detach', 'detach', [T((3, 4))])
+case('cast_f32_f64', 'cast', [T((3, 4), dtype='f32')], dt='f64', dtypes=('f32',))
+case('cast_f64_f32', 'cast', [S((3, 4), dtype='f64')], dt='f32', dtypes=('f32',), tol=1)
+case('cast_same', 'cast', [In((3, 4))], dt='f32', dtypes=('f32',))
+case('cast_f32_i64', 'cast', [In((3, 4), kind=('val', [[-2.7, -0.5, 0.5, 2.7]] * 3), dtype='f32', grad=False)],
+     dt='i64', dtypes=('f32',))
+case('cast_i64_f32', 'cast', [T((3, 4), kind='int', dtype='i64')], dt='f32', dtypes=('f32',))
+case('cast_bool_f64', 'cast', [In((3, 4), kind='bool', dtype='bool')], dt='f64', dtypes=('f32',))
+case('cast_f32_bool', 'cast', [In((5,), kind=('val', [0.0, 1.5, -0.0, -2.0, 0.25]), dtype='f32', grad=False)],
+     dt='bool', dtypes=('f32',))
+
+# nn functional.
+case('linear', 'linear', [In((4, 3)), In((5, 3)), In((5,))], tol=4)
+case('linear_nobias', 'linear', [In((4, 3)), In((5, 3))], tol=4)
+case('linear_batched', 'linear', [In((2, 4, 3)), T((5, 3)), S((5,), axis=0)], tol=4)
+case('linear_1d', 'linear', [In((3,)), In((5, 3)), In((5,))], tol=4)
+case('linear_t_input', 'linear', [T((6, 8)), In((7, 8))], tol=4)
+
+# Sizes above the kernels' parallel grain (32768 elements) and the reductions' chunked path
+# (one long axis of at least 2 * 16384), so the OpenMP paths meet strided inputs too.
+BIG = dict(dtypes=('f32',))
+case('big_add_bcast_t', 'add', [T((190, 200)), In((200,))], tol=4, **BIG)
+case('big_mul_strided', 'mul', [S((180, 200), axis=0), In((180, 1))], tol=4, **BIG)
+case('big_exp_t', 'exp', [T((190, 200))], **BIG)
+case('big_gelu_perm', 'gelu', [In((20, 40, 50), perm=(2, 0, 1))], **BIG)
+case('big_sum_all_1d', 'sum_all', [In((40000,))], tol=100, **BIG)
+case('big_sum_all_t', 'sum_all', [T((190, 200))], tol=100, **BIG)
+case('big_sum_axis0_1d', 'sum', [In((40000,))], ia=[0, 0], tol=100, **BIG)
+case('big_sum_rows', 'sum', [T((190, 200))], ia=[1, 1], tol=20, **BIG)
+case('big_max_1d', 'max', [In((40000,), kind='distinct')], ia=[0, 0], **BIG)
+case('big_argmin_1d', 'argmin', [In((40000,), kind='distinct')], ia=[-1, 1], **BIG)
+case('big_argmax_strided', 'argmax', [S((35000,), axis=0, kind='distinct')], ia=[0, 0], **BIG)
+case('big_mean_all', 'mean_all', [In((200, 190), perm=(1, 0))], tol=100, **BIG)
+case('big_softmax_t', 'log_softmax', [T((190, 200))], ia=[0], tol=20, **BIG)
+
+# Empty tensors and expanded (stride-0) matrix axes.
+case('add_empty', 'add', [In((0, 3)), In((3,))])
+case('matmul_k0', 'matmul', [In((3, 0)), In((0, 4))])
+case('matmul_expanded_inner', 'matmul', [In((3, 4), exp=(3, 1)), In((4, 5), exp=(1, 5))], tol=4)
+case('cat_empty_piece', 'cat', [In((2, 0)), In((2, 3))], ia=[1])
+case('sum_all_empty', 'sum_all', [In((0, 4))])
+
+# Broadcasting errors.
+case('add_bad_bcast', 'add', [In((3, 4)), In((5,))], error=True)
+case('squeeze_bad_axis', 'squeeze', [In((3, 1))], ia=[2], error=True)
+
+# Dtype promotion: the result dtype is checked against torch's, and the gradient of each
+# float input comes back in that input's own dtype.
+PROMO = [
+    ('f32_f64', 'add', 'f32', 'f64', 'n', 'n'),
+    ('f64_f32', 'mul', 'f64', 'f32', 'n', 'n'),
+    ('i64_f32', 'mul', 'i64', 'f32', 'int', 'n'),
+    ('f32_i64', 'sub', 'f32', 'i64', 'n', 'int'),
+    ('i64_i64_div', 'div', 'i64', 'i64', 'int', ('val', [[1, 2, 3], [-4, 5, -7]])),
+    ('i64_i64_add', 'add', 'i64', 'i64', 'int', 'int'),
+    ('i32_i64', 'add', 'i32', 'i64', 'int', 'int'),
+    ('u8_i64', 'mul', 'u8', 'i64', ('idx', 9), 'int'),
+    ('i64_f64_max', 'maximum', 'i64', 'f64', 'int', 'n'),
+    ('i64_f32_lt', 'lt', 'i64', 'f32', 'int', 'n'),
+    ('bool_f32', 'mul', 'bool', 'f32', 'bool', 'n'),
+    ('i64_f32_pow', 'pow', 'f32', 'i64', 'pos', ('idx', 3)),
+]
+for tag, op, da, db, ka, kb in PROMO:
+    case(f'promote_{tag}', op, [In((2, 3), kind=ka, dtype=da), In((2, 3) if tag.endswith('div') else (3,), kind=kb,
+                                                                  dtype=db)], dtypes=('f32',))
+case('promote_where', 'where', [In((2, 3), kind='bool', dtype='bool'), In((2, 3), kind='int', dtype='i64'),
+                                In((3,), dtype='f32')], dtypes=('f32',))
+case('promote_add_scalar_i64', 'add_scalar', [In((2, 3), kind='int', dtype='i64')], fa=[2.5], dtypes=('f32',))
+# a 0-d tensor of a higher dtype in the same category does not promote a dimensioned one (torch's rule)
+case('promote_0d_f64', 'add', [In((3,), dtype='f32'), In((), dtype='f64')], dtypes=('f32',))
+case('promote_0d_i64_f64', 'mul', [In((3,), kind='int', dtype='i64'), In((), dtype='f64')], dtypes=('f32',))
+case('promote_0d_i32_i64', 'add', [In((3,), kind='int', dtype='i32'), In((), kind='int', dtype='i64')], dtypes=('f32',))
+case('promote_0d_f64_f32', 'sub', [In((2, 3), dtype='f64'), In((), dtype='f32')], dtypes=('f32',))
+case('promote_0d_where', 'where', [In((2, 3), kind='bool', dtype='bool'), In((2, 3), dtype='f32'), In((), dtype='f64')],
+     dtypes=('f32',))
+case('promote_0d_both', 'mul', [In((), dtype='f32'), In((), kind='int', dtype='i64')], dtypes=('f32',))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit('usage: torch_ref.py OUTPUT_FILE')
+    torch.set_num_threads(1)
+    out = [f'NCASES {len(CASES)}']
+    names = set()
+    for c in CASES:
+        assert c['name'] not in names, c['name']
+        names.add(c['name'])
+        run_case(c, out)
+    tmp = sys.argv[1] + '.tmp'
+    with open(tmp, 'w') as f:
+        f.write('\n'.join(out) + '\n')
+    os.replace(tmp, sys.argv[1])
+    print(f'torch_ref.py: wrote {len(CASES)} cases to {sys.argv[1]} (torch {torch.__version__})')
+
+
+if __name__ == '__main__':
+    main()
