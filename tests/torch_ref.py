@@ -206,8 +206,8 @@ OPS = {
     'linear': lambda x, ia, fa, sh, dt: F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
 }
 
-# ops torch differentiates (with a zero gradient) that nabla declares non-differentiable
-NONDIFF = {'sign'}
+# ops torch differentiates that nabla declares non-differentiable (none at present)
+NONDIFF = set()
 
 CASES = []
 
@@ -277,7 +277,6 @@ def run_case(c, out):
     y = fn(views, c['ia'], c['fa'], sh, c['dt'])
     w(f'OUT {fmt_tensor(y)}')
     wants = [l for l in leaves if l.requires_grad]
-    # torch gives sign a zero gradient; nabla marks it non-differentiable (no graph node)
     if y.requires_grad and wants and c['op'] not in NONDIFF:
         g = torch.randn(y.shape, dtype=torch.float64).to(y.dtype)
         grads = torch.autograd.grad((y * g).sum(), wants, allow_unused=True)

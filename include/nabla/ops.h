@@ -31,9 +31,9 @@ NB_API nb_tensor *nb_lt(nb_tensor *a, nb_tensor *b);
 NB_API nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b);
 /* cond ? a : b elementwise (cond is bool); all three broadcast. */
 NB_API nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
-/* t + s */
+/* t + s (an integer t stays integer when s is a whole number; torch would give f32 for 2.0) */
 NB_API nb_tensor *nb_add_scalar(nb_tensor *t, double s);
-/* t * s */
+/* t * s (integer t stays integer when s is a whole number) */
 NB_API nb_tensor *nb_mul_scalar(nb_tensor *t, double s);
 /* t raised to the power s */
 NB_API nb_tensor *nb_pow_scalar(nb_tensor *t, double s);
@@ -59,7 +59,7 @@ NB_API nb_tensor *nb_relu(nb_tensor *t);
 NB_API nb_tensor *nb_gelu(nb_tensor *t);
 /* Error function. */
 NB_API nb_tensor *nb_erf(nb_tensor *t);
-/* Sign of t: -1, 0 or 1. */
+/* Sign of t: -1, 0 or 1 (its gradient is zero, as in torch). */
 NB_API nb_tensor *nb_sign(nb_tensor *t);
 /* t limited to [lo, hi]. */
 NB_API nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi);
