@@ -62,6 +62,47 @@ INT_MATMUL(int64_t)
 INT_MATMUL(int32_t)
 INT_MATMUL(uint8_t)
 
+typedef struct {
+    const nb_tensor *a, *b, *out;
+    const nb_shape *bshape;
+    int64_t n, m, k;
+    bool ta, tb;
+    int64_t lda, ldb;
+    size_t es;
+    char *pa, *pb, *pc;
+} gemm_plan;
+
+/* One product of the batch. */
+static void gemm_one(const gemm_plan *p, int64_t bi) {
+    const nb_tensor *a = p->a, *b = p->b;
+    int na = a->shape.ndim, nbd = b->shape.ndim;
+    int64_t n = p->n, m = p->m, k = p->k;
+    char *A = p->pa + batch_offset(a, p->bshape, bi) * (int64_t)p->es;
+    char *B = p->pb + batch_offset(b, p->bshape, bi) * (int64_t)p->es;
+    char *C = p->pc + bi * n * m * (int64_t)p->es;
+    switch (p->out->dtype) {
+    case NB_F32:
+        cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)n, (int)m,
+                    (int)k, 1.0f, (const float *)A, (int)p->lda, (const float *)B, (int)p->ldb, 0.0f, (float *)C, (int)m);
+        break;
+    case NB_F64:
+        cblas_dgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)n, (int)m,
+                    (int)k, 1.0, (const double *)A, (int)p->lda, (const double *)B, (int)p->ldb, 0.0, (double *)C, (int)m);
+        break;
+    case NB_I64:
+        matmul_int64_t((const int64_t *)A, (const int64_t *)B, (int64_t *)C, n, k, m, a->stride[na - 2],
+                       a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
+        break;
+    case NB_I32:
+        matmul_int32_t((const int32_t *)A, (const int32_t *)B, (int32_t *)C, n, k, m, a->stride[na - 2],
+                       a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
+        break;
+    default:
+        matmul_uint8_t((const uint8_t *)A, (const uint8_t *)B, (uint8_t *)C, n, k, m, a->stride[na - 2],
+                       a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
+    }
+}
+
 int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
     nb_tensor *a = in[0], *b = in[1];
@@ -76,8 +117,8 @@ int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
         return 0;
     }
     nb_tensor *ac = NULL, *bc = NULL;
-    bool ta, tb;
-    int64_t lda, ldb;
+    bool ta = false, tb = false;
+    int64_t lda = 1, ldb = 1;
     bool is_float = a->dtype == NB_F32 || a->dtype == NB_F64;
     if (is_float && !blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
         if (!(ac = dense_copy(a))) return -1;
@@ -92,35 +133,16 @@ int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     size_t es = nb_dtype_size(out->dtype);
     char *pa = nb__data(a), *pb = nb__data(b), *pc = nb__data(out);
     int threads = nb__threads();
-    /* many small products: one thread per product (BLAS runs serially inside OpenMP);
-       otherwise BLAS threads each product */
+    /* Many small products: one thread per product (BLAS runs serially inside OpenMP).
+       Otherwise no OpenMP region at all: BLAS threads each product itself, and opening a
+       region around it would nest BLAS's own and spawn threads on every call. */
     bool per_batch = batches >= threads && threads > 1 && n * m * k <= 64 * 64 * 64;
-#pragma omp parallel for num_threads(threads) schedule(static) if (per_batch)
-    for (int64_t bi = 0; bi < batches; bi++) {
-        char *A = pa + batch_offset(a, &bshape, bi) * (int64_t)es;
-        char *B = pb + batch_offset(b, &bshape, bi) * (int64_t)es;
-        char *C = pc + bi * n * m * (int64_t)es;
-        switch (out->dtype) {
-        case NB_F32:
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)n, (int)m,
-                        (int)k, 1.0f, (const float *)A, (int)lda, (const float *)B, (int)ldb, 0.0f, (float *)C, (int)m);
-            break;
-        case NB_F64:
-            cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)n, (int)m,
-                        (int)k, 1.0, (const double *)A, (int)lda, (const double *)B, (int)ldb, 0.0, (double *)C, (int)m);
-            break;
-        case NB_I64:
-            matmul_int64_t((const int64_t *)A, (const int64_t *)B, (int64_t *)C, n, k, m, a->stride[na - 2],
-                           a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
-            break;
-        case NB_I32:
-            matmul_int32_t((const int32_t *)A, (const int32_t *)B, (int32_t *)C, n, k, m, a->stride[na - 2],
-                           a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
-            break;
-        default:
-            matmul_uint8_t((const uint8_t *)A, (const uint8_t *)B, (uint8_t *)C, n, k, m, a->stride[na - 2],
-                           a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
-        }
+    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc };
+    if (per_batch) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t bi = 0; bi < batches; bi++) gemm_one(&plan, bi);
+    } else {
+        for (int64_t bi = 0; bi < batches; bi++) gemm_one(&plan, bi);
     }
     nb_release(ac);
     nb_release(bc);
