@@ -2,7 +2,7 @@
 #include "graph.h"
 #include <string.h>
 
-static _Thread_local bool grad_disabled; /* zero-initialised: recording is on by default */
+static NB_TLS bool grad_disabled; /* zero-initialised: recording is on by default */
 static atomic_bool anomaly;
 static const char *(*op_name_fn)(int);
 
@@ -13,7 +13,7 @@ bool nb_set_grad_enabled(bool enabled) {
     grad_disabled = !enabled;
     return prev;
 }
-static _Thread_local bool anomaly_suspended;
+static NB_TLS bool anomaly_suspended;
 bool nb__anomaly_enabled(void) { return !anomaly_suspended && atomic_load_explicit(&anomaly, memory_order_relaxed); }
 bool nb__anomaly_suspend(bool suspend) {
     bool prev = anomaly_suspended;

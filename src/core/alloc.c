@@ -1,27 +1,41 @@
 /* A caching allocator: freed blocks go to per-size-class free lists and are handed out again,
-   so a warm training loop makes no system allocation. Classes step by quarter powers of two. */
+   so a warm training loop makes no system allocation. Classes step by 64 bytes up to 1 KiB,
+   then by quarter powers of two. Small blocks (tensor headers, graph nodes, tiny tensors) go
+   through a per-thread cache first, so the hot path of a small op takes no lock. */
 #include "core_impl.h"
 #include <pthread.h>
 #include <stdlib.h>
 
 #define NB_CLASSES 256
 #define NB_ALIGN 64
+#define SMALL_CLASSES 16 /* classes 0..15: blocks of at most 1 KiB */
+#define THREAD_CACHE_MAX 256
 
 typedef struct free_block { struct free_block *next; } free_block;
 
 static free_block *free_lists[NB_CLASSES];
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
-static size_t held_bytes, used_bytes;
+static size_t held_bytes;
+static atomic_size_t used_bytes;
 static uint64_t system_allocs;
 
-/* Size class of a request and the class's block size: 64-byte steps up to 1 KiB, then
-   four classes per power of two. */
+typedef struct {
+    free_block *head[SMALL_CLASSES];
+    int count[SMALL_CLASSES];
+    bool registered;
+} thread_cache;
+
+static NB_TLS thread_cache cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+
+/* Size class of a request and the class's block size. */
 static int size_class(size_t bytes, size_t *class_bytes) {
     if (bytes <= 1024) {
         size_t units = (bytes + NB_ALIGN - 1) / NB_ALIGN;
         if (units == 0) units = 1;
         *class_bytes = units * NB_ALIGN;
-        return (int)units - 1; /* 0..15 */
+        return (int)units - 1;
     }
     int log2 = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^log2 < bytes <= 2^(log2+1) */
     size_t base = (size_t)1 << log2, quarter = base / 4;
@@ -31,60 +45,99 @@ static int size_class(size_t bytes, size_t *class_bytes) {
     return cls < NB_CLASSES ? cls : -1;
 }
 
-void *nb__alloc(size_t bytes) {
-    size_t class_bytes;
-    int cls = size_class(bytes, &class_bytes);
-    if (cls < 0) return NULL;
+static size_t class_size(int c) {
+    if (c < 16) return (size_t)(c + 1) * NB_ALIGN;
+    int log2 = 10 + (c - 16) / 4, step = (c - 16) % 4 + 1;
+    size_t base = (size_t)1 << log2;
+    return base + (size_t)step * (base / 4);
+}
+
+/* Hands a thread's cached blocks back to the shared lists (at thread exit, and on demand). */
+static void flush_cache(thread_cache *tc) {
     pthread_mutex_lock(&alloc_lock);
-    free_block *b = free_lists[cls];
-    if (b) {
-        free_lists[cls] = b->next;
-        used_bytes += class_bytes;
-        pthread_mutex_unlock(&alloc_lock);
-        return b;
+    for (int c = 0; c < SMALL_CLASSES; c++) {
+        while (tc->head[c]) {
+            free_block *b = tc->head[c];
+            tc->head[c] = b->next;
+            b->next = free_lists[c];
+            free_lists[c] = b;
+        }
+        tc->count[c] = 0;
     }
     pthread_mutex_unlock(&alloc_lock);
+}
+
+static void thread_exit(void *arg) {
+    (void)arg;
+    flush_cache(&cache);
+}
+
+static void make_key(void) { pthread_key_create(&cache_key, thread_exit); }
+
+static void *system_alloc(size_t class_bytes) {
     void *p = aligned_alloc(NB_ALIGN, class_bytes);
     if (!p) return NULL;
     pthread_mutex_lock(&alloc_lock);
     system_allocs++;
     held_bytes += class_bytes;
-    used_bytes += class_bytes;
     pthread_mutex_unlock(&alloc_lock);
     return p;
+}
+
+void *nb__alloc(size_t bytes) {
+    size_t class_bytes;
+    int cls = size_class(bytes, &class_bytes);
+    if (cls < 0) return NULL;
+    atomic_fetch_add_explicit(&used_bytes, class_bytes, memory_order_relaxed);
+    if (cls < SMALL_CLASSES && cache.head[cls]) {
+        free_block *b = cache.head[cls];
+        cache.head[cls] = b->next;
+        cache.count[cls]--;
+        return b;
+    }
+    pthread_mutex_lock(&alloc_lock);
+    free_block *b = free_lists[cls];
+    if (b) free_lists[cls] = b->next;
+    pthread_mutex_unlock(&alloc_lock);
+    if (!b) b = system_alloc(class_bytes);
+    if (!b) atomic_fetch_sub_explicit(&used_bytes, class_bytes, memory_order_relaxed);
+    return b;
 }
 
 void nb__free(void *p, size_t bytes) {
     if (!p) return;
     size_t class_bytes;
     int cls = size_class(bytes, &class_bytes);
-    pthread_mutex_lock(&alloc_lock);
+    atomic_fetch_sub_explicit(&used_bytes, class_bytes, memory_order_relaxed);
     free_block *b = p;
+    if (cls < SMALL_CLASSES && cache.count[cls] < THREAD_CACHE_MAX) {
+        if (!cache.registered) { /* first small free on this thread: flush the cache when it exits */
+            pthread_once(&cache_key_once, make_key);
+            pthread_setspecific(cache_key, &cache);
+            cache.registered = true;
+        }
+        b->next = cache.head[cls];
+        cache.head[cls] = b;
+        cache.count[cls]++;
+        return;
+    }
+    pthread_mutex_lock(&alloc_lock);
     b->next = free_lists[cls];
     free_lists[cls] = b;
-    used_bytes -= class_bytes;
     pthread_mutex_unlock(&alloc_lock);
 }
 
 void nb_empty_cache(void) {
+    flush_cache(&cache);
     pthread_mutex_lock(&alloc_lock);
     for (int c = 0; c < NB_CLASSES; c++) {
-        free_block *b = free_lists[c];
-        size_t class_bytes = 0;
-        /* recover the class's size from a representative request */
-        if (c < 16) class_bytes = (size_t)(c + 1) * NB_ALIGN;
-        else {
-            int log2 = 10 + (c - 16) / 4, step = (c - 16) % 4 + 1;
-            size_t base = (size_t)1 << log2;
-            class_bytes = base + (size_t)step * (base / 4);
+        size_t bytes = class_size(c);
+        while (free_lists[c]) {
+            free_block *next = free_lists[c]->next;
+            free(free_lists[c]);
+            held_bytes -= bytes;
+            free_lists[c] = next;
         }
-        while (b) {
-            free_block *next = b->next;
-            free(b);
-            held_bytes -= class_bytes;
-            b = next;
-        }
-        free_lists[c] = NULL;
     }
     pthread_mutex_unlock(&alloc_lock);
 }
@@ -92,7 +145,7 @@ void nb_empty_cache(void) {
 void nb_memory_stats(size_t *held, size_t *used, uint64_t *allocs) {
     pthread_mutex_lock(&alloc_lock);
     if (held) *held = held_bytes;
-    if (used) *used = used_bytes;
+    if (used) *used = atomic_load(&used_bytes);
     if (allocs) *allocs = system_allocs;
     pthread_mutex_unlock(&alloc_lock);
 }

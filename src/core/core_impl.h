@@ -9,6 +9,17 @@
 
 struct nb_node;
 
+/* Small, hot thread-locals use the initial-exec model: a direct fs-relative access instead of
+   a __tls_get_addr call per use in a shared library. Only a few bytes are declared so, which
+   the static TLS surplus covers even when the library is dlopen'ed. */
+#define NB_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* Bytes per element, inlined for the hot paths. */
+static inline size_t nb__esize(nb_dtype d) {
+    static const unsigned char sizes[] = { 4, 8, 2, 2, 8, 4, 1, 1 };
+    return sizes[d];
+}
+
 /* A block of elements; views share one. Allocated as one block with its data behind it. */
 typedef struct nb_storage {
     atomic_int refcount;
@@ -49,7 +60,7 @@ nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype);
 nb_tensor *nb__tensor_view(nb_tensor *t, nb_shape shape, const int64_t *stride, int64_t offset);
 /* Pointer to element 0 of t. */
 static inline void *nb__data(const nb_tensor *t) {
-    return (char *)t->storage->data + t->offset * (int64_t)nb_dtype_size(t->dtype);
+    return (char *)t->storage->data + t->offset * (int64_t)nb__esize(t->dtype);
 }
 /* Row-major contiguous strides of shape. */
 void nb__contiguous_strides(const nb_shape *shape, int64_t *stride);

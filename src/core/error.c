@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 static _Thread_local char error_text[2048];
-static _Thread_local bool error_set;
+static NB_TLS bool error_set;
 static void (*error_handler)(const char *, void *);
 static void *error_handler_user;
 

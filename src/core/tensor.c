@@ -171,9 +171,9 @@ nb_tensor *nb_retain(nb_tensor *t) {
     return t;
 }
 
-static _Thread_local nb_tensor **pending;
-static _Thread_local int pending_n, pending_cap;
-static _Thread_local bool releasing;
+static NB_TLS nb_tensor **pending;
+static NB_TLS int pending_n, pending_cap;
+static NB_TLS bool releasing;
 
 void nb_release(nb_tensor *t) {
     if (!t) return;
@@ -204,7 +204,7 @@ struct nb_scope {
     nb_scope *parent;
 };
 
-static _Thread_local nb_scope *current_scope;
+static NB_TLS nb_scope *current_scope;
 
 nb_scope *nb_scope_begin(void) {
     nb_scope *s = nb__alloc(sizeof *s);

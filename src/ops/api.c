@@ -208,6 +208,7 @@ nb_tensor *nb_view(nb_tensor *t, nb_shape shape) { return call1(NB_OP_VIEW, t, &
 nb_tensor *nb_reshape(nb_tensor *t, nb_shape shape) {
     if (!t) return NULL;
     if (nb__resolve_shape("reshape", t, &shape) < 0) return NULL;
+    if (nb__shape_eq(&t->shape, &shape)) return nb__own(nb_retain(t));
     int64_t stride[NB_MAX_DIMS];
     if (nb__view_strides(t, &shape, stride)) return nb_view(t, shape);
     nb_tensor *c = call1(NB_OP_COPY, t, NULL);
@@ -239,7 +240,10 @@ nb_tensor *nb_transpose(nb_tensor *t, int axis0, int axis1) {
     return nb_permute(t, perm);
 }
 
-nb_tensor *nb_expand(nb_tensor *t, nb_shape shape) { return call1(NB_OP_EXPAND, t, &(nb_op_args){ .shape = shape }); }
+nb_tensor *nb_expand(nb_tensor *t, nb_shape shape) {
+    if (t && nb__shape_eq(&t->shape, &shape)) return nb__own(nb_retain(t)); /* nothing to broadcast */
+    return call1(NB_OP_EXPAND, t, &(nb_op_args){ .shape = shape });
+}
 
 nb_tensor *nb_squeeze(nb_tensor *t, int axis) {
     if (!t) return NULL;

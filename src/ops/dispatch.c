@@ -128,8 +128,8 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
         if (back_to_half && (def->flags & NB_F_NONDIFF)) back_to_half = false;
     }
 
-    nb_meta meta;
-    memset(&meta, 0, sizeof meta);
+    nb_meta meta; /* inference fills shape and dtype; views also strides and offset */
+    meta.offset = 0;
     if (def->infer(def->name, conv, nin, &args, &meta) < 0) goto done;
 
     if (def->flags & NB_F_VIEW) {

@@ -93,6 +93,19 @@ static int run_typed(const char *fn, const typed_fns *f, nb_dtype d, nb_tensor *
         nb__error("nb_%s: no cpu kernel for dtype %s", fn, nb_dtype_name(d));
         return -1;
     }
+    /* small dense operands of one shape: one inner call, no iteration set-up */
+    bool dense = out->numel < NB_PARALLEL_GRAIN && nb_is_contiguous(out);
+    for (int k = 0; dense && k < nin; k++) dense = in[k]->numel == out->numel && nb_is_contiguous(in[k]);
+    if (dense) {
+        char *p[NB_ITER_MAX_OPS] = { nb__data(out) };
+        int64_t st[NB_ITER_MAX_OPS] = { (int64_t)nb__esize(out->dtype) };
+        for (int k = 0; k < nin; k++) {
+            p[k + 1] = nb__data(in[k]);
+            st[k + 1] = (int64_t)nb__esize(in[k]->dtype);
+        }
+        inner(p, st, out->numel, ctx);
+        return 0;
+    }
     nb_iter it;
     nb__iter_init(&it, out, in, nin);
     nb__iter_run(&it, inner, ctx);
@@ -377,8 +390,7 @@ int cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
     int64_t blocks = f64 ? (n + 1) / 2 : (n + 3) / 4;
     int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
     char *p = nb__data(out);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t b = 0; b < blocks; b++) {
+    NB_PARALLEL_FOR(threads, b, blocks,
         uint32_t w[4];
         nb__philox(seed, offset + (uint64_t)b, w);
         if (f64) {
@@ -386,7 +398,7 @@ int cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
         } else {
             for (int k = 0; k < 4 && b * 4 + k < n; k++) ((float *)p)[b * 4 + k] = u24(w[k]);
         }
-    }
+    );
     return 0;
 }
 
@@ -400,8 +412,7 @@ int cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *a
     nb__rng_reserve((uint64_t)blocks * 4, &seed, &offset);
     int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
     char *p = nb__data(out);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t b = 0; b < blocks; b++) {
+    NB_PARALLEL_FOR(threads, b, blocks,
         uint32_t w[4];
         nb__philox(seed, offset + (uint64_t)b, w);
         double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
@@ -415,6 +426,6 @@ int cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *a
             ((float *)p)[i] = (float)z0;
             if (i + 1 < n) ((float *)p)[i + 1] = (float)z1;
         }
-    }
+    );
     return 0;
 }

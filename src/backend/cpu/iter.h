@@ -27,4 +27,17 @@ void nb__iter_init_raw(nb_iter *it, const nb_shape *shape, char *out_ptr, const 
 /* Runs fn over every element (parallel above NB_PARALLEL_GRAIN elements). */
 void nb__iter_run(nb_iter *it, nb_inner_fn fn, const void *ctx);
 
+/* for (int64_t VAR = 0; VAR < N; VAR++) BODY, in parallel over `threads` threads when
+   threads > 1 and with no OpenMP region otherwise: an if(false) clause still builds a team,
+   which costs a malloc and a futex wake per call, more than a small op itself. */
+#define NB_PARALLEL_FOR(threads, VAR, N, ...)                                                    \
+    do {                                                                                         \
+        if ((threads) > 1) {                                                                     \
+            _Pragma("omp parallel for num_threads(threads) schedule(static)")                    \
+            for (int64_t VAR = 0; VAR < (N); VAR++) { __VA_ARGS__ }                              \
+        } else {                                                                                 \
+            for (int64_t VAR = 0; VAR < (N); VAR++) { __VA_ARGS__ }                              \
+        }                                                                                        \
+    } while (0)
+
 #endif

@@ -94,12 +94,11 @@ ROW_FN(uint8_t, int64_t)
             int64_t *arg = nb__alloc(sizeof(int64_t) * (size_t)chunks);                             \
             if (acc && ext && arg) {                                                                \
                 int threads = nb__threads();                                                        \
-                _Pragma("omp parallel for num_threads(threads) schedule(static)")                   \
-                for (int64_t c = 0; c < chunks; c++) {                                              \
+                NB_PARALLEL_FOR(threads, c, chunks,                                                 \
                     int64_t a0 = c * RED_CHUNK, len = rn - a0 < RED_CHUNK ? rn - a0 : RED_CHUNK;    \
                     row_##T(op, base + a0 * rs, len, rs, &acc[c], &ext[c], &arg[c]);                \
                     arg[c] += a0;                                                                   \
-                }                                                                                   \
+                );                                                                                  \
                 ACC s = 0;                                                                          \
                 T m = ext[0];                                                                       \
                 int64_t a = arg[0];                                                                 \
@@ -118,8 +117,7 @@ ROW_FN(uint8_t, int64_t)
             return;                                                                                 \
         }                                                                                           \
         int threads = p->nout * p->nred >= NB_PARALLEL_GRAIN && p->nout > 1 ? nb__threads() : 1;    \
-        _Pragma("omp parallel for num_threads(threads) schedule(static) if (threads > 1)")          \
-        for (int64_t o = 0; o < p->nout; o++) {                                                     \
+        NB_PARALLEL_FOR(threads, o, p->nout,                                                        \
             const T *x = base + kept_offset(p, o);                                                  \
             ACC acc = 0;                                                                            \
             T ext = 0;                                                                              \
@@ -144,7 +142,7 @@ ROW_FN(uint8_t, int64_t)
             if (op == R_SUM) ((OUT_SUM_T *)out)[o] = (OUT_SUM_T)acc;                                \
             else if (op == R_MAX || op == R_MIN) ((T *)out)[o] = ext;                               \
             else ((int64_t *)out)[o] = arg;                                                         \
-        }                                                                                           \
+        );                                                                                          \
     }
 
 REDUCE_FN(float, double, float)
@@ -191,8 +189,7 @@ int cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
         const T *base = (const T *)nb__data(t);                                                     \
         T *obase = (T *)nb__data(out);                                                              \
         int threads = t->numel >= NB_PARALLEL_GRAIN && p.nout > 1 ? nb__threads() : 1;              \
-        _Pragma("omp parallel for num_threads(threads) schedule(static) if (threads > 1)")          \
-        for (int64_t o = 0; o < p.nout; o++) {                                                      \
+        NB_PARALLEL_FOR(threads, o, p.nout,                                                         \
             const T *x = base + kept_offset(&p, o);                                                 \
             int64_t inner = ost, oo = (o / inner) * inner * n + o % inner;                          \
             T *y = obase + oo;                                                                      \
@@ -212,7 +209,7 @@ int cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
                 T inv = (T)(1.0 / s);                                                               \
                 for (int64_t j = 0; j < n; j++) y[j * ost] *= inv;                                  \
             }                                                                                       \
-        }                                                                                           \
+        );                                                                                          \
     }
 SOFTMAX_FN(float, expf, log)
 SOFTMAX_FN(double, exp, log)
