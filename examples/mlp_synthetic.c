@@ -30,15 +30,14 @@ int main(int argc, char **argv) {
     }
     nb_manual_seed(0);
 
-    /* Synthetic data: each class is a Gaussian blob around its own random centre. */
+    /* Synthetic data: each class is a Gaussian blob around its own random centre. The scope
+       frees the temporaries; nb_keep hands the two results out of it. */
+    nb_scope *data_scope = nb_scope_begin();
     nb_tensor *centres = nb_randn(NB_SHAPE(CLASSES, FEATURES), NB_F32);
-    nb_tensor *labels = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(SAMPLES), NB_F32), CLASSES), NB_I64);
+    nb_tensor *labels = nb_keep(nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(SAMPLES), NB_F32), CLASSES), NB_I64));
     nb_tensor *noise = nb_mul_scalar(nb_randn(NB_SHAPE(SAMPLES, FEATURES), NB_F32), 3.0);
-    nb_tensor *picked = nb_index_select(centres, 0, labels);
-    nb_tensor *inputs = nb_add(picked, noise);
-    nb_release(noise);
-    nb_release(picked);
-    nb_release(centres);
+    nb_tensor *inputs = nb_keep(nb_add(nb_index_select(centres, 0, labels), noise));
+    nb_scope_end(data_scope);
 
     nb_tensor *w1 = param(NB_SHAPE(HIDDEN, FEATURES), FEATURES), *b1 = param(NB_SHAPE(HIDDEN), FEATURES);
     nb_tensor *w2 = param(NB_SHAPE(CLASSES, HIDDEN), HIDDEN), *b2 = param(NB_SHAPE(CLASSES), HIDDEN);

@@ -24,7 +24,7 @@ int main(void) {
 }
 C
 # pkg-config
-PKG_CONFIG_PATH="$libdir/pkgconfig" cc "$work/first.c" -o "$work/first_pc" \
+PKG_CONFIG_PATH="$libdir/pkgconfig" cc ${CONSUMER_CFLAGS:-} "$work/first.c" -o "$work/first_pc" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs nabla) -Wl,-rpath,"$libdir"
 out="$("$work/first_pc")"
 echo "$out"
@@ -39,7 +39,8 @@ find_package(nabla REQUIRED)
 add_executable(first first.c)
 target_link_libraries(first PRIVATE nabla::nabla)
 CM
-cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_C_FLAGS="${CONSUMER_CFLAGS:-}" -DCMAKE_EXE_LINKER_FLAGS="${CONSUMER_CFLAGS:-}" >/dev/null
 cmake --build "$work/consumer/build" >/dev/null
 "$work/consumer/build/first" | grep -q "tensor(\[2., 4., 6.\])"
 # only nb_ symbols are exported from the shared library

@@ -8,7 +8,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 awk '/^## A first program/{f=1} f&&/^```c/{c=1;next} c&&/^```/{exit} c{print}' "$src/README.md" > "$work/first.c"
 test -s "$work/first.c"
-cc -std=c11 -Wall -Wextra -Werror "$work/first.c" -I"$src/include" -L"$build" -lnabla -Wl,-rpath,"$build" -o "$work/first"
+cc -std=c11 -Wall -Wextra -Werror ${CONSUMER_CFLAGS:-} "$work/first.c" -I"$src/include" -L"$build" -lnabla -Wl,-rpath,"$build" -o "$work/first"
 out="$("$work/first")"
 echo "$out"
 grep -q "^tensor(\[\[" <<<"$out"

@@ -145,7 +145,8 @@ NB_API void nb_set_num_threads(int n);
 NB_API int nb_get_num_threads(void);
 /* Returns every cached free buffer to the system. */
 NB_API void nb_empty_cache(void);
-/* Allocator counters: bytes held from the system, bytes in use, and system allocations so far. */
+/* Allocator counters: bytes held from the system, bytes in use (exact when other threads are
+   idle), and system allocations so far. */
 NB_API void nb_memory_stats(size_t *held_bytes, size_t *used_bytes, uint64_t *system_allocs);
 
 #ifdef __cplusplus

@@ -6,24 +6,29 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define NB_CLASSES 256
+#define NB_CLASSES 200 /* up to blocks of 2^57 bytes */
 #define NB_ALIGN 64
 #define SMALL_CLASSES 16 /* classes 0..15: blocks of at most 1 KiB */
 #define THREAD_CACHE_MAX 256
 
 typedef struct free_block { struct free_block *next; } free_block;
 
+/* Bytes in use are not counted on the hot path (an atomic per call costs more than the rest
+   of it): they are what is held minus what sits in the shared lists and the thread caches. */
 static free_block *free_lists[NB_CLASSES];
+static int64_t free_counts[NB_CLASSES];
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t held_bytes;
-static atomic_size_t used_bytes;
 static uint64_t system_allocs;
 
-typedef struct {
+typedef struct thread_cache {
     free_block *head[SMALL_CLASSES];
     int count[SMALL_CLASSES];
     bool registered;
+    struct thread_cache *next, *prev; /* the registry of live thread caches */
 } thread_cache;
+
+static thread_cache *registry;
 
 static NB_TLS thread_cache cache;
 static pthread_key_t cache_key;
@@ -61,6 +66,7 @@ static void flush_cache(thread_cache *tc) {
             tc->head[c] = b->next;
             b->next = free_lists[c];
             free_lists[c] = b;
+            free_counts[c]++;
         }
         tc->count[c] = 0;
     }
@@ -68,8 +74,14 @@ static void flush_cache(thread_cache *tc) {
 }
 
 static void thread_exit(void *arg) {
-    (void)arg;
-    flush_cache(&cache);
+    thread_cache *tc = arg;
+    flush_cache(tc);
+    pthread_mutex_lock(&alloc_lock);
+    if (tc->prev) tc->prev->next = tc->next;
+    else registry = tc->next;
+    if (tc->next) tc->next->prev = tc->prev;
+    tc->registered = false;
+    pthread_mutex_unlock(&alloc_lock);
 }
 
 static void make_key(void) { pthread_key_create(&cache_key, thread_exit); }
@@ -88,7 +100,6 @@ void *nb__alloc(size_t bytes) {
     size_t class_bytes;
     int cls = size_class(bytes, &class_bytes);
     if (cls < 0) return NULL;
-    atomic_fetch_add_explicit(&used_bytes, class_bytes, memory_order_relaxed);
     if (cls < SMALL_CLASSES && cache.head[cls]) {
         free_block *b = cache.head[cls];
         cache.head[cls] = b->next;
@@ -97,10 +108,12 @@ void *nb__alloc(size_t bytes) {
     }
     pthread_mutex_lock(&alloc_lock);
     free_block *b = free_lists[cls];
-    if (b) free_lists[cls] = b->next;
+    if (b) {
+        free_lists[cls] = b->next;
+        free_counts[cls]--;
+    }
     pthread_mutex_unlock(&alloc_lock);
     if (!b) b = system_alloc(class_bytes);
-    if (!b) atomic_fetch_sub_explicit(&used_bytes, class_bytes, memory_order_relaxed);
     return b;
 }
 
@@ -108,13 +121,18 @@ void nb__free(void *p, size_t bytes) {
     if (!p) return;
     size_t class_bytes;
     int cls = size_class(bytes, &class_bytes);
-    atomic_fetch_sub_explicit(&used_bytes, class_bytes, memory_order_relaxed);
     free_block *b = p;
     if (cls < SMALL_CLASSES && cache.count[cls] < THREAD_CACHE_MAX) {
         if (!cache.registered) { /* first small free on this thread: flush the cache when it exits */
             pthread_once(&cache_key_once, make_key);
             pthread_setspecific(cache_key, &cache);
+            pthread_mutex_lock(&alloc_lock);
+            cache.next = registry;
+            cache.prev = NULL;
+            if (registry) registry->prev = &cache;
+            registry = &cache;
             cache.registered = true;
+            pthread_mutex_unlock(&alloc_lock);
         }
         b->next = cache.head[cls];
         cache.head[cls] = b;
@@ -124,6 +142,7 @@ void nb__free(void *p, size_t bytes) {
     pthread_mutex_lock(&alloc_lock);
     b->next = free_lists[cls];
     free_lists[cls] = b;
+    free_counts[cls]++;
     pthread_mutex_unlock(&alloc_lock);
 }
 
@@ -138,6 +157,7 @@ void nb_empty_cache(void) {
             held_bytes -= bytes;
             free_lists[c] = next;
         }
+        free_counts[c] = 0;
     }
     pthread_mutex_unlock(&alloc_lock);
 }
@@ -145,7 +165,13 @@ void nb_empty_cache(void) {
 void nb_memory_stats(size_t *held, size_t *used, uint64_t *allocs) {
     pthread_mutex_lock(&alloc_lock);
     if (held) *held = held_bytes;
-    if (used) *used = atomic_load(&used_bytes);
+    if (used) { /* other threads' caches are read as they are: exact when they are quiet */
+        size_t idle = 0;
+        for (int c = 0; c < NB_CLASSES; c++) idle += (size_t)free_counts[c] * class_size(c);
+        for (thread_cache *tc = registry; tc; tc = tc->next)
+            for (int c = 0; c < SMALL_CLASSES; c++) idle += (size_t)tc->count[c] * class_size(c);
+        *used = held_bytes - idle;
+    }
     if (allocs) *allocs = system_allocs;
     pthread_mutex_unlock(&alloc_lock);
 }
