@@ -236,11 +236,18 @@ static void mm_nabla(void *p, long iters) {
     for (long i = 0; i < iters; i++) nb_release(nb_matmul(c->a, c->b));
 }
 
+void openblas_set_num_threads(int num_threads);
+
+/* OpenBLAS on its own, with its own threading over nabla's thread count (nabla itself keeps
+   BLAS single-threaded and splits products into pieces for determinism; the reference is BLAS
+   as a user calling it directly would run it). */
 static void mm_blas(void *p, long iters) {
     mm_ctx *c = p;
+    openblas_set_num_threads(nb_get_num_threads());
     for (long i = 0; i < iters; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->n, c->n, c->n, 1.0f, c->pa, c->n, c->pb, c->n,
                     0.0f, c->pc, c->n);
+    openblas_set_num_threads(1);
 }
 
 static void bench_matmul(void) {
@@ -303,7 +310,7 @@ int main(int argc, char **argv) {
     if (!any) run_a = run_b = run_c = true;
 
     printf("nabla_version %s\n", nb_version());
-    printf("threads %d\n", nb_get_num_threads()); /* also gives BLAS this count */
+    printf("threads %d\n", nb_get_num_threads());
     printf("blas_threads %d\n", openblas_get_num_threads());
     int par = openblas_get_parallel();
     printf("blas_build %s\n", par == 2 ? "openmp" : par == 1 ? "pthreads" : "sequential");

@@ -1,4 +1,4 @@
-/* The thread count shared by OpenMP kernels and BLAS: nb_set_num_threads, else
+/* The thread count of the OpenMP kernels (BLAS calls among them): nb_set_num_threads, else
    NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use. */
 #define _GNU_SOURCE
 #include "core_impl.h"
@@ -32,7 +32,10 @@ void nb_set_num_threads(int n) {
     if (n <= 0) n = default_threads();
     atomic_store(&num_threads, n);
     omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    /* BLAS always runs single-threaded: nabla splits products into pieces whose shapes do
+       not depend on the thread count and runs the pieces in parallel itself, so results are
+       the same with any number of threads (BLAS's own threading changes its summation). */
+    openblas_set_num_threads(1);
 }
 
 int nb__threads(void) {

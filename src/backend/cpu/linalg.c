@@ -49,13 +49,13 @@ static int64_t batch_offset(const nb_tensor *t, const nb_shape *bshape, int64_t 
 }
 
 #define INT_MATMUL(T)                                                                                    \
-    static void matmul_##T(const T *a, const T *b, T *c, int64_t n, int64_t k, int64_t m, int64_t ars,   \
-                           int64_t acs, int64_t brs, int64_t bcs) {                                      \
+    static void matmul_##T(const T *a, const T *b, T *c, int64_t n, int64_t k, int64_t m, int64_t ldc,   \
+                           int64_t ars, int64_t acs, int64_t brs, int64_t bcs) {                         \
         for (int64_t i = 0; i < n; i++)                                                                  \
             for (int64_t j = 0; j < m; j++) {                                                            \
                 T s = 0;                                                                                 \
                 for (int64_t q = 0; q < k; q++) s += a[i * ars + q * acs] * b[q * brs + j * bcs];        \
-                c[i * m + j] = s;                                                                        \
+                c[i * ldc + j] = s;                                                                      \
             }                                                                                            \
     }
 INT_MATMUL(int64_t)
@@ -70,36 +70,75 @@ typedef struct {
     int64_t lda, ldb;
     size_t es;
     char *pa, *pb, *pc;
+    bool split_rows;        /* chunks run along n (rows of C) or along m (columns) */
+    int64_t chunk, chunks;  /* chunk size and count along that axis */
 } gemm_plan;
 
-/* One product of the batch. */
-static void gemm_one(const gemm_plan *p, int64_t bi) {
+/* The chunking of one product: along its longer side, in at most 8 pieces. It depends on the shapes only,
+   never on the thread count, so every element is computed by the same single-threaded BLAS
+   call whatever the number of threads: results are bit-identical with 1 or N threads. */
+static void plan_chunks(gemm_plan *p) {
+    p->split_rows = p->n >= p->m;
+    int64_t d = p->split_rows ? p->n : p->m;
+    /* pieces of 128 or more where the side allows (each piece packs the other operand again),
+       of 64 for short sides, at most 8 */
+    int64_t count = d >= 256 ? d / 128 : d / 64;
+    if (count > 8) count = 8;
+    if (count < 1) count = 1;
+    int64_t c = (d + count - 1) / count;
+    c = (c + 15) / 16 * 16;
+    p->chunk = c < d ? c : d;
+    p->chunks = (d + p->chunk - 1) / p->chunk;
+}
+
+/* One piece of one product of the batch: unit = batch index * chunks + chunk index. */
+static void gemm_unit(const gemm_plan *p, int64_t unit) {
     const nb_tensor *a = p->a, *b = p->b;
     int na = a->shape.ndim, nbd = b->shape.ndim;
+    int64_t bi = unit / p->chunks, ci = unit % p->chunks;
     int64_t n = p->n, m = p->m, k = p->k;
-    char *A = p->pa + batch_offset(a, p->bshape, bi) * (int64_t)p->es;
-    char *B = p->pb + batch_offset(b, p->bshape, bi) * (int64_t)p->es;
-    char *C = p->pc + bi * n * m * (int64_t)p->es;
+    int64_t es = (int64_t)p->es;
+    char *A = p->pa + batch_offset(a, p->bshape, bi) * es;
+    char *B = p->pb + batch_offset(b, p->bshape, bi) * es;
+    char *C = p->pc + bi * n * m * es;
+    int64_t lo = ci * p->chunk, len = lo + p->chunk <= (p->split_rows ? n : m) ? p->chunk : (p->split_rows ? n : m) - lo;
+    int64_t rows = n, cols = m;
+    if (p->split_rows) { /* rows lo.. of A and C */
+        A += lo * (p->ta ? 1 : p->lda) * es;
+        C += lo * m * es;
+        rows = len;
+    } else { /* columns lo.. of B and C */
+        B += lo * (p->tb ? p->ldb : 1) * es;
+        C += lo * es;
+        cols = len;
+    }
     switch (p->out->dtype) {
     case NB_F32:
-        cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)n, (int)m,
-                    (int)k, 1.0f, (const float *)A, (int)p->lda, (const float *)B, (int)p->ldb, 0.0f, (float *)C, (int)m);
+        cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)rows,
+                    (int)cols, (int)k, 1.0f, (const float *)A, (int)p->lda, (const float *)B, (int)p->ldb, 0.0f, (float *)C,
+                    (int)m);
         break;
     case NB_F64:
-        cblas_dgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)n, (int)m,
-                    (int)k, 1.0, (const double *)A, (int)p->lda, (const double *)B, (int)p->ldb, 0.0, (double *)C, (int)m);
+        cblas_dgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)rows,
+                    (int)cols, (int)k, 1.0, (const double *)A, (int)p->lda, (const double *)B, (int)p->ldb, 0.0, (double *)C,
+                    (int)m);
         break;
-    case NB_I64:
-        matmul_int64_t((const int64_t *)A, (const int64_t *)B, (int64_t *)C, n, k, m, a->stride[na - 2],
-                       a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
-        break;
-    case NB_I32:
-        matmul_int32_t((const int32_t *)A, (const int32_t *)B, (int32_t *)C, n, k, m, a->stride[na - 2],
-                       a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
-        break;
-    default:
-        matmul_uint8_t((const uint8_t *)A, (const uint8_t *)B, (uint8_t *)C, n, k, m, a->stride[na - 2],
-                       a->stride[na - 1], b->stride[nbd - 2], b->stride[nbd - 1]);
+    default: {
+        /* integers: a plain loop over this piece, strides straight from the tensors */
+        int64_t ars = a->stride[na - 2], acs = a->stride[na - 1], brs = b->stride[nbd - 2], bcs = b->stride[nbd - 1];
+        int64_t r0 = p->split_rows ? lo : 0, c0 = p->split_rows ? 0 : lo;
+        char *A0 = p->pa + batch_offset(a, p->bshape, bi) * es, *B0 = p->pb + batch_offset(b, p->bshape, bi) * es;
+        char *C0 = p->pc + bi * n * m * es;
+        if (p->out->dtype == NB_I64)
+            matmul_int64_t((const int64_t *)A0 + r0 * ars, (const int64_t *)B0 + c0 * bcs, (int64_t *)C0 + r0 * m + c0, rows,
+                           k, cols, m, ars, acs, brs, bcs);
+        else if (p->out->dtype == NB_I32)
+            matmul_int32_t((const int32_t *)A0 + r0 * ars, (const int32_t *)B0 + c0 * bcs, (int32_t *)C0 + r0 * m + c0, rows,
+                           k, cols, m, ars, acs, brs, bcs);
+        else
+            matmul_uint8_t((const uint8_t *)A0 + r0 * ars, (const uint8_t *)B0 + c0 * bcs, (uint8_t *)C0 + r0 * m + c0, rows,
+                           k, cols, m, ars, acs, brs, bcs);
+    }
     }
 }
 
@@ -132,18 +171,12 @@ int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     }
     size_t es = nb_dtype_size(out->dtype);
     char *pa = nb__data(a), *pb = nb__data(b), *pc = nb__data(out);
-    int threads = nb__threads();
-    /* Many small products: one thread per product (BLAS runs serially inside OpenMP).
-       Otherwise no OpenMP region at all: BLAS threads each product itself, and opening a
-       region around it would nest BLAS's own and spawn threads on every call. */
-    bool per_batch = batches >= threads && threads > 1 && n * m * k <= 64 * 64 * 64;
-    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc };
-    if (per_batch) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (int64_t bi = 0; bi < batches; bi++) gemm_one(&plan, bi);
-    } else {
-        for (int64_t bi = 0; bi < batches; bi++) gemm_one(&plan, bi);
-    }
+    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc, false, 0, 0 };
+    plan_chunks(&plan);
+    int64_t units = batches * plan.chunks;
+    /* BLAS runs single-threaded (see threads.c); the pieces run in parallel here */
+    int threads = units > 1 && n * m * k * batches >= 64 * 64 * 64 ? nb__threads() : 1;
+    NB_PARALLEL_FOR(threads, u, units, gemm_unit(&plan, u););
     nb_release(ac);
     nb_release(bc);
     return 0;
