@@ -4,6 +4,8 @@
 
 #include "nabla/core.h"
 #include "nabla/ops.h"
+#include "nabla/nn.h"
 #include "nabla/autograd.h"
+#include "nabla/optim.h"
 
 #endif

@@ -20,6 +20,9 @@ NB_API int nb_backward(nb_tensor *t);
 NB_API int nb_backward_with(nb_tensor *t, nb_tensor *grad);
 /* The accumulated gradient of a leaf (borrowed: valid until it is zeroed or t is freed), or NULL. */
 NB_API nb_tensor *nb_grad_of(const nb_tensor *t);
+/* Replaces t's gradient with grad (a reference is added; NULL drops it). Gradients are never
+   written in place, so a tensor handed here may be shared. */
+NB_API void nb_set_grad(nb_tensor *t, nb_tensor *grad);
 /* Drops t's accumulated gradient. */
 NB_API void nb_zero_grad(nb_tensor *t);
 /* Turns recording of the graph on or off for this thread; returns the previous setting. */

@@ -378,6 +378,19 @@ nb_tensor *nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
 nb_tensor *nb_grad_of(const nb_tensor *t) { return t ? t->grad : NULL; }
+void nb_set_grad(nb_tensor *t, nb_tensor *grad) {
+    if (!t) return;
+    if (grad && (!nb__shape_eq(&grad->shape, &t->shape) || grad->dtype != t->dtype)) {
+        char dg[200], dt[200];
+        nb__error("nb_set_grad: gradient %s does not match tensor %s", nb__describe(grad, dg, sizeof dg),
+                  nb__describe(t, dt, sizeof dt));
+        return;
+    }
+    nb_tensor *old = t->grad;
+    t->grad = nb_retain(grad);
+    nb_release(old);
+}
+
 void nb_zero_grad(nb_tensor *t) {
     if (!t || !t->grad) return;
     nb_tensor *g = t->grad;

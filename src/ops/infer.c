@@ -486,6 +486,163 @@ static int infer_assign(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
     return 0;
 }
 
+/* ---- convolution and pooling over [N, C, H, W] ----
+   conv args: i[0..1] stride, i[2..3] padding, i[4..5] dilation, i[6] groups; the backward ops
+   carry the shape of what they produce (x for the input gradient, w for the weight's).
+   pool args: i[0..1] kernel, i[2..3] stride, i[4..5] padding; adaptive: i[0..1] output size.
+   Their backward ops carry the input's shape. */
+
+/* The output shape of a convolution of x by w, or an error naming fn and both shapes. */
+static int conv_out_shape(const char *fn, const nb_shape *x, nb_dtype xd, const nb_shape *w, nb_dtype wd,
+                          const nb_op_args *a, nb_shape *out) {
+    char sx[160], sw[160];
+    nb_shape_str(*x, sx, sizeof sx);
+    nb_shape_str(*w, sw, sizeof sw);
+    if (x->ndim != 4 || w->ndim != 4) {
+        nb__error("nb_%s: expected input [N, C, H, W] and weight [O, C/groups, kh, kw], got input %s %s and weight %s %s",
+                  fn, sx, nb_dtype_name(xd), sw, nb_dtype_name(wd));
+        return -1;
+    }
+    if (xd != wd) {
+        nb__error("nb_%s: input %s %s and weight %s %s must have one dtype", fn, sx, nb_dtype_name(xd), sw, nb_dtype_name(wd));
+        return -1;
+    }
+    for (int k = 0; k < 2; k++)
+        if (a->i[k] < 1 || a->i[2 + k] < 0 || a->i[4 + k] < 1) {
+            nb__error("nb_%s: stride (%lld, %lld) and dilation (%lld, %lld) must be positive and padding (%lld, %lld) "
+                      "non-negative", fn, (long long)a->i[0], (long long)a->i[1], (long long)a->i[4], (long long)a->i[5],
+                      (long long)a->i[2], (long long)a->i[3]);
+            return -1;
+        }
+    int64_t groups = a->i[6];
+    if (groups < 1 || w->dim[0] % groups != 0) {
+        nb__error("nb_%s: groups %lld must be positive and divide the %lld output channels of weight %s", fn,
+                  (long long)groups, (long long)w->dim[0], sw);
+        return -1;
+    }
+    if (x->dim[1] != w->dim[1] * groups) {
+        nb__error("nb_%s: input %s has %lld channels, but weight %s with groups %lld expects %lld", fn, sx,
+                  (long long)x->dim[1], sw, (long long)groups, (long long)(w->dim[1] * groups));
+        return -1;
+    }
+    out->ndim = 4;
+    out->dim[0] = x->dim[0];
+    out->dim[1] = w->dim[0];
+    for (int k = 0; k < 2; k++) {
+        int64_t eff = a->i[4 + k] * (w->dim[2 + k] - 1) + 1, padded = x->dim[2 + k] + 2 * a->i[2 + k];
+        if (w->dim[2 + k] < 1 || eff > padded) {
+            nb__error("nb_%s: kernel %lldx%lld (dilated %lld) is larger than the padded input (%lld) of input %s",
+                      fn, (long long)w->dim[2], (long long)w->dim[3], (long long)eff, (long long)padded, sx);
+            return -1;
+        }
+        out->dim[2 + k] = (padded - eff) / a->i[k] + 1;
+    }
+    return 0;
+}
+
+static int infer_conv2d(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    char d[200], db[200];
+    if (nin != 2 && nin != 3) {
+        nb__error("nb_%s: expected 2 or 3 inputs (x, w[, b]), got %d", fn, nin);
+        return -1;
+    }
+    if (conv_out_shape(fn, &in[0]->shape, in[0]->dtype, &in[1]->shape, in[1]->dtype, args, &out->shape) < 0) return -1;
+    if (nin == 3) {
+        const nb_tensor *b = in[2];
+        if (b->shape.ndim != 1 || b->shape.dim[0] != in[1]->shape.dim[0] || b->dtype != in[0]->dtype) {
+            nb__error("nb_%s: bias %s must be [%lld] %s to match weight %s", fn, DESC(b, db), (long long)in[1]->shape.dim[0],
+                      nb_dtype_name(in[0]->dtype), DESC(in[1], d));
+            return -1;
+        }
+    }
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+/* conv2d_backward_input(g, w) -> [x shape]; conv2d_backward_weight(g, x) -> [w shape]. */
+static int infer_conv2d_backward(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    bool wants_input = strcmp(fn, "conv2d_backward_input") == 0;
+    const nb_tensor *g = in[0], *other = in[1];
+    nb_shape xs = wants_input ? args->shape : other->shape, ws = wants_input ? other->shape : args->shape;
+    nb_shape ys;
+    if (conv_out_shape(fn, &xs, other->dtype, &ws, other->dtype, args, &ys) < 0) return -1;
+    if (!nb__shape_eq(&ys, &g->shape) || g->dtype != other->dtype) {
+        char d[200], sh[160];
+        nb__error("nb_%s: gradient %s does not match the convolution's output %s %s", fn, DESC(g, d),
+                  nb_shape_str(ys, sh, sizeof sh), nb_dtype_name(other->dtype));
+        return -1;
+    }
+    out->shape = args->shape;
+    out->dtype = g->dtype;
+    return 0;
+}
+
+/* The pooled shape of x, or an error naming fn. */
+static int pool_out_shape(const char *fn, const nb_shape *x, const nb_op_args *a, nb_shape *out) {
+    char sx[160];
+    nb_shape_str(*x, sx, sizeof sx);
+    if (x->ndim != 4) {
+        nb__error("nb_%s: expected input [N, C, H, W], got %s", fn, sx);
+        return -1;
+    }
+    *out = *x;
+    if (strstr(fn, "adaptive")) {
+        for (int k = 0; k < 2; k++)
+            if (a->i[k] < 1 || x->dim[2 + k] < 1) {
+                nb__error("nb_%s: output size (%lld, %lld) must be positive and input %s non-empty", fn, (long long)a->i[0],
+                          (long long)a->i[1], sx);
+                return -1;
+            }
+        out->dim[2] = a->i[0];
+        out->dim[3] = a->i[1];
+        return 0;
+    }
+    for (int k = 0; k < 2; k++) {
+        int64_t kk = a->i[k], s = a->i[2 + k], p = a->i[4 + k];
+        if (kk < 1 || s < 1 || p < 0 || p > kk / 2) {
+            nb__error("nb_%s: kernel (%lld, %lld) and stride (%lld, %lld) must be positive and padding (%lld, %lld) at most "
+                      "half the kernel", fn, (long long)a->i[0], (long long)a->i[1], (long long)a->i[2], (long long)a->i[3],
+                      (long long)a->i[4], (long long)a->i[5]);
+            return -1;
+        }
+        int64_t padded = x->dim[2 + k] + 2 * p;
+        if (kk > padded) {
+            nb__error("nb_%s: kernel %lldx%lld is larger than the padded input (%lld) of input %s", fn, (long long)a->i[0],
+                      (long long)a->i[1], (long long)padded, sx);
+            return -1;
+        }
+        out->dim[2 + k] = (padded - kk) / s + 1;
+    }
+    return 0;
+}
+
+static int infer_pool2d(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin;
+    if (pool_out_shape(fn, &in[0]->shape, args, &out->shape) < 0) return -1;
+    out->dtype = strcmp(fn, "max_pool2d_indices") == 0 ? NB_I64 : in[0]->dtype;
+    return 0;
+}
+
+/* *_pool2d_backward(g[, x]) -> [x shape] */
+static int infer_pool2d_backward(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    nb_shape ys;
+    char d[200], sh[160];
+    if (pool_out_shape(fn, &args->shape, args, &ys) < 0) return -1;
+    if (!nb__shape_eq(&ys, &in[0]->shape)) {
+        nb__error("nb_%s: gradient %s does not match the pooled shape %s", fn, DESC(in[0], d), nb_shape_str(ys, sh, sizeof sh));
+        return -1;
+    }
+    if (nin == 2 && (!nb__shape_eq(&in[1]->shape, &args->shape) || in[1]->dtype != in[0]->dtype)) {
+        nb__error("nb_%s: input %s does not match shape %s %s", fn, DESC(in[1], d), nb_shape_str(args->shape, sh, sizeof sh),
+                  nb_dtype_name(in[0]->dtype));
+        return -1;
+    }
+    out->shape = args->shape;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
 #include "backward.inc"
 
 const nb_op_def nb__ops[NB_OP_COUNT] = {

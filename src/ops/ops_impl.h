@@ -66,6 +66,12 @@ static inline nb_tensor *nb__call(nb_op_id op, nb_tensor *const *in, int nin, co
     return nb__own(nb__dispatch(op, in, nin, args));
 }
 
+/* Inference of ops defined outside infer.c (src/ops/optim_ops.c). */
+int infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+
+/* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
+enum { NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD };
+
 /* Result dtype of combining a and b, by PyTorch's promotion (bool < integers < floats). */
 nb_dtype nb__promote(nb_dtype a, nb_dtype b);
 

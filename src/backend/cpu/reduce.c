@@ -166,7 +166,8 @@ static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_
     case NB_F64: reduce_double(op, t, &p, o); break;
     case NB_I64: reduce_int64_t(op, t, &p, o); break;
     case NB_I32: reduce_int32_t(op, t, &p, o); break;
-    case NB_U8: reduce_uint8_t(op, t, &p, o); break;
+    case NB_U8:
+    case NB_BOOL: reduce_uint8_t(op, t, &p, o); break; /* bool sums count the true elements */
     default: nb__error("nb_reduce: no cpu kernel for dtype %s", nb_dtype_name(t->dtype)); return -1;
     }
     return 0;

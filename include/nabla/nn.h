@@ -1,0 +1,212 @@
+/* nabla nn: modules (the PyTorch nn.Module idea in C), layers, initialisers and losses. */
+#ifndef NABLA_NN_H
+#define NABLA_NN_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nb_module nb_module;
+
+/* What a kind of module does: its name, its forward, and (optionally) how to free what a
+   subclass holds beyond its registered parameters, buffers and children. */
+typedef struct nb_module_class {
+    const char *name;
+    nb_tensor *(*forward)(nb_module *self, nb_tensor *x);
+    void (*free)(nb_module *self);
+} nb_module_class;
+
+/* The header every module embeds as its first member. Fields other than these are private. */
+struct nb_module {
+    const nb_module_class *cls;
+    bool training;
+    struct nb_module_state *state;
+};
+
+/* A name and a borrowed tensor, as listed by nb_module_named_parameters. */
+typedef struct nb_named_tensor {
+    const char *name;
+    nb_tensor *tensor;
+} nb_named_tensor;
+
+/* ---- the module base ---- */
+/* Allocates a zeroed module of size bytes (the user's struct, nb_module first), in training mode. */
+NB_API nb_module *nb_module_new(const nb_module_class *cls, size_t size);
+/* Registers a parameter under name, taking over the caller's reference (out of its scope if it
+   is in one) and marking it as requiring grad; returns t (borrowed). */
+NB_API nb_tensor *nb_module_param(nb_module *m, const char *name, nb_tensor *t);
+/* Registers a buffer (state saved with the weights, no gradient), taking over the reference. */
+NB_API nb_tensor *nb_module_buffer(nb_module *m, const char *name, nb_tensor *t);
+/* Registers a child module under name; m owns it from now on. Returns child. */
+NB_API nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child);
+/* Runs the module's forward on x. */
+NB_API nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
+/* Moves parameters and buffers to device; returns m. */
+NB_API nb_module *nb_module_to(nb_module *m, nb_device device);
+/* Sets training (true) or evaluation (false) mode on m and every descendant. */
+NB_API void nb_module_train(nb_module *m, bool training);
+/* Frees m, its children, parameters and buffers. NULL is ignored. */
+NB_API void nb_module_free(nb_module *m);
+/* The registered child called name (borrowed), or NULL. */
+NB_API nb_module *nb_module_get_child(nb_module *m, const char *name);
+/* The parameter or buffer at a dotted path such as "fc1.weight" (borrowed), or NULL. */
+NB_API nb_tensor *nb_module_get(nb_module *m, const char *path);
+/* The module's path in its tree ("" for the root, "layers.2.attn"), for messages. */
+NB_API const char *nb_module_path(const nb_module *m);
+/* Lists parameters with dotted names in PyTorch's order (own first, then children in
+   registration order). Fills at most cap entries; returns the total count. Names live as long
+   as the module. */
+NB_API int nb_module_named_parameters(nb_module *m, nb_named_tensor *out, int cap);
+/* Lists buffers the same way. */
+NB_API int nb_module_named_buffers(nb_module *m, nb_named_tensor *out, int cap);
+/* Lists parameters and buffers in PyTorch's state_dict order (per module: parameters, buffers,
+   then children). */
+NB_API int nb_module_state_entries(nb_module *m, nb_named_tensor *out, int cap);
+/* Number of parameter elements in the tree. */
+NB_API int64_t nb_module_num_params(nb_module *m);
+/* Drops every parameter's gradient (PyTorch's zero_grad(set_to_none=True)). */
+NB_API void nb_module_zero_grad(nb_module *m);
+
+/* ---- layers (PyTorch's defaults and initialisation) ---- */
+/* y = x W^T + b; weight [out, in] and bias [out], kaiming-uniform as torch.nn.Linear. */
+NB_API nb_module *nb_nn_linear(int64_t in_features, int64_t out_features);
+/* Linear without a bias. */
+NB_API nb_module *nb_nn_linear_no_bias(int64_t in_features, int64_t out_features);
+/* Activation modules. */
+NB_API nb_module *nb_nn_relu(void);
+NB_API nb_module *nb_nn_gelu(void);
+NB_API nb_module *nb_nn_silu(void);
+NB_API nb_module *nb_nn_tanh(void);
+NB_API nb_module *nb_nn_sigmoid(void);
+/* Softmax / log-softmax over axis. */
+NB_API nb_module *nb_nn_softmax(int axis);
+NB_API nb_module *nb_nn_log_softmax(int axis);
+/* Flattens axes 1..-1. */
+NB_API nb_module *nb_nn_flatten(void);
+/* Zeroes elements with probability p in training mode and scales the rest by 1/(1-p). */
+NB_API nb_module *nb_nn_dropout(double p);
+/* A table of num vectors of size dim, N(0, 1) as torch.nn.Embedding. */
+NB_API nb_module *nb_nn_embedding(int64_t num, int64_t dim);
+/* Layer norm over the last axis of size dim, with weight and bias, eps 1e-5. */
+NB_API nb_module *nb_nn_layer_norm(int64_t dim);
+/* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ... */
+NB_API nb_module *nb_nn_sequential(nb_module *first, ...);
+/* Appends a child to a sequential module; returns seq. */
+NB_API nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child);
+
+/* Options of nb_nn_conv2d (zero fields: stride 1, padding 0, dilation 1, groups 1, with bias). */
+typedef struct nb_conv2d_opts {
+    int stride, padding, dilation, groups;
+    bool no_bias;
+} nb_conv2d_opts;
+/* 2-D convolution over [N, C, H, W], weight [out, in/groups, k, k], kaiming-uniform as torch. */
+NB_API nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
+/* Options of the pooling layers (stride 0 means the kernel size). */
+typedef struct nb_pool_opts {
+    int stride, padding;
+} nb_pool_opts;
+/* Max pooling over k x k windows. */
+NB_API nb_module *nb_nn_max_pool2d(int kernel, nb_pool_opts opts);
+/* Average pooling over k x k windows (padding counted, as torch's default). */
+NB_API nb_module *nb_nn_avg_pool2d(int kernel, nb_pool_opts opts);
+/* Average pooling to an out_h x out_w output whatever the input size. */
+NB_API nb_module *nb_nn_adaptive_avg_pool2d(int out_h, int out_w);
+/* Batch norm over [N, C] or [N, C, L] with running statistics (momentum 0.1, eps 1e-5). */
+NB_API nb_module *nb_nn_batch_norm1d(int64_t features);
+/* Batch norm over [N, C, H, W]. */
+NB_API nb_module *nb_nn_batch_norm2d(int64_t features);
+
+/* Options of multi-head attention: with_bias false drops the projections' biases; causal masks
+   the future; dropout applies to the attention weights in training. */
+typedef struct nb_mha_opts {
+    bool no_bias, causal;
+    double dropout;
+} nb_mha_opts;
+/* Self-attention over x [B, T, E] (batch first) with PyTorch's parameter names
+   (in_proj_weight [3E, E], in_proj_bias, out_proj.weight, out_proj.bias). */
+NB_API nb_module *nb_nn_multihead_attention(int64_t embed_dim, int heads, nb_mha_opts opts);
+/* Attention of query/key/value [B, T, E] through the module's projections (cross-attention
+   when kv differs from q); mask (or NULL) is added to the scores [B, heads, Tq, Tk] or broadcasts. */
+NB_API nb_tensor *nb_mha_forward(nb_module *mha, nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask);
+
+/* ---- functional forms ---- */
+/* Options of nb_scaled_dot_product_attention: an additive mask (or NULL), causal masking,
+   dropout probability on the weights (applied when training is true), scale (0: 1/sqrt(d)). */
+typedef struct nb_attn_opts {
+    nb_tensor *mask;
+    bool causal, training;
+    double dropout, scale;
+} nb_attn_opts;
+/* softmax(q k^T * scale + mask) v over q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv]. */
+NB_API nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attn_opts opts);
+/* Options of nb_conv2d: per-axis stride, padding and dilation (zero: 1, 0, 1), groups (0: 1). */
+typedef struct nb_conv_opts {
+    int stride[2], padding[2], dilation[2];
+    int groups;
+} nb_conv_opts;
+/* 2-D convolution of x [N, C, H, W] with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
+NB_API nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
+/* Max pooling of [N, C, H, W] over kernel x kernel windows. */
+NB_API nb_tensor *nb_max_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
+/* Average pooling of [N, C, H, W]. */
+NB_API nb_tensor *nb_avg_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
+/* Adaptive average pooling of [N, C, H, W] to [N, C, out_h, out_w]. */
+NB_API nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int out_h, int out_w);
+/* Batch norm of x [N, C, ...]: batch statistics when training (updating the running ones in
+   place, momentum 0 means 0.1), running statistics otherwise; w and b may be NULL. */
+NB_API nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *w,
+                                nb_tensor *b, bool training, double momentum, double eps);
+/* x * sigmoid(x) */
+NB_API nb_tensor *nb_silu(nb_tensor *x);
+/* Dropout with probability p when training is true; x itself otherwise. */
+NB_API nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
+/* Layer norm over the last axis; w and b may be NULL. */
+NB_API nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+
+/* ---- initialisers (in place, recorded nowhere; from the seeded generator) ---- */
+/* U(lo, hi) */
+NB_API int nb_init_uniform(nb_tensor *t, double lo, double hi);
+/* N(mean, std^2) */
+NB_API int nb_init_normal(nb_tensor *t, double mean, double std);
+/* A constant. */
+NB_API int nb_init_constant(nb_tensor *t, double value);
+/* Kaiming (He) uniform with leaky-relu slope a, fan_in mode, as torch.nn.init.kaiming_uniform_. */
+NB_API int nb_init_kaiming_uniform(nb_tensor *t, double a);
+/* Kaiming normal, fan_in mode, relu gain. */
+NB_API int nb_init_kaiming_normal(nb_tensor *t);
+/* Xavier (Glorot) uniform with gain. */
+NB_API int nb_init_xavier_uniform(nb_tensor *t, double gain);
+/* Xavier normal with gain. */
+NB_API int nb_init_xavier_normal(nb_tensor *t, double gain);
+
+/* ---- losses ---- */
+typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
+
+/* Options of nb_cross_entropy (zero fields are PyTorch's defaults). */
+typedef struct nb_ce_opts {
+    nb_reduction reduction;
+    double label_smoothing;  /* 0..1 */
+    int64_t ignore_index;    /* targets equal to it are skipped; set use_ignore_index */
+    bool use_ignore_index;
+    nb_tensor *weight;       /* per-class weights [classes], or NULL */
+} nb_ce_opts;
+
+/* Cross entropy of logits [N, C] (or [N, C, d...]) against i64 class indices [N] ([N, d...]). */
+NB_API nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_ce_opts opts);
+/* Negative log likelihood of log-probabilities [N, C] against class indices. */
+NB_API nb_tensor *nb_nll_loss(nb_tensor *log_probs, nb_tensor *target, nb_ce_opts opts);
+/* Mean squared error. */
+NB_API nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* Mean absolute error. */
+NB_API nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* Huber-style smooth L1 with threshold beta (0 means torch's default 1.0). */
+NB_API nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction, double beta);
+/* Binary cross entropy on logits, computed stably; pos_weight may be NULL. */
+NB_API nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction reduction, nb_tensor *pos_weight);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+/* nabla optim: optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) with parameter groups,
+   learning-rate schedules and gradient clipping, following PyTorch's formulas and defaults. */
+#ifndef NABLA_OPTIM_H
+#define NABLA_OPTIM_H
+
+#include "core.h"
+#include "nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Option fields left at zero take PyTorch's defaults. To ask for an explicit zero where the
+   default is not zero (AdamW's weight decay, Adam's beta1), pass NB_ZERO. */
+#define NB_ZERO (-0.0)
+
+typedef struct nb_optimizer nb_optimizer;
+
+/* SGD: lr 1e-3, momentum 0, dampening 0, weight_decay 0, nesterov off. */
+typedef struct nb_sgd_opts { double lr, momentum, dampening, weight_decay; bool nesterov; } nb_sgd_opts;
+/* Adam / AdamW: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0 (Adam) or 1e-2 (AdamW). */
+typedef struct nb_adam_opts { double lr, beta1, beta2, eps, weight_decay; bool amsgrad; } nb_adam_opts;
+typedef nb_adam_opts nb_adamw_opts;
+/* RMSprop: lr 1e-2, alpha 0.99, eps 1e-8, weight decay 0, momentum 0, not centered. */
+typedef struct nb_rmsprop_opts { double lr, alpha, eps, weight_decay, momentum; bool centered; } nb_rmsprop_opts;
+/* Adagrad: lr 1e-2, lr_decay 0, weight decay 0, initial accumulator 0, eps 1e-10. */
+typedef struct nb_adagrad_opts { double lr, lr_decay, weight_decay, initial_accumulator_value, eps; } nb_adagrad_opts;
+/* A parameter group's own learning rate and weight decay (zero: the optimizer's). */
+typedef struct nb_group_opts { double lr, weight_decay; } nb_group_opts;
+
+/* Optimizers over every parameter of module (which may be NULL: add groups later). The
+   optimizer borrows the parameters; free it before the module. */
+NB_API nb_optimizer *nb_optim_sgd(nb_module *module, nb_sgd_opts opts);
+NB_API nb_optimizer *nb_optim_adam(nb_module *module, nb_adam_opts opts);
+NB_API nb_optimizer *nb_optim_adamw(nb_module *module, nb_adamw_opts opts);
+NB_API nb_optimizer *nb_optim_rmsprop(nb_module *module, nb_rmsprop_opts opts);
+NB_API nb_optimizer *nb_optim_adagrad(nb_module *module, nb_adagrad_opts opts);
+/* Adds a group of n parameters with its own settings; returns the group's index or <0. */
+NB_API int nb_optim_add_param_group(nb_optimizer *opt, nb_tensor *const *params, int n, nb_group_opts opts);
+/* Drops every parameter's gradient. */
+NB_API void nb_optim_zero_grad(nb_optimizer *opt);
+/* Updates every parameter that has a gradient, in place; 0 or <0. */
+NB_API int nb_optim_step(nb_optimizer *opt);
+/* Sets the learning rate of every group. */
+NB_API void nb_optim_set_lr(nb_optimizer *opt, double lr);
+/* Sets one group's learning rate. */
+NB_API int nb_optim_set_group_lr(nb_optimizer *opt, int group, double lr);
+/* The learning rate of a group. */
+NB_API double nb_optim_get_lr(const nb_optimizer *opt, int group);
+/* Number of parameter groups. */
+NB_API int nb_optim_num_groups(const nb_optimizer *opt);
+/* Creates every state tensor now (they are otherwise made at the first step), e.g. to load a
+   checkpoint into them. */
+NB_API int nb_optim_init_state(nb_optimizer *opt);
+/* Lists the state as named tensors ("3.exp_avg", "3.step" for parameter 3, counted across
+   groups; steps are i64 0-d), borrowed and writable with nb_assign. Returns the count. */
+NB_API int nb_optim_named_state(nb_optimizer *opt, nb_named_tensor *out, int cap);
+/* Frees the optimizer and its state (not the parameters). */
+NB_API void nb_optim_free(nb_optimizer *opt);
+
+/* Scales every gradient of module so their global L2 norm is at most max_norm; returns the
+   norm before clipping (negative on error), as torch.nn.utils.clip_grad_norm_. */
+NB_API double nb_clip_grad_norm(nb_module *module, double max_norm);
+/* The global L2 norm of the module's gradients. */
+NB_API double nb_grad_norm(nb_module *module);
+
+/* ---- learning-rate schedules: call nb_sched_step once per epoch (or per step) ---- */
+typedef struct nb_scheduler nb_scheduler;
+/* lr = base * gamma^(epoch / step_size) */
+NB_API nb_scheduler *nb_sched_step_lr(nb_optimizer *opt, int step_size, double gamma);
+/* lr = base * gamma^(milestones passed) */
+NB_API nb_scheduler *nb_sched_multistep(nb_optimizer *opt, const int *milestones, int n, double gamma);
+/* lr = base * gamma^epoch */
+NB_API nb_scheduler *nb_sched_exponential(nb_optimizer *opt, double gamma);
+/* Cosine annealing from base to eta_min over t_max epochs. */
+NB_API nb_scheduler *nb_sched_cosine(nb_optimizer *opt, int t_max, double eta_min);
+/* Linear warm-up: the factor goes from start_factor to end_factor (0: 1) over total_iters. */
+NB_API nb_scheduler *nb_sched_linear(nb_optimizer *opt, double start_factor, double end_factor, int total_iters);
+/* One-cycle: options with zero fields mean pct_start 0.3, div_factor 25, final_div_factor 1e4,
+   cosine annealing, momentum cycled between 0.85 and 0.95 (as torch's OneCycleLR). */
+typedef struct nb_one_cycle_opts {
+    double pct_start, div_factor, final_div_factor, base_momentum, max_momentum;
+    bool linear_anneal, no_cycle_momentum;
+} nb_one_cycle_opts;
+NB_API nb_scheduler *nb_sched_one_cycle(nb_optimizer *opt, double max_lr, int total_steps, nb_one_cycle_opts opts);
+/* Advances the schedule by one and sets the optimizer's learning rates; 0 or <0. */
+NB_API int nb_sched_step(nb_scheduler *s);
+/* Schedule steps taken so far (torch's last_epoch). */
+NB_API int nb_sched_last_epoch(const nb_scheduler *s);
+/* Jumps to a step count (to resume) and sets the learning rates for it. */
+NB_API int nb_sched_set_last_epoch(nb_scheduler *s, int epoch);
+/* Frees the schedule. */
+NB_API void nb_sched_free(nb_scheduler *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,320 @@
+/* CPU 2-D convolution: im2col + GEMM through CBLAS, for the forward and both gradients.
+
+   Each sample's output is one GEMM per group over its own column buffer. With more than one
+   thread and a batch to share, samples are spread over OpenMP threads (BLAS then runs serially
+   inside each); otherwise the loop is serial and BLAS threads each product itself. Either way
+   each output element is computed by one GEMM in one order, so results do not depend on the
+   thread count. The weight gradient sums over samples: samples are cut into chunks whose
+   number depends only on the shapes, each chunk accumulates its samples in order into its own
+   buffer, and the chunks are added in order. */
+#include "iter.h"
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+nb_inner_fn nb__cpu_copy_fn(size_t esize);
+
+/* t itself (a new reference) when contiguous, else a contiguous copy made by the backend. */
+static nb_tensor *dense(nb_tensor *t) {
+    if (nb_is_contiguous(t)) return nb_retain(t);
+    nb_tensor *c = nb__tensor_new(t->shape, t->dtype);
+    if (!c) return NULL;
+    nb_iter it;
+    nb__iter_init(&it, c, &t, 1);
+    nb__iter_run(&it, nb__cpu_copy_fn(nb_dtype_size(t->dtype)), NULL);
+    return c;
+}
+
+typedef struct conv_geom {
+    int64_t N, C, H, W;     /* input */
+    int64_t O, OH, OW;      /* output */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int64_t Cg, Og;         /* channels per group */
+    int64_t K, L;           /* GEMM inner size Cg*kh*kw and spatial size OH*OW */
+    bool direct;            /* 1x1, stride 1, no padding: the input is its own column matrix */
+} conv_geom;
+
+static conv_geom make_geom(const nb_shape *x, const nb_shape *w, const nb_shape *y, const nb_op_args *a) {
+    conv_geom g;
+    g.N = x->dim[0]; g.C = x->dim[1]; g.H = x->dim[2]; g.W = x->dim[3];
+    g.O = w->dim[0]; g.kh = w->dim[2]; g.kw = w->dim[3];
+    g.OH = y->dim[2]; g.OW = y->dim[3];
+    g.sh = a->i[0]; g.sw = a->i[1]; g.ph = a->i[2]; g.pw = a->i[3]; g.dh = a->i[4]; g.dw = a->i[5];
+    g.groups = a->i[6];
+    g.Cg = g.C / g.groups;
+    g.Og = g.O / g.groups;
+    g.K = g.Cg * g.kh * g.kw;
+    g.L = g.OH * g.OW;
+    g.direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+    return g;
+}
+
+/* The range [lo, hi) of output positions o whose input position o * s + off lies in [0, n). */
+static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t b = n - off <= 0 ? 0 : (n - 1 - off) / s + 1;
+    if (a > n_out) a = n_out;
+    if (b > n_out) b = n_out;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+#define CONV_FNS(T, GEMM)                                                                                  \
+    /* cols[K, L] from one group of one sample x[Cg, H, W] */                                           \
+    static void im2col_##T(const conv_geom *g, const T *x, T *cols) {                                   \
+        for (int64_t c = 0; c < g->Cg; c++)                                                             \
+            for (int64_t i = 0; i < g->kh; i++)                                                         \
+                for (int64_t j = 0; j < g->kw; j++) {                                                   \
+                    T *row = cols + ((c * g->kh + i) * g->kw + j) * g->L;                               \
+                    int64_t offw = j * g->dw - g->pw, lo, hi;                                           \
+                    valid_range(g->OW, g->sw, offw, g->W, &lo, &hi);                                    \
+                    for (int64_t oh = 0; oh < g->OH; oh++) {                                            \
+                        T *r = row + oh * g->OW;                                                        \
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;                                    \
+                        if (ih < 0 || ih >= g->H) {                                                     \
+                            memset(r, 0, sizeof(T) * (size_t)g->OW);                                    \
+                            continue;                                                                   \
+                        }                                                                               \
+                        const T *xr = x + (c * g->H + ih) * g->W + offw;                                \
+                        for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                                  \
+                        if (g->sw == 1) for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow];            \
+                        else for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw];               \
+                        for (int64_t ow = hi; ow < g->OW; ow++) r[ow] = 0;                              \
+                    }                                                                                   \
+                }                                                                                       \
+    }                                                                                                   \
+    /* dx[Cg, H, W] += the columns scattered back (dx is zeroed by the caller) */                       \
+    static void col2im_##T(const conv_geom *g, const T *cols, T *dx) {                                  \
+        for (int64_t c = 0; c < g->Cg; c++)                                                             \
+            for (int64_t i = 0; i < g->kh; i++)                                                         \
+                for (int64_t j = 0; j < g->kw; j++) {                                                   \
+                    const T *row = cols + ((c * g->kh + i) * g->kw + j) * g->L;                         \
+                    int64_t offw = j * g->dw - g->pw, lo, hi;                                           \
+                    valid_range(g->OW, g->sw, offw, g->W, &lo, &hi);                                    \
+                    for (int64_t oh = 0; oh < g->OH; oh++) {                                            \
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;                                    \
+                        if (ih < 0 || ih >= g->H) continue;                                             \
+                        const T *r = row + oh * g->OW;                                                  \
+                        T *xr = dx + (c * g->H + ih) * g->W + offw;                                     \
+                        if (g->sw == 1) for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];           \
+                        else for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw] += r[ow];              \
+                    }                                                                                   \
+                }                                                                                       \
+    }                                                                                                   \
+    /* y[n] = W * cols(x[n]) (+ b), one sample */                                                       \
+    static void fwd_one_##T(const conv_geom *g, const T *x, const T *w, const T *b, T *y, T *cols,      \
+                            int64_t n) {                                                                \
+        for (int64_t gi = 0; gi < g->groups; gi++) {                                                    \
+            const T *xg = x + (n * g->C + gi * g->Cg) * g->H * g->W;                                    \
+            const T *colp = xg;                                                                         \
+            if (!g->direct) {                                                                           \
+                im2col_##T(g, xg, cols);                                                                \
+                colp = cols;                                                                            \
+            }                                                                                           \
+            T *yg = y + (n * g->O + gi * g->Og) * g->L;                                                 \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Og, (int)g->L, (int)g->K, 1,        \
+                 w + gi * g->Og * g->K, (int)g->K, colp, (int)g->L, 0, yg, (int)g->L);                  \
+        }                                                                                               \
+        if (b)                                                                                          \
+            for (int64_t o = 0; o < g->O; o++) {                                                        \
+                T *r = y + (n * g->O + o) * g->L, bo = b[o];                                            \
+                for (int64_t l = 0; l < g->L; l++) r[l] += bo;                                          \
+            }                                                                                           \
+    }                                                                                                   \
+    /* dx[n] = col2im(W^T * dy[n]), one sample */                                                       \
+    static void bwd_input_one_##T(const conv_geom *g, const T *dy, const T *w, T *dx, T *cols,          \
+                                  int64_t n) {                                                          \
+        for (int64_t gi = 0; gi < g->groups; gi++) {                                                    \
+            T *dxg = dx + (n * g->C + gi * g->Cg) * g->H * g->W;                                        \
+            const T *dyg = dy + (n * g->O + gi * g->Og) * g->L;                                         \
+            T *dst = g->direct ? dxg : cols;                                                            \
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g->K, (int)g->L, (int)g->Og, 1,          \
+                 w + gi * g->Og * g->K, (int)g->K, dyg, (int)g->L, 0, dst, (int)g->L);                  \
+            if (!g->direct) {                                                                           \
+                memset(dxg, 0, sizeof(T) * (size_t)(g->Cg * g->H * g->W));                              \
+                col2im_##T(g, cols, dxg);                                                               \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+    /* dw += dy[n] * cols(x[n])^T, one sample (beta: 0 for the first sample of a chunk) */              \
+    static void bwd_weight_one_##T(const conv_geom *g, const T *dy, const T *x, T *dw, T *cols,         \
+                                   int64_t n, T beta) {                                                 \
+        for (int64_t gi = 0; gi < g->groups; gi++) {                                                    \
+            const T *xg = x + (n * g->C + gi * g->Cg) * g->H * g->W;                                    \
+            const T *colp = xg;                                                                         \
+            if (!g->direct) {                                                                           \
+                im2col_##T(g, xg, cols);                                                                \
+                colp = cols;                                                                            \
+            }                                                                                           \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Og, (int)g->K, (int)g->L, 1,          \
+                 dy + (n * g->O + gi * g->Og) * g->L, (int)g->L, colp, (int)g->L, beta,                 \
+                 dw + gi * g->Og * g->K, (int)g->K);                                                    \
+        }                                                                                               \
+    }
+
+CONV_FNS(float, cblas_sgemm)
+CONV_FNS(double, cblas_dgemm)
+
+/* Threads for a loop over `items` samples of `work` multiply-adds each: one per sample when
+   there are enough samples to share, else 1 (and BLAS threads each product itself). */
+static int sample_threads(int64_t items, int64_t work) {
+    int threads = nb__threads();
+    if (threads <= 1 || items < 2 || work * items < (int64_t)1 << 20) return 1;
+    return threads;
+}
+
+/* One column buffer per thread. */
+static void *cols_alloc(const conv_geom *g, size_t es, int threads, size_t *bytes) {
+    *bytes = g->direct ? 0 : (size_t)(g->K * g->L) * es * (size_t)threads;
+    if (*bytes == 0) return NULL;
+    void *p = nb__alloc(*bytes);
+    if (!p) nb__error("nb_conv2d: out of memory for a %lld x %lld column buffer", (long long)g->K, (long long)g->L);
+    return p;
+}
+
+int cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    conv_geom g = make_geom(&in[0]->shape, &in[1]->shape, &out->shape, args);
+    if (out->numel == 0) return 0;
+    if (g.K == 0) memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype)); /* then y = b */
+    nb_tensor *x = dense(in[0]), *w = dense(in[1]), *b = nin == 3 ? dense(in[2]) : NULL;
+    int rc = -1;
+    size_t es = nb_dtype_size(out->dtype), bytes = 0;
+    int threads = sample_threads(g.N, g.O * g.L * g.K);
+    void *cols = NULL;
+    if (!x || !w || (nin == 3 && !b)) goto done;
+    if (g.K > 0 && !(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
+    if (g.K == 0) {
+        if (b) { /* y = b broadcast */
+            for (int64_t n = 0; n < g.N; n++)
+                for (int64_t o = 0; o < g.O; o++)
+                    for (int64_t l = 0; l < g.L; l++) {
+                        int64_t i = (n * g.O + o) * g.L + l;
+                        if (out->dtype == NB_F32) ((float *)nb__data(out))[i] = ((const float *)nb__data(b))[o];
+                        else ((double *)nb__data(out))[i] = ((const double *)nb__data(b))[o];
+                    }
+        }
+        rc = 0;
+        goto done;
+    }
+    if (out->dtype == NB_F32) {
+        const float *px = nb__data(x), *pw = nb__data(w), *pb = b ? nb__data(b) : NULL;
+        float *py = nb__data(out), *pc = cols;
+        int64_t per = g.K * g.L;
+        NB_PARALLEL_FOR(threads, n, g.N, fwd_one_float(&g, px, pw, pb, py, pc ? pc + omp_get_thread_num() * per : NULL, n););
+    } else {
+        const double *px = nb__data(x), *pw = nb__data(w), *pb = b ? nb__data(b) : NULL;
+        double *py = nb__data(out), *pc = cols;
+        int64_t per = g.K * g.L;
+        NB_PARALLEL_FOR(threads, n, g.N, fwd_one_double(&g, px, pw, pb, py, pc ? pc + omp_get_thread_num() * per : NULL, n););
+    }
+    rc = 0;
+done:
+    if (cols) nb__free(cols, bytes);
+    nb_release(x);
+    nb_release(w);
+    nb_release(b);
+    return rc;
+}
+
+/* conv2d_backward_input(dy, w) -> dx with args->shape */
+int cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    conv_geom g = make_geom(&out->shape, &in[1]->shape, &in[0]->shape, args);
+    size_t es = nb_dtype_size(out->dtype), bytes = 0;
+    if (out->numel == 0) return 0;
+    if (g.L == 0 || g.Og == 0) {
+        memset(nb__data(out), 0, (size_t)out->numel * es);
+        return 0;
+    }
+    nb_tensor *dy = dense(in[0]), *w = dense(in[1]);
+    int rc = -1;
+    int threads = sample_threads(g.N, g.O * g.L * g.K);
+    void *cols = NULL;
+    if (!dy || !w) goto done;
+    if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
+    if (out->dtype == NB_F32) {
+        const float *pdy = nb__data(dy), *pw = nb__data(w);
+        float *pdx = nb__data(out), *pc = cols;
+        int64_t per = g.K * g.L;
+        NB_PARALLEL_FOR(threads, n, g.N, bwd_input_one_float(&g, pdy, pw, pdx, pc ? pc + omp_get_thread_num() * per : NULL, n););
+    } else {
+        const double *pdy = nb__data(dy), *pw = nb__data(w);
+        double *pdx = nb__data(out), *pc = cols;
+        int64_t per = g.K * g.L;
+        NB_PARALLEL_FOR(threads, n, g.N, bwd_input_one_double(&g, pdy, pw, pdx, pc ? pc + omp_get_thread_num() * per : NULL, n););
+    }
+    rc = 0;
+done:
+    if (cols) nb__free(cols, bytes);
+    nb_release(dy);
+    nb_release(w);
+    return rc;
+}
+
+/* Partial weight gradients held at once are capped at this many elements (in all). */
+#define WGRAD_PARTIAL_CAP ((int64_t)1 << 24)
+/* Samples per chunk at the least. */
+#define WGRAD_MIN_CHUNK 4
+
+/* conv2d_backward_weight(dy, x) -> dw with args->shape */
+int cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    conv_geom g = make_geom(&in[1]->shape, &out->shape, &in[0]->shape, args);
+    size_t es = nb_dtype_size(out->dtype), cbytes = 0, pbytes = 0;
+    if (out->numel == 0) return 0;
+    if (g.N == 0 || g.L == 0) {
+        memset(nb__data(out), 0, (size_t)out->numel * es);
+        return 0;
+    }
+    /* the chunking depends on the shapes only, never on the thread count */
+    int64_t wn = out->numel;
+    int64_t chunks = (g.N + WGRAD_MIN_CHUNK - 1) / WGRAD_MIN_CHUNK;
+    int64_t cap = WGRAD_PARTIAL_CAP / wn;
+    if (chunks > cap) chunks = cap;
+    if (chunks < 1) chunks = 1;
+    int64_t per_chunk = (g.N + chunks - 1) / chunks;
+    chunks = (g.N + per_chunk - 1) / per_chunk;
+    int threads = sample_threads(chunks, g.O * g.L * g.K * per_chunk);
+    if (threads > chunks) threads = (int)chunks;
+    nb_tensor *dy = dense(in[0]), *x = dense(in[1]);
+    int rc = -1;
+    void *cols = NULL, *partial = NULL;
+    if (!dy || !x) goto done;
+    if (!(cols = cols_alloc(&g, es, threads, &cbytes)) && cbytes) goto done;
+    pbytes = (size_t)((chunks - 1) * wn) * es;
+    if (pbytes && !(partial = nb__alloc(pbytes))) {
+        nb__error("nb_conv2d: out of memory for the weight gradient's partial sums");
+        goto done;
+    }
+#define WGRAD(T)                                                                                         \
+    do {                                                                                                 \
+        const T *pdy = nb__data(dy), *px = nb__data(x);                                                  \
+        T *pdw = nb__data(out), *pc = cols, *pp = partial;                                               \
+        int64_t per = g.K * g.L;                                                                         \
+        NB_PARALLEL_FOR(threads, c, chunks,                                                              \
+            T *dst = c == 0 ? pdw : pp + (c - 1) * wn;                                                   \
+            T *colbuf = pc ? pc + omp_get_thread_num() * per : NULL;                                     \
+            int64_t n0 = c * per_chunk, n1 = n0 + per_chunk < g.N ? n0 + per_chunk : g.N;                \
+            for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(&g, pdy, px, dst, colbuf, n, n == n0 ? 0 : 1); \
+        );                                                                                               \
+        if (chunks > 1) {                                                                                \
+            int threads = wn * chunks >= NB_PARALLEL_GRAIN ? nb__threads() : 1;                          \
+            NB_PARALLEL_FOR(threads, i, wn,                                                              \
+                T s = pdw[i];                                                                            \
+                for (int64_t c = 1; c < chunks; c++) s += pp[(c - 1) * wn + i];                          \
+                pdw[i] = s;                                                                              \
+            );                                                                                           \
+        }                                                                                                \
+    } while (0)
+    if (out->dtype == NB_F32) WGRAD(float);
+    else WGRAD(double);
+#undef WGRAD
+    rc = 0;
+done:
+    if (cols) nb__free(cols, cbytes);
+    if (partial) nb__free(partial, pbytes);
+    nb_release(dy);
+    nb_release(x);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* CPU kernels of the fused optimizer updates: one pass per parameter over its gradient and
+   state, in the order of PyTorch's single-tensor implementations. */
+#include "iter.h"
+#include <math.h>
+
+#define UPDATE_FNS(T, SQRT, POW)                                                                       \
+    static void sgd_##T(T *p, const T *g, T *buf, int64_t n, const nb_op_args *a) {                    \
+        const T lr = (T)a->f[0], mom = (T)a->f[1], damp = (T)a->f[2], wd = (T)a->f[3];                 \
+        const bool nesterov = a->i[1] != 0, first = a->i[2] != 0;                                      \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T d = g[i];                                                                                \
+            if (wd != 0) d += wd * p[i];                                                               \
+            if (buf) {                                                                                 \
+                T b = first ? d : buf[i] * mom + (1 - damp) * d;                                       \
+                buf[i] = b;                                                                            \
+                d = nesterov ? d + mom * b : b;                                                        \
+            }                                                                                          \
+            p[i] -= lr * d;                                                                            \
+        }                                                                                              \
+    }                                                                                                  \
+    static void adam_##T(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, const nb_op_args *a) {      \
+        const T lr = (T)a->f[0], b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];  \
+        const double step = (double)a->i[1];                                                           \
+        const bool decoupled = a->i[2] != 0;                                                           \
+        const T bc1 = (T)(1 - POW(a->f[1], step)), bc2_sqrt = (T)SQRT(1 - POW(a->f[2], step));         \
+        const T step_size = lr / bc1;                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i], pi = p[i];                                                                    \
+            if (decoupled) pi *= 1 - lr * wd;                                                          \
+            else if (wd != 0) gi += wd * pi;                                                           \
+            T mi = m[i] + (1 - b1) * (gi - m[i]);                                                      \
+            T vi = v[i] * b2 + (1 - b2) * gi * gi;                                                     \
+            m[i] = mi;                                                                                 \
+            v[i] = vi;                                                                                 \
+            if (vmax) {                                                                                \
+                if (vi > vmax[i]) vmax[i] = vi;                                                        \
+                vi = vmax[i];                                                                          \
+            }                                                                                          \
+            T denom = SQRT(vi) / bc2_sqrt + eps;                                                       \
+            p[i] = pi - step_size * (mi / denom);                                                      \
+        }                                                                                              \
+    }                                                                                                  \
+    static void rmsprop_##T(T *p, const T *g, T *sq, T *buf, T *gavg, int64_t n, const nb_op_args *a) { \
+        const T lr = (T)a->f[0], alpha = (T)a->f[1], eps = (T)a->f[2], wd = (T)a->f[3], mom = (T)a->f[4]; \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i];                                                                               \
+            if (wd != 0) gi += wd * p[i];                                                              \
+            T s = sq[i] * alpha + (1 - alpha) * gi * gi;                                               \
+            sq[i] = s;                                                                                 \
+            T avg;                                                                                     \
+            if (gavg) {                                                                                \
+                T ga = gavg[i] + (1 - alpha) * (gi - gavg[i]);                                         \
+                gavg[i] = ga;                                                                          \
+                avg = SQRT(s - ga * ga) + eps;                                                         \
+            } else avg = SQRT(s) + eps;                                                                \
+            if (buf) {                                                                                 \
+                T b = buf[i] * mom + gi / avg;                                                         \
+                buf[i] = b;                                                                            \
+                p[i] -= lr * b;                                                                        \
+            } else p[i] -= lr * (gi / avg);                                                            \
+        }                                                                                              \
+    }                                                                                                  \
+    static void adagrad_##T(T *p, const T *g, T *sum, int64_t n, const nb_op_args *a) {                \
+        const T clr = (T)a->f[0], eps = (T)a->f[1], wd = (T)a->f[2];                                   \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i];                                                                               \
+            if (wd != 0) gi += wd * p[i];                                                              \
+            T s = sum[i] + gi * gi;                                                                    \
+            sum[i] = s;                                                                                \
+            p[i] -= clr * (gi / (SQRT(s) + eps));                                                      \
+        }                                                                                              \
+    }                                                                                                  \
+    static void update_##T(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a) { \
+        T *x[6] = { 0 };                                                                               \
+        for (int k = 0; k < nin && k < 6; k++) x[k] = (T *)nb__data(in[k]) + lo;                       \
+        int64_t n = hi - lo;                                                                           \
+        switch ((int)a->i[0]) {                                                                        \
+        case NB_UPDATE_SGD: sgd_##T(x[0], x[1], x[2], n, a); break;                                    \
+        case NB_UPDATE_ADAM: adam_##T(x[0], x[1], x[2], x[3], x[4], n, a); break;                      \
+        case NB_UPDATE_RMSPROP: {                                                                      \
+            T *buf = a->f[4] != 0 ? x[3] : NULL;                                                       \
+            T *gavg = a->i[1] ? x[a->f[4] != 0 ? 4 : 3] : NULL;                                        \
+            rmsprop_##T(x[0], x[1], x[2], buf, gavg, n, a);                                            \
+            break;                                                                                     \
+        }                                                                                              \
+        default: adagrad_##T(x[0], x[1], x[2], n, a);                                                  \
+        }                                                                                              \
+    }
+
+UPDATE_FNS(float, sqrtf, pow)
+UPDATE_FNS(double, sqrt, pow)
+
+/* Chunks of a fixed size, so a parameter is updated identically whatever the thread count. */
+#define UPDATE_CHUNK 65536
+
+int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    for (int k = 0; k < nin; k++)
+        if (k != 1) atomic_fetch_add_explicit(&in[k]->storage->version, 1, memory_order_relaxed);
+    int64_t n = out->numel, chunks = (n + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
+    int threads = n >= 4 * NB_PARALLEL_GRAIN ? nb__threads() : 1;
+    bool f64 = out->dtype == NB_F64;
+    NB_PARALLEL_FOR(threads, c, chunks,
+        int64_t lo = c * UPDATE_CHUNK, hi = lo + UPDATE_CHUNK < n ? lo + UPDATE_CHUNK : n;
+        if (f64) update_double(in, nin, lo, hi, args);
+        else update_float(in, nin, lo, hi, args);
+    );
+    return 0;
+}

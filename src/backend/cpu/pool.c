@@ -1,0 +1,234 @@
+/* CPU 2-D pooling over [N, C, H, W]: max (values, window argmax indices, and the gradient
+   scattered to each window's first largest element), average (padding counted in the divisor,
+   as torch's default) and adaptive average (windows floor(i*H/OH) .. ceil((i+1)*H/OH)).
+   Inputs may have any strides; outputs are contiguous. Work is split by (n, c) planes, each
+   plane done by one thread in a fixed order, so results do not depend on the thread count. */
+#include "iter.h"
+#include <math.h>
+#include <string.h>
+
+typedef struct pool_geom {
+    int64_t N, C, H, W, OH, OW;
+    int64_t k[2], s[2], p[2];
+    bool adaptive;
+    int64_t xs[4]; /* strides of the input being read (x or g) */
+} pool_geom;
+
+static pool_geom make_geom(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive) {
+    pool_geom g;
+    memset(&g, 0, sizeof g);
+    g.N = x->dim[0]; g.C = x->dim[1]; g.H = x->dim[2]; g.W = x->dim[3];
+    g.OH = y->dim[2]; g.OW = y->dim[3];
+    g.adaptive = adaptive;
+    for (int k = 0; k < 2; k++) {
+        g.k[k] = a->i[k];
+        g.s[k] = a->i[2 + k];
+        g.p[k] = a->i[4 + k];
+    }
+    return g;
+}
+
+/* Output position o's window [lo, hi) along an axis of size n with nout outputs; span is the
+   divisor's share (the window clipped to the padded input, as torch counts it). */
+static void window(const pool_geom *g, int axis, int64_t o, int64_t n, int64_t nout, int64_t *lo, int64_t *hi, int64_t *span) {
+    if (g->adaptive) {
+        *lo = o * n / nout;
+        *hi = ((o + 1) * n + nout - 1) / nout;
+        *span = *hi - *lo;
+        return;
+    }
+    int64_t a = o * g->s[axis] - g->p[axis];
+    int64_t b = a + g->k[axis];
+    if (b > n + g->p[axis]) b = n + g->p[axis];
+    *span = b - a;
+    *lo = a < 0 ? 0 : a;
+    *hi = b > n ? n : b;
+}
+
+static int plane_threads(int64_t planes, int64_t work) {
+    return planes > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
+}
+
+/* mode 0: max values, 1: argmax indices (i64, h * W + w within the plane) */
+#define POOL_FNS(T)                                                                                      \
+    static void max_plane_##T(const pool_geom *g, const T *x, void *out, int mode) {                    \
+        int64_t i = 0;                                                                                   \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
+            int64_t h0, h1, sp;                                                                          \
+            window(g, 0, oh, g->H, g->OH, &h0, &h1, &sp);                                                \
+            for (int64_t ow = 0; ow < g->OW; ow++, i++) {                                                \
+                int64_t w0, w1;                                                                          \
+                window(g, 1, ow, g->W, g->OW, &w0, &w1, &sp);                                            \
+                T m = -INFINITY;                                                                         \
+                int64_t arg = h0 * g->W + w0;                                                            \
+                for (int64_t ih = h0; ih < h1; ih++)                                                     \
+                    for (int64_t iw = w0; iw < w1; iw++) {                                               \
+                        T v = x[ih * g->xs[2] + iw * g->xs[3]];                                          \
+                        if (v > m || isnan(v)) { m = v; arg = ih * g->W + iw; }                          \
+                    }                                                                                    \
+                if (mode == 0) ((T *)out)[i] = m;                                                        \
+                else ((int64_t *)out)[i] = arg;                                                          \
+            }                                                                                            \
+        }                                                                                                \
+    }                                                                                                    \
+    /* dx (contiguous plane, zeroed) += dy at each window's argmax of x; dy has strides ys */            \
+    static void max_bwd_plane_##T(const pool_geom *g, const T *x, const T *dy, const int64_t *ys, T *dx) { \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
+            int64_t h0, h1, sp;                                                                          \
+            window(g, 0, oh, g->H, g->OH, &h0, &h1, &sp);                                                \
+            for (int64_t ow = 0; ow < g->OW; ow++) {                                                     \
+                int64_t w0, w1;                                                                          \
+                window(g, 1, ow, g->W, g->OW, &w0, &w1, &sp);                                            \
+                T m = -INFINITY;                                                                         \
+                int64_t arg = h0 * g->W + w0;                                                            \
+                for (int64_t ih = h0; ih < h1; ih++)                                                     \
+                    for (int64_t iw = w0; iw < w1; iw++) {                                               \
+                        T v = x[ih * g->xs[2] + iw * g->xs[3]];                                          \
+                        if (v > m || isnan(v)) { m = v; arg = ih * g->W + iw; }                          \
+                    }                                                                                    \
+                dx[arg] += dy[oh * ys[2] + ow * ys[3]];                                                  \
+            }                                                                                            \
+        }                                                                                                \
+    }                                                                                                    \
+    static void avg_plane_##T(const pool_geom *g, const T *x, T *y) {                                    \
+        int64_t i = 0;                                                                                   \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
+            int64_t h0, h1, sh;                                                                          \
+            window(g, 0, oh, g->H, g->OH, &h0, &h1, &sh);                                                \
+            for (int64_t ow = 0; ow < g->OW; ow++, i++) {                                                \
+                int64_t w0, w1, sw;                                                                      \
+                window(g, 1, ow, g->W, g->OW, &w0, &w1, &sw);                                            \
+                double s = 0;                                                                            \
+                for (int64_t ih = h0; ih < h1; ih++)                                                     \
+                    for (int64_t iw = w0; iw < w1; iw++) s += x[ih * g->xs[2] + iw * g->xs[3]];          \
+                y[i] = (T)(s / (double)(sh * sw));                                                       \
+            }                                                                                            \
+        }                                                                                                \
+    }                                                                                                    \
+    static void avg_bwd_plane_##T(const pool_geom *g, const T *dy, const int64_t *ys, T *dx) {           \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
+            int64_t h0, h1, sh;                                                                          \
+            window(g, 0, oh, g->H, g->OH, &h0, &h1, &sh);                                                \
+            for (int64_t ow = 0; ow < g->OW; ow++) {                                                     \
+                int64_t w0, w1, sw;                                                                      \
+                window(g, 1, ow, g->W, g->OW, &w0, &w1, &sw);                                            \
+                T v = (T)(dy[oh * ys[2] + ow * ys[3]] / (double)(sh * sw));                              \
+                for (int64_t ih = h0; ih < h1; ih++)                                                     \
+                    for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                        \
+            }                                                                                            \
+        }                                                                                                \
+    }
+
+POOL_FNS(float)
+POOL_FNS(double)
+
+static int64_t plane_off(const int64_t *st, int64_t plane, int64_t C) { return (plane / C) * st[0] + (plane % C) * st[1]; }
+
+static int max_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mode) {
+    pool_geom g = make_geom(&x->shape, &out->shape, args, false);
+    memcpy(g.xs, x->stride, sizeof g.xs);
+    int64_t planes = g.N * g.C, L = g.OH * g.OW;
+    if (out->numel == 0) return 0;
+    size_t oes = nb_dtype_size(out->dtype);
+    char *po = nb__data(out);
+    int threads = plane_threads(planes, out->numel * g.k[0] * g.k[1]);
+    if (x->dtype == NB_F32) {
+        const float *px = nb__data(x);
+        NB_PARALLEL_FOR(threads, pl, planes, max_plane_float(&g, px + plane_off(g.xs, pl, g.C), po + pl * L * (int64_t)oes, mode););
+    } else {
+        const double *px = nb__data(x);
+        NB_PARALLEL_FOR(threads, pl, planes, max_plane_double(&g, px + plane_off(g.xs, pl, g.C), po + pl * L * (int64_t)oes, mode););
+    }
+    return 0;
+}
+
+int cpu_max_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return max_pool(out, in[0], args, 0);
+}
+
+int cpu_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return max_pool(out, in[0], args, 1);
+}
+
+/* max_pool2d_backward(dy, x) -> dx */
+int cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    nb_tensor *dy = in[0], *x = in[1];
+    pool_geom g = make_geom(&x->shape, &dy->shape, args, false);
+    memcpy(g.xs, x->stride, sizeof g.xs);
+    int64_t planes = g.N * g.C, HW = g.H * g.W;
+    if (out->numel == 0) return 0;
+    memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
+    int threads = plane_threads(planes, dy->numel * g.k[0] * g.k[1]);
+    const int64_t *ys = dy->stride;
+    if (x->dtype == NB_F32) {
+        const float *px = nb__data(x), *py = nb__data(dy);
+        float *pd = nb__data(out);
+        NB_PARALLEL_FOR(threads, pl, planes,
+            max_bwd_plane_float(&g, px + plane_off(g.xs, pl, g.C), py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
+    } else {
+        const double *px = nb__data(x), *py = nb__data(dy);
+        double *pd = nb__data(out);
+        NB_PARALLEL_FOR(threads, pl, planes,
+            max_bwd_plane_double(&g, px + plane_off(g.xs, pl, g.C), py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
+    }
+    return 0;
+}
+
+static int avg_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool adaptive) {
+    pool_geom g = make_geom(&x->shape, &out->shape, args, adaptive);
+    memcpy(g.xs, x->stride, sizeof g.xs);
+    int64_t planes = g.N * g.C, L = g.OH * g.OW;
+    if (out->numel == 0) return 0;
+    int64_t win = adaptive ? (g.H / g.OH + 1) * (g.W / g.OW + 1) : g.k[0] * g.k[1];
+    int threads = plane_threads(planes, out->numel * win);
+    if (x->dtype == NB_F32) {
+        const float *px = nb__data(x);
+        float *py = nb__data(out);
+        NB_PARALLEL_FOR(threads, pl, planes, avg_plane_float(&g, px + plane_off(g.xs, pl, g.C), py + pl * L););
+    } else {
+        const double *px = nb__data(x);
+        double *py = nb__data(out);
+        NB_PARALLEL_FOR(threads, pl, planes, avg_plane_double(&g, px + plane_off(g.xs, pl, g.C), py + pl * L););
+    }
+    return 0;
+}
+
+static int avg_pool_backward(nb_tensor *out, nb_tensor *dy, const nb_op_args *args, bool adaptive) {
+    pool_geom g = make_geom(&out->shape, &dy->shape, args, adaptive);
+    int64_t planes = g.N * g.C, HW = g.H * g.W;
+    if (out->numel == 0) return 0;
+    memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
+    int64_t win = adaptive ? (g.H / g.OH + 1) * (g.W / g.OW + 1) : g.k[0] * g.k[1];
+    int threads = plane_threads(planes, dy->numel * win);
+    const int64_t *ys = dy->stride;
+    if (dy->dtype == NB_F32) {
+        const float *py = nb__data(dy);
+        float *pd = nb__data(out);
+        NB_PARALLEL_FOR(threads, pl, planes, avg_bwd_plane_float(&g, py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
+    } else {
+        const double *py = nb__data(dy);
+        double *pd = nb__data(out);
+        NB_PARALLEL_FOR(threads, pl, planes, avg_bwd_plane_double(&g, py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
+    }
+    return 0;
+}
+
+int cpu_avg_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return avg_pool(out, in[0], args, false);
+}
+int cpu_avg_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return avg_pool_backward(out, in[0], args, false);
+}
+int cpu_adaptive_avg_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return avg_pool(out, in[0], args, true);
+}
+int cpu_adaptive_avg_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return avg_pool_backward(out, in[0], args, true);
+}

@@ -1,0 +1,121 @@
+/* Scaled dot-product attention and multi-head attention, composed from ops, with
+   torch.nn.MultiheadAttention's parameter layout (batch first). */
+#include "nn_impl.h"
+#include <math.h>
+#include <stdio.h>
+
+/* An additive causal mask [tq, tk]: 0 where key <= query (aligned at the end), -inf after. */
+static nb_tensor *causal_mask(int64_t tq, int64_t tk, nb_dtype dt) {
+    nb_tensor *qi = nb_reshape(nb_arange((double)(tk - tq), (double)tk, 1, NB_I64), NB_SHAPE(tq, 1));
+    nb_tensor *ki = nb_reshape(nb_arange(0, (double)tk, 1, NB_I64), NB_SHAPE(1, tk));
+    return nb_where(nb_gt(ki, qi), nb_full(NB_SHAPE(), -INFINITY, dt), nb_zeros(NB_SHAPE(), dt));
+}
+
+nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attn_opts o) {
+    if (!q || !k || !v) {
+        if (!nb__has_error()) nb__error("nb_scaled_dot_product_attention: %s is NULL", !q ? "q" : !k ? "k" : "v");
+        return NULL;
+    }
+    char dq[200], dk[200], dv[200];
+    int nq = nb_ndim(q), nk = nb_ndim(k), nv = nb_ndim(v);
+    if (nq < 2 || nk < 2 || nv < 2 || nb_dim(q, -1) != nb_dim(k, -1) || nb_dim(k, -2) != nb_dim(v, -2)) {
+        nb__error("nb_scaled_dot_product_attention: q %s, k %s and v %s do not fit ([..., Tq, d], [..., Tk, d], [..., Tk, dv])",
+                  nb__describe(q, dq, sizeof dq), nb__describe(k, dk, sizeof dk), nb__describe(v, dv, sizeof dv));
+        return NULL;
+    }
+    double scale = o.scale != 0 ? o.scale : 1.0 / sqrt((double)nb_dim(q, -1));
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *scores = nb_mul_scalar(nb_matmul(q, nb_transpose(k, -1, -2)), scale);
+    if (o.causal) scores = nb_add(scores, causal_mask(nb_dim(q, -2), nb_dim(k, -2), nb_dtype_of(scores)));
+    if (o.mask) scores = nb_add(scores, o.mask);
+    nb_tensor *w = nb_softmax(scores, -1);
+    if (o.dropout > 0) w = nb_dropout(w, o.dropout, o.training);
+    nb_tensor *r = nb_keep(nb_matmul(w, v));
+    nb_scope_end(s);
+    return nb__own(r);
+}
+
+typedef struct {
+    nb_module base;
+    int64_t embed;
+    int heads;
+    nb_mha_opts opts;
+    nb_tensor *in_w, *in_b;
+    nb_module *out_proj;
+} mha;
+
+/* [B, T, E] -> [B, heads, T, E / heads] */
+static nb_tensor *split_heads(nb_tensor *x, int heads) {
+    int64_t b = nb_dim(x, 0), t = nb_dim(x, 1), e = nb_dim(x, 2);
+    return nb_transpose(nb_reshape(x, NB_SHAPE(b, t, heads, e / heads)), 1, 2);
+}
+
+nb_tensor *nb_mha_forward(nb_module *self, nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask) {
+    if (!self || !q || !k || !v) {
+        if (!nb__has_error()) nb__error("nb_mha_forward: an argument is NULL");
+        return NULL;
+    }
+    mha *m = (mha *)self;
+    nb_tensor *xs[3] = { q, k, v };
+    for (int i = 0; i < 3; i++)
+        if (nb_ndim(xs[i]) != 3 || nb_dim(xs[i], 2) != m->embed || nb_dim(xs[i], 0) != nb_dim(q, 0)) {
+            char sh[160];
+            nb__error("nb_nn_multihead_attention %s: expected %s [B, T, %lld], got %s", nb__layer_name(self),
+                      i == 0 ? "query" : i == 1 ? "key" : "value", (long long)m->embed,
+                      nb_shape_str(nb_shape_of(xs[i]), sh, sizeof sh));
+            return NULL;
+        }
+    int64_t e = m->embed, b = nb_dim(q, 0), tq = nb_dim(q, 1);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *qp, *kp, *vp;
+    if (q == k && k == v) { /* self-attention: one product for all three projections */
+        nb_tensor *qkv = nb_linear(q, m->in_w, m->in_b);
+        qp = nb_slice(qkv, 2, 0, e, 1);
+        kp = nb_slice(qkv, 2, e, 2 * e, 1);
+        vp = nb_slice(qkv, 2, 2 * e, 3 * e, 1);
+    } else {
+        nb_tensor *bq = m->in_b ? nb_slice(m->in_b, 0, 0, e, 1) : NULL, *bk = m->in_b ? nb_slice(m->in_b, 0, e, 2 * e, 1) : NULL,
+                  *bv = m->in_b ? nb_slice(m->in_b, 0, 2 * e, 3 * e, 1) : NULL;
+        qp = nb_linear(q, nb_slice(m->in_w, 0, 0, e, 1), bq);
+        kp = nb_linear(k, nb_slice(m->in_w, 0, e, 2 * e, 1), bk);
+        vp = nb_linear(v, nb_slice(m->in_w, 0, 2 * e, 3 * e, 1), bv);
+    }
+    nb_attn_opts ao = { .mask = mask, .causal = m->opts.causal, .training = self->training, .dropout = m->opts.dropout };
+    nb_tensor *att = nb_scaled_dot_product_attention(split_heads(qp, m->heads), split_heads(kp, m->heads),
+                                                     split_heads(vp, m->heads), ao);
+    nb_tensor *merged = nb_reshape(nb_transpose(att, 1, 2), NB_SHAPE(b, tq, e));
+    nb_tensor *r = nb_keep(nb_forward(m->out_proj, merged));
+    nb_scope_end(s);
+    return nb__own(r);
+}
+
+static nb_tensor *mha_forward(nb_module *self, nb_tensor *x) { return nb_mha_forward(self, x, x, x, NULL); }
+
+static const nb_module_class MHA = { .name = "MultiheadAttention", .forward = mha_forward };
+
+nb_module *nb_nn_multihead_attention(int64_t embed, int heads, nb_mha_opts opts) {
+    if (embed <= 0 || heads <= 0 || embed % heads != 0) {
+        nb__error("nb_nn_multihead_attention: embed_dim %lld must be a positive multiple of heads %d", (long long)embed, heads);
+        return NULL;
+    }
+    if (!(opts.dropout >= 0 && opts.dropout < 1)) {
+        nb__error("nb_nn_multihead_attention: dropout must be in [0, 1), got %g", opts.dropout);
+        return NULL;
+    }
+    mha *m = (mha *)nb_module_new(&MHA, sizeof(mha));
+    if (!m) return NULL;
+    m->embed = embed;
+    m->heads = heads;
+    m->opts = opts;
+    /* torch: xavier_uniform_ on in_proj_weight, zeros on in_proj_bias and out_proj.bias */
+    m->in_w = nb_module_param(&m->base, "in_proj_weight", nb_empty(NB_SHAPE(3 * embed, embed), NB_F32));
+    nb_init_xavier_uniform(m->in_w, 1.0);
+    if (!opts.no_bias) m->in_b = nb_module_param(&m->base, "in_proj_bias", nb_zeros(NB_SHAPE(3 * embed), NB_F32));
+    m->out_proj = nb_module_child(&m->base, "out_proj", opts.no_bias ? nb_nn_linear_no_bias(embed, embed) : nb_nn_linear(embed, embed));
+    if (m->out_proj && !opts.no_bias) nb_init_constant(nb_module_get(m->out_proj, "bias"), 0.0);
+    if (nb__has_error()) {
+        nb_module_free(&m->base);
+        return NULL;
+    }
+    return &m->base;
+}

@@ -1,0 +1,161 @@
+/* Convolution and pooling layers on the module base: nb_nn_conv2d, nb_nn_max_pool2d,
+   nb_nn_avg_pool2d and nb_nn_adaptive_avg_pool2d, with torch's defaults and initialisation.
+   Each checks its input's shape and names itself, the expected and the actual shape. */
+#include "nn_impl.h"
+#include <math.h>
+#include <stdio.h>
+
+/* "[N, 3, H, W]" (naming the unbatched form too for a 3-D input) for messages; channels < 0
+   writes "C". */
+static const char *expected_nchw(int64_t channels, bool unbatched, char *buf, size_t size) {
+    char c[24];
+    if (channels < 0) snprintf(c, sizeof c, "C");
+    else snprintf(c, sizeof c, "%lld", (long long)channels);
+    if (unbatched) snprintf(buf, size, "[N, %s, H, W] or [%s, H, W]", c, c);
+    else snprintf(buf, size, "[N, %s, H, W]", c);
+    return buf;
+}
+
+/* Checks x is [N, C, H, W] or [C, H, W] (with C == channels unless channels < 0) and that its
+   spatial size is at least min_h x min_w; names the layer when not. */
+static int check_input(const char *cls, nb_module *self, nb_tensor *x, int64_t channels, int64_t min_h, int64_t min_w) {
+    int nd = nb_ndim(x);
+    char sh[160], ex[96];
+    nb_shape s = nb_shape_of(x);
+    if (nd != 3 && nd != 4) {
+        nb__error("%s %s: expected input %s, got %s", cls, nb__layer_name(self), expected_nchw(channels, false, ex, sizeof ex),
+                  nb_shape_str(s, sh, sizeof sh));
+        return -1;
+    }
+    int c = nd - 3;
+    if (channels >= 0 && s.dim[c] != channels) {
+        nb__error("%s %s: expected input %s, got %s", cls, nb__layer_name(self), expected_nchw(channels, nd == 3, ex, sizeof ex),
+                  nb_shape_str(s, sh, sizeof sh));
+        return -1;
+    }
+    if (s.dim[c + 1] < min_h || s.dim[c + 2] < min_w) {
+        nb__error("%s %s: input %s is smaller than the (padded) kernel, which needs at least %lld x %lld", cls,
+                  nb__layer_name(self), nb_shape_str(s, sh, sizeof sh), (long long)min_h, (long long)min_w);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------- conv2d ---------- */
+typedef struct {
+    nb_module base;
+    int64_t in, out;
+    int kernel;
+    nb_conv_opts opts;
+    nb_tensor *weight, *bias;
+} conv2d;
+
+static nb_tensor *conv2d_forward(nb_module *self, nb_tensor *x) {
+    conv2d *c = (conv2d *)self;
+    int64_t need = (int64_t)c->opts.dilation[0] * (c->kernel - 1) + 1 - 2 * (int64_t)c->opts.padding[0];
+    if (check_input("nb_nn_conv2d", self, x, c->in, need, need) < 0) return NULL;
+    return nb_conv2d(x, c->weight, c->bias, c->opts);
+}
+
+static const nb_module_class CONV2D = { .name = "Conv2d", .forward = conv2d_forward };
+
+nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+    int groups = opts.groups ? opts.groups : 1;
+    if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || opts.stride < 0 || opts.padding < 0 || opts.dilation < 0 ||
+        groups < 0) {
+        nb__error("nb_nn_conv2d: channels (%lld -> %lld) and kernel %d must be positive, stride %d, padding %d, "
+                  "dilation %d and groups %d not negative", (long long)in_channels, (long long)out_channels, kernel,
+                  opts.stride, opts.padding, opts.dilation, opts.groups);
+        return NULL;
+    }
+    if (in_channels % groups || out_channels % groups) {
+        nb__error("nb_nn_conv2d: groups %d must divide both in_channels %lld and out_channels %lld", groups,
+                  (long long)in_channels, (long long)out_channels);
+        return NULL;
+    }
+    conv2d *c = (conv2d *)nb_module_new(&CONV2D, sizeof(conv2d));
+    if (!c) return NULL;
+    c->in = in_channels;
+    c->out = out_channels;
+    c->kernel = kernel;
+    int s = opts.stride ? opts.stride : 1, d = opts.dilation ? opts.dilation : 1;
+    c->opts = (nb_conv_opts){ { s, s }, { opts.padding, opts.padding }, { d, d }, groups };
+    /* torch: kaiming_uniform_(weight, a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    int64_t cin = in_channels / groups;
+    c->weight = nb_module_param(&c->base, "weight", nb_empty(NB_SHAPE(out_channels, cin, kernel, kernel), NB_F32));
+    int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
+    if (rc == 0 && !opts.no_bias) {
+        c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
+        double bound = 1.0 / sqrt((double)(cin * kernel * kernel));
+        rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
+    }
+    if (rc < 0) {
+        nb_module_free(&c->base);
+        return NULL;
+    }
+    return &c->base;
+}
+
+/* ---------- pooling ---------- */
+typedef struct {
+    nb_module base;
+    int kernel, out_h, out_w;
+    nb_pool_opts opts;
+} pool2d;
+
+static nb_tensor *max_pool2d_forward(nb_module *self, nb_tensor *x) {
+    pool2d *p = (pool2d *)self;
+    int64_t need = p->kernel - 2 * (int64_t)p->opts.padding;
+    if (check_input("nb_nn_max_pool2d", self, x, -1, need, need) < 0) return NULL;
+    return nb_max_pool2d(x, p->kernel, p->opts);
+}
+
+static nb_tensor *avg_pool2d_forward(nb_module *self, nb_tensor *x) {
+    pool2d *p = (pool2d *)self;
+    int64_t need = p->kernel - 2 * (int64_t)p->opts.padding;
+    if (check_input("nb_nn_avg_pool2d", self, x, -1, need, need) < 0) return NULL;
+    return nb_avg_pool2d(x, p->kernel, p->opts);
+}
+
+static nb_tensor *adaptive_avg_pool2d_forward(nb_module *self, nb_tensor *x) {
+    pool2d *p = (pool2d *)self;
+    if (check_input("nb_nn_adaptive_avg_pool2d", self, x, -1, 1, 1) < 0) return NULL;
+    return nb_adaptive_avg_pool2d(x, p->out_h, p->out_w);
+}
+
+static const nb_module_class MAX_POOL2D = { .name = "MaxPool2d", .forward = max_pool2d_forward };
+static const nb_module_class AVG_POOL2D = { .name = "AvgPool2d", .forward = avg_pool2d_forward };
+static const nb_module_class ADAPTIVE_AVG_POOL2D = { .name = "AdaptiveAvgPool2d", .forward = adaptive_avg_pool2d_forward };
+
+static nb_module *make_pool(const nb_module_class *cls, const char *fn, int kernel, nb_pool_opts opts) {
+    if (kernel <= 0 || opts.stride < 0 || opts.padding < 0 || opts.padding > kernel / 2) {
+        nb__error("%s: kernel %d must be positive, stride %d not negative and padding %d between 0 and half the kernel", fn,
+                  kernel, opts.stride, opts.padding);
+        return NULL;
+    }
+    pool2d *p = (pool2d *)nb_module_new(cls, sizeof(pool2d));
+    if (!p) return NULL;
+    p->kernel = kernel;
+    p->opts = (nb_pool_opts){ opts.stride ? opts.stride : kernel, opts.padding };
+    return &p->base;
+}
+
+nb_module *nb_nn_max_pool2d(int kernel, nb_pool_opts opts) {
+    return make_pool(&MAX_POOL2D, "nb_nn_max_pool2d", kernel, opts);
+}
+
+nb_module *nb_nn_avg_pool2d(int kernel, nb_pool_opts opts) {
+    return make_pool(&AVG_POOL2D, "nb_nn_avg_pool2d", kernel, opts);
+}
+
+nb_module *nb_nn_adaptive_avg_pool2d(int out_h, int out_w) {
+    if (out_h <= 0 || out_w <= 0) {
+        nb__error("nb_nn_adaptive_avg_pool2d: output size %d x %d must be positive", out_h, out_w);
+        return NULL;
+    }
+    pool2d *p = (pool2d *)nb_module_new(&ADAPTIVE_AVG_POOL2D, sizeof(pool2d));
+    if (!p) return NULL;
+    p->out_h = out_h;
+    p->out_w = out_w;
+    return &p->base;
+}

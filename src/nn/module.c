@@ -1,0 +1,319 @@
+/* The module base: parameters, buffers and children registered by name in order, dotted
+   names in PyTorch's order, train/eval mode, device moves and freeing a whole tree. */
+#include "nn_impl.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ENTRY_PARAM, ENTRY_BUFFER, ENTRY_CHILD };
+
+typedef struct entry {
+    char *name;
+    int kind;
+    nb_tensor *tensor;  /* owned (params, buffers) */
+    nb_module *child;   /* owned */
+} entry;
+
+struct nb_module_state {
+    entry *items;
+    int n, cap;
+    nb_module *parent;
+    char *path;              /* dotted path from the root ("" for a root) */
+    char **names;            /* every name a listing of this module handed out, owned */
+    int names_n, names_cap;
+};
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+nb_module *nb_module_new(const nb_module_class *cls, size_t size) {
+    if (!cls) { nb__error("nb_module_new: class is NULL"); return NULL; }
+    if (size < sizeof(nb_module)) {
+        nb__error("nb_module_new: size %zu is smaller than nb_module (%zu bytes): embed nb_module first", size, sizeof(nb_module));
+        return NULL;
+    }
+    nb_module *m = calloc(1, size);
+    nb_module_state *st = calloc(1, sizeof *st);
+    char *path = dup_str("");
+    if (!m || !st || !path) {
+        free(m); free(st); free(path);
+        nb__error("nb_module_new: out of memory creating %s", cls->name ? cls->name : "module");
+        return NULL;
+    }
+    m->cls = cls;
+    m->training = true;
+    m->state = st;
+    st->path = path;
+    return m;
+}
+
+const char *nb_module_path(const nb_module *m) { return m && m->state ? m->state->path : ""; }
+
+static int add_entry(nb_module *m, const char *fn, const char *name, int kind, nb_tensor *t, nb_module *child) {
+    nb_module_state *st = m->state;
+    if (!name || !*name || strchr(name, '.')) {
+        nb__error("%s: invalid name \"%s\" (non-empty, without dots)", fn, name ? name : "(null)");
+        return -1;
+    }
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->items[i].name, name) == 0) {
+            nb__error("%s: %s already has an entry named \"%s\"", fn, m->cls->name, name);
+            return -1;
+        }
+    if (st->n == st->cap) {
+        int cap = st->cap ? st->cap * 2 : 8;
+        entry *grown = realloc(st->items, sizeof(entry) * (size_t)cap);
+        if (!grown) { nb__error("%s: out of memory", fn); return -1; }
+        st->items = grown;
+        st->cap = cap;
+    }
+    char *copy = dup_str(name);
+    if (!copy) { nb__error("%s: out of memory", fn); return -1; }
+    st->items[st->n++] = (entry){ copy, kind, t, child };
+    return 0;
+}
+
+static nb_tensor *register_tensor(nb_module *m, const char *fn, const char *name, nb_tensor *t, int kind) {
+    if (!m || !t) {
+        if (t) nb_release(nb_keep(t));
+        if (!nb__has_error()) nb__error("%s: %s is NULL", fn, m ? "tensor" : "module");
+        return NULL;
+    }
+    nb_keep(t); /* the module takes the caller's reference, out of its scope if it is in one */
+    if (add_entry(m, fn, name, kind, t, NULL) < 0) {
+        nb_release(t);
+        return NULL;
+    }
+    if (kind == ENTRY_PARAM) nb_set_requires_grad(t, true);
+    return t;
+}
+
+nb_tensor *nb_module_param(nb_module *m, const char *name, nb_tensor *t) {
+    return register_tensor(m, "nb_module_param", name, t, ENTRY_PARAM);
+}
+
+nb_tensor *nb_module_buffer(nb_module *m, const char *name, nb_tensor *t) {
+    return register_tensor(m, "nb_module_buffer", name, t, ENTRY_BUFFER);
+}
+
+/* Recomputes the dotted paths of m's subtree from m's own path. */
+static void update_paths(nb_module *m) {
+    nb_module_state *st = m->state;
+    for (int i = 0; i < st->n; i++) {
+        if (st->items[i].kind != ENTRY_CHILD) continue;
+        nb_module *c = st->items[i].child;
+        size_t n = strlen(st->path) + strlen(st->items[i].name) + 2;
+        char *p = malloc(n);
+        if (!p) continue;
+        snprintf(p, n, "%s%s%s", st->path, *st->path ? "." : "", st->items[i].name);
+        free(c->state->path);
+        c->state->path = p;
+        update_paths(c);
+    }
+}
+
+nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child) {
+    if (!m || !child) {
+        if (child) nb_module_free(child);
+        if (!nb__has_error()) nb__error("nb_module_child: %s is NULL", m ? "child" : "module");
+        return NULL;
+    }
+    if (child->state->parent) {
+        nb__error("nb_module_child: module \"%s\" already belongs to another module", nb_module_path(child));
+        return NULL;
+    }
+    if (add_entry(m, "nb_module_child", name, ENTRY_CHILD, NULL, child) < 0) {
+        nb_module_free(child);
+        return NULL;
+    }
+    child->state->parent = m;
+    update_paths(m);
+    return child;
+}
+
+nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_forward: module is NULL");
+        return NULL;
+    }
+    if (!x) return NULL;
+    if (!m->cls->forward) {
+        nb__error("nb_forward: %s has no forward", m->cls->name);
+        return NULL;
+    }
+    return m->cls->forward(m, x);
+}
+
+nb_module *nb_module_to(nb_module *m, nb_device device) {
+    if (!m) return NULL;
+    if (device.type != NB_CPU || device.index < 0) {
+        char dv[32];
+        nb__error("nb_module_to: device %s is not available: this build of nabla has the cpu backend only",
+                  nb_device_str(device, dv, sizeof dv));
+    }
+    return m;
+}
+
+void nb_module_train(nb_module *m, bool training) {
+    if (!m) return;
+    m->training = training;
+    for (int i = 0; i < m->state->n; i++)
+        if (m->state->items[i].kind == ENTRY_CHILD) nb_module_train(m->state->items[i].child, training);
+}
+
+static void free_names(nb_module_state *st) {
+    for (int i = 0; i < st->names_n; i++) free(st->names[i]);
+    free(st->names);
+    st->names = NULL;
+    st->names_n = st->names_cap = 0;
+}
+
+void nb_module_free(nb_module *m) {
+    if (!m) return;
+    if (m->cls->free) m->cls->free(m);
+    nb_module_state *st = m->state;
+    for (int i = st->n - 1; i >= 0; i--) {
+        if (st->items[i].kind == ENTRY_CHILD) nb_module_free(st->items[i].child);
+        else nb_release(st->items[i].tensor);
+        free(st->items[i].name);
+    }
+    free(st->items);
+    free_names(st);
+    free(st->path);
+    free(st);
+    free(m);
+}
+
+nb_module *nb_module_get_child(nb_module *m, const char *name) {
+    if (!m || !name) return NULL;
+    for (int i = 0; i < m->state->n; i++)
+        if (m->state->items[i].kind == ENTRY_CHILD && strcmp(m->state->items[i].name, name) == 0) return m->state->items[i].child;
+    return NULL;
+}
+
+nb_tensor *nb_module_get(nb_module *m, const char *path) {
+    if (!m || !path) return NULL;
+    const char *dot = strchr(path, '.');
+    if (dot) {
+        char head[256];
+        size_t n = (size_t)(dot - path);
+        if (n >= sizeof head) return NULL;
+        memcpy(head, path, n);
+        head[n] = 0;
+        return nb_module_get(nb_module_get_child(m, head), dot + 1);
+    }
+    for (int i = 0; i < m->state->n; i++)
+        if (m->state->items[i].kind != ENTRY_CHILD && strcmp(m->state->items[i].name, path) == 0) return m->state->items[i].tensor;
+    return NULL;
+}
+
+/* Walks the tree in PyTorch's order: a module's own parameters, then its buffers (state_dict
+   order, whatever the order of registration), then its children. The names come from the
+   listed module's pool, so they live as long as it does and a repeated listing adds none. */
+typedef struct {
+    nb_module_state *pool;
+    nb_named_tensor *out;
+    int cap, count;
+    int hint; /* where the next name is likely to be in the pool */
+    bool failed;
+} listing;
+
+static const char *pooled_name(listing *l, const char *prefix, const char *name) {
+    nb_module_state *st = l->pool;
+    size_t n = strlen(prefix) + strlen(name) + 2;
+    char *full = malloc(n);
+    if (!full) { l->failed = true; return NULL; }
+    snprintf(full, n, "%s%s%s", prefix, *prefix ? "." : "", name);
+    for (int k = 0; k < st->names_n; k++) {
+        int i = (l->hint + k) % st->names_n;
+        if (strcmp(st->names[i], full) == 0) {
+            free(full);
+            l->hint = i + 1;
+            return st->names[i];
+        }
+    }
+    if (st->names_n == st->names_cap) {
+        int cap = st->names_cap ? st->names_cap * 2 : 16;
+        char **grown = realloc(st->names, sizeof(char *) * (size_t)cap);
+        if (!grown) { free(full); l->failed = true; return NULL; }
+        st->names = grown;
+        st->names_cap = cap;
+    }
+    st->names[st->names_n++] = full;
+    l->hint = st->names_n;
+    return full;
+}
+
+static void list_walk(nb_module *m, const char *prefix, bool params, bool buffers, listing *l) {
+    nb_module_state *st = m->state;
+    for (int kind = ENTRY_PARAM; kind <= ENTRY_BUFFER; kind++) {
+        if ((kind == ENTRY_PARAM && !params) || (kind == ENTRY_BUFFER && !buffers)) continue;
+        for (int i = 0; i < st->n; i++) {
+            entry *e = &st->items[i];
+            if (e->kind != kind) continue;
+            const char *name = pooled_name(l, prefix, e->name);
+            if (!name) return;
+            if (l->count < l->cap && l->out) l->out[l->count] = (nb_named_tensor){ name, e->tensor };
+            l->count++;
+        }
+    }
+    for (int i = 0; i < st->n && !l->failed; i++) {
+        entry *e = &st->items[i];
+        if (e->kind != ENTRY_CHILD) continue;
+        size_t n = strlen(prefix) + strlen(e->name) + 2;
+        char *p = malloc(n);
+        if (!p) { l->failed = true; return; }
+        snprintf(p, n, "%s%s%s", prefix, *prefix ? "." : "", e->name);
+        list_walk(e->child, p, params, buffers, l);
+        free(p);
+    }
+}
+
+static int list_entries(nb_module *m, const char *fn, bool params, bool buffers, nb_named_tensor *out, int cap) {
+    if (!m) {
+        if (!nb__has_error()) nb__error("%s: module is NULL", fn);
+        return -1;
+    }
+    listing l = { m->state, out, cap, 0, 0, false };
+    list_walk(m, "", params, buffers, &l);
+    if (l.failed) {
+        nb__error("%s: out of memory", fn);
+        return -1;
+    }
+    return l.count;
+}
+
+int nb_module_named_parameters(nb_module *m, nb_named_tensor *out, int cap) {
+    return list_entries(m, "nb_module_named_parameters", true, false, out, cap);
+}
+int nb_module_named_buffers(nb_module *m, nb_named_tensor *out, int cap) {
+    return list_entries(m, "nb_module_named_buffers", false, true, out, cap);
+}
+int nb_module_state_entries(nb_module *m, nb_named_tensor *out, int cap) {
+    return list_entries(m, "nb_module_state_entries", true, true, out, cap);
+}
+
+/* Visits every parameter of the tree. */
+void nb__module_each_param(nb_module *m, void (*fn)(nb_tensor *p, void *ctx), void *ctx) {
+    if (!m) return;
+    for (int i = 0; i < m->state->n; i++) {
+        entry *e = &m->state->items[i];
+        if (e->kind == ENTRY_PARAM) fn(e->tensor, ctx);
+        else if (e->kind == ENTRY_CHILD) nb__module_each_param(e->child, fn, ctx);
+    }
+}
+
+static void add_numel(nb_tensor *p, void *ctx) { *(int64_t *)ctx += nb_numel(p); }
+int64_t nb_module_num_params(nb_module *m) {
+    int64_t n = 0;
+    nb__module_each_param(m, add_numel, &n);
+    return n;
+}
+
+static void drop_grad(nb_tensor *p, void *ctx) { (void)ctx; nb_zero_grad(p); }
+void nb_module_zero_grad(nb_module *m) { nb__module_each_param(m, drop_grad, NULL); }

@@ -1,0 +1,467 @@
+/* Optimizers: parameter groups over borrowed parameters, state created at the first step,
+   and one fused update op per parameter through the dispatch path. */
+#include "../ops/ops_impl.h"
+#include "../nn/nn_impl.h"
+#include "nabla/optim.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { KIND_SGD, KIND_ADAM, KIND_ADAMW, KIND_RMSPROP, KIND_ADAGRAD } optim_kind;
+
+static const char *const kind_names[] = { "nb_optim_sgd", "nb_optim_adam", "nb_optim_adamw", "nb_optim_rmsprop", "nb_optim_adagrad" };
+
+typedef struct {
+    nb_tensor *param;   /* borrowed */
+    nb_tensor *state[3];
+    nb_tensor *step;    /* i64 0-d: updates taken */
+    int group;
+} slot;
+
+typedef struct {
+    double lr, weight_decay;
+} group;
+
+struct nb_optimizer {
+    optim_kind kind;
+    double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha, lr_decay, initial_acc;
+    bool nesterov, amsgrad, centered;
+    slot *slots;
+    int nslots, cap;
+    group *groups;
+    int ngroups;
+    char **state_names;
+    int state_names_n;
+};
+
+/* A zero option is the default; NB_ZERO (negative zero) asks for an explicit 0. */
+static double opt_or(double v, double dflt) { return v == 0 && !signbit(v) ? dflt : (v == 0 ? 0.0 : v); }
+
+static const char *const state_names[5][3] = {
+    { "momentum_buffer", NULL, NULL },
+    { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" },
+    { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" },
+    { "square_avg", "momentum_buffer", "grad_avg" },
+    { "sum", NULL, NULL },
+};
+
+/* Which state tensors this optimizer keeps per parameter. */
+static bool uses_state(const nb_optimizer *o, int k) {
+    switch (o->kind) {
+    case KIND_SGD: return k == 0 && o->momentum != 0;
+    case KIND_ADAM:
+    case KIND_ADAMW: return k < 2 || (k == 2 && o->amsgrad);
+    case KIND_RMSPROP: return k == 0 || (k == 1 && o->momentum != 0) || (k == 2 && o->centered);
+    default: return k == 0;
+    }
+}
+
+static nb_optimizer *make(optim_kind kind, nb_module *m) {
+    nb_optimizer *o = calloc(1, sizeof *o);
+    if (!o) {
+        nb__error("%s: out of memory", kind_names[kind]);
+        return NULL;
+    }
+    o->kind = kind;
+    (void)m;
+    return o;
+}
+
+static bool check_hyper(nb_optimizer *o) {
+    const char *fn = kind_names[o->kind];
+    if (!(o->lr >= 0) || !(o->weight_decay >= 0) || !(o->momentum >= 0) || !(o->eps >= 0)) {
+        nb__error("%s: learning rate, weight decay, momentum and eps must be non-negative (lr %g, weight decay %g)", fn,
+                  o->lr, o->weight_decay);
+        return false;
+    }
+    if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1)) {
+        nb__error("%s: betas must be in [0, 1), got %g and %g", fn, o->beta1, o->beta2);
+        return false;
+    }
+    if (o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
+        nb__error("%s: nesterov needs a momentum and zero dampening", fn);
+        return false;
+    }
+    return true;
+}
+
+typedef struct {
+    nb_tensor **items;
+    int n, cap;
+} param_list;
+
+static void collect(nb_tensor *p, void *ctx) {
+    param_list *l = ctx;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 16;
+        nb_tensor **g = realloc(l->items, sizeof(nb_tensor *) * (size_t)cap);
+        if (!g) return;
+        l->items = g;
+        l->cap = cap;
+    }
+    l->items[l->n++] = p;
+}
+
+/* Validates, then adds the module's parameters as group 0. */
+static nb_optimizer *finish(nb_optimizer *o, nb_module *m) {
+    if (!check_hyper(o)) {
+        nb_optim_free(o);
+        return NULL;
+    }
+    if (m) {
+        param_list l = { 0 };
+        nb__module_each_param(m, collect, &l);
+        int rc = nb_optim_add_param_group(o, l.items, l.n, (nb_group_opts){ 0 });
+        free(l.items);
+        if (rc < 0) {
+            nb_optim_free(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+nb_optimizer *nb_optim_sgd(nb_module *m, nb_sgd_opts opts) {
+    nb_optimizer *o = make(KIND_SGD, m);
+    if (!o) return NULL;
+    o->lr = opt_or(opts.lr, 1e-3);
+    o->momentum = opts.momentum;
+    o->dampening = opts.dampening;
+    o->weight_decay = opts.weight_decay;
+    o->nesterov = opts.nesterov;
+    return finish(o, m);
+}
+
+static nb_optimizer *adam_like(optim_kind kind, nb_module *m, nb_adam_opts opts) {
+    nb_optimizer *o = make(kind, m);
+    if (!o) return NULL;
+    o->lr = opt_or(opts.lr, 1e-3);
+    o->beta1 = opt_or(opts.beta1, 0.9);
+    o->beta2 = opt_or(opts.beta2, 0.999);
+    o->eps = opt_or(opts.eps, 1e-8);
+    o->weight_decay = opt_or(opts.weight_decay, kind == KIND_ADAMW ? 1e-2 : 0.0);
+    o->amsgrad = opts.amsgrad;
+    return finish(o, m);
+}
+nb_optimizer *nb_optim_adam(nb_module *m, nb_adam_opts opts) { return adam_like(KIND_ADAM, m, opts); }
+nb_optimizer *nb_optim_adamw(nb_module *m, nb_adamw_opts opts) { return adam_like(KIND_ADAMW, m, opts); }
+
+nb_optimizer *nb_optim_rmsprop(nb_module *m, nb_rmsprop_opts opts) {
+    nb_optimizer *o = make(KIND_RMSPROP, m);
+    if (!o) return NULL;
+    o->lr = opt_or(opts.lr, 1e-2);
+    o->alpha = opt_or(opts.alpha, 0.99);
+    o->eps = opt_or(opts.eps, 1e-8);
+    o->weight_decay = opts.weight_decay;
+    o->momentum = opts.momentum;
+    o->centered = opts.centered;
+    return finish(o, m);
+}
+
+nb_optimizer *nb_optim_adagrad(nb_module *m, nb_adagrad_opts opts) {
+    nb_optimizer *o = make(KIND_ADAGRAD, m);
+    if (!o) return NULL;
+    o->lr = opt_or(opts.lr, 1e-2);
+    o->lr_decay = opts.lr_decay;
+    o->weight_decay = opts.weight_decay;
+    o->initial_acc = opts.initial_accumulator_value;
+    o->eps = opt_or(opts.eps, 1e-10);
+    return finish(o, m);
+}
+
+int nb_optim_add_param_group(nb_optimizer *o, nb_tensor *const *params, int n, nb_group_opts opts) {
+    if (!o) return -1;
+    const char *fn = "nb_optim_add_param_group";
+    if (n < 0 || (n > 0 && !params)) {
+        nb__error("%s: invalid parameter list", fn);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        char d[200];
+        if (!params[i]) {
+            nb__error("%s: parameter %d is NULL", fn, i);
+            return -1;
+        }
+        if (!nb__is_float(nb_dtype_of(params[i])) || !nb_is_leaf(params[i])) {
+            nb__error("%s: parameter %d %s must be a float leaf tensor", fn, i, nb__describe(params[i], d, sizeof d));
+            return -1;
+        }
+        for (int k = 0; k < o->nslots; k++)
+            if (o->slots[k].param == params[i]) {
+                nb__error("%s: parameter %d %s is already in group %d", fn, i, nb__describe(params[i], d, sizeof d),
+                          o->slots[k].group);
+                return -1;
+            }
+    }
+    group *g = realloc(o->groups, sizeof(group) * (size_t)(o->ngroups + 1));
+    if (!g) {
+        nb__error("%s: out of memory", fn);
+        return -1;
+    }
+    o->groups = g;
+    if (o->nslots + n > o->cap) {
+        int cap = o->nslots + n + 16;
+        slot *s = realloc(o->slots, sizeof(slot) * (size_t)cap);
+        if (!s) {
+            nb__error("%s: out of memory", fn);
+            return -1;
+        }
+        o->slots = s;
+        o->cap = cap;
+    }
+    int gi = o->ngroups++;
+    o->groups[gi] = (group){ opt_or(opts.lr, o->lr), opt_or(opts.weight_decay, o->weight_decay) };
+    for (int i = 0; i < n; i++) {
+        nb_set_requires_grad(params[i], true);
+        o->slots[o->nslots++] = (slot){ .param = params[i], .group = gi };
+    }
+    return gi;
+}
+
+/* Makes the slot's state in the caller's scope; 0, or <0 with the slot left without state. */
+static int init_slot(nb_optimizer *o, slot *s) {
+    nb_shape shape = nb_shape_of(s->param);
+    nb_dtype dt = nb_dtype_of(s->param);
+    s->step = nb_zeros(NB_SHAPE(), NB_I64);
+    bool ok = s->step != NULL;
+    for (int k = 0; k < 3; k++)
+        if (uses_state(o, k)) {
+            s->state[k] = nb_full(shape, o->kind == KIND_ADAGRAD ? o->initial_acc : 0.0, dt);
+            ok = ok && s->state[k];
+        }
+    if (ok) return 0; /* not nb__has_error(): an earlier error the caller did not clear is no failure here */
+    s->step = NULL;   /* what was made belongs to the caller's scope */
+    for (int k = 0; k < 3; k++) s->state[k] = NULL;
+    return -1;
+}
+
+int nb_optim_init_state(nb_optimizer *o) {
+    if (!o) return -1;
+    for (int i = 0; i < o->nslots; i++) {
+        slot *s = &o->slots[i];
+        if (s->step) continue;
+        nb_scope *sc = nb_scope_begin();
+        int rc = init_slot(o, s);
+        if (s->step) nb_keep(s->step); /* the optimizer owns its state */
+        for (int k = 0; k < 3; k++)
+            if (s->state[k]) nb_keep(s->state[k]);
+        nb_scope_end(sc);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+void nb_optim_zero_grad(nb_optimizer *o) {
+    if (!o) return;
+    for (int i = 0; i < o->nslots; i++) nb_zero_grad(o->slots[i].param);
+}
+
+int nb_optim_step(nb_optimizer *o) {
+    if (!o) {
+        if (!nb__has_error()) nb__error("nb_optim_step: optimizer is NULL");
+        return -1;
+    }
+    if (nb_optim_init_state(o) < 0) return -1;
+    bool prev = nb_set_grad_enabled(false);
+    int rc = 0;
+    for (int i = 0; i < o->nslots && rc == 0; i++) {
+        slot *s = &o->slots[i];
+        nb_tensor *g = nb_grad_of(s->param);
+        if (!g) continue; /* a parameter without a gradient is left alone, as in torch */
+        group *gr = &o->groups[s->group];
+        int64_t step = (int64_t)nb_item(s->step) + 1;
+        nb_op_args a = { .i = { 0 } };
+        nb_tensor *in[5] = { s->param, g };
+        int nin = 2;
+        switch (o->kind) {
+        case KIND_SGD:
+            a.i[0] = NB_UPDATE_SGD;
+            a.f[0] = gr->lr; a.f[1] = o->momentum; a.f[2] = o->dampening; a.f[3] = gr->weight_decay;
+            a.i[1] = o->nesterov;
+            a.i[2] = step == 1;
+            if (s->state[0]) in[nin++] = s->state[0];
+            break;
+        case KIND_ADAM:
+        case KIND_ADAMW:
+            a.i[0] = NB_UPDATE_ADAM;
+            a.f[0] = gr->lr; a.f[1] = o->beta1; a.f[2] = o->beta2; a.f[3] = o->eps; a.f[4] = gr->weight_decay;
+            a.i[1] = step;
+            a.i[2] = o->kind == KIND_ADAMW;
+            in[nin++] = s->state[0];
+            in[nin++] = s->state[1];
+            if (o->amsgrad) in[nin++] = s->state[2];
+            break;
+        case KIND_RMSPROP:
+            a.i[0] = NB_UPDATE_RMSPROP;
+            a.f[0] = gr->lr; a.f[1] = o->alpha; a.f[2] = o->eps; a.f[3] = gr->weight_decay; a.f[4] = o->momentum;
+            a.i[1] = o->centered;
+            in[nin++] = s->state[0];
+            if (s->state[1]) in[nin++] = s->state[1];
+            if (s->state[2]) in[nin++] = s->state[2];
+            break;
+        default:
+            a.i[0] = NB_UPDATE_ADAGRAD;
+            a.f[0] = gr->lr / (1 + (double)(step - 1) * o->lr_decay);
+            a.f[1] = o->eps;
+            a.f[2] = gr->weight_decay;
+            in[nin++] = s->state[0];
+        }
+        nb_scope *sc = nb_scope_begin();
+        if (!nb_is_contiguous(g)) in[1] = nb_contiguous(g);
+        nb_tensor *r = nb__dispatch(NB_OP_OPTIM_UPDATE, in, nin, &a);
+        if (r) {
+            nb_release(r);
+            rc = nb_assign(s->step, nb_full(NB_SHAPE(), (double)step, NB_I64));
+        } else rc = -1;
+        nb_scope_end(sc);
+    }
+    nb_set_grad_enabled(prev);
+    return rc;
+}
+
+void nb_optim_set_lr(nb_optimizer *o, double lr) {
+    if (!o) return;
+    for (int g = 0; g < o->ngroups; g++) o->groups[g].lr = lr;
+    o->lr = lr;
+}
+
+int nb_optim_set_group_lr(nb_optimizer *o, int g, double lr) {
+    if (!o) return -1;
+    if (g < 0 || g >= o->ngroups) {
+        nb__error("nb_optim_set_group_lr: group %d does not exist (%d groups)", g, o->ngroups);
+        return -1;
+    }
+    o->groups[g].lr = lr;
+    return 0;
+}
+
+double nb_optim_get_lr(const nb_optimizer *o, int g) {
+    if (!o || g < 0 || g >= o->ngroups) return NAN;
+    return o->groups[g].lr;
+}
+
+int nb_optim_num_groups(const nb_optimizer *o) { return o ? o->ngroups : 0; }
+
+/* Internal to the schedules: the optimizer's first-moment coefficient (SGD momentum or Adam's
+   beta1), which one-cycle cycles. */
+double nb__optim_momentum(const nb_optimizer *o, bool *has) {
+    *has = o->kind == KIND_SGD ? o->momentum != 0 : (o->kind == KIND_ADAM || o->kind == KIND_ADAMW);
+    return o->kind == KIND_SGD ? o->momentum : o->beta1;
+}
+void nb__optim_set_momentum(nb_optimizer *o, double m) {
+    if (o->kind == KIND_SGD) o->momentum = m;
+    else if (o->kind == KIND_ADAM || o->kind == KIND_ADAMW) o->beta1 = m;
+}
+
+static void free_state_names(nb_optimizer *o) {
+    for (int i = 0; i < o->state_names_n; i++) free(o->state_names[i]);
+    free(o->state_names);
+    o->state_names = NULL;
+    o->state_names_n = 0;
+}
+
+int nb_optim_named_state(nb_optimizer *o, nb_named_tensor *out, int cap) {
+    if (!o) return -1;
+    free_state_names(o);
+    int total = 0;
+    for (int i = 0; i < o->nslots; i++) {
+        slot *s = &o->slots[i];
+        if (!s->step) continue;
+        total++;
+        for (int k = 0; k < 3; k++) total += s->state[k] != NULL;
+    }
+    o->state_names = calloc((size_t)(total ? total : 1), sizeof(char *));
+    if (!o->state_names) {
+        nb__error("nb_optim_named_state: out of memory");
+        return -1;
+    }
+    int n = 0;
+    for (int i = 0; i < o->nslots; i++) {
+        slot *s = &o->slots[i];
+        if (!s->step) continue;
+        for (int k = -1; k < 3; k++) {
+            nb_tensor *t = k < 0 ? s->step : s->state[k];
+            if (!t) continue;
+            char buf[64];
+            snprintf(buf, sizeof buf, "%d.%s", i, k < 0 ? "step" : state_names[o->kind][k]);
+            char *name = malloc(strlen(buf) + 1);
+            if (!name) {
+                nb__error("nb_optim_named_state: out of memory");
+                return -1;
+            }
+            strcpy(name, buf);
+            o->state_names[o->state_names_n++] = name;
+            if (n < cap && out) out[n] = (nb_named_tensor){ name, t };
+            n++;
+        }
+    }
+    return n;
+}
+
+void nb_optim_free(nb_optimizer *o) {
+    if (!o) return;
+    for (int i = 0; i < o->nslots; i++) {
+        nb_release(o->slots[i].step);
+        for (int k = 0; k < 3; k++) nb_release(o->slots[i].state[k]);
+    }
+    free_state_names(o);
+    free(o->slots);
+    free(o->groups);
+    free(o);
+}
+
+/* ---------- gradient clipping ---------- */
+typedef struct {
+    double sumsq;
+    bool failed;
+} norm_acc;
+
+static void add_sq(nb_tensor *p, void *ctx) {
+    norm_acc *a = ctx;
+    nb_tensor *g = nb_grad_of(p);
+    if (!g) return;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *gd = nb_cast(g, NB_F64);
+    double v = nb_item(nb_sum_all(nb_mul(gd, gd)));
+    nb_scope_end(s);
+    if (isnan(v) && nb__has_error()) a->failed = true;
+    a->sumsq += v;
+}
+
+double nb_grad_norm(nb_module *m) {
+    if (!m) return -1;
+    norm_acc a = { 0, false };
+    bool prev = nb_set_grad_enabled(false);
+    nb__module_each_param(m, add_sq, &a);
+    nb_set_grad_enabled(prev);
+    return a.failed ? -1 : sqrt(a.sumsq);
+}
+
+static void scale_grad(nb_tensor *p, void *ctx) {
+    nb_tensor *g = nb_grad_of(p);
+    if (!g) return;
+    nb_scope *s = nb_scope_begin();
+    nb_set_grad(p, nb_mul_scalar(g, *(double *)ctx)); /* a new tensor: gradients may be shared */
+    nb_scope_end(s);
+}
+
+double nb_clip_grad_norm(nb_module *m, double max_norm) {
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_clip_grad_norm: module is NULL");
+        return -1;
+    }
+    if (!(max_norm > 0)) {
+        nb__error("nb_clip_grad_norm: max_norm must be positive, got %g", max_norm);
+        return -1;
+    }
+    double total = nb_grad_norm(m);
+    if (total < 0) return -1;
+    double coef = max_norm / (total + 1e-6);
+    if (coef < 1.0) { /* torch clamps the coefficient at 1 */
+        bool prev = nb_set_grad_enabled(false);
+        nb__module_each_param(m, scale_grad, &coef);
+        nb_set_grad_enabled(prev);
+    }
+    return total;
+}

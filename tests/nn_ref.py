@@ -1,0 +1,351 @@
+#!/usr/bin/python3
+"""Writes the PyTorch reference for tests/test_nn_torch.c (layers, losses, optimizers, schedules).
+
+Usage: nn_ref.py OUTPUT_FILE
+
+The file is a flat store of named records, one per line, that the C test looks up by name:
+
+  T name dtype ndim d1..dn v1..v_numel   a tensor (values in decimals that round-trip exactly)
+  S name n w1..wn                        a list of words (e.g. optimizer state names)
+
+Names are dotted: "<section>.<case>.<what>", e.g. "layer.linear.x", "loss.ce_mean.grad",
+"opt.adam_amsgrad.p0", "sched.onecycle_sgd.lr". Each case draws its values from a torch seed
+made from its name, so adding a case changes no other. The C side mirrors each case's settings
+by name; a name it asks for that is missing here is a failure.
+
+The test fails (rather than skips) when this script cannot run: the generator is a CTest
+fixture that the C test requires, and the C test fails when the file is missing.
+"""
+import math
+import sys
+import zlib
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DT_NAME = {torch.float32: 'f32', torch.float64: 'f64', torch.int64: 'i64'}
+OUT = []
+
+
+def seed(name):
+    torch.manual_seed(zlib.crc32(name.encode()))
+
+
+def put(name, t):
+    t = torch.as_tensor(t).detach().contiguous()
+    if t.dtype not in DT_NAME:
+        t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
+    dt = DT_NAME[t.dtype]
+    flat = t.reshape(-1).tolist()
+    if dt == 'f32':
+        vals = ['%.9g' % v for v in flat]
+    elif dt == 'f64':
+        vals = [repr(float(v)) for v in flat]
+    else:
+        vals = [str(int(v)) for v in flat]
+    OUT.append(' '.join(['T', name, dt, str(t.dim())] + [str(d) for d in t.shape] + vals))
+
+
+def put_words(name, words):
+    OUT.append(' '.join(['S', name, str(len(words))] + list(words)))
+
+
+def put_scalar(name, v):
+    put(name, torch.tensor(float(v), dtype=torch.float64))
+
+
+# ---------------------------------------------------------------- layers
+def layer_case(name, module, x, x_grad=True):
+    """Forward x through module and backward a random upstream gradient; writes the module's
+    parameters (by their torch names), x, g, y, x's gradient and each parameter's gradient."""
+    pre = 'layer.' + name
+    x = x.clone().requires_grad_(x_grad and x.is_floating_point())
+    put_words(f'{pre}.params', [pname for pname, _ in module.named_parameters()])
+    for pname, p in module.named_parameters():
+        put(f'{pre}.param.{pname}', p)
+    put(f'{pre}.x', x)
+    y = module(x)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad((y * g).sum(), ([x] if x.requires_grad else []) + list(module.parameters()),
+                                allow_unused=True)
+    put(f'{pre}.g', g)
+    put(f'{pre}.y', y)
+    k = 0
+    if x.requires_grad:
+        put(f'{pre}.gx', grads[0])
+        k = 1
+    for (pname, _), gr in zip(module.named_parameters(), grads[k:]):
+        put(f'{pre}.grad.{pname}', gr)
+
+
+def away_from_zero(shape):
+    x = torch.randn(shape)
+    return torch.where(x.abs() < 0.05, torch.full_like(x, 0.3), x)
+
+
+def layers():
+    seed('linear')
+    layer_case('linear', nn.Linear(6, 4), torch.randn(3, 6))
+    seed('linear3d')
+    layer_case('linear3d', nn.Linear(6, 4), torch.randn(2, 3, 6))
+    seed('linear_no_bias')
+    layer_case('linear_no_bias', nn.Linear(6, 4, bias=False), torch.randn(3, 6))
+    for name, mod in [('relu', nn.ReLU()), ('gelu', nn.GELU()), ('silu', nn.SiLU()), ('tanh', nn.Tanh()),
+                      ('sigmoid', nn.Sigmoid()), ('softmax', nn.Softmax(dim=1)),
+                      ('log_softmax', nn.LogSoftmax(dim=-1))]:
+        seed(name)
+        layer_case(name, mod, away_from_zero((4, 5)))
+    seed('flatten')
+    layer_case('flatten', nn.Flatten(), torch.randn(2, 3, 4, 5))
+    seed('dropout_eval')
+    d = nn.Dropout(0.3)
+    d.eval()
+    layer_case('dropout_eval', d, torch.randn(4, 5))
+    seed('embedding')
+    emb = nn.Embedding(10, 4)
+    layer_case('embedding', emb, torch.tensor([[1, 3, 3, 9], [0, 3, 7, 1]]))
+    seed('layer_norm')
+    ln = nn.LayerNorm(5)
+    with torch.no_grad():  # not the trivial ones and zeros
+        ln.weight.copy_(torch.randn(5))
+        ln.bias.copy_(torch.randn(5))
+    layer_case('layer_norm', ln, torch.randn(2, 3, 5) * 2 + 0.5)
+    seed('sequential')
+    seq = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3),
+                        nn.LogSoftmax(dim=1))
+    layer_case('sequential', seq, torch.randn(5, 6))
+
+
+# ---------------------------------------------------------------- losses
+def loss_case(name, fn, x, target, extra=None):
+    """fn(x, target) -> loss; writes x, target, extra tensors, the loss, a random upstream
+    gradient of the loss's shape and x's gradient."""
+    pre = 'loss.' + name
+    x = x.clone().requires_grad_(True)
+    put(f'{pre}.x', x)
+    put(f'{pre}.target', target)
+    for k, v in (extra or {}).items():
+        put(f'{pre}.{k}', v)
+    y = fn(x, target)
+    g = torch.randn_like(y)
+    (gx,) = torch.autograd.grad((y * g).sum(), [x])
+    put(f'{pre}.g', g)
+    put(f'{pre}.y', y)
+    put(f'{pre}.gx', gx)
+
+
+def losses():
+    for red in ('mean', 'sum', 'none'):
+        seed('ce_' + red)
+        loss_case('ce_' + red, lambda x, t, r=red: F.cross_entropy(x, t, reduction=r), torch.randn(6, 5),
+                  torch.randint(0, 5, (6,)))
+    seed('ce_nd')
+    loss_case('ce_nd', lambda x, t: F.cross_entropy(x, t), torch.randn(3, 4, 5), torch.randint(0, 4, (3, 5)))
+    seed('ce_nd_none')
+    loss_case('ce_nd_none', lambda x, t: F.cross_entropy(x, t, reduction='none'), torch.randn(2, 4, 3, 2),
+              torch.randint(0, 4, (2, 3, 2)))
+    seed('ce_smooth')
+    loss_case('ce_smooth', lambda x, t: F.cross_entropy(x, t, label_smoothing=0.2), torch.randn(6, 5),
+              torch.randint(0, 5, (6,)))
+    seed('ce_ignore')
+    t = torch.randint(0, 5, (8,))
+    t[1] = t[5] = 2
+    loss_case('ce_ignore', lambda x, t: F.cross_entropy(x, t, ignore_index=2), torch.randn(8, 5), t)
+    seed('ce_weight')
+    w = torch.rand(5) + 0.5
+    for red in ('mean', 'sum', 'none'):
+        loss_case('ce_weight_' + red, lambda x, t, r=red: F.cross_entropy(x, t, weight=w, reduction=r),
+                  torch.randn(7, 5), torch.randint(0, 5, (7,)), {'weight': w})
+    seed('ce_all')
+    w = torch.rand(5) + 0.5
+    t = torch.randint(0, 5, (3, 4))
+    t[0, 1] = t[2, 3] = 4
+    for red in ('mean', 'sum', 'none'):
+        loss_case('ce_all_' + red,
+                  lambda x, t, r=red: F.cross_entropy(x, t, weight=w, ignore_index=4, label_smoothing=0.1,
+                                                      reduction=r),
+                  torch.randn(3, 5, 4), t, {'weight': w})
+    seed('nll')
+    w = torch.rand(5) + 0.5
+    t = torch.randint(0, 5, (7,))
+    t[3] = 1
+    for red in ('mean', 'sum', 'none'):
+        loss_case('nll_' + red, lambda x, t, r=red: F.nll_loss(x, t, reduction=r),
+                  F.log_softmax(torch.randn(7, 5), 1), t)
+        loss_case('nll_weight_ignore_' + red,
+                  lambda x, t, r=red: F.nll_loss(x, t, weight=w, ignore_index=1, reduction=r),
+                  F.log_softmax(torch.randn(7, 5), 1), t, {'weight': w})
+    for red in ('mean', 'sum', 'none'):
+        seed('reg_' + red)
+        x, y = torch.randn(4, 6), torch.randn(4, 6)
+        y[0, :3] = x[0, :3] + torch.tensor([0.3, -0.7, 0.2])  # some |x - y| below beta 0.5 and 1
+        loss_case('mse_' + red, lambda a, b, r=red: F.mse_loss(a, b, reduction=r), x, y)
+        loss_case('l1_' + red, lambda a, b, r=red: F.l1_loss(a, b, reduction=r), x, y)
+        loss_case('smooth_l1_' + red, lambda a, b, r=red: F.smooth_l1_loss(a, b, reduction=r), x, y)
+        loss_case('smooth_l1_b05_' + red, lambda a, b, r=red: F.smooth_l1_loss(a, b, reduction=r, beta=0.5), x, y)
+        seed('bce_' + red)
+        x, y = torch.randn(4, 6) * 3, torch.rand(4, 6)
+        x[0, 0], x[0, 1] = 40.0, -40.0  # large logits: the stable form
+        pw = torch.rand(6) * 3 + 0.2
+        loss_case('bce_' + red, lambda a, b, r=red: F.binary_cross_entropy_with_logits(a, b, reduction=r), x, y)
+        loss_case('bce_pw_' + red,
+                  lambda a, b, r=red: F.binary_cross_entropy_with_logits(a, b, reduction=r, pos_weight=pw), x, y,
+                  {'pos_weight': pw})
+
+
+# ---------------------------------------------------------------- optimizers and schedules
+STEPS = 100
+
+
+def opt_data():
+    seed('opt_data')
+    p0, p1 = torch.randn(7, 5), torch.randn(5)
+    grads = [(torch.randn(7, 5) * (1 + 0.5 * math.sin(k)), torch.randn(5) * 0.5) for k in range(STEPS)]
+    put('opt.init.p0', p0)
+    put('opt.init.p1', p1)
+    for k, (g0, g1) in enumerate(grads):
+        put(f'opt.grad.{k}.0', g0)
+        put(f'opt.grad.{k}.1', g1)
+    return p0, p1, grads
+
+
+def put_state(name, opt):
+    sd = opt.state_dict()['state']
+    words = []
+    for idx in sorted(sd):
+        for key, v in sd[idx].items():
+            if v is None:
+                continue
+            words.append(f'{idx}.{key}')
+            put(f'{name}.state.{idx}.{key}', torch.as_tensor(v))
+    put_words(f'{name}.state_names', words)
+
+
+def run_opt(name, make_opt, data, make_sched=None, set_lr_at=None):
+    """100 steps of make_opt over the shared parameters and gradients; writes the final
+    parameters, the state and (with a schedule) the lr of group 0 after construction and after
+    each step."""
+    p0, p1, grads = data
+    params = [p0.clone().requires_grad_(True), p1.clone().requires_grad_(True)]
+    opt = make_opt(params)
+    sched = make_sched(opt) if make_sched else None
+    lrs = [opt.param_groups[0]['lr']]
+    for k in range(STEPS):
+        if set_lr_at is not None and k == set_lr_at[0]:
+            for g in opt.param_groups:
+                g['lr'] = set_lr_at[1]
+        for p, g in zip(params, grads[k]):
+            p.grad = g.clone()
+        opt.step()
+        if sched:
+            sched.step()
+        lrs.append(opt.param_groups[0]['lr'])
+    put(f'{name}.p0', params[0])
+    put(f'{name}.p1', params[1])
+    put_state(name, opt)
+    if sched:
+        put(f'{name}.lr', torch.tensor(lrs, dtype=torch.float64))
+
+
+OPTIMIZERS = {
+    'sgd_plain': lambda p: torch.optim.SGD(p, lr=0.1),
+    'sgd_momentum': lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+    'sgd_dampening': lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, dampening=0.3),
+    'sgd_nesterov': lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
+    'sgd_wd': lambda p: torch.optim.SGD(p, lr=0.05, weight_decay=0.1),
+    'sgd_momentum_wd': lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.5, weight_decay=0.01),
+    'adam_default': lambda p: torch.optim.Adam(p),
+    'adam_wd': lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1),
+    'adam_amsgrad': lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True),
+    'adam_betas': lambda p: torch.optim.Adam(p, lr=1e-2, betas=(0.5, 0.9), eps=1e-6),
+    'adamw_default': lambda p: torch.optim.AdamW(p),
+    'adamw_lr': lambda p: torch.optim.AdamW(p, lr=1e-2),
+    'adamw_amsgrad': lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.05, amsgrad=True),
+    'rmsprop_default': lambda p: torch.optim.RMSprop(p),
+    'rmsprop_momentum': lambda p: torch.optim.RMSprop(p, lr=1e-3, momentum=0.9),
+    'rmsprop_centered': lambda p: torch.optim.RMSprop(p, lr=1e-3, centered=True),
+    'rmsprop_all': lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.9, momentum=0.5, centered=True,
+                                                 weight_decay=0.1),
+    'rmsprop_wd': lambda p: torch.optim.RMSprop(p, weight_decay=0.1),
+    'adagrad_default': lambda p: torch.optim.Adagrad(p),
+    'adagrad_lr_decay': lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01),
+    'adagrad_wd': lambda p: torch.optim.Adagrad(p, lr=0.1, weight_decay=0.1),
+    'adagrad_init_acc': lambda p: torch.optim.Adagrad(p, lr=0.1, initial_accumulator_value=0.5),
+    # parameter groups: p0 and p1 with their own lr and weight decay
+    'groups_sgd': lambda p: torch.optim.SGD([{'params': [p[0]]}, {'params': [p[1]], 'lr': 0.01, 'weight_decay': 0.05}],
+                                            lr=0.05, momentum=0.9),
+    'groups_adam': lambda p: torch.optim.Adam([{'params': [p[0]], 'weight_decay': 0.1}, {'params': [p[1]], 'lr': 0.05}],
+                                              lr=1e-2),
+}
+
+SCHEDULES = {
+    'step': (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+             lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=30, gamma=0.5)),
+    'multistep': (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                  lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[20, 50, 80], gamma=0.3)),
+    'exponential': (lambda p: torch.optim.Adam(p, lr=1e-2),
+                    lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.97)),
+    'cosine': (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+               lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=100, eta_min=1e-3)),
+    'cosine_restart': (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                       lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=40)),
+    'linear': (lambda p: torch.optim.AdamW(p, lr=1e-2),
+               lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=20)),
+    'linear_end': (lambda p: torch.optim.SGD(p, lr=0.1),
+                   lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, end_factor=0.1, total_iters=60)),
+    'onecycle_sgd': (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                     lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=100)),
+    'onecycle_adam': (lambda p: torch.optim.Adam(p, lr=1e-2),
+                      lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1e-2, total_steps=100)),
+    'onecycle_linear': (lambda p: torch.optim.AdamW(p, lr=1e-2),
+                        lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=2e-2, total_steps=120, pct_start=0.25,
+                                                                      div_factor=10, final_div_factor=100,
+                                                                      anneal_strategy='linear', base_momentum=0.8,
+                                                                      max_momentum=0.9)),
+    'onecycle_no_momentum': (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                             lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=100,
+                                                                           cycle_momentum=False)),
+}
+
+
+def optimizers():
+    data = opt_data()
+    for name, make in OPTIMIZERS.items():
+        run_opt('opt.' + name, make, data)
+    run_opt('opt.set_lr', lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), data, set_lr_at=(50, 0.01))
+    for name, (make, make_sched) in SCHEDULES.items():
+        run_opt('sched.' + name, make, data, make_sched)
+
+
+def clipping():
+    for name, max_norm in (('clip', 1.0), ('noclip', 100.0)):
+        seed(name)
+        a, b, c = torch.randn(4, 3), torch.randn(3), torch.randn(2)
+        ga, gb = torch.randn(4, 3), torch.randn(3)
+        put(f'clip.{name}.ga', ga)
+        put(f'clip.{name}.gb', gb)
+        params = [a.requires_grad_(True), b.requires_grad_(True), c.requires_grad_(True)]
+        a.grad, b.grad = ga.clone(), gb.clone()  # c has no gradient: skipped
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        put_scalar(f'clip.{name}.max_norm', max_norm)
+        put_scalar(f'clip.{name}.norm', norm)
+        put(f'clip.{name}.ga_clipped', a.grad)
+        put(f'clip.{name}.gb_clipped', b.grad)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit('usage: nn_ref.py OUTPUT_FILE')
+    torch.set_num_threads(1)
+    layers()
+    losses()
+    optimizers()
+    clipping()
+    with open(sys.argv[1], 'w') as f:
+        f.write('\n'.join(OUT) + '\n')
+    print(f'nn_ref.py: wrote {len(OUT)} records to {sys.argv[1]}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,602 @@
+/* The module base: user-defined modules, dotted names in PyTorch's order, lookups, train and
+   eval, freeing whole trees, errors that name the layer, bad arguments and duplicate names;
+   and what the layers promise without a reference: the default initialisation of
+   nb_nn_linear and the scaling of dropout in training. No PyTorch needed (the comparison with
+   PyTorch is tests/test_nn_torch.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nabla.h>
+
+/* ---- the user's network of DESIGN.md section 1 ---- */
+typedef struct {
+    nb_module base;
+    nb_module *fc1, *fc2;
+} Net;
+
+static nb_tensor *net_forward(nb_module *self, nb_tensor *x) {
+    Net *net = (Net *)self;
+    return nb_forward(net->fc2, nb_relu(nb_forward(net->fc1, x)));
+}
+static const nb_module_class NET = { .name = "Net", .forward = net_forward };
+
+static nb_module *net_new(void) {
+    Net *net = (Net *)nb_module_new(&NET, sizeof(Net));
+    net->fc1 = nb_module_child(&net->base, "fc1", nb_nn_linear(784, 128));
+    net->fc2 = nb_module_child(&net->base, "fc2", nb_nn_linear(128, 10));
+    return &net->base;
+}
+
+/* ---- a deeper tree: embed, layers (a sequential of blocks), head ---- */
+typedef struct {
+    nb_module base;
+    nb_module *attn, *norm;
+    nb_tensor *scale, *count;
+    int freed_extra; /* set by the class's free */
+} Block;
+
+static int blocks_freed;
+
+static nb_tensor *block_forward(nb_module *self, nb_tensor *x) {
+    Block *b = (Block *)self;
+    return nb_add(x, nb_mul(nb_forward(b->norm, nb_forward(b->attn, x)), b->scale));
+}
+static void block_free(nb_module *self) {
+    (void)self;
+    blocks_freed++;
+}
+static const nb_module_class BLOCK = { .name = "Block", .forward = block_forward, .free = block_free };
+
+/* Registers a buffer first, then the children, then its own parameter: PyTorch lists a
+   module's own parameters (and in a state dict, its buffers) before its children whatever the
+   order of registration. */
+static nb_module *block_new(int64_t dim) {
+    Block *b = (Block *)nb_module_new(&BLOCK, sizeof(Block));
+    b->count = nb_module_buffer(&b->base, "count", nb_zeros(NB_SHAPE(), NB_I64));
+    b->attn = nb_module_child(&b->base, "attn", nb_nn_linear(dim, dim));
+    b->norm = nb_module_child(&b->base, "norm", nb_nn_layer_norm(dim));
+    b->scale = nb_module_param(&b->base, "scale", nb_ones(NB_SHAPE(dim), NB_F32));
+    return &b->base;
+}
+
+typedef struct {
+    nb_module base;
+    nb_module *embed, *layers, *head;
+} Deep;
+
+static nb_tensor *deep_forward(nb_module *self, nb_tensor *x) {
+    Deep *d = (Deep *)self;
+    return nb_forward(d->head, nb_forward(d->layers, nb_forward(d->embed, x)));
+}
+static const nb_module_class DEEP = { .name = "Deep", .forward = deep_forward };
+
+static nb_module *deep_new(void) {
+    Deep *d = (Deep *)nb_module_new(&DEEP, sizeof(Deep));
+    d->embed = nb_module_child(&d->base, "embed", nb_nn_embedding(11, 4));
+    /* the sequential is built before it joins the tree: its children's paths follow */
+    nb_module *seq = nb_nn_sequential(block_new(4), block_new(4), NULL);
+    nb_nn_sequential_add(seq, block_new(4));
+    d->layers = nb_module_child(&d->base, "layers", seq);
+    d->head = nb_module_child(&d->base, "head", nb_nn_linear(4, 3));
+    return &d->base;
+}
+
+static size_t used_bytes(void) {
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    return used;
+}
+
+static void expect_names(const char *what, const nb_named_tensor *got, int n, const char *const *want, int nwant) {
+    bool same = n == nwant;
+    for (int i = 0; same && i < n; i++) same = strcmp(got[i].name, want[i]) == 0;
+    if (!same) {
+        fprintf(stderr, "%s: got %d names:", what, n);
+        for (int i = 0; i < n; i++) fprintf(stderr, " %s", got[i].name);
+        fprintf(stderr, "\nexpected %d:", nwant);
+        for (int i = 0; i < nwant; i++) fprintf(stderr, " %s", want[i]);
+        fprintf(stderr, "\n");
+        fail_msg("%s: names or order differ from PyTorch's", what);
+    }
+}
+
+static void expect_error(const char *want_prefix) {
+    const char *e = nb_error();
+    if (!e) fail_msg("expected an error starting \"%s\", got none", want_prefix);
+    if (strncmp(e, want_prefix, strlen(want_prefix)) != 0) fail_msg("expected an error starting \"%s\", got \"%s\"", want_prefix, e);
+    nb_error_clear();
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_net_names_and_lookup(void **state) {
+    (void)state;
+    nb_error_clear();
+    nb_module *net = net_new();
+    assert_non_null(net);
+    assert_null(nb_error());
+    nb_named_tensor p[8];
+    int n = nb_module_named_parameters(net, p, 8);
+    static const char *const want[] = { "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias" };
+    expect_names("Net named_parameters", p, n, want, 4);
+    nb_named_tensor se[8];
+    expect_names("Net state_entries", se, nb_module_state_entries(net, se, 8), want, 4);
+    assert_int_equal(nb_module_named_buffers(net, NULL, 0), 0);
+    /* shapes as torch: weight [out, in], bias [out] */
+    assert_int_equal(nb_dim(p[0].tensor, 0), 128);
+    assert_int_equal(nb_dim(p[0].tensor, 1), 784);
+    assert_int_equal(nb_ndim(p[1].tensor), 1);
+    assert_int_equal(nb_dim(p[1].tensor, 0), 128);
+    assert_true(nb_requires_grad(p[0].tensor) && nb_requires_grad(p[3].tensor));
+    assert_int_equal(nb_module_num_params(net), 784 * 128 + 128 + 128 * 10 + 10);
+    /* lookups */
+    Net *nt = (Net *)net;
+    assert_ptr_equal(nb_module_get(net, "fc1.weight"), p[0].tensor);
+    assert_ptr_equal(nb_module_get(net, "fc2.bias"), p[3].tensor);
+    assert_ptr_equal(nb_module_get(nt->fc1, "weight"), p[0].tensor);
+    assert_null(nb_module_get(net, "fc3.weight"));
+    assert_null(nb_module_get(net, "fc1"));
+    assert_null(nb_module_get(net, "fc1.weight.x"));
+    assert_null(nb_module_get(net, ""));
+    assert_ptr_equal(nb_module_get_child(net, "fc1"), nt->fc1);
+    assert_null(nb_module_get_child(net, "fc1.weight"));
+    assert_string_equal(nb_module_path(net), "");
+    assert_string_equal(nb_module_path(nt->fc2), "fc2");
+    /* a capacity smaller than the count fills what fits and returns the count */
+    nb_named_tensor one[1];
+    assert_int_equal(nb_module_named_parameters(net, one, 1), 4);
+    assert_string_equal(one[0].name, "fc1.weight");
+    assert_int_equal(nb_module_named_parameters(net, NULL, 0), 4);
+    /* forward, and a wrong input shape names the layer */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *y = nb_forward(net, nb_randn(NB_SHAPE(2, 784), NB_F32));
+    assert_non_null(y);
+    assert_int_equal(nb_dim(y, 0), 2);
+    assert_int_equal(nb_dim(y, 1), 10);
+    assert_null(nb_forward(net, nb_randn(NB_SHAPE(64, 785), NB_F32)));
+    assert_string_equal(nb_error(), "nb_nn_linear fc1: expected input [..., 784], got [64, 785]");
+    nb_error_clear();
+    nb_scope_end(s);
+    nb_module_free(net);
+}
+
+static void test_nested_paths(void **state) {
+    (void)state;
+    nb_error_clear();
+    blocks_freed = 0;
+    nb_module *d = deep_new();
+    assert_null(nb_error());
+    nb_named_tensor p[64];
+    int n = nb_module_named_parameters(d, p, 64);
+    static const char *const want[] = {
+        "embed.weight",
+        "layers.0.scale", "layers.0.attn.weight", "layers.0.attn.bias", "layers.0.norm.weight", "layers.0.norm.bias",
+        "layers.1.scale", "layers.1.attn.weight", "layers.1.attn.bias", "layers.1.norm.weight", "layers.1.norm.bias",
+        "layers.2.scale", "layers.2.attn.weight", "layers.2.attn.bias", "layers.2.norm.weight", "layers.2.norm.bias",
+        "head.weight", "head.bias",
+    };
+    expect_names("Deep named_parameters", p, n, want, (int)(sizeof want / sizeof *want));
+    nb_named_tensor b[8];
+    static const char *const want_b[] = { "layers.0.count", "layers.1.count", "layers.2.count" };
+    expect_names("Deep named_buffers", b, nb_module_named_buffers(d, b, 8), want_b, 3);
+    nb_named_tensor se[64];
+    static const char *const want_se[] = {
+        "embed.weight",
+        "layers.0.scale", "layers.0.count", "layers.0.attn.weight", "layers.0.attn.bias", "layers.0.norm.weight",
+        "layers.0.norm.bias",
+        "layers.1.scale", "layers.1.count", "layers.1.attn.weight", "layers.1.attn.bias", "layers.1.norm.weight",
+        "layers.1.norm.bias",
+        "layers.2.scale", "layers.2.count", "layers.2.attn.weight", "layers.2.attn.bias", "layers.2.norm.weight",
+        "layers.2.norm.bias",
+        "head.weight", "head.bias",
+    };
+    expect_names("Deep state_entries", se, nb_module_state_entries(d, se, 64), want_se, (int)(sizeof want_se / sizeof *want_se));
+    assert_int_equal(nb_module_num_params(d), 11 * 4 + 3 * (4 + 16 + 4 + 4 + 4) + 12 + 3);
+    /* a listing of a subtree names from that subtree */
+    nb_module *layers = nb_module_get_child(d, "layers");
+    nb_named_tensor sub[32];
+    int ns = nb_module_named_parameters(layers, sub, 32);
+    assert_int_equal(ns, 15);
+    assert_string_equal(sub[0].name, "0.scale");
+    assert_string_equal(sub[14].name, "2.norm.bias");
+    /* paths and lookups through nested modules */
+    nb_module *blk = nb_module_get_child(layers, "2");
+    nb_module *attn = nb_module_get_child(blk, "attn");
+    assert_non_null(attn);
+    assert_string_equal(nb_module_path(attn), "layers.2.attn");
+    assert_string_equal(nb_module_path(layers), "layers");
+    assert_ptr_equal(nb_module_get(d, "layers.2.attn.weight"), nb_module_get(attn, "weight"));
+    assert_ptr_equal(nb_module_get(d, "layers.1.count"), ((Block *)nb_module_get_child(layers, "1"))->count);
+    assert_null(nb_module_get(d, "layers.3.attn.weight"));
+    /* the names of the first listing live as long as the module, whatever is listed later */
+    assert_string_equal(p[12].name, "layers.2.attn.weight");
+    assert_string_equal(b[2].name, "layers.2.count");
+    assert_string_equal(se[20].name, "head.bias");
+    assert_string_equal(sub[14].name, "2.norm.bias");
+    for (int k = 0; k < 100; k++) nb_module_named_parameters(d, NULL, 0); /* relisting does not grow without bound */
+    assert_string_equal(p[0].name, "embed.weight");
+    /* forward through the tree; a wrong shape deep inside names the layer's path */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *idx = nb_from_data((const int64_t[]){ 1, 5, 10 }, NB_SHAPE(3), NB_I64);
+    nb_tensor *y = nb_forward(d, idx);
+    assert_non_null(y);
+    assert_int_equal(nb_dim(y, 1), 3);
+    assert_null(nb_forward(blk, nb_randn(NB_SHAPE(3, 5), NB_F32)));
+    assert_string_equal(nb_error(), "nb_nn_linear layers.2.attn: expected input [..., 4], got [3, 5]");
+    nb_error_clear();
+    /* backward reaches every parameter */
+    assert_int_equal(nb_backward(nb_sum_all(y)), 0);
+    for (int i = 0; i < n; i++)
+        if (!nb_grad_of(nb_module_get(d, want[i]))) fail_msg("%s has no gradient after backward", want[i]);
+    nb_module_zero_grad(d);
+    for (int i = 0; i < n; i++)
+        if (nb_grad_of(nb_module_get(d, want[i]))) fail_msg("%s still has a gradient after nb_module_zero_grad", want[i]);
+    nb_scope_end(s);
+    nb_module_free(d);
+    assert_int_equal(blocks_freed, 3); /* each class's free ran once */
+}
+
+static void test_train_eval(void **state) {
+    (void)state;
+    nb_error_clear();
+    nb_module *drop = nb_nn_dropout(0.5);
+    nb_module *seq = nb_nn_sequential(nb_nn_linear(8, 8), nb_nn_sequential(nb_nn_relu(), drop, NULL), NULL);
+    assert_non_null(seq);
+    nb_module *inner = nb_module_get_child(seq, "1");
+    assert_string_equal(nb_module_path(drop), "1.1");
+    assert_true(seq->training && inner->training && drop->training); /* modules start in training mode */
+    nb_module_train(seq, false);
+    assert_false(seq->training || inner->training || drop->training || nb_module_get_child(seq, "0")->training);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_add_scalar(nb_rand(NB_SHAPE(16, 8), NB_F32), 1.0);
+    /* in eval dropout is the identity: the same values every time */
+    nb_tensor *a = nb_forward(drop, x), *b = nb_forward(seq, x), *c = nb_forward(seq, x);
+    assert_int_equal(nb_item(nb_sum_all(nb_abs(nb_sub(a, x)))), 0);
+    assert_int_equal(nb_item(nb_sum_all(nb_abs(nb_sub(b, c)))), 0);
+    nb_module_train(seq, true);
+    assert_true(drop->training);
+    nb_tensor *t = nb_forward(drop, x);
+    double zeros = nb_item(nb_sum_all(nb_cast(nb_eq(t, nb_zeros(NB_SHAPE(), NB_F32)), NB_F32)));
+    assert_true(zeros > 0 && zeros < 128); /* 128 elements, p = 0.5 */
+    /* train on a subtree only */
+    nb_module_train(seq, false);
+    nb_module_train(inner, true);
+    assert_false(seq->training);
+    assert_true(drop->training);
+    nb_scope_end(s);
+    nb_module_free(seq);
+}
+
+static void test_names_outlive_later_listings(void **state) {
+    (void)state;
+    nb_module *net = net_new();
+    nb_named_tensor p[4], se[4], c[2];
+    nb_module_named_parameters(net, p, 4);
+    nb_module_state_entries(net, se, 4);
+    nb_module_named_buffers(net, NULL, 0);
+    nb_module_named_parameters(((Net *)net)->fc1, c, 2);
+    nb_module_named_parameters(net, NULL, 0);
+    /* "Names live as long as the module" (nn.h) */
+    assert_string_equal(p[0].name, "fc1.weight");
+    assert_string_equal(p[3].name, "fc2.bias");
+    assert_string_equal(se[1].name, "fc1.bias");
+    assert_string_equal(c[0].name, "weight");
+    nb_module_free(net);
+}
+
+static void test_free_tree_releases_everything(void **state) {
+    (void)state;
+    nb_error_clear();
+    size_t before = used_bytes();
+    for (int i = 0; i < 3; i++) {
+        nb_module *d = deep_new();
+        nb_module *net = net_new();
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *y = nb_forward(net, nb_randn(NB_SHAPE(4, 784), NB_F32));
+        nb_backward(nb_sum_all(y));
+        nb_scope_end(s);
+        nb_module_free(net);
+        nb_module_free(d);
+    }
+    nb_module_free(NULL); /* ignored */
+    assert_null(nb_error());
+    assert_int_equal(used_bytes(), before);
+}
+
+/* A stale error from earlier (which the caller did not clear) does not break later calls. */
+static void test_stale_error_does_not_fail_constructors(void **state) {
+    (void)state;
+    nb_error_clear();
+    nb_scope *s = nb_scope_begin();
+    assert_null(nb_matmul(nb_ones(NB_SHAPE(2, 3), NB_F32), nb_ones(NB_SHAPE(4, 5), NB_F32)));
+    assert_non_null(nb_error());
+    nb_scope_end(s);
+    nb_module *l = nb_nn_linear(3, 4), *nb = nb_nn_linear_no_bias(3, 4), *e = nb_nn_embedding(5, 2), *ln = nb_nn_layer_norm(3);
+    nb_module *seq = nb_nn_sequential(nb_nn_relu(), NULL);
+    assert_non_null(l);
+    assert_non_null(nb);
+    assert_non_null(e);
+    assert_non_null(ln);
+    assert_non_null(seq);
+    /* optimizers too: state is made at the first step */
+    nb_optimizer *opt = nb_optim_adam(l, (nb_adam_opts){ .lr = 0.1 });
+    assert_non_null(opt);
+    s = nb_scope_begin();
+    assert_null(nb_matmul(nb_ones(NB_SHAPE(2, 3), NB_F32), nb_ones(NB_SHAPE(4, 5), NB_F32)));
+    nb_set_grad(nb_module_get(l, "weight"), nb_ones(NB_SHAPE(4, 3), NB_F32));
+    double w0 = nb_item(nb_sum_all(nb_module_get(l, "weight")));
+    assert_int_equal(nb_optim_step(opt), 0);
+    assert_true(nb_item(nb_sum_all(nb_module_get(l, "weight"))) < w0 - 1.0); /* 12 elements moved by lr */
+    nb_scope_end(s);
+    nb_optim_free(opt);
+    nb_module_free(l);
+    nb_module_free(nb);
+    nb_module_free(e);
+    nb_module_free(ln);
+    nb_module_free(seq);
+    nb_error_clear();
+}
+
+static void test_bad_constructor_arguments(void **state) {
+    (void)state;
+    nb_error_clear();
+    assert_null(nb_nn_linear(0, 3));
+    expect_error("nb_nn_linear:");
+    assert_null(nb_nn_linear(3, -2));
+    expect_error("nb_nn_linear:");
+    assert_null(nb_nn_linear_no_bias(-1, 3));
+    expect_error("nb_nn_linear");
+    assert_null(nb_nn_dropout(1.0));
+    expect_error("nb_nn_dropout:");
+    assert_null(nb_nn_dropout(-0.1));
+    expect_error("nb_nn_dropout:");
+    assert_null(nb_nn_dropout(NAN));
+    expect_error("nb_nn_dropout:");
+    assert_null(nb_nn_embedding(0, 4));
+    expect_error("nb_nn_embedding:");
+    assert_null(nb_nn_embedding(4, -1));
+    expect_error("nb_nn_embedding:");
+    assert_null(nb_nn_layer_norm(0));
+    expect_error("nb_nn_layer_norm:");
+    assert_null(nb_module_new(NULL, sizeof(nb_module)));
+    expect_error("nb_module_new:");
+    static const nb_module_class C = { .name = "C" };
+    assert_null(nb_module_new(&C, sizeof(nb_module) - 1));
+    expect_error("nb_module_new:");
+    /* a module without a forward */
+    nb_module *m = nb_module_new(&C, sizeof(nb_module));
+    nb_scope *s = nb_scope_begin();
+    assert_null(nb_forward(m, nb_ones(NB_SHAPE(1), NB_F32)));
+    expect_error("nb_forward:");
+    assert_null(nb_forward(NULL, nb_ones(NB_SHAPE(1), NB_F32)));
+    expect_error("nb_forward:");
+    /* wrong inputs to layers name the layer; a root is "(root)" */
+    nb_module *emb = nb_nn_embedding(5, 2), *ln = nb_nn_layer_norm(3);
+    assert_null(nb_forward(emb, nb_ones(NB_SHAPE(2), NB_F32)));
+    expect_error("nb_nn_embedding (root): expected i64 indices");
+    assert_null(nb_forward(ln, nb_ones(NB_SHAPE(2, 4), NB_F32)));
+    expect_error("nb_nn_layer_norm (root): expected input [..., 3], got [2, 4]");
+    /* nb_nn_sequential_add to something else frees the child it was given */
+    assert_null(nb_nn_sequential_add(m, nb_nn_linear(2, 2)));
+    expect_error("nb_nn_sequential_add:");
+    assert_null(nb_nn_sequential_add(NULL, nb_nn_relu()));
+    expect_error("nb_nn_sequential_add:");
+    /* NULL arguments */
+    assert_null(nb_module_param(NULL, "w", nb_ones(NB_SHAPE(2), NB_F32)));
+    expect_error("nb_module_param:");
+    assert_null(nb_module_param(m, "w", NULL));
+    expect_error("nb_module_param:");
+    assert_null(nb_module_child(NULL, "c", nb_nn_relu()));
+    expect_error("nb_module_child:");
+    assert_true(nb_module_named_parameters(NULL, NULL, 0) < 0);
+    expect_error("nb_module_named_parameters:");
+    nb_scope_end(s);
+    nb_module_free(emb);
+    nb_module_free(ln);
+    nb_module_free(m);
+}
+
+static void test_duplicate_and_invalid_names(void **state) {
+    (void)state;
+    nb_error_clear();
+    size_t before = used_bytes();
+    static const nb_module_class C = { .name = "Custom" };
+    nb_module *m = nb_module_new(&C, sizeof(nb_module));
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_module_param(m, "w", nb_ones(NB_SHAPE(2), NB_F32));
+    assert_non_null(w);
+    assert_null(nb_module_param(m, "w", nb_ones(NB_SHAPE(3), NB_F32))); /* released, not leaked */
+    assert_non_null(strstr(nb_error(), "\"w\""));
+    expect_error("nb_module_param:");
+    assert_null(nb_module_buffer(m, "w", nb_ones(NB_SHAPE(3), NB_F32)));
+    expect_error("nb_module_buffer:");
+    assert_non_null(nb_module_child(m, "c", nb_nn_relu()));
+    assert_null(nb_module_child(m, "c", nb_nn_linear(2, 2))); /* freed, not leaked */
+    assert_non_null(strstr(nb_error(), "\"c\""));
+    expect_error("nb_module_child:");
+    assert_null(nb_module_param(m, "c", nb_ones(NB_SHAPE(3), NB_F32))); /* a child's name is taken too */
+    expect_error("nb_module_param:");
+    assert_null(nb_module_param(m, "a.b", nb_ones(NB_SHAPE(3), NB_F32)));
+    expect_error("nb_module_param:");
+    assert_null(nb_module_param(m, "", nb_ones(NB_SHAPE(3), NB_F32)));
+    expect_error("nb_module_param:");
+    assert_null(nb_module_child(m, "x.y", nb_nn_relu()));
+    expect_error("nb_module_child:");
+    /* a child that already belongs to a module is not taken (and stays with its owner) */
+    nb_module *c = nb_module_get_child(m, "c");
+    nb_module *other = nb_module_new(&C, sizeof(nb_module));
+    assert_null(nb_module_child(other, "c", c));
+    expect_error("nb_module_child:");
+    assert_ptr_equal(nb_module_get_child(m, "c"), c);
+    nb_scope_end(s);
+    nb_named_tensor p[4];
+    assert_int_equal(nb_module_named_parameters(m, p, 4), 1);
+    assert_string_equal(p[0].name, "w");
+    assert_ptr_equal(p[0].tensor, w);
+    assert_true(nb_requires_grad(w));
+    nb_module_free(other);
+    nb_module_free(m);
+    assert_int_equal(used_bytes(), before);
+}
+
+/* Modules own what they are given: a parameter made inside a scope survives the scope. */
+static void test_param_taken_out_of_scope(void **state) {
+    (void)state;
+    static const nb_module_class C = { .name = "Custom" };
+    nb_module *m = nb_module_new(&C, sizeof(nb_module));
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_module_param(m, "w", nb_full(NB_SHAPE(3), 2.5, NB_F32));
+    nb_tensor *b = nb_module_buffer(m, "b", nb_full(NB_SHAPE(1), 4.0, NB_F32));
+    nb_scope_end(s);
+    assert_true(nb_item(nb_module_get(m, "b")) == 4.0);
+    s = nb_scope_begin();
+    assert_true(nb_item(nb_sum_all(w)) == 7.5);
+    assert_false(nb_requires_grad(b));
+    nb_scope_end(s);
+    nb_module_free(m);
+}
+
+/* Default initialisation of nb_nn_linear, as torch.nn.Linear: kaiming_uniform(a = sqrt(5))
+   gives U(-1/sqrt(in), 1/sqrt(in)) weights, and the bias is U(-1/sqrt(in), 1/sqrt(in)). */
+static void uniform_stats(nb_tensor *t, double bound, const char *what) {
+    int64_t n = nb_numel(t);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(nb_copy_to(t, v, sizeof(float) * (size_t)n), 0);
+    double sum = 0, sq = 0, lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        sum += v[i];
+        sq += (double)v[i] * v[i];
+        if (v[i] < lo) lo = v[i];
+        if (v[i] > hi) hi = v[i];
+    }
+    free(v);
+    double mean = sum / (double)n, var = sq / (double)n - mean * mean, want_var = bound * bound / 3;
+    /* the standard error of the mean is bound / sqrt(3 n); of the variance about 0.9 var / sqrt(n) */
+    double se_mean = bound / sqrt(3.0 * (double)n), se_var = 0.9 * want_var / sqrt((double)n);
+    if (lo < -bound || hi > bound) fail_msg("%s: values in [%g, %g], outside +-%g", what, lo, hi, bound);
+    if (n >= 1000 && (lo > -0.99 * bound || hi < 0.99 * bound))
+        fail_msg("%s: values in [%g, %g] do not fill +-%g", what, lo, hi, bound);
+    if (fabs(mean) > 5 * se_mean) fail_msg("%s: mean %g, expected 0 (+-%g)", what, mean, 5 * se_mean);
+    if (fabs(var - want_var) > 5 * se_var) fail_msg("%s: variance %g, expected %g (+-%g)", what, var, want_var, 5 * se_var);
+}
+
+static void test_linear_default_init(void **state) {
+    (void)state;
+    nb_manual_seed(1234);
+    nb_module *l = nb_nn_linear(256, 512);
+    uniform_stats(nb_module_get(l, "weight"), 1.0 / 16, "nb_nn_linear(256, 512) weight");
+    uniform_stats(nb_module_get(l, "bias"), 1.0 / 16, "nb_nn_linear(256, 512) bias");
+    nb_module *l2 = nb_nn_linear(50, 7);
+    uniform_stats(nb_module_get(l2, "weight"), 1.0 / sqrt(50.0), "nb_nn_linear(50, 7) weight");
+    uniform_stats(nb_module_get(l2, "bias"), 1.0 / sqrt(50.0), "nb_nn_linear(50, 7) bias");
+    /* reproducible from the seed, different without it */
+    nb_manual_seed(99);
+    nb_module *a = nb_nn_linear(8, 8);
+    nb_module *b = nb_nn_linear(8, 8);
+    nb_manual_seed(99);
+    nb_module *c = nb_nn_linear(8, 8);
+    nb_scope *s = nb_scope_begin();
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(nb_module_get(a, "weight"), nb_module_get(c, "weight"))))) == 0);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(nb_module_get(a, "bias"), nb_module_get(c, "bias"))))) == 0);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(nb_module_get(a, "weight"), nb_module_get(b, "weight"))))) > 0);
+    /* the other layers' defaults: embedding N(0, 1), layer norm ones and zeros */
+    nb_module *e = nb_nn_embedding(1000, 64);
+    nb_tensor *ew = nb_module_get(e, "weight");
+    double m = nb_item(nb_mean_all(ew));
+    double sd = sqrt(nb_item(nb_mean_all(nb_mul(ew, ew))) - m * m);
+    assert_true(fabs(m) < 0.02 && fabs(sd - 1) < 0.02);
+    nb_module *ln = nb_nn_layer_norm(6);
+    assert_true(nb_item(nb_sum_all(nb_module_get(ln, "weight"))) == 6);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_module_get(ln, "bias")))) == 0);
+    nb_scope_end(s);
+    nb_module_free(l);
+    nb_module_free(l2);
+    nb_module_free(a);
+    nb_module_free(b);
+    nb_module_free(c);
+    nb_module_free(e);
+    nb_module_free(ln);
+}
+
+/* Dropout in training: kept elements are x / (1 - p), dropped ones 0, about a fraction p
+   dropped; the gradient goes through the same mask with the same scale. */
+static void test_dropout_training(void **state) {
+    (void)state;
+    nb_error_clear();
+    const double ps[] = { 0.1, 0.3, 0.75 };
+    for (int k = 0; k < 3; k++) {
+        double p = ps[k];
+        nb_module *d = nb_nn_dropout(p);
+        nb_scope *s = nb_scope_begin();
+        const int64_t n = 200 * 500;
+        nb_tensor *x = nb_set_requires_grad(nb_add_scalar(nb_rand(NB_SHAPE(200, 500), NB_F32), 0.5), true);
+        nb_tensor *y = nb_forward(d, x);
+        assert_non_null(y);
+        assert_int_equal(nb_backward(nb_sum_all(y)), 0);
+        float *xv = malloc(sizeof(float) * (size_t)n), *yv = malloc(sizeof(float) * (size_t)n),
+              *gv = malloc(sizeof(float) * (size_t)n);
+        assert_int_equal(nb_copy_to(x, xv, sizeof(float) * (size_t)n), 0);
+        assert_int_equal(nb_copy_to(y, yv, sizeof(float) * (size_t)n), 0);
+        assert_int_equal(nb_copy_to(nb_grad_of(x), gv, sizeof(float) * (size_t)n), 0);
+        int64_t dropped = 0;
+        const double scale = 1.0 / (1.0 - p);
+        for (int64_t i = 0; i < n; i++) {
+            if (yv[i] == 0) {
+                dropped++;
+                if (gv[i] != 0) fail_msg("p %g: element %lld dropped but its gradient is %g", p, (long long)i, gv[i]);
+            } else {
+                if (fabs(yv[i] - xv[i] * scale) > 1e-6 * fabs(xv[i] * scale))
+                    fail_msg("p %g: kept element %lld is %.9g, expected x / (1 - p) = %.9g", p, (long long)i, yv[i],
+                             xv[i] * scale);
+                if (fabs(gv[i] - scale) > 1e-6 * scale)
+                    fail_msg("p %g: kept element %lld has gradient %.9g, expected %.9g", p, (long long)i, gv[i], scale);
+            }
+        }
+        double frac = (double)dropped / (double)n, se = sqrt(p * (1 - p) / (double)n);
+        if (fabs(frac - p) > 5 * se) fail_msg("p %g: dropped a fraction %g of %lld elements", p, frac, (long long)n);
+        /* a second call draws a different mask */
+        nb_tensor *y2 = nb_forward(d, x);
+        assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(y, y2)))) > 0);
+        free(xv);
+        free(yv);
+        free(gv);
+        nb_scope_end(s);
+        nb_module_free(d);
+    }
+    /* p = 0 in training and the functional form at p = 1 */
+    nb_module *d0 = nb_nn_dropout(0);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_rand(NB_SHAPE(10, 10), NB_F32);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(nb_forward(d0, x), x)))) == 0);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_dropout(x, 1.0, true)))) == 0);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(nb_dropout(x, 0.9, false), x)))) == 0);
+    assert_null(nb_dropout(x, 1.5, true));
+    expect_error("nb_dropout:");
+    nb_scope_end(s);
+    nb_module_free(d0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_net_names_and_lookup),
+        cmocka_unit_test(test_nested_paths),
+        cmocka_unit_test(test_train_eval),
+        cmocka_unit_test(test_names_outlive_later_listings),
+        cmocka_unit_test(test_free_tree_releases_everything),
+        cmocka_unit_test(test_stale_error_does_not_fail_constructors),
+        cmocka_unit_test(test_bad_constructor_arguments),
+        cmocka_unit_test(test_duplicate_and_invalid_names),
+        cmocka_unit_test(test_param_taken_out_of_scope),
+        cmocka_unit_test(test_linear_default_init),
+        cmocka_unit_test(test_dropout_training),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,806 @@
+/* Layers, losses, optimizers, learning-rate schedules and gradient clipping against PyTorch.
+
+   tests/nn_ref.py (run by CTest as a fixture, see tests/nn.cmake) writes a flat store of named
+   tensors: for each layer case torch's parameters, input, output, a random upstream gradient
+   and the gradients; for each loss case the input, target, options' tensors, loss, upstream
+   gradient and the input's gradient; for the optimizers the initial parameters, 100 gradient
+   pairs and, for each configuration, the parameters and state after 100 steps (and a
+   schedule's learning rate after each step). This test builds the same modules and
+   optimizers in nabla, loads torch's values into them, runs the same steps and compares.
+   A failure names the case, the tensor and the largest error.
+
+   Usage: test_nn_torch REFERENCE_FILE [NAME_SUBSTRING]
+   A missing or unreadable reference file is a failure, not a skip. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nabla.h>
+
+#define STEPS 100
+#define MAX_NAMED 64
+
+/* ---------------------------------------------------------------- the reference store */
+
+typedef struct record {
+    const char *name;
+    bool is_words;
+    nb_dtype dtype;
+    nb_shape shape;
+    int64_t numel;
+    double *v;          /* tensor values */
+    const char **words; /* word list */
+    int nwords;
+} record;
+
+static record *store;
+static int nstore;
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf) buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static char *tok(char **p) {
+    char *s = *p;
+    while (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t') s++;
+    if (!*s) {
+        *p = s;
+        return NULL;
+    }
+    char *start = s;
+    while (*s && *s != ' ' && *s != '\n' && *s != '\r' && *s != '\t') s++;
+    if (*s) *s++ = 0;
+    *p = s;
+    return start;
+}
+
+static bool tok_int(char **p, int64_t *out) {
+    char *t = tok(p), *end;
+    if (!t) return false;
+    *out = strtoll(t, &end, 10);
+    return !*end;
+}
+
+/* Parses the whole file; false (with a message) on a malformed record. */
+static bool parse_store(char *text, const char *path) {
+    int cap = 1024;
+    store = calloc((size_t)cap, sizeof *store);
+    if (!store) return false;
+    char *p = text, *kind;
+    while ((kind = tok(&p))) {
+        if (nstore == cap) {
+            cap *= 2;
+            record *g = realloc(store, sizeof *store * (size_t)cap);
+            if (!g) return false;
+            store = g;
+        }
+        record *r = &store[nstore];
+        memset(r, 0, sizeof *r);
+        r->name = tok(&p);
+        int64_t n = 0;
+        bool ok = r->name != NULL;
+        if (ok && strcmp(kind, "S") == 0) {
+            r->is_words = true;
+            ok = tok_int(&p, &n) && n >= 0 && n < 100000;
+            r->nwords = (int)n;
+            r->words = ok ? calloc((size_t)(n ? n : 1), sizeof(char *)) : NULL;
+            ok = ok && r->words;
+            for (int i = 0; ok && i < r->nwords; i++) ok = (r->words[i] = tok(&p)) != NULL;
+        } else if (ok && strcmp(kind, "T") == 0) {
+            const char *dt = tok(&p);
+            ok = dt != NULL;
+            if (ok && strcmp(dt, "f32") == 0) r->dtype = NB_F32;
+            else if (ok && strcmp(dt, "f64") == 0) r->dtype = NB_F64;
+            else if (ok && strcmp(dt, "i64") == 0) r->dtype = NB_I64;
+            else ok = false;
+            ok = ok && tok_int(&p, &n) && n >= 0 && n <= NB_MAX_DIMS;
+            r->shape.ndim = (int)n;
+            r->numel = 1;
+            for (int i = 0; ok && i < r->shape.ndim; i++) {
+                ok = tok_int(&p, &r->shape.dim[i]) && r->shape.dim[i] >= 0;
+                r->numel *= r->shape.dim[i];
+            }
+            r->v = ok ? malloc(sizeof(double) * (size_t)(r->numel ? r->numel : 1)) : NULL;
+            ok = ok && r->v;
+            for (int64_t i = 0; ok && i < r->numel; i++) {
+                char *t = tok(&p), *end;
+                ok = t != NULL;
+                if (ok) r->v[i] = strtod(t, &end);
+                ok = ok && !*end;
+            }
+        } else ok = false;
+        nstore++;
+        if (!ok) {
+            fprintf(stderr, "test_nn_torch: %s: malformed record %d (%s)\n", path, nstore, r->name ? r->name : "?");
+            return false;
+        }
+    }
+    return nstore > 0;
+}
+
+static void free_store(void) {
+    for (int i = 0; i < nstore; i++) {
+        free(store[i].v);
+        free(store[i].words);
+    }
+    free(store);
+}
+
+/* The record called name, or NULL after printing that it is missing. */
+static const record *find(const char *name, bool is_words) {
+    for (int i = 0; i < nstore; i++)
+        if (store[i].is_words == is_words && strcmp(store[i].name, name) == 0) return &store[i];
+    fprintf(stderr, "  reference has no %s \"%s\" (tests/nn_ref.py and this test disagree)\n",
+            is_words ? "word list" : "tensor", name);
+    return NULL;
+}
+
+static const record *findf(const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return find(name, false);
+}
+
+/* A new nabla tensor holding the record's values (in the current scope). */
+static nb_tensor *make_tensor(const record *r) {
+    if (!r) return NULL;
+    size_t es = nb_dtype_size(r->dtype);
+    unsigned char *buf = malloc(es * (size_t)(r->numel ? r->numel : 1));
+    if (!buf) return NULL;
+    for (int64_t i = 0; i < r->numel; i++) {
+        void *p = buf + (size_t)i * es;
+        if (r->dtype == NB_F32) *(float *)p = (float)r->v[i];
+        else if (r->dtype == NB_F64) *(double *)p = r->v[i];
+        else *(int64_t *)p = (int64_t)r->v[i];
+    }
+    nb_tensor *t = nb_from_data(buf, r->shape, r->dtype);
+    free(buf);
+    return t;
+}
+
+static nb_tensor *ref_tensor(const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return make_tensor(find(name, false));
+}
+
+/* The tensor's elements (row-major) as doubles; NULL on error. */
+static double *read_values(nb_tensor *t) {
+    int64_t n = nb_numel(t);
+    nb_dtype dt = nb_dtype_of(t);
+    size_t es = nb_dtype_size(dt);
+    unsigned char *buf = malloc(es * (size_t)(n ? n : 1));
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!buf || !v || nb_copy_to(t, buf, es * (size_t)n) < 0 || (dt != NB_F32 && dt != NB_F64 && dt != NB_I64)) {
+        free(buf);
+        free(v);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const void *p = buf + (size_t)i * es;
+        v[i] = dt == NB_F32 ? *(const float *)p : dt == NB_F64 ? *(const double *)p : (double)*(const int64_t *)p;
+    }
+    free(buf);
+    return v;
+}
+
+/* Compares values against want elementwise: |a - b| <= atol + rtol |b|. Prints the case, the
+   tensor, how many elements differ and the worst one. */
+static bool compare_values(const char *cs, const char *what, const double *v, int64_t n, const record *want, double rtol,
+                           double atol) {
+    double max_err = 0, worst_ratio = 0;
+    int64_t worst = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = v[i], b = want->v[i], err;
+        if (isnan(a) || isnan(b)) err = isnan(a) && isnan(b) ? 0 : INFINITY;
+        else if (isinf(a) || isinf(b)) err = a == b ? 0 : INFINITY;
+        else err = fabs(a - b);
+        double limit = atol + rtol * fabs(b);
+        if (err > max_err) max_err = err;
+        if (err > limit) bad++;
+        double ratio = err == 0 ? 0 : limit > 0 ? err / limit : INFINITY;
+        if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+    }
+    if (bad)
+        fprintf(stderr,
+                "  %s: %s differs from torch at %lld of %lld elements: max abs error %.3g; worst at flat index %lld: "
+                "nabla %.10g, torch %.10g (rtol %.1g, atol %.1g)\n",
+                cs, what, (long long)bad, (long long)n, max_err, (long long)worst, v[worst], want->v[worst], rtol, atol);
+    return bad == 0;
+}
+
+/* Compares a nabla tensor with the reference tensor called ref (shape, then values). */
+static bool compare(const char *cs, const char *what, nb_tensor *got, const char *ref, double rtol, double atol) {
+    const record *want = find(ref, false);
+    if (!want) return false;
+    if (!got) {
+        fprintf(stderr, "  %s: %s is missing%s%s\n", cs, what, nb_error() ? ": " : "", nb_error() ? nb_error() : "");
+        return false;
+    }
+    nb_shape s = nb_shape_of(got);
+    bool same = s.ndim == want->shape.ndim;
+    for (int i = 0; same && i < s.ndim; i++) same = s.dim[i] == want->shape.dim[i];
+    if (!same) {
+        char gs[160], ws[160];
+        fprintf(stderr, "  %s: %s shape is %s, torch gives %s\n", cs, what, nb_shape_str(s, gs, sizeof gs),
+                nb_shape_str(want->shape, ws, sizeof ws));
+        return false;
+    }
+    double *v = read_values(got);
+    if (!v) {
+        fprintf(stderr, "  %s: cannot read %s: %s\n", cs, what, nb_error() ? nb_error() : "?");
+        return false;
+    }
+    bool ok = compare_values(cs, what, v, want->numel, want, rtol, atol);
+    free(v);
+    return ok;
+}
+
+/* Writes the reference tensor into t in place (grad disabled, as loading weights does),
+   checking the shape first (nb_assign would broadcast). */
+static bool load_into(const char *cs, nb_tensor *t, const char *ref) {
+    const record *r = find(ref, false);
+    if (!r || !t) return false;
+    nb_shape s = nb_shape_of(t);
+    bool same = s.ndim == r->shape.ndim;
+    for (int i = 0; same && i < s.ndim; i++) same = s.dim[i] == r->shape.dim[i];
+    if (!same) {
+        char gs[160], ws[160];
+        fprintf(stderr, "  %s: %s is %s in nabla, %s in torch\n", cs, ref, nb_shape_str(s, gs, sizeof gs),
+                nb_shape_str(r->shape, ws, sizeof ws));
+        return false;
+    }
+    nb_scope *sc = nb_scope_begin();
+    bool prev = nb_set_grad_enabled(false);
+    int rc = nb_assign(t, make_tensor(r));
+    nb_set_grad_enabled(prev);
+    nb_scope_end(sc);
+    if (rc < 0) fprintf(stderr, "  %s: loading %s failed: %s\n", cs, ref, nb_error() ? nb_error() : "?");
+    return rc == 0;
+}
+
+/* Fails the cmocka test when a case left bytes in use or did not pass. */
+static void finish_case(const char *cs, bool ok, size_t used_before) {
+    size_t used_after;
+    nb_memory_stats(NULL, &used_after, NULL);
+    if (used_after != used_before) {
+        fprintf(stderr, "  %s: %zu bytes still in use after the case (%zu before)\n", cs, used_after, used_before);
+        ok = false;
+    }
+    nb_error_clear(); /* before fail_msg, which does not return */
+    if (!ok) fail_msg("%s: mismatch with torch (see above)", cs);
+}
+
+/* ---------------------------------------------------------------- layers */
+
+typedef struct layer_case {
+    const char *name;
+    nb_module *(*make)(void);
+} layer_case;
+
+static nb_module *mk_linear(void) { return nb_nn_linear(6, 4); }
+static nb_module *mk_linear_no_bias(void) { return nb_nn_linear_no_bias(6, 4); }
+static nb_module *mk_softmax(void) { return nb_nn_softmax(1); }
+static nb_module *mk_log_softmax(void) { return nb_nn_log_softmax(-1); }
+static nb_module *mk_dropout_eval(void) {
+    nb_module *m = nb_nn_dropout(0.3);
+    nb_module_train(m, false);
+    return m;
+}
+static nb_module *mk_embedding(void) { return nb_nn_embedding(10, 4); }
+static nb_module *mk_layer_norm(void) { return nb_nn_layer_norm(5); }
+static nb_module *mk_sequential(void) {
+    return nb_nn_sequential(nb_nn_linear(6, 8), nb_nn_tanh(), nb_nn_linear(8, 8), nb_nn_gelu(), nb_nn_layer_norm(8),
+                            nb_nn_linear(8, 3), nb_nn_log_softmax(1), NULL);
+}
+
+static const layer_case LAYERS[] = {
+    { "linear", mk_linear },
+    { "linear3d", mk_linear },
+    { "linear_no_bias", mk_linear_no_bias },
+    { "relu", nb_nn_relu },
+    { "gelu", nb_nn_gelu },
+    { "silu", nb_nn_silu },
+    { "tanh", nb_nn_tanh },
+    { "sigmoid", nb_nn_sigmoid },
+    { "softmax", mk_softmax },
+    { "log_softmax", mk_log_softmax },
+    { "flatten", nb_nn_flatten },
+    { "dropout_eval", mk_dropout_eval },
+    { "embedding", mk_embedding },
+    { "layer_norm", mk_layer_norm },
+    { "sequential", mk_sequential },
+};
+
+static void test_layer(void **state) {
+    const layer_case *lc = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "layer %s", lc->name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    bool ok = true;
+    nb_module *m = lc->make();
+    if (!m) {
+        fprintf(stderr, "  %s: building the module failed: %s\n", cs, nb_error() ? nb_error() : "?");
+        finish_case(cs, false, used);
+        return;
+    }
+    /* the parameters are torch's, by name and in torch's order */
+    nb_named_tensor params[MAX_NAMED];
+    int np = nb_module_named_parameters(m, params, MAX_NAMED);
+    snprintf(ref, sizeof ref, "layer.%s.params", lc->name);
+    const record *names = find(ref, true);
+    ok = names && np == names->nwords;
+    for (int i = 0; ok && i < np; i++) ok = strcmp(params[i].name, names->words[i]) == 0;
+    if (names && !ok) {
+        fprintf(stderr, "  %s: nabla's parameters are", cs);
+        for (int i = 0; i < np && i < MAX_NAMED; i++) fprintf(stderr, " %s", params[i].name);
+        fprintf(stderr, "; torch's are");
+        for (int i = 0; i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
+        fprintf(stderr, "\n");
+    }
+    for (int i = 0; ok && i < np; i++) {
+        snprintf(ref, sizeof ref, "layer.%s.param.%s", lc->name, params[i].name);
+        ok = load_into(cs, params[i].tensor, ref);
+    }
+    nb_scope *sc = nb_scope_begin();
+    if (ok) {
+        nb_tensor *x = ref_tensor("layer.%s.x", lc->name);
+        bool x_grad = nb_dtype_of(x) != NB_I64;
+        if (x_grad) nb_set_requires_grad(x, true);
+        nb_tensor *y = nb_forward(m, x);
+        snprintf(ref, sizeof ref, "layer.%s.y", lc->name);
+        ok = compare(cs, "output", y, ref, 1e-5, 1e-6);
+        if (ok) {
+            int rc = nb_backward_with(y, ref_tensor("layer.%s.g", lc->name));
+            if (rc < 0) {
+                fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+                ok = false;
+            }
+        }
+        if (ok && x_grad) {
+            snprintf(ref, sizeof ref, "layer.%s.gx", lc->name);
+            ok = compare(cs, "input gradient", nb_grad_of(x), ref, 1e-5, 1e-6);
+        }
+        for (int i = 0; ok && i < np; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "gradient of %s", params[i].name);
+            snprintf(ref, sizeof ref, "layer.%s.grad.%s", lc->name, params[i].name);
+            ok = compare(cs, what, nb_grad_of(params[i].tensor), ref, 1e-5, 1e-6) && ok;
+        }
+    }
+    nb_scope_end(sc);
+    nb_module_free(m);
+    finish_case(cs, ok, used);
+}
+
+/* ---------------------------------------------------------------- losses */
+
+enum { L_CE, L_NLL, L_MSE, L_L1, L_SMOOTH_L1, L_BCE };
+
+typedef struct loss_case {
+    const char *name;
+    int kind;
+    nb_reduction red;
+    double smoothing, beta;
+    bool use_ignore;
+    int64_t ignore;
+    bool weight; /* class weights (CE, NLL) or pos_weight (BCE) from the reference */
+} loss_case;
+
+#define R_MEAN NB_REDUCTION_MEAN
+#define R_SUM NB_REDUCTION_SUM
+#define R_NONE NB_REDUCTION_NONE
+
+static const loss_case LOSSES[] = {
+    { "ce_mean", L_CE, R_MEAN, 0, 0, false, 0, false },
+    { "ce_sum", L_CE, R_SUM, 0, 0, false, 0, false },
+    { "ce_none", L_CE, R_NONE, 0, 0, false, 0, false },
+    { "ce_nd", L_CE, R_MEAN, 0, 0, false, 0, false },
+    { "ce_nd_none", L_CE, R_NONE, 0, 0, false, 0, false },
+    { "ce_smooth", L_CE, R_MEAN, 0.2, 0, false, 0, false },
+    { "ce_ignore", L_CE, R_MEAN, 0, 0, true, 2, false },
+    { "ce_weight_mean", L_CE, R_MEAN, 0, 0, false, 0, true },
+    { "ce_weight_sum", L_CE, R_SUM, 0, 0, false, 0, true },
+    { "ce_weight_none", L_CE, R_NONE, 0, 0, false, 0, true },
+    { "ce_all_mean", L_CE, R_MEAN, 0.1, 0, true, 4, true },
+    { "ce_all_sum", L_CE, R_SUM, 0.1, 0, true, 4, true },
+    { "ce_all_none", L_CE, R_NONE, 0.1, 0, true, 4, true },
+    { "nll_mean", L_NLL, R_MEAN, 0, 0, false, 0, false },
+    { "nll_sum", L_NLL, R_SUM, 0, 0, false, 0, false },
+    { "nll_none", L_NLL, R_NONE, 0, 0, false, 0, false },
+    { "nll_weight_ignore_mean", L_NLL, R_MEAN, 0, 0, true, 1, true },
+    { "nll_weight_ignore_sum", L_NLL, R_SUM, 0, 0, true, 1, true },
+    { "nll_weight_ignore_none", L_NLL, R_NONE, 0, 0, true, 1, true },
+    { "mse_mean", L_MSE, R_MEAN, 0, 0, false, 0, false },
+    { "mse_sum", L_MSE, R_SUM, 0, 0, false, 0, false },
+    { "mse_none", L_MSE, R_NONE, 0, 0, false, 0, false },
+    { "l1_mean", L_L1, R_MEAN, 0, 0, false, 0, false },
+    { "l1_sum", L_L1, R_SUM, 0, 0, false, 0, false },
+    { "l1_none", L_L1, R_NONE, 0, 0, false, 0, false },
+    { "smooth_l1_mean", L_SMOOTH_L1, R_MEAN, 0, 0, false, 0, false },
+    { "smooth_l1_sum", L_SMOOTH_L1, R_SUM, 0, 0, false, 0, false },
+    { "smooth_l1_none", L_SMOOTH_L1, R_NONE, 0, 0, false, 0, false },
+    { "smooth_l1_b05_mean", L_SMOOTH_L1, R_MEAN, 0, 0.5, false, 0, false },
+    { "smooth_l1_b05_sum", L_SMOOTH_L1, R_SUM, 0, 0.5, false, 0, false },
+    { "smooth_l1_b05_none", L_SMOOTH_L1, R_NONE, 0, 0.5, false, 0, false },
+    { "bce_mean", L_BCE, R_MEAN, 0, 0, false, 0, false },
+    { "bce_sum", L_BCE, R_SUM, 0, 0, false, 0, false },
+    { "bce_none", L_BCE, R_NONE, 0, 0, false, 0, false },
+    { "bce_pw_mean", L_BCE, R_MEAN, 0, 0, false, 0, true },
+    { "bce_pw_sum", L_BCE, R_SUM, 0, 0, false, 0, true },
+    { "bce_pw_none", L_BCE, R_NONE, 0, 0, false, 0, true },
+};
+
+static void test_loss(void **state) {
+    const loss_case *lc = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "loss %s", lc->name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    bool ok = true;
+    nb_scope *sc = nb_scope_begin();
+    nb_tensor *x = nb_set_requires_grad(ref_tensor("loss.%s.x", lc->name), true);
+    nb_tensor *t = ref_tensor("loss.%s.target", lc->name);
+    nb_tensor *w = NULL;
+    if (lc->weight) w = ref_tensor(lc->kind == L_BCE ? "loss.%s.pos_weight" : "loss.%s.weight", lc->name);
+    nb_ce_opts ce = { .reduction = lc->red, .label_smoothing = lc->smoothing, .ignore_index = lc->ignore,
+                      .use_ignore_index = lc->use_ignore, .weight = w };
+    nb_tensor *y = NULL;
+    switch (lc->kind) {
+    case L_CE: y = nb_cross_entropy(x, t, ce); break;
+    case L_NLL: y = nb_nll_loss(x, t, ce); break;
+    case L_MSE: y = nb_mse_loss(x, t, lc->red); break;
+    case L_L1: y = nb_l1_loss(x, t, lc->red); break;
+    case L_SMOOTH_L1: y = nb_smooth_l1_loss(x, t, lc->red, lc->beta); break;
+    default: y = nb_bce_with_logits(x, t, lc->red, w);
+    }
+    snprintf(ref, sizeof ref, "loss.%s.y", lc->name);
+    ok = compare(cs, "loss", y, ref, 1e-5, 1e-6);
+    if (ok && nb_backward_with(y, ref_tensor("loss.%s.g", lc->name)) < 0) {
+        fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+        ok = false;
+    }
+    snprintf(ref, sizeof ref, "loss.%s.gx", lc->name);
+    if (ok) ok = compare(cs, "input gradient", nb_grad_of(x), ref, 1e-5, 1e-6);
+    nb_scope_end(sc);
+    finish_case(cs, ok, used);
+}
+
+/* ---------------------------------------------------------------- optimizers and schedules */
+
+static nb_tensor *params_forward(nb_module *m, nb_tensor *x) {
+    (void)m;
+    return nb_retain(x);
+}
+static const nb_module_class PARAMS = { .name = "Params", .forward = params_forward };
+
+/* The optimizer of a configuration (the same settings as OPTIMIZERS/SCHEDULES in nn_ref.py). */
+static nb_optimizer *make_opt(const char *name, nb_module *m, nb_tensor *p0, nb_tensor *p1) {
+#define IS(s) (strcmp(name, s) == 0)
+    if (IS("sgd_plain")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.1 });
+    if (IS("sgd_momentum")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9 });
+    if (IS("sgd_dampening")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9, .dampening = 0.3 });
+    if (IS("sgd_nesterov")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9, .nesterov = true });
+    if (IS("sgd_wd")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.05, .weight_decay = 0.1 });
+    if (IS("sgd_momentum_wd")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.5, .weight_decay = 0.01 });
+    if (IS("adam_default")) return nb_optim_adam(m, (nb_adam_opts){ 0 });
+    if (IS("adam_wd")) return nb_optim_adam(m, (nb_adam_opts){ .lr = 1e-2, .weight_decay = 0.1 });
+    if (IS("adam_amsgrad")) return nb_optim_adam(m, (nb_adam_opts){ .lr = 1e-2, .amsgrad = true });
+    if (IS("adam_betas")) return nb_optim_adam(m, (nb_adam_opts){ .lr = 1e-2, .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-6 });
+    if (IS("adamw_default")) return nb_optim_adamw(m, (nb_adamw_opts){ 0 });
+    if (IS("adamw_lr")) return nb_optim_adamw(m, (nb_adamw_opts){ .lr = 1e-2 });
+    if (IS("adamw_amsgrad")) return nb_optim_adamw(m, (nb_adamw_opts){ .lr = 1e-2, .weight_decay = 0.05, .amsgrad = true });
+    if (IS("rmsprop_default")) return nb_optim_rmsprop(m, (nb_rmsprop_opts){ 0 });
+    if (IS("rmsprop_momentum")) return nb_optim_rmsprop(m, (nb_rmsprop_opts){ .lr = 1e-3, .momentum = 0.9 });
+    if (IS("rmsprop_centered")) return nb_optim_rmsprop(m, (nb_rmsprop_opts){ .lr = 1e-3, .centered = true });
+    if (IS("rmsprop_all"))
+        return nb_optim_rmsprop(m, (nb_rmsprop_opts){ .lr = 1e-3, .alpha = 0.9, .momentum = 0.5, .centered = true,
+                                                      .weight_decay = 0.1 });
+    if (IS("rmsprop_wd")) return nb_optim_rmsprop(m, (nb_rmsprop_opts){ .weight_decay = 0.1 });
+    if (IS("adagrad_default")) return nb_optim_adagrad(m, (nb_adagrad_opts){ 0 });
+    if (IS("adagrad_lr_decay")) return nb_optim_adagrad(m, (nb_adagrad_opts){ .lr = 0.1, .lr_decay = 0.01 });
+    if (IS("adagrad_wd")) return nb_optim_adagrad(m, (nb_adagrad_opts){ .lr = 0.1, .weight_decay = 0.1 });
+    if (IS("adagrad_init_acc")) return nb_optim_adagrad(m, (nb_adagrad_opts){ .lr = 0.1, .initial_accumulator_value = 0.5 });
+    if (IS("groups_sgd")) { /* an optimizer without a module, then one group per parameter */
+        nb_optimizer *o = nb_optim_sgd(NULL, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9 });
+        if (nb_optim_add_param_group(o, &p0, 1, (nb_group_opts){ 0 }) != 0 ||
+            nb_optim_add_param_group(o, &p1, 1, (nb_group_opts){ .lr = 0.01, .weight_decay = 0.05 }) != 1) {
+            nb_optim_free(o);
+            return NULL;
+        }
+        return o;
+    }
+    if (IS("groups_adam")) {
+        nb_optimizer *o = nb_optim_adam(NULL, (nb_adam_opts){ .lr = 1e-2 });
+        if (nb_optim_add_param_group(o, &p0, 1, (nb_group_opts){ .weight_decay = 0.1 }) != 0 ||
+            nb_optim_add_param_group(o, &p1, 1, (nb_group_opts){ .lr = 0.05 }) != 1) {
+            nb_optim_free(o);
+            return NULL;
+        }
+        return o;
+    }
+    if (IS("set_lr") || IS("step") || IS("multistep") || IS("cosine") || IS("cosine_restart") || IS("onecycle_sgd") ||
+        IS("onecycle_no_momentum"))
+        return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.1, .momentum = 0.9 });
+    if (IS("exponential") || IS("onecycle_adam")) return nb_optim_adam(m, (nb_adam_opts){ .lr = 1e-2 });
+    if (IS("linear") || IS("onecycle_linear")) return nb_optim_adamw(m, (nb_adamw_opts){ .lr = 1e-2 });
+    if (IS("linear_end")) return nb_optim_sgd(m, (nb_sgd_opts){ .lr = 0.1 });
+    return NULL;
+}
+
+static nb_scheduler *make_sched(const char *name, nb_optimizer *o) {
+    if (IS("step")) return nb_sched_step_lr(o, 30, 0.5);
+    if (IS("multistep")) return nb_sched_multistep(o, (const int[]){ 50, 20, 80 }, 3, 0.3); /* unsorted on purpose */
+    if (IS("exponential")) return nb_sched_exponential(o, 0.97);
+    if (IS("cosine")) return nb_sched_cosine(o, 100, 1e-3);
+    if (IS("cosine_restart")) return nb_sched_cosine(o, 40, 0);
+    if (IS("linear")) return nb_sched_linear(o, 0.25, 0, 20);
+    if (IS("linear_end")) return nb_sched_linear(o, 0.5, 0.1, 60);
+    if (IS("onecycle_sgd")) return nb_sched_one_cycle(o, 0.1, 100, (nb_one_cycle_opts){ 0 });
+    if (IS("onecycle_adam")) return nb_sched_one_cycle(o, 1e-2, 100, (nb_one_cycle_opts){ 0 });
+    if (IS("onecycle_linear"))
+        return nb_sched_one_cycle(o, 2e-2, 120,
+                                  (nb_one_cycle_opts){ .pct_start = 0.25, .div_factor = 10, .final_div_factor = 100,
+                                                       .linear_anneal = true, .base_momentum = 0.8, .max_momentum = 0.9 });
+    if (IS("onecycle_no_momentum"))
+        return nb_sched_one_cycle(o, 0.1, 100, (nb_one_cycle_opts){ .no_cycle_momentum = true });
+    return NULL;
+#undef IS
+}
+
+typedef struct opt_case {
+    const char *name;
+    bool sched;
+} opt_case;
+
+static const opt_case OPTS[] = {
+    { "sgd_plain", false },       { "sgd_momentum", false },     { "sgd_dampening", false },   { "sgd_nesterov", false },
+    { "sgd_wd", false },          { "sgd_momentum_wd", false },  { "adam_default", false },    { "adam_wd", false },
+    { "adam_amsgrad", false },    { "adam_betas", false },       { "adamw_default", false },   { "adamw_lr", false },
+    { "adamw_amsgrad", false },   { "rmsprop_default", false },  { "rmsprop_momentum", false }, { "rmsprop_centered", false },
+    { "rmsprop_all", false },     { "rmsprop_wd", false },       { "adagrad_default", false }, { "adagrad_lr_decay", false },
+    { "adagrad_wd", false },      { "adagrad_init_acc", false }, { "groups_sgd", false },      { "groups_adam", false },
+    { "set_lr", false },          { "step", true },              { "multistep", true },        { "exponential", true },
+    { "cosine", true },           { "cosine_restart", true },    { "linear", true },           { "linear_end", true },
+    { "onecycle_sgd", true },     { "onecycle_adam", true },     { "onecycle_linear", true },  { "onecycle_no_momentum", true },
+};
+
+/* Compares nb_optim_named_state with torch's optimizer.state_dict()['state']: the same names
+   (nabla also counts steps for SGD, which torch does not keep) and the same values. */
+static bool compare_state(const char *cs, const char *pre, nb_optimizer *o) {
+    char ref[256];
+    snprintf(ref, sizeof ref, "%s.state_names", pre);
+    const record *names = find(ref, true);
+    if (!names) return false;
+    nb_named_tensor st[MAX_NAMED];
+    int n = nb_optim_named_state(o, st, MAX_NAMED);
+    bool ok = n >= 0 && n <= MAX_NAMED;
+    for (int i = 0; ok && i < n; i++) {
+        bool in_torch = false;
+        for (int k = 0; k < names->nwords; k++) in_torch = in_torch || strcmp(names->words[k], st[i].name) == 0;
+        if (!in_torch) {
+            /* torch's SGD keeps no step count; nabla counts steps for every optimizer */
+            const char *dot = strchr(st[i].name, '.');
+            bool torch_counts = false;
+            for (int k = 0; k < names->nwords; k++) torch_counts = torch_counts || strstr(names->words[k], ".step");
+            if (!dot || strcmp(dot, ".step") != 0 || torch_counts) {
+                fprintf(stderr, "  %s: nabla has state %s, torch does not\n", cs, st[i].name);
+                ok = false;
+            }
+            continue;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "state %s", st[i].name);
+        snprintf(ref, sizeof ref, "%s.state.%s", pre, st[i].name);
+        double rtol = 1e-5, atol = 1e-6;
+        if (strstr(st[i].name, "exp_avg_sq") || strstr(st[i].name, "square_avg") || strstr(st[i].name, "sum"))
+            rtol = 2e-5; /* squares of the gradient double the relative rounding */
+        ok = compare(cs, what, st[i].tensor, ref, rtol, atol) && ok;
+    }
+    for (int k = 0; ok && k < names->nwords; k++) {
+        bool found = false;
+        for (int i = 0; i < n; i++) found = found || strcmp(names->words[k], st[i].name) == 0;
+        if (!found) {
+            fprintf(stderr, "  %s: torch has state %s, nabla does not\n", cs, names->words[k]);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static void test_opt(void **state) {
+    const opt_case *oc = *state;
+    char cs[96], pre[96], ref[256];
+    snprintf(cs, sizeof cs, "%s %s", oc->sched ? "schedule" : "optimizer", oc->name);
+    snprintf(pre, sizeof pre, "%s.%s", oc->sched ? "sched" : "opt", oc->name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    bool ok = true;
+    /* two parameters [7, 5] and [5] in a module, as torch's params list */
+    nb_module *m = nb_module_new(&PARAMS, sizeof(nb_module));
+    nb_tensor *p[2];
+    p[0] = nb_module_param(m, "p0", ref_tensor("opt.init.p0"));
+    p[1] = nb_module_param(m, "p1", ref_tensor("opt.init.p1"));
+    nb_optimizer *o = p[0] && p[1] ? make_opt(oc->name, m, p[0], p[1]) : NULL;
+    nb_scheduler *s = o && oc->sched ? make_sched(oc->name, o) : NULL;
+    if (!o || (oc->sched && !s)) {
+        fprintf(stderr, "  %s: building the optimizer failed: %s\n", cs, nb_error() ? nb_error() : "?");
+        ok = false;
+    }
+    double lrs[STEPS + 1];
+    if (ok) lrs[0] = nb_optim_get_lr(o, 0);
+    for (int k = 0; ok && k < STEPS; k++) {
+        if (strcmp(oc->name, "set_lr") == 0 && k == 50) nb_optim_set_lr(o, 0.01);
+        nb_scope *sc = nb_scope_begin();
+        for (int i = 0; i < 2; i++) nb_set_grad(p[i], ref_tensor("opt.grad.%d.%d", k, i));
+        int rc = nb_optim_step(o);
+        if (rc < 0) fprintf(stderr, "  %s: nb_optim_step %d failed: %s\n", cs, k, nb_error() ? nb_error() : "?");
+        if (rc == 0 && s && (rc = nb_sched_step(s)) < 0)
+            fprintf(stderr, "  %s: nb_sched_step %d failed: %s\n", cs, k, nb_error() ? nb_error() : "?");
+        nb_scope_end(sc);
+        ok = rc == 0;
+        lrs[k + 1] = nb_optim_get_lr(o, 0);
+    }
+    if (ok && s) {
+        const record *want = findf("%s.lr", pre);
+        ok = want && want->numel == STEPS + 1 && compare_values(cs, "learning rate after each step", lrs, STEPS + 1, want,
+                                                               1e-9, 1e-12);
+        if (ok && nb_sched_last_epoch(s) != STEPS) {
+            fprintf(stderr, "  %s: last epoch is %d after %d steps\n", cs, nb_sched_last_epoch(s), STEPS);
+            ok = false;
+        }
+        /* a one-cycle schedule of 100 steps takes the step after the 100th (as torch), no more */
+        if (ok && strncmp(oc->name, "onecycle", 8) == 0 && strcmp(oc->name, "onecycle_linear") != 0) {
+            double lr = nb_optim_get_lr(o, 0);
+            if (nb_sched_step(s) == 0 || !nb_error() || strncmp(nb_error(), "nb_sched_step:", 14) != 0) {
+                fprintf(stderr, "  %s: stepping past total_steps + 1 gave no error\n", cs);
+                ok = false;
+            }
+            nb_error_clear();
+            if (nb_optim_get_lr(o, 0) != lr) {
+                fprintf(stderr, "  %s: a failed step changed the learning rate\n", cs);
+                ok = false;
+            }
+        }
+    }
+    if (ok) {
+        for (int i = 0; i < 2; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "parameter %d after %d steps", i, STEPS);
+            snprintf(ref, sizeof ref, "%s.p%d", pre, i);
+            ok = compare(cs, what, p[i], ref, 1e-5, 1e-6) && ok;
+        }
+        ok = compare_state(cs, pre, o) && ok;
+    }
+    nb_sched_free(s);
+    nb_optim_free(o);
+    nb_module_free(m);
+    finish_case(cs, ok, used);
+}
+
+/* ---------------------------------------------------------------- gradient clipping */
+
+static void test_clip(void **state) {
+    const char *name = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "clip_grad_norm %s", name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    nb_module *m = nb_module_new(&PARAMS, sizeof(nb_module));
+    nb_tensor *a = nb_module_param(m, "a", nb_zeros(NB_SHAPE(4, 3), NB_F32));
+    nb_tensor *b = nb_module_param(m, "b", nb_zeros(NB_SHAPE(3), NB_F32));
+    nb_tensor *c = nb_module_param(m, "c", nb_zeros(NB_SHAPE(2), NB_F32)); /* no gradient: skipped */
+    nb_scope *sc = nb_scope_begin();
+    nb_set_grad(a, ref_tensor("clip.%s.ga", name));
+    nb_set_grad(b, ref_tensor("clip.%s.gb", name));
+    const record *max_norm = findf("clip.%s.max_norm", name), *norm = findf("clip.%s.norm", name);
+    bool ok = max_norm && norm;
+    if (ok) {
+        double before = nb_grad_norm(m);
+        double got = nb_clip_grad_norm(m, max_norm->v[0]);
+        ok = compare_values(cs, "nb_grad_norm", &before, 1, norm, 1e-5, 0) &&
+             compare_values(cs, "returned norm", &got, 1, norm, 1e-5, 0);
+    }
+    snprintf(ref, sizeof ref, "clip.%s.ga_clipped", name);
+    ok = compare(cs, "clipped gradient of a", nb_grad_of(a), ref, 1e-5, 1e-7) && ok;
+    snprintf(ref, sizeof ref, "clip.%s.gb_clipped", name);
+    ok = compare(cs, "clipped gradient of b", nb_grad_of(b), ref, 1e-5, 1e-7) && ok;
+    if (nb_grad_of(c)) {
+        fprintf(stderr, "  %s: a parameter without a gradient got one\n", cs);
+        ok = false;
+    }
+    nb_scope_end(sc);
+    nb_module_free(m);
+    finish_case(cs, ok, used);
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
+        return 1;
+    }
+    char *text = slurp(argv[1]);
+    if (!text) {
+        fprintf(stderr, "test_nn_torch: cannot read the PyTorch reference %s; it is written by tests/nn_ref.py, "
+                        "which needs /usr/bin/python3 with torch (Debian: apt-get install python3-torch)\n", argv[1]);
+        return 1;
+    }
+    if (!parse_store(text, argv[1])) {
+        fprintf(stderr, "test_nn_torch: %s is not a reference file\n", argv[1]);
+        free_store();
+        free(text);
+        return 1;
+    }
+    enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS };
+    static const char *const clips[] = { "clip", "noclip" };
+    struct CMUnitTest tests[NL + NLOSS + NO + 2];
+    static char names[NL + NLOSS + NO + 2][96];
+    size_t nt = 0;
+    const char *filter = argc > 2 ? argv[2] : NULL;
+#define ADD(label, fn, data)                                                                   \
+    do {                                                                                       \
+        snprintf(names[nt], sizeof names[nt], "%s", label);                                    \
+        if (!filter || strstr(names[nt], filter))                                              \
+            tests[nt] = (struct CMUnitTest){ names[nt], fn, NULL, NULL, (void *)(data) }, nt++; \
+    } while (0)
+    char label[96];
+    for (int i = 0; i < NL; i++) {
+        snprintf(label, sizeof label, "layer_%s", LAYERS[i].name);
+        ADD(label, test_layer, &LAYERS[i]);
+    }
+    for (int i = 0; i < NLOSS; i++) {
+        snprintf(label, sizeof label, "loss_%s", LOSSES[i].name);
+        ADD(label, test_loss, &LOSSES[i]);
+    }
+    for (int i = 0; i < NO; i++) {
+        snprintf(label, sizeof label, "%s_%s", OPTS[i].sched ? "sched" : "optim", OPTS[i].name);
+        ADD(label, test_opt, &OPTS[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        snprintf(label, sizeof label, "clip_grad_norm_%s", clips[i]);
+        ADD(label, test_clip, clips[i]);
+    }
+    int failed = 1;
+    if (nt == 0) fprintf(stderr, "test_nn_torch: no case matches\n");
+    else {
+        /* warm up: the first scope and backward allocate per-thread state that stays, so the
+           per-case check of bytes in use starts from there */
+        nb_scope *warm = nb_scope_begin();
+        nb_tensor *w = nb_set_requires_grad(nb_ones(NB_SHAPE(2), NB_F32), true);
+        nb_backward(nb_sum_all(nb_mul(w, w)));
+        nb_scope_end(warm);
+        nb_error_clear();
+        failed = _cmocka_run_group_tests("nn_vs_torch", tests, nt, NULL, NULL);
+    }
+    free_store();
+    free(text);
+    return failed ? 1 : 0;
+}
