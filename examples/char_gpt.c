@@ -1,7 +1,7 @@
 /* A small decoder-only transformer trained on text, character by character: vocabulary from
    the text, context 128, 4 layers, 4 heads, width 128. Prints the loss as it falls, then a
    sample of generated text.
-   Usage: char_gpt [--steps N] [--batch B] [--lr LR] FILE... */
+   Usage: char_gpt [--steps N (1000)] [--batch B (16)] [--lr LR (1e-3)] [--sample CHARS (300)] FILE... */
 #include <nabla.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +86,7 @@ static unsigned char *read_files(char **paths, int n, long *len) {
 }
 
 int main(int argc, char **argv) {
-    int steps = 1000, batch = 16;
+    int steps = 1000, batch = 16, sample = 300;
     double lr = 1e-3;
     char *files[256];
     int nfiles = 0;
@@ -94,8 +94,9 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--sample") && i + 1 < argc) sample = atoi(argv[++i]);
         else if (argv[i][0] == '-' || nfiles == 256) {
-            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--lr LR] FILE...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--lr LR] [--sample CHARS] FILE...\n", argv[0]);
             return 2;
         } else files[nfiles++] = argv[i];
     }
@@ -170,7 +171,7 @@ int main(int argc, char **argv) {
         ctx[0] = ids[0];
         printf("sample: %c", itos[ids[0]]);
         float *probs = malloc(sizeof(float) * (size_t)vocab);
-        for (int i = 0; i < 300; i++) {
+        for (int i = 0; i < sample; i++) {
             nb_scope *s = nb_scope_begin();
             nb_tensor *logits = nb_forward(model, nb_from_data(ctx, NB_SHAPE(1, have), NB_I64));
             nb_tensor *last = nb_slice(nb_reshape(logits, NB_SHAPE(have, vocab)), 0, have - 1, have, 1);

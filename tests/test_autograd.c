@@ -1,26 +1,6 @@
 /* Define-by-run autograd: control flow, accumulation, grad mode, detach, freed graphs,
    anomaly detection, and memory that stays flat over thousands of steps. */
-#include <nabla.h>
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <string.h>
-#include <cmocka.h>
-
-static int setup(void **state) {
-    (void)state;
-    nb_error_clear();
-    return 0;
-}
-
-#define ASSERT_ERROR_CONTAINS(text)                                                       \
-    do {                                                                                  \
-        const char *e_ = nb_error();                                                      \
-        if (!e_ || !strstr(e_, (text))) fail_msg("expected error containing \"%s\", got \"%s\"", (text), e_ ? e_ : "(none)"); \
-        nb_error_clear();                                                                 \
-    } while (0)
+#include "test_util.h"
 
 static double grad_at(nb_tensor *t, int64_t i) {
     nb_tensor *g = nb_grad_of(t);
@@ -214,15 +194,15 @@ static void test_memory_flat_over_10000_steps(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_control_flow, setup),
-        cmocka_unit_test_setup(test_accumulation_and_zero_grad, setup),
-        cmocka_unit_test_setup(test_grad_mode_and_detach, setup),
-        cmocka_unit_test_setup(test_views_and_broadcast_gradients, setup),
-        cmocka_unit_test_setup(test_backward_errors, setup),
-        cmocka_unit_test_setup(test_inplace_write_after_use, setup),
-        cmocka_unit_test_setup(test_anomaly_forward, setup),
-        cmocka_unit_test_setup(test_anomaly_backward, setup),
-        cmocka_unit_test_setup(test_memory_flat_over_10000_steps, setup),
+        cmocka_unit_test_setup(test_control_flow, clear_error_setup),
+        cmocka_unit_test_setup(test_accumulation_and_zero_grad, clear_error_setup),
+        cmocka_unit_test_setup(test_grad_mode_and_detach, clear_error_setup),
+        cmocka_unit_test_setup(test_views_and_broadcast_gradients, clear_error_setup),
+        cmocka_unit_test_setup(test_backward_errors, clear_error_setup),
+        cmocka_unit_test_setup(test_inplace_write_after_use, clear_error_setup),
+        cmocka_unit_test_setup(test_anomaly_forward, clear_error_setup),
+        cmocka_unit_test_setup(test_anomaly_backward, clear_error_setup),
+        cmocka_unit_test_setup(test_memory_flat_over_10000_steps, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,26 +1,6 @@
 /* Core behaviour: creation, views that share storage, broadcasting, printing, scopes and
    ownership, errors that name what was wrong, the random generator, dtypes and threads. */
-#include <nabla.h>
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <string.h>
-#include <cmocka.h>
-
-static int setup(void **state) {
-    (void)state;
-    nb_error_clear();
-    return 0;
-}
-
-#define ASSERT_ERROR_CONTAINS(text)                                                       \
-    do {                                                                                  \
-        const char *e_ = nb_error();                                                      \
-        if (!e_ || !strstr(e_, (text))) fail_msg("expected error containing \"%s\", got \"%s\"", (text), e_ ? e_ : "(none)"); \
-        nb_error_clear();                                                                 \
-    } while (0)
+#include "test_util.h"
 
 static void expect_format(nb_tensor *t, const char *want) {
     char buf[4096];
@@ -351,18 +331,18 @@ static void test_assign(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_creation, setup),
-        cmocka_unit_test_setup(test_views_share_storage, setup),
-        cmocka_unit_test_setup(test_broadcasting, setup),
-        cmocka_unit_test_setup(test_print, setup),
-        cmocka_unit_test_setup(test_scopes_and_ownership, setup),
-        cmocka_unit_test_setup(test_null_in_null_out, setup),
-        cmocka_unit_test_setup(test_error_messages, setup),
-        cmocka_unit_test_setup(test_error_handler, setup),
-        cmocka_unit_test_setup(test_random, setup),
-        cmocka_unit_test_setup(test_threads_do_not_change_results, setup),
-        cmocka_unit_test_setup(test_half_types, setup),
-        cmocka_unit_test_setup(test_assign, setup),
+        cmocka_unit_test_setup(test_creation, clear_error_setup),
+        cmocka_unit_test_setup(test_views_share_storage, clear_error_setup),
+        cmocka_unit_test_setup(test_broadcasting, clear_error_setup),
+        cmocka_unit_test_setup(test_print, clear_error_setup),
+        cmocka_unit_test_setup(test_scopes_and_ownership, clear_error_setup),
+        cmocka_unit_test_setup(test_null_in_null_out, clear_error_setup),
+        cmocka_unit_test_setup(test_error_messages, clear_error_setup),
+        cmocka_unit_test_setup(test_error_handler, clear_error_setup),
+        cmocka_unit_test_setup(test_random, clear_error_setup),
+        cmocka_unit_test_setup(test_threads_do_not_change_results, clear_error_setup),
+        cmocka_unit_test_setup(test_half_types, clear_error_setup),
+        cmocka_unit_test_setup(test_assign, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

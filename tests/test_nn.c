@@ -584,6 +584,87 @@ static void test_dropout_training(void **state) {
     nb_module_free(d0);
 }
 
+/* Optimizer arguments: bad hyperparameters and parameter lists are errors that name the
+   function; NB_ZERO asks for an explicit zero; a parameter without a gradient is left alone. */
+static void test_optim_arguments(void **state) {
+    (void)state;
+    nb_error_clear();
+    size_t before = used_bytes();
+    nb_module *l = nb_nn_linear(3, 2);
+    assert_null(nb_optim_sgd(l, (nb_sgd_opts){ .lr = -1 }));
+    expect_error("nb_optim_sgd:");
+    assert_null(nb_optim_sgd(l, (nb_sgd_opts){ .lr = 0.1, .nesterov = true }));
+    expect_error("nb_optim_sgd:");
+    assert_null(nb_optim_adam(l, (nb_adam_opts){ .beta1 = 1.0 }));
+    expect_error("nb_optim_adam:");
+    assert_null(nb_optim_adamw(l, (nb_adamw_opts){ .beta2 = 1.5 }));
+    expect_error("nb_optim_adamw:");
+    assert_null(nb_optim_rmsprop(l, (nb_rmsprop_opts){ .weight_decay = -0.1 }));
+    expect_error("nb_optim_rmsprop:");
+    nb_optimizer *o = nb_optim_sgd(NULL, (nb_sgd_opts){ .lr = 0.1 });
+    assert_non_null(o);
+    assert_int_equal(nb_optim_num_groups(o), 0);
+    nb_tensor *w = nb_module_get(l, "weight"), *b = nb_module_get(l, "bias");
+    assert_int_equal(nb_optim_add_param_group(o, &w, 1, (nb_group_opts){ 0 }), 0);
+    assert_true(nb_optim_add_param_group(o, &w, 1, (nb_group_opts){ 0 }) < 0); /* already in group 0 */
+    expect_error("nb_optim_add_param_group:");
+    nb_tensor *none[1] = { NULL };
+    assert_true(nb_optim_add_param_group(o, none, 1, (nb_group_opts){ 0 }) < 0);
+    expect_error("nb_optim_add_param_group:");
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *not_leaf[1] = { nb_mul_scalar(w, 2.0) };
+    assert_true(nb_optim_add_param_group(o, not_leaf, 1, (nb_group_opts){ 0 }) < 0);
+    expect_error("nb_optim_add_param_group:");
+    assert_int_equal(nb_optim_add_param_group(o, &b, 1, (nb_group_opts){ .lr = 0.5 }), 1);
+    assert_true(nb_optim_get_lr(o, 1) == 0.5 && nb_optim_get_lr(o, 0) == 0.1);
+    assert_true(nb_optim_set_group_lr(o, 2, 1.0) < 0);
+    expect_error("nb_optim_set_group_lr:");
+    nb_optim_set_lr(o, 0.25);
+    assert_true(nb_optim_get_lr(o, 0) == 0.25 && nb_optim_get_lr(o, 1) == 0.25);
+    /* only w has a gradient: b is left alone */
+    double b0 = nb_item(nb_sum_all(b)), w0 = nb_item(nb_sum_all(w));
+    nb_set_grad(w, nb_ones(NB_SHAPE(2, 3), NB_F32));
+    assert_int_equal(nb_optim_step(o), 0);
+    assert_true(nb_item(nb_sum_all(b)) == b0);
+    assert_true(fabs(nb_item(nb_sum_all(w)) - (w0 - 6 * 0.25)) < 1e-5);
+    nb_optim_zero_grad(o);
+    assert_null(nb_grad_of(w));
+    nb_scope_end(s);
+    nb_optim_free(o);
+    /* AdamW with NB_ZERO weight decay is Adam; with its default (1e-2) it is not */
+    nb_module *m[3] = { nb_nn_linear(3, 2), nb_nn_linear(3, 2), nb_nn_linear(3, 2) };
+    bool prev = nb_set_grad_enabled(false);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(nb_assign(nb_module_get(m[i], "weight"), nb_module_get(m[0], "weight")), 0);
+        assert_int_equal(nb_assign(nb_module_get(m[i], "bias"), nb_module_get(m[0], "bias")), 0);
+    }
+    nb_set_grad_enabled(prev);
+    nb_optimizer *opts[3] = { nb_optim_adam(m[0], (nb_adam_opts){ .lr = 0.1 }),
+                              nb_optim_adamw(m[1], (nb_adamw_opts){ .lr = 0.1, .weight_decay = NB_ZERO }),
+                              nb_optim_adamw(m[2], (nb_adamw_opts){ .lr = 0.1 }) };
+    s = nb_scope_begin();
+    for (int k = 0; k < 3; k++) {
+        nb_tensor *g = nb_randn(NB_SHAPE(2, 3), NB_F32), *gb = nb_randn(NB_SHAPE(2), NB_F32);
+        for (int i = 0; i < 3; i++) {
+            nb_set_grad(nb_module_get(m[i], "weight"), g);
+            nb_set_grad(nb_module_get(m[i], "bias"), gb);
+            assert_int_equal(nb_optim_step(opts[i]), 0);
+        }
+    }
+    double d01 = nb_item(nb_sum_all(nb_abs(nb_sub(nb_module_get(m[0], "weight"), nb_module_get(m[1], "weight")))));
+    double d02 = nb_item(nb_sum_all(nb_abs(nb_sub(nb_module_get(m[0], "weight"), nb_module_get(m[2], "weight")))));
+    if (d01 > 1e-6) fail_msg("adam and adamw(weight_decay NB_ZERO) differ by %g", d01); /* rounding only */
+    if (d02 < 1e-4) fail_msg("adam and adamw(default weight decay) differ by only %g", d02);
+    nb_scope_end(s);
+    for (int i = 0; i < 3; i++) {
+        nb_optim_free(opts[i]);
+        nb_module_free(m[i]);
+    }
+    nb_optim_free(NULL);
+    nb_module_free(l);
+    assert_int_equal(used_bytes(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_net_names_and_lookup),
@@ -597,6 +678,7 @@ int main(void) {
         cmocka_unit_test(test_param_taken_out_of_scope),
         cmocka_unit_test(test_linear_default_init),
         cmocka_unit_test(test_dropout_training),
+        cmocka_unit_test(test_optim_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

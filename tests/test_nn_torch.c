@@ -618,10 +618,7 @@ static bool compare_state(const char *cs, const char *pre, nb_optimizer *o) {
         char what[96];
         snprintf(what, sizeof what, "state %s", st[i].name);
         snprintf(ref, sizeof ref, "%s.state.%s", pre, st[i].name);
-        double rtol = 1e-5, atol = 1e-6;
-        if (strstr(st[i].name, "exp_avg_sq") || strstr(st[i].name, "square_avg") || strstr(st[i].name, "sum"))
-            rtol = 2e-5; /* squares of the gradient double the relative rounding */
-        ok = compare(cs, what, st[i].tensor, ref, rtol, atol) && ok;
+        ok = compare(cs, what, st[i].tensor, ref, 1e-5, 1e-6) && ok;
     }
     for (int k = 0; ok && k < names->nwords; k++) {
         bool found = false;

@@ -74,7 +74,8 @@ NB_API nb_scheduler *nb_sched_multistep(nb_optimizer *opt, const int *milestones
 NB_API nb_scheduler *nb_sched_exponential(nb_optimizer *opt, double gamma);
 /* Cosine annealing from base to eta_min over t_max epochs. */
 NB_API nb_scheduler *nb_sched_cosine(nb_optimizer *opt, int t_max, double eta_min);
-/* Linear warm-up: the factor goes from start_factor to end_factor (0: 1) over total_iters. */
+/* Linear warm-up: the factor goes from start_factor to end_factor over total_iters (zeros: torch's
+   1/3, 1 and 5; NB_ZERO for an explicit end factor of 0). */
 NB_API nb_scheduler *nb_sched_linear(nb_optimizer *opt, double start_factor, double end_factor, int total_iters);
 /* One-cycle: options with zero fields mean pct_start 0.3, div_factor 25, final_div_factor 1e4,
    cosine annealing, momentum cycled between 0.85 and 0.95 (as torch's OneCycleLR). */

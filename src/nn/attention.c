@@ -109,11 +109,13 @@ nb_module *nb_nn_multihead_attention(int64_t embed, int heads, nb_mha_opts opts)
     m->opts = opts;
     /* torch: xavier_uniform_ on in_proj_weight, zeros on in_proj_bias and out_proj.bias */
     m->in_w = nb_module_param(&m->base, "in_proj_weight", nb_empty(NB_SHAPE(3 * embed, embed), NB_F32));
-    nb_init_xavier_uniform(m->in_w, 1.0);
-    if (!opts.no_bias) m->in_b = nb_module_param(&m->base, "in_proj_bias", nb_zeros(NB_SHAPE(3 * embed), NB_F32));
-    m->out_proj = nb_module_child(&m->base, "out_proj", opts.no_bias ? nb_nn_linear_no_bias(embed, embed) : nb_nn_linear(embed, embed));
-    if (m->out_proj && !opts.no_bias) nb_init_constant(nb_module_get(m->out_proj, "bias"), 0.0);
-    if (nb__has_error()) {
+    bool ok = m->in_w && nb_init_xavier_uniform(m->in_w, 1.0) == 0;
+    if (ok && !opts.no_bias) ok = (m->in_b = nb_module_param(&m->base, "in_proj_bias", nb_zeros(NB_SHAPE(3 * embed), NB_F32))) != NULL;
+    if (ok) {
+        m->out_proj = nb_module_child(&m->base, "out_proj", opts.no_bias ? nb_nn_linear_no_bias(embed, embed) : nb_nn_linear(embed, embed));
+        ok = m->out_proj && (opts.no_bias || nb_init_constant(nb_module_get(m->out_proj, "bias"), 0.0) == 0);
+    }
+    if (!ok) {
         nb_module_free(&m->base);
         return NULL;
     }

@@ -175,7 +175,9 @@ int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     plan_chunks(&plan);
     int64_t units = batches * plan.chunks;
     /* BLAS runs single-threaded (see threads.c); the pieces run in parallel here */
-    int threads = units > 1 && n * m * k * batches >= 64 * 64 * 64 ? nb__threads() : 1;
+    /* a parallel region costs a few microseconds (far more when the machine is busy): only
+       products of some millions of multiply-adds get one */
+    int threads = units > 1 && n * m * k * batches >= ((int64_t)1 << 21) ? nb__threads() : 1;
     NB_PARALLEL_FOR(threads, u, units, gemm_unit(&plan, u););
     nb_release(ac);
     nb_release(bc);

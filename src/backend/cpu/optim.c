@@ -1,17 +1,19 @@
 /* CPU kernels of the fused optimizer updates: one pass per parameter over its gradient and
-   state, in the order of PyTorch's single-tensor implementations. */
+   state, in the order of PyTorch's single-tensor implementations. Coefficients such as
+   1 - beta2 and lr / (1 - beta1^t) are formed in double, as PyTorch's Python does, and rounded
+   once: 1 - (float)0.999 is 1.3e-5 off 0.001, a bias that exp_avg_sq would carry. */
 #include "iter.h"
 #include <math.h>
 
-#define UPDATE_FNS(T, SQRT, POW)                                                                       \
+#define UPDATE_FNS(T, SQRT)                                                                            \
     static void sgd_##T(T *p, const T *g, T *buf, int64_t n, const nb_op_args *a) {                    \
-        const T lr = (T)a->f[0], mom = (T)a->f[1], damp = (T)a->f[2], wd = (T)a->f[3];                 \
+        const T lr = (T)a->f[0], mom = (T)a->f[1], keep = (T)(1 - a->f[2]), wd = (T)a->f[3];           \
         const bool nesterov = a->i[1] != 0, first = a->i[2] != 0;                                      \
         for (int64_t i = 0; i < n; i++) {                                                              \
             T d = g[i];                                                                                \
             if (wd != 0) d += wd * p[i];                                                               \
             if (buf) {                                                                                 \
-                T b = first ? d : buf[i] * mom + (1 - damp) * d;                                       \
+                T b = first ? d : buf[i] * mom + keep * d;                                             \
                 buf[i] = b;                                                                            \
                 d = nesterov ? d + mom * b : b;                                                        \
             }                                                                                          \
@@ -19,17 +21,18 @@
         }                                                                                              \
     }                                                                                                  \
     static void adam_##T(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, const nb_op_args *a) {      \
-        const T lr = (T)a->f[0], b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];  \
+        const T b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                                    \
+        const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]), decay = (T)(1 - a->f[0] * a->f[4]);  \
         const double step = (double)a->i[1];                                                           \
         const bool decoupled = a->i[2] != 0;                                                           \
-        const T bc1 = (T)(1 - POW(a->f[1], step)), bc2_sqrt = (T)SQRT(1 - POW(a->f[2], step));         \
-        const T step_size = lr / bc1;                                                                  \
+        const T bc2_sqrt = (T)sqrt(1 - pow(a->f[2], step));                                            \
+        const T step_size = (T)(a->f[0] / (1 - pow(a->f[1], step)));                                   \
         for (int64_t i = 0; i < n; i++) {                                                              \
             T gi = g[i], pi = p[i];                                                                    \
-            if (decoupled) pi *= 1 - lr * wd;                                                          \
+            if (decoupled) pi *= decay;                                                                \
             else if (wd != 0) gi += wd * pi;                                                           \
-            T mi = m[i] + (1 - b1) * (gi - m[i]);                                                      \
-            T vi = v[i] * b2 + (1 - b2) * gi * gi;                                                     \
+            T mi = m[i] + omb1 * (gi - m[i]);                                                          \
+            T vi = v[i] * b2 + omb2 * gi * gi;                                                         \
             m[i] = mi;                                                                                 \
             v[i] = vi;                                                                                 \
             if (vmax) {                                                                                \
@@ -41,15 +44,16 @@
         }                                                                                              \
     }                                                                                                  \
     static void rmsprop_##T(T *p, const T *g, T *sq, T *buf, T *gavg, int64_t n, const nb_op_args *a) { \
-        const T lr = (T)a->f[0], alpha = (T)a->f[1], eps = (T)a->f[2], wd = (T)a->f[3], mom = (T)a->f[4]; \
+        const T lr = (T)a->f[0], alpha = (T)a->f[1], oma = (T)(1 - a->f[1]), eps = (T)a->f[2];        \
+        const T wd = (T)a->f[3], mom = (T)a->f[4];                                                     \
         for (int64_t i = 0; i < n; i++) {                                                              \
             T gi = g[i];                                                                               \
             if (wd != 0) gi += wd * p[i];                                                              \
-            T s = sq[i] * alpha + (1 - alpha) * gi * gi;                                               \
+            T s = sq[i] * alpha + oma * gi * gi;                                                       \
             sq[i] = s;                                                                                 \
             T avg;                                                                                     \
             if (gavg) {                                                                                \
-                T ga = gavg[i] + (1 - alpha) * (gi - gavg[i]);                                         \
+                T ga = gavg[i] + oma * (gi - gavg[i]);                                                 \
                 gavg[i] = ga;                                                                          \
                 avg = SQRT(s - ga * ga) + eps;                                                         \
             } else avg = SQRT(s) + eps;                                                                \
@@ -87,8 +91,8 @@
         }                                                                                              \
     }
 
-UPDATE_FNS(float, sqrtf, pow)
-UPDATE_FNS(double, sqrt, pow)
+UPDATE_FNS(float, sqrtf)
+UPDATE_FNS(double, sqrt)
 
 /* Chunks of a fixed size, so a parameter is updated identically whatever the thread count. */
 #define UPDATE_CHUNK 65536
