@@ -7,5 +7,8 @@
 #include "nabla/nn.h"
 #include "nabla/autograd.h"
 #include "nabla/optim.h"
+#include "nabla/data.h"
+#include "nabla/io.h"
+#include "nabla/summary.h"
 
 #endif
