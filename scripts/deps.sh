@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nabla builds and tests with, skipping what is already there.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev python3-torch python3-numpy dataset-fashion-mnist)
+packages=(build-essential cmake pkg-config clang libomp-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev zlib1g-dev
+          python3-torch python3-numpy dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -31,11 +31,12 @@ static int default_threads(void) {
 void nb_set_num_threads(int n) {
     if (n <= 0) n = default_threads();
     atomic_store(&num_threads, n);
-    omp_set_num_threads(n);
     /* BLAS always runs single-threaded: nabla splits products into pieces whose shapes do
        not depend on the thread count and runs the pieces in parallel itself, so results are
-       the same with any number of threads (BLAS's own threading changes its summation). */
+       the same with any number of threads (BLAS's own threading changes its summation).
+       OpenBLAS's OpenMP build also sets OpenMP's default team size, so ours is set after it. */
     openblas_set_num_threads(1);
+    omp_set_num_threads(n);
 }
 
 int nb__threads(void) {

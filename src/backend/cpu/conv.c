@@ -8,6 +8,7 @@
    number depends only on the shapes, each chunk accumulates its samples in order into its own
    buffer, and the chunks are added in order. */
 #include "iter.h"
+#include "dnnl_conv.h"
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -183,6 +184,14 @@ int cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     int threads = sample_threads(g.N, g.O * g.L * g.K);
     void *cols = NULL;
     if (!x || !w || (nin == 3 && !b)) goto done;
+    if (out->dtype == NB_F32 && g.K > 0) { /* oneDNN's kernels where nabla is built with them */
+        nb_conv_shape cs = { g.N, g.C, g.H, g.W, g.O, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups };
+        int done = nb__dnnl_conv_forward(&cs, nb__data(x), nb__data(w), b ? nb__data(b) : NULL, nb__data(out));
+        if (done != 0) {
+            rc = done > 0 ? 0 : -1;
+            goto done;
+        }
+    }
     if (g.K > 0 && !(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     if (g.K == 0) {
         if (b) { /* y = b broadcast */
@@ -232,6 +241,14 @@ int cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin, con
     int threads = sample_threads(g.N, g.O * g.L * g.K);
     void *cols = NULL;
     if (!dy || !w) goto done;
+    if (out->dtype == NB_F32) { /* oneDNN's kernels where nabla is built with them */
+        nb_conv_shape cs = { g.N, g.C, g.H, g.W, g.O, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups };
+        int done = nb__dnnl_conv_backward_data(&cs, nb__data(dy), nb__data(w), nb__data(out));
+        if (done != 0) {
+            rc = done > 0 ? 0 : -1;
+            goto done;
+        }
+    }
     if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     if (out->dtype == NB_F32) {
         const float *pdy = nb__data(dy), *pw = nb__data(w);
@@ -252,10 +269,20 @@ done:
     return rc;
 }
 
+/* One chunk's weight gradient through oneDNN (f32 with oneDNN built in); false to fall back. */
+static bool wgrad_dnnl_float(const conv_geom *g, const float *dy, const float *x, float *dw, int64_t n0, int64_t n1) {
+    nb_conv_shape cs = { n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups };
+    return nb__dnnl_conv_backward_weights(&cs, x + n0 * g->C * g->H * g->W, dy + n0 * g->O * g->L, dw) > 0;
+}
+static bool wgrad_dnnl_double(const conv_geom *g, const double *dy, const double *x, double *dw, int64_t n0, int64_t n1) {
+    (void)g; (void)dy; (void)x; (void)dw; (void)n0; (void)n1;
+    return false;
+}
+
 /* Partial weight gradients held at once are capped at this many elements (in all). */
 #define WGRAD_PARTIAL_CAP ((int64_t)1 << 24)
 /* Samples per chunk at the least. */
-#define WGRAD_MIN_CHUNK 4
+#define WGRAD_MIN_CHUNK 8
 
 /* conv2d_backward_weight(dy, x) -> dw with args->shape */
 int cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
@@ -296,7 +323,8 @@ int cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin, co
             T *dst = c == 0 ? pdw : pp + (c - 1) * wn;                                                   \
             T *colbuf = pc ? pc + omp_get_thread_num() * per : NULL;                                     \
             int64_t n0 = c * per_chunk, n1 = n0 + per_chunk < g.N ? n0 + per_chunk : g.N;                \
-            for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(&g, pdy, px, dst, colbuf, n, n == n0 ? 0 : 1); \
+            if (!wgrad_dnnl_##T(&g, pdy, px, dst, n0, n1))                                               \
+                for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(&g, pdy, px, dst, colbuf, n, n == n0 ? 0 : 1); \
         );                                                                                               \
         if (chunks > 1) {                                                                                \
             int threads = wn * chunks >= NB_PARALLEL_GRAIN ? nb__threads() : 1;                          \

@@ -1,0 +1,284 @@
+/* Convolution through oneDNN for f32: the forward and the input gradient run oneDNN's JIT
+   kernels (AVX-512 where the CPU has it) on its blocked layouts, reordering from and to NCHW
+   around each call. Primitives are built once per shape and cached. Both are deterministic:
+   every output element is reduced by one thread in a fixed order, whatever the thread count.
+   The weight gradient stays with nabla's own im2col + GEMM, whose chunking is fixed by shape
+   (oneDNN's splits its reduction by thread count). Without libdnnl this file compiles to stubs. */
+#include "dnnl_conv.h"
+#include "../../core/core_impl.h"
+
+#ifndef NABLA_HAVE_DNNL
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
+    (void)s; (void)x; (void)w; (void)b; (void)y;
+    return 0;
+}
+int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
+    (void)s; (void)dy; (void)w; (void)dx;
+    return 0;
+}
+int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const float *dy, float *dw) {
+    (void)s; (void)x; (void)dy; (void)dw;
+    return 0;
+}
+#else
+#include <dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { KIND_FORWARD, KIND_BACKWARD_DATA, KIND_BACKWARD_WEIGHTS };
+#define CACHE_SIZE 32
+
+typedef struct {
+    bool used;
+    int kind;
+    bool bias;
+    nb_conv_shape shape;
+    dnnl_primitive_t prim;
+    /* user (plain) memory, pointed at the caller's buffers each call */
+    dnnl_memory_t in_user, w_user, out_user, b_mem;
+    /* the primitive's own layouts and the reorders into and out of them (NULL when plain) */
+    dnnl_memory_t in_mem, w_mem, out_mem;
+    dnnl_primitive_t in_reorder, w_reorder, out_reorder;
+    uint64_t last_use;
+} entry;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+static bool broken;
+static entry cache[CACHE_SIZE];
+static uint64_t clock_tick;
+
+static void free_entry(entry *e) {
+    dnnl_primitive_t prims[] = { e->prim, e->in_reorder, e->w_reorder, e->out_reorder };
+    for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+        if (prims[i]) dnnl_primitive_destroy(prims[i]);
+    dnnl_memory_t mems[] = { e->in_user, e->w_user, e->out_user, e->b_mem, e->in_mem, e->w_mem, e->out_mem };
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    memset(e, 0, sizeof *e);
+}
+
+/* A memory object in the layout the primitive wants, and a reorder between it and the user's
+   plain one (none when they are the same). */
+static bool internal_memory(const dnnl_memory_desc_t *want, dnnl_memory_t user, bool to_internal, dnnl_memory_t *mem,
+                            dnnl_primitive_t *reorder) {
+    const dnnl_memory_desc_t *user_md;
+    if (dnnl_memory_get_memory_desc(user, &user_md) != dnnl_success) return false;
+    *mem = NULL;
+    *reorder = NULL;
+    if (dnnl_memory_desc_equal(user_md, want)) return true;
+    if (dnnl_memory_create(mem, want, engine, DNNL_MEMORY_ALLOCATE) != dnnl_success) return false;
+    dnnl_primitive_desc_t rpd;
+    dnnl_status_t st = to_internal ? dnnl_reorder_primitive_desc_create(&rpd, user_md, engine, want, engine, NULL)
+                                   : dnnl_reorder_primitive_desc_create(&rpd, want, engine, user_md, engine, NULL);
+    if (st != dnnl_success) return false;
+    st = dnnl_primitive_create(reorder, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    return st == dnnl_success;
+}
+
+static bool build(entry *e, int kind, const nb_conv_shape *s, bool bias) {
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->shape = *s;
+    e->bias = bias;
+    dnnl_dims_t xd = { s->N, s->C, s->H, s->W }, yd = { s->N, s->O, s->OH, s->OW }, bd = { s->O };
+    dnnl_dims_t strides = { s->sh, s->sw }, dil = { s->dh - 1, s->dw - 1 }, pl = { s->ph, s->pw };
+    dnnl_dims_t pr = { (s->OH - 1) * s->sh + (s->kh - 1) * s->dh + 1 - s->H - s->ph,
+                       (s->OW - 1) * s->sw + (s->kw - 1) * s->dw + 1 - s->W - s->pw };
+    bool grouped = s->groups > 1;
+    dnnl_dims_t wd5 = { s->groups, s->O / s->groups, s->C / s->groups, s->kh, s->kw }, wd4 = { s->O, s->C, s->kh, s->kw };
+    dnnl_memory_desc_t x_any, w_any, y_any, x_u, w_u, y_u, b_md;
+    bool ok = dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&y_any, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&x_u, 4, xd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&y_u, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&w_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success;
+    if (!ok) return false;
+    dnnl_convolution_desc_t fwd;
+    if (dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &x_any, &w_any,
+                                                   bias ? &b_md : NULL, &y_any, strides, dil, pl, pr) != dnnl_success)
+        return false;
+    dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
+    if (dnnl_primitive_desc_create(&fwd_pd, &fwd, NULL, engine, NULL) != dnnl_success) return false;
+    if (kind == KIND_FORWARD) pd = fwd_pd;
+    else if (kind == KIND_BACKWARD_WEIGHTS) {
+        dnnl_convolution_desc_t bwd;
+        if (dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &x_any, &w_any, NULL, &y_any,
+                                                                strides, dil, pl, pr) != dnnl_success ||
+            dnnl_primitive_desc_create(&pd, &bwd, NULL, engine, fwd_pd) != dnnl_success) {
+            dnnl_primitive_desc_destroy(fwd_pd);
+            return false;
+        }
+        dnnl_primitive_desc_destroy(fwd_pd);
+    } else {
+        dnnl_convolution_desc_t bwd;
+        if (dnnl_dilated_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &x_any, &w_any, &y_any, strides,
+                                                             dil, pl, pr) != dnnl_success ||
+            dnnl_primitive_desc_create(&pd, &bwd, NULL, engine, fwd_pd) != dnnl_success) {
+            dnnl_primitive_desc_destroy(fwd_pd);
+            return false;
+        }
+        dnnl_primitive_desc_destroy(fwd_pd);
+    }
+    /* the three tensors as (in, w, out): forward (x, w, y), data gradient (dy, w, dx), weight
+       gradient (x, dy, dw), with out the one written */
+    const dnnl_memory_desc_t *in_md, *w_md, *out_md, *in_u = &x_u, *w_u2 = &w_u, *out_u = &y_u;
+    if (kind == KIND_FORWARD) {
+        in_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        out_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    } else if (kind == KIND_BACKWARD_DATA) {
+        in_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+        w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        out_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+        in_u = &y_u;
+        out_u = &x_u;
+    } else {
+        in_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+        out_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
+        w_u2 = &y_u;
+        out_u = &w_u;
+    }
+    ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+         dnnl_memory_create(&e->in_user, in_u, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&e->w_user, w_u2, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&e->out_user, out_u, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         (!bias || dnnl_memory_create(&e->b_mem, &b_md, engine, DNNL_MEMORY_NONE) == dnnl_success) &&
+         internal_memory(in_md, e->in_user, true, &e->in_mem, &e->in_reorder) &&
+         internal_memory(w_md, e->w_user, true, &e->w_mem, &e->w_reorder) &&
+         internal_memory(out_md, e->out_user, false, &e->out_mem, &e->out_reorder);
+    dnnl_primitive_desc_destroy(pd);
+    if (!ok) free_entry(e);
+    else e->used = true;
+    return ok;
+}
+
+static entry *lookup(entry *cache, int size, int kind, const nb_conv_shape *s, bool bias) {
+    entry *oldest = &cache[0];
+    for (int i = 0; i < size; i++) {
+        entry *e = &cache[i];
+        if (e->used && e->kind == kind && e->bias == bias && memcmp(&e->shape, s, sizeof *s) == 0) return e;
+        if (!e->used || (oldest->used && e->last_use < oldest->last_use)) oldest = e;
+    }
+    if (oldest->used) free_entry(oldest);
+    return build(oldest, kind, s, bias) ? oldest : NULL;
+}
+
+static bool exec_reorder(dnnl_stream_t stream, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to) {
+    dnnl_exec_arg_t args[] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
+    return dnnl_primitive_execute(r, stream, 2, args) == dnnl_success;
+}
+
+/* Creates the shared engine and stream once; false when oneDNN cannot run here. */
+static bool ensure_engine(void) {
+    if (!engine && !broken) {
+        if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
+            dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
+            broken = true; /* no usable oneDNN: the callers fall back for good */
+    }
+    return !broken;
+}
+
+/* Runs the cached primitive for (kind, s) on the given buffers through stream. */
+static int execute(entry *cache, int size, dnnl_stream_t stream, int kind, const nb_conv_shape *s, const float *in,
+                   const float *w, const float *b, float *out) {
+    int rc = 0;
+    entry *e = lookup(cache, size, kind, s, b != NULL);
+    if (!e) return 0; /* a shape oneDNN declines: fall back */
+    e->last_use = ++clock_tick;
+    rc = -1;
+    if (dnnl_memory_set_data_handle(e->in_user, (void *)in) != dnnl_success ||
+        dnnl_memory_set_data_handle(e->w_user, (void *)w) != dnnl_success ||
+        dnnl_memory_set_data_handle(e->out_user, out) != dnnl_success ||
+        (b && dnnl_memory_set_data_handle(e->b_mem, (void *)b) != dnnl_success))
+        goto fail;
+    dnnl_memory_t in_m = e->in_mem ? e->in_mem : e->in_user, w_m = e->w_mem ? e->w_mem : e->w_user;
+    dnnl_memory_t out_m = e->out_mem ? e->out_mem : e->out_user;
+    if (e->in_reorder && !exec_reorder(stream, e->in_reorder, e->in_user, in_m)) goto fail;
+    if (e->w_reorder && !exec_reorder(stream, e->w_reorder, e->w_user, w_m)) goto fail;
+    dnnl_exec_arg_t args[4];
+    int n = 0;
+    if (kind == KIND_FORWARD) {
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, in_m };
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, w_m };
+        if (b) args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, e->b_mem };
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DST, out_m };
+    } else if (kind == KIND_BACKWARD_DATA) {
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, in_m };
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, w_m };
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, out_m };
+    } else {
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, in_m };
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, w_m };
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, out_m };
+    }
+    if (dnnl_primitive_execute(e->prim, stream, n, args) != dnnl_success) goto fail;
+    if (e->out_reorder && !exec_reorder(stream, e->out_reorder, out_m, e->out_user)) goto fail;
+    if (dnnl_stream_wait(stream) != dnnl_success) goto fail;
+    return 1;
+fail:
+    nb__error("nb_conv2d: oneDNN failed on input [%lld, %lld, %lld, %lld] with %lld filters of %lldx%lld",
+              (long long)s->N, (long long)s->C, (long long)s->H, (long long)s->W, (long long)s->O, (long long)s->kh,
+              (long long)s->kw);
+    return rc;
+}
+
+/* The forward and the data gradient share one cache and stream under the lock, and run with
+   oneDNN's own threads (each output element is reduced by one thread: deterministic). */
+static int run_shared(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
+    pthread_mutex_lock(&lock);
+    int rc = ensure_engine() ? execute(cache, CACHE_SIZE, stream, kind, s, in, w, b, out) : 0;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
+    return run_shared(KIND_FORWARD, s, x, w, b, y);
+}
+
+int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
+    return run_shared(KIND_BACKWARD_DATA, s, dy, w, NULL, dx);
+}
+
+/* Weight-gradient pieces run on many threads at once, each with its own cache and stream,
+   and oneDNN held to one thread inside each (its reduction split would depend on the count). */
+#define LOCAL_CACHE_SIZE 4
+static _Thread_local entry local_cache[LOCAL_CACHE_SIZE];
+static _Thread_local dnnl_stream_t local_stream;
+static pthread_key_t local_key;
+static pthread_once_t local_key_once = PTHREAD_ONCE_INIT;
+
+static void local_exit(void *arg) {
+    (void)arg;
+    for (int i = 0; i < LOCAL_CACHE_SIZE; i++)
+        if (local_cache[i].used) free_entry(&local_cache[i]);
+    if (local_stream) dnnl_stream_destroy(local_stream);
+    local_stream = NULL;
+}
+
+static void make_local_key(void) { pthread_key_create(&local_key, local_exit); }
+
+int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const float *dy, float *dw) {
+    pthread_mutex_lock(&lock);
+    bool ok = ensure_engine();
+    pthread_mutex_unlock(&lock);
+    if (!ok) return 0;
+    if (!local_stream) {
+        if (dnnl_stream_create(&local_stream, engine, dnnl_stream_default_flags) != dnnl_success) return 0;
+        pthread_once(&local_key_once, make_local_key);
+        pthread_setspecific(local_key, &local_stream);
+    }
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw);
+    omp_set_num_threads(prev);
+    return rc;
+}
+#endif
