@@ -2,6 +2,7 @@
 # Installs the Debian packages nabla builds and tests with, skipping what is already there.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libomp-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev zlib1g-dev
+          libpng-dev libjansson-dev libxml2-utils librsvg2-bin python3-pil
           python3-torch python3-numpy dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do

@@ -3,10 +3,119 @@
 #define NABLA_SUMMARY_H
 
 #include "core.h"
+#include "nn.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- event writer: events.out.tfevents.* files that TensorBoard reads ---- */
+
+/* Writes one event file in a log folder. Thread-safe: several threads may log to one writer. */
+typedef struct nb_summary_writer nb_summary_writer;
+
+/* Writer options; zero fields take the defaults: flush every 2 s (flush_secs < 0: only when the
+   buffer fills, on nb_summary_flush and on close), a 1 MiB buffer, no file-name suffix. */
+typedef struct nb_summary_opts {
+    double flush_secs;
+    size_t max_buffer_bytes;
+    const char *filename_suffix;
+} nb_summary_opts;
+
+/* Opens a writer on a new event file in logdir (created, with its parents, when missing). */
+NB_API nb_summary_writer *nb_summary_open(const char *logdir);
+/* nb_summary_open with options. */
+NB_API nb_summary_writer *nb_summary_open_opts(const char *logdir, nb_summary_opts opts);
+/* The path of the writer's event file (valid until close). */
+NB_API const char *nb_summary_path(const nb_summary_writer *w);
+/* Logs a scalar under tag at step (kept as a 32-bit float, TensorBoard's simple_value); buffered. 0 or <0. */
+NB_API int nb_summary_scalar(nb_summary_writer *w, const char *tag, double value, int64_t step);
+/* Logs a histogram of t's elements (any dtype, any device) with TensorBoard's default
+   exponential buckets; NaN/Inf elements are left out of every field. 0 or <0. */
+NB_API int nb_summary_histogram(nb_summary_writer *w, const char *tag, nb_tensor *t, int64_t step);
+/* Logs a histogram of n doubles, as nb_summary_histogram. */
+NB_API int nb_summary_histogram_values(nb_summary_writer *w, const char *tag, const double *values, int64_t n, int64_t step);
+/* Logs a text (Markdown) entry as TensorBoard's text plugin expects. 0 or <0. */
+NB_API int nb_summary_text(nb_summary_writer *w, const char *tag, const char *text, int64_t step);
+
+/* A hyper-parameter: a number, unless text is non-NULL. */
+typedef struct nb_hparam { const char *name; double number; const char *text; } nb_hparam;
+/* Logs a run's hyper-parameters and the metric tags to compare runs by (TensorBoard's HParams
+   plugin: experiment, session start and end). 0 or <0. */
+NB_API int nb_summary_hparams(nb_summary_writer *w, const nb_hparam *hparams, int n, const char *const *metric_tags, int n_metrics);
+/* Writes the buffered events to the file now. 0 or <0. */
+NB_API int nb_summary_flush(nb_summary_writer *w);
+/* Flushes, closes the file and frees the writer (NULL is ignored). 0 or <0 when the last write failed. */
+NB_API int nb_summary_close(nb_summary_writer *w);
+
+/* ---- run health ---- */
+
+/* Logs the global L2 norm of the module's gradients as "grad_norm/global"; returns it (<0 on error). */
+NB_API double nb_summary_grad_norm(nb_summary_writer *w, nb_module *m, int64_t step);
+/* Clips the gradients as nb_clip_grad_norm, logging "grad_norm/before_clip" and
+   "grad_norm/after_clip"; returns the norm before clipping (<0 on error). */
+NB_API double nb_summary_clip_grad_norm(nb_summary_writer *w, nb_module *m, double max_norm, int64_t step);
+/* Logs the learning rate as "lr" (one group) or "lr/group<i>" (several). 0 or <0. */
+NB_API int nb_summary_lr(nb_summary_writer *w, const nb_optimizer *opt, int64_t step);
+/* What nb_summary_parameters logs: weight histograms, gradient histograms, or both. */
+enum { NB_SUMMARY_WEIGHTS = 1, NB_SUMMARY_GRADS = 2 };
+/* Logs "weights/<name>" and/or "grads/<name>" histograms for each parameter (what is a mask of
+   NB_SUMMARY_WEIGHTS and NB_SUMMARY_GRADS; parameters without a gradient are skipped). 0 or <0. */
+NB_API int nb_summary_parameters(nb_summary_writer *w, nb_module *m, int what, int64_t step);
+
+/* What nb_check_grads found. */
+enum { NB_GRADS_OK = 0, NB_GRADS_NONFINITE = 1, NB_GRADS_EXPLODING = 2 };
+/* Checks each parameter's gradient: returns NB_GRADS_NONFINITE naming the first parameter with a
+   NaN/Inf gradient, NB_GRADS_EXPLODING when the global norm exceeds max_norm (<= 0: 1e4), else
+   NB_GRADS_OK (<0 on error). A warning is kept for nb_check_grads_message (never printed) and,
+   when w is not NULL, logged as text under "health/warning". */
+NB_API int nb_check_grads(nb_summary_writer *w, nb_module *m, double max_norm, int64_t step);
+/* The message of this thread's last nb_check_grads warning ("" when the last check was clean). */
+NB_API const char *nb_check_grads_message(void);
+
+/* ---- reading event files and plotting curves ---- */
+
+/* The scalars of one run: every tag with its (step, wall time, value) points, read from event
+   files. */
+typedef struct nb_scalar_log nb_scalar_log;
+
+/* Reads the scalars of one event file, or of every event file in a folder (in name order).
+   Records are checked by CRC; reading stops at a truncated or corrupt record and the log keeps
+   what came before it (see nb_scalar_log_note). NULL on error (e.g. a missing path). */
+NB_API nb_scalar_log *nb_scalar_log_read(const char *path);
+/* Number of tags. */
+NB_API int nb_scalar_log_num_tags(const nb_scalar_log *log);
+/* Name of tag i. */
+NB_API const char *nb_scalar_log_tag(const nb_scalar_log *log, int i);
+/* Index of a tag by name, or -1. */
+NB_API int nb_scalar_log_find(const nb_scalar_log *log, const char *tag);
+/* Points of tag i: sets the (borrowed) step, wall-time and value arrays; returns the count. */
+NB_API int64_t nb_scalar_log_points(const nb_scalar_log *log, int i, const int64_t **steps, const double **wall_times, const double **values);
+/* Whole records read across the files. */
+NB_API int64_t nb_scalar_log_records(const nb_scalar_log *log);
+/* Where and why reading stopped early ("file: truncated record at byte 1234 of 1300 ..."), or
+   NULL when every file was read to its end. */
+NB_API const char *nb_scalar_log_note(const nb_scalar_log *log);
+/* Frees the log. */
+NB_API void nb_scalar_log_free(nb_scalar_log *log);
+
+/* Plot options; zero fields take the defaults: 480 x 300 px per panel, 2 columns, no smoothing.
+   smooth is TensorBoard's debiased exponential moving average weight in [0, 1). */
+typedef struct nb_plot_opts {
+    double smooth;
+    int panel_width, panel_height, columns;
+    const char *title;
+    const char *tag_filter; /* only tags containing this text */
+} nb_plot_opts;
+/* Draws one panel per tag, overlaying the runs (named by names[i]), with axes, ticks, labels and
+   a legend, into an SVG file. 0 or <0. */
+NB_API int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int n_runs, const char *svg_path, nb_plot_opts opts);
+/* Writes every scalar as CSV rows "run,tag,step,wall_time,value" (with that header). 0 or <0. */
+NB_API int nb_plot_csv(const nb_scalar_log *const *runs, const char *const *names, int n_runs, const char *csv_path);
+/* Writes a sparkline of n values in Unicode blocks ("▁▂▃▅▇"), at most width characters (the last
+   values), into buf; returns buf. */
+NB_API const char *nb_sparkline(const double *values, int64_t n, int width, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

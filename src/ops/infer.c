@@ -285,7 +285,9 @@ static int infer_reduce(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
     int nd = t->shape.ndim;
     int64_t mask = args->i[0];
     bool keep = args->i[1] != 0;
-    bool is_sum = strcmp(fn, "sum") == 0, is_arg = fn[0] == 'a';
+    /* the table entry's own name tells which reduction this is */
+    bool is_sum = fn == nb__ops[NB_OP_SUM].name;
+    bool is_arg = fn == nb__ops[NB_OP_ARGMAX].name || fn == nb__ops[NB_OP_ARGMIN].name;
     out->shape.ndim = 0;
     for (int d = 0; d < nd; d++) {
         if (mask & ((int64_t)1 << d)) {

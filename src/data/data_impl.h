@@ -1,0 +1,27 @@
+/* Internal definitions of the data area: the dataset handle and the helpers its readers,
+   datasets and loader share. Not installed. */
+#ifndef NB_DATA_IMPL_H
+#define NB_DATA_IMPL_H
+
+#include "../core/core_impl.h"
+
+struct nb_dataset {
+    atomic_int refcount;
+    const nb_dataset_class *cls;
+    void *self;
+};
+
+/* Calls ds's get for index (range-checked) inside the caller's scope. */
+int nb__ds_get(nb_dataset *ds, int64_t index, uint64_t key, nb_batch *out);
+/* The samples at indices stacked: ds's get_batch when it has one, else get per sample and
+   nb__collate. Runs inside the caller's scope. */
+int nb__ds_get_batch(nb_dataset *ds, const int64_t *indices, int64_t n, uint64_t key, nb_batch *out);
+/* Stacks n samples along a new axis 0 with plain copies (no kernel threads); the results
+   belong to the current scope. */
+int nb__collate(const nb_batch *samples, int64_t n, nb_batch *out, const char *who);
+/* A dataset over in-memory x (and y); when x_scale > 0, u8 x is given as f32 times x_scale. */
+nb_dataset *nb__data_tensors_scaled(nb_tensor *x, nb_tensor *y, double x_scale);
+/* Reads a whole file into a malloc'd buffer; NULL with an error naming the function and path. */
+void *nb__read_file(const char *who, const char *path, size_t *size);
+
+#endif

@@ -1,0 +1,307 @@
+/* The data loader: batches in order from a dataset, made in the calling thread or by worker
+   threads (pthreads) filling a bounded ring of slots; the order and every sample's randomness
+   come from (seed, epoch, index), so results do not depend on the number of workers. */
+#include "data_impl.h"
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void nb__data_permutation(int64_t *order, int64_t n, uint64_t key);
+
+enum { SLOT_FREE, SLOT_BUSY, SLOT_READY };
+
+typedef struct {
+    int state;
+    int64_t batch;
+    nb_tensor *x, *y;
+    char *err; /* malloc'd message when making the batch failed */
+} slot_t;
+
+struct nb_data_loader {
+    nb_dataset *ds;
+    nb_loader_opts opts;
+    int64_t len;      /* samples */
+    int64_t nbatches; /* per epoch */
+    int64_t *order;   /* this epoch's sample order */
+    int64_t epoch;    /* the epoch being served */
+    uint64_t key;     /* this epoch's randomness: nb_data_key(seed, epoch) */
+    bool failed;
+    nb_batch held;    /* the batch last returned (owned, lent to the caller) */
+    nb_loader_stats stats;
+
+    /* workers */
+    pthread_mutex_t lock;
+    pthread_cond_t work, ready;
+    pthread_t *threads;
+    int nthreads;
+    bool stop;
+    uint64_t gen;     /* bumped at each epoch start; stale results are dropped */
+    int64_t next_dispatch, next_return;
+    slot_t *slots;
+    int nslots;
+};
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Makes batch b of the current epoch (indices copied by the caller) as owned references. Errors
+   are left in this thread's error state. */
+static int make_batch(nb_data_loader *l, const int64_t *idx, int64_t n, uint64_t key, nb_batch *out) {
+    nb_scope *s = nb_scope_begin();
+    nb_batch b;
+    int rc = nb__ds_get_batch(l->ds, idx, n, key, &b);
+    if (rc == 0) {
+        out->x = nb_retain(b.x);
+        out->y = b.y ? nb_retain(b.y) : NULL;
+    }
+    nb_scope_end(s);
+    return rc;
+}
+
+static int64_t batch_size(const nb_data_loader *l, int64_t b) {
+    int64_t bs = l->opts.batch_size, start = b * bs;
+    return start + bs <= l->len ? bs : l->len - start;
+}
+
+static char *format_failure(int64_t b, const int64_t *idx, int64_t n) {
+    const char *inner = nb_error();
+    char *msg = malloc(2300);
+    if (msg)
+        snprintf(msg, 2300, "nb_data_loader: batch %lld (samples %lld..., %lld in all): %s", (long long)b,
+                 (long long)(n ? idx[0] : -1), (long long)n, inner ? inner : "the dataset failed without a message");
+    return msg;
+}
+
+static void *worker_main(void *arg) {
+    nb_data_loader *l = arg;
+    /* Workers run per-sample work on one thread each: no kernel thread teams of their own,
+       which would spin on cores the training loop needs. */
+    omp_set_num_threads(1);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)l->opts.batch_size);
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        while (!l->stop && !(l->next_dispatch < l->nbatches && l->next_dispatch < l->next_return + l->nslots))
+            pthread_cond_wait(&l->work, &l->lock);
+        if (l->stop) break;
+        int64_t b = l->next_dispatch++;
+        uint64_t gen = l->gen, key = l->key;
+        int64_t n = batch_size(l, b);
+        if (idx) memcpy(idx, l->order + b * l->opts.batch_size, sizeof(int64_t) * (size_t)n);
+        slot_t *s = &l->slots[b % l->nslots];
+        s->state = SLOT_BUSY;
+        s->batch = b;
+        pthread_mutex_unlock(&l->lock);
+
+        nb_batch out = { 0 };
+        char *err = NULL;
+        nb_error_clear();
+        if (!idx) {
+            nb__error("nb_data_loader: out of memory in a worker");
+            err = format_failure(b, NULL, 0);
+        } else if (make_batch(l, idx, n, key, &out) < 0) {
+            err = format_failure(b, idx, n);
+        }
+        nb_error_clear();
+
+        pthread_mutex_lock(&l->lock);
+        if (gen == l->gen && !l->stop) {
+            s->x = out.x;
+            s->y = out.y;
+            s->err = err;
+            s->state = SLOT_READY;
+            pthread_cond_broadcast(&l->ready);
+        } else {
+            pthread_mutex_unlock(&l->lock);
+            nb_release(out.x);
+            nb_release(out.y);
+            free(err);
+            pthread_mutex_lock(&l->lock);
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    free(idx);
+    return NULL;
+}
+
+/* Empties every slot, releasing what it holds. Called with the lock held. */
+static void clear_slots(nb_data_loader *l) {
+    for (int i = 0; i < l->nslots; i++) {
+        slot_t *s = &l->slots[i];
+        nb_release(s->x);
+        nb_release(s->y);
+        free(s->err);
+        s->x = s->y = NULL;
+        s->err = NULL;
+        s->state = SLOT_FREE;
+    }
+}
+
+/* Sets up the order of epoch l->epoch and lets the workers start on it. */
+static void start_epoch(nb_data_loader *l) {
+    if (l->nthreads) pthread_mutex_lock(&l->lock);
+    l->key = nb_data_key(l->opts.seed, (uint64_t)l->epoch);
+    if (l->opts.shuffle) nb__data_permutation(l->order, l->len, nb_data_key(l->key, 0x73687566ull));
+    else for (int64_t i = 0; i < l->len; i++) l->order[i] = i;
+    l->next_dispatch = l->next_return = 0;
+    if (l->nthreads) {
+        l->gen++;
+        clear_slots(l);
+        pthread_cond_broadcast(&l->work);
+        pthread_mutex_unlock(&l->lock);
+    }
+}
+
+nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
+    if (!ds) { if (!nb__has_error()) nb__error("nb_data_loader_new: dataset is NULL"); return NULL; }
+    if (opts.batch_size < 0 || opts.num_workers < 0 || opts.prefetch < 0 || opts.num_workers > 1024) {
+        nb__error("nb_data_loader_new: batch_size %lld, num_workers %d and prefetch %d must be >= 0",
+                  (long long)opts.batch_size, opts.num_workers, opts.prefetch);
+        return NULL;
+    }
+    if (opts.batch_size == 0) opts.batch_size = 1;
+    if (opts.prefetch == 0) opts.prefetch = 2;
+    if (opts.seed == 0) {
+        uint64_t seed, offset;
+        nb__rng_reserve(4, &seed, &offset);
+        uint32_t w[4];
+        nb__philox(seed, offset, w);
+        opts.seed = (uint64_t)w[0] | (uint64_t)w[1] << 32;
+    }
+    int64_t len = nb_dataset_len(ds);
+    if (len < 0) { nb__error("nb_data_loader_new: the dataset's len is %lld", (long long)len); return NULL; }
+    nb_data_loader *l = calloc(1, sizeof *l);
+    if (!l) { nb__error("nb_data_loader_new: out of memory"); return NULL; }
+    l->ds = ds;
+    atomic_fetch_add(&ds->refcount, 1);
+    l->opts = opts;
+    l->len = len;
+    l->nbatches = opts.drop_last ? len / opts.batch_size : (len + opts.batch_size - 1) / opts.batch_size;
+    l->order = malloc(sizeof(int64_t) * (size_t)(len > 0 ? len : 1));
+    if (!l->order) goto oom;
+    if (opts.num_workers > 0) {
+        l->nslots = opts.num_workers * opts.prefetch;
+        l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
+        l->threads = calloc((size_t)opts.num_workers, sizeof *l->threads);
+        if (!l->slots || !l->threads) goto oom;
+        pthread_mutex_init(&l->lock, NULL);
+        pthread_cond_init(&l->work, NULL);
+        pthread_cond_init(&l->ready, NULL);
+        for (int i = 0; i < opts.num_workers; i++) {
+            if (pthread_create(&l->threads[i], NULL, worker_main, l) != 0) {
+                nb__error("nb_data_loader_new: cannot start worker thread %d", i);
+                nb_data_loader_free(l);
+                return NULL;
+            }
+            l->nthreads++;
+        }
+    }
+    start_epoch(l);
+    return l;
+oom:
+    nb__error("nb_data_loader_new: out of memory");
+    nb_data_loader_free(l);
+    return NULL;
+}
+
+static void release_held(nb_data_loader *l) {
+    nb_release(l->held.x);
+    nb_release(l->held.y);
+    l->held.x = l->held.y = NULL;
+}
+
+/* Ends the epoch (at its end or after an error) and starts the next one. */
+static void end_epoch(nb_data_loader *l) {
+    l->epoch++;
+    l->stats.epochs++;
+    start_epoch(l);
+}
+
+bool nb_data_loader_next(nb_data_loader *l, nb_batch *out) {
+    if (out) out->x = out->y = NULL;
+    if (!l || !out) { nb__error("nb_data_loader_next: loader or out is NULL"); return false; }
+    release_held(l);
+    l->failed = false;
+    if (l->next_return >= l->nbatches) {
+        end_epoch(l);
+        return false;
+    }
+    double t0 = now_seconds();
+    int64_t b = l->next_return;
+    char *err = NULL;
+    nb_batch got = { 0 };
+    if (l->nthreads == 0) {
+        int64_t n = batch_size(l, b);
+        const int64_t *idx = l->order + b * l->opts.batch_size;
+        /* Keep an error the caller already had; otherwise wrap the dataset's message. */
+        bool had = nb__has_error();
+        if (make_batch(l, idx, n, l->key, &got) < 0) {
+            err = format_failure(b, idx, n);
+            if (!had) nb_error_clear();
+        }
+        l->next_return++;
+    } else {
+        pthread_mutex_lock(&l->lock);
+        slot_t *s = &l->slots[b % l->nslots];
+        while (!(s->state == SLOT_READY && s->batch == b)) pthread_cond_wait(&l->ready, &l->lock);
+        got.x = s->x;
+        got.y = s->y;
+        err = s->err;
+        s->x = s->y = NULL;
+        s->err = NULL;
+        s->state = SLOT_FREE;
+        l->next_return++;
+        pthread_cond_broadcast(&l->work);
+        pthread_mutex_unlock(&l->lock);
+    }
+    l->stats.wait_seconds += now_seconds() - t0;
+    if (err) {
+        nb__error("%s", err);
+        free(err);
+        nb_release(got.x);
+        nb_release(got.y);
+        l->failed = true;
+        end_epoch(l);
+        return false;
+    }
+    l->held = got;
+    *out = got;
+    l->stats.batches++;
+    return true;
+}
+
+bool nb_data_loader_failed(const nb_data_loader *l) { return l && l->failed; }
+
+int64_t nb_data_loader_len(const nb_data_loader *l) { return l ? l->nbatches : 0; }
+
+nb_loader_stats nb_data_loader_stats(const nb_data_loader *l) {
+    return l ? l->stats : (nb_loader_stats){ 0 };
+}
+
+double nb_data_loader_wait_seconds(const nb_data_loader *l) { return l ? l->stats.wait_seconds : 0; }
+
+void nb_data_loader_free(nb_data_loader *l) {
+    if (!l) return;
+    if (l->slots && l->threads) {
+        pthread_mutex_lock(&l->lock);
+        l->stop = true;
+        pthread_cond_broadcast(&l->work);
+        pthread_mutex_unlock(&l->lock);
+        for (int i = 0; i < l->nthreads; i++) pthread_join(l->threads[i], NULL);
+        clear_slots(l);
+        pthread_cond_destroy(&l->work);
+        pthread_cond_destroy(&l->ready);
+        pthread_mutex_destroy(&l->lock);
+    }
+    release_held(l);
+    free(l->slots);
+    free(l->threads);
+    free(l->order);
+    nb_dataset_free(l->ds);
+    free(l);
+}

@@ -1,0 +1,206 @@
+/* PNG images decoded by libpng (its simplified png_image API) and the image-folder dataset: one
+   sub-folder of PNG files per class, decoded when a sample is read. */
+#include "data_impl.h"
+#include <dirent.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* Images larger than this many pixels are refused (a corrupt header could promise terabytes). */
+#define MAX_PIXELS ((uint64_t)1 << 28)
+
+static nb_tensor *decode_png(const char *who, const void *data, size_t size, const char *name) {
+    static const uint8_t sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+    if (size < 8 || memcmp(data, sig, 8) != 0) {
+        size_t k = size < 8 ? size : 8;
+        char got[40] = "";
+        for (size_t i = 0; i < k; i++) snprintf(got + 3 * i, sizeof got - 3 * i, "%02x ", ((const uint8_t *)data)[i]);
+        nb__error("%s: %s: not a PNG file: the signature at offset 0 is %s(%zu bytes; a PNG starts 89 50 4e 47 0d 0a 1a 0a)",
+                  who, name, k ? got : "empty ", size);
+        return NULL;
+    }
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&img, data, size)) {
+        nb__error("%s: %s: bad PNG header (IHDR, from offset 8): %s", who, name, img.message);
+        png_image_free(&img);
+        return NULL;
+    }
+    int ch;
+    if (img.format & PNG_FORMAT_FLAG_COLOR) {
+        ch = img.format & PNG_FORMAT_FLAG_ALPHA ? 4 : 3;
+        img.format = ch == 4 ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+    } else {
+        ch = img.format & PNG_FORMAT_FLAG_ALPHA ? 2 : 1;
+        img.format = ch == 2 ? PNG_FORMAT_GA : PNG_FORMAT_GRAY;
+    }
+    uint64_t h = img.height, w = img.width;
+    if (h == 0 || w == 0 || h * w > MAX_PIXELS) {
+        nb__error("%s: %s: image size %llux%llu (IHDR at offset 8) is out of range", who, name, (unsigned long long)w,
+                  (unsigned long long)h);
+        png_image_free(&img);
+        return NULL;
+    }
+    size_t bytes = (size_t)(h * w * (uint64_t)ch);
+    uint8_t *hwc = malloc(bytes);
+    if (!hwc) { png_image_free(&img); nb__error("%s: %s: out of memory", who, name); return NULL; }
+    if (!png_image_finish_read(&img, NULL, hwc, 0, NULL)) {
+        nb__error("%s: %s: corrupt PNG data: %s", who, name, img.message);
+        png_image_free(&img);
+        free(hwc);
+        return NULL;
+    }
+    png_image_free(&img);
+    nb_tensor *t = nb__tensor_new(NB_SHAPE(ch, (int64_t)h, (int64_t)w), NB_U8);
+    if (t) {
+        uint8_t *o = nb__data(t);
+        size_t plane = (size_t)(h * w);
+        if (ch == 1) memcpy(o, hwc, bytes);
+        else
+            for (size_t i = 0; i < plane; i++)
+                for (int c = 0; c < ch; c++) o[(size_t)c * plane + i] = hwc[i * (size_t)ch + (size_t)c];
+    }
+    free(hwc);
+    return t;
+}
+
+nb_tensor *nb_decode_png(const void *data, size_t size, const char *name) {
+    if (!data && size) { nb__error("nb_decode_png: data is NULL"); return NULL; }
+    return nb__own(decode_png("nb_decode_png", data ? data : "", size, name ? name : "(memory)"));
+}
+
+static nb_tensor *read_png(const char *who, const char *path) {
+    size_t size;
+    void *data = nb__read_file(who, path, &size);
+    if (!data) return NULL;
+    nb_tensor *t = decode_png(who, data, size, path);
+    free(data);
+    return t;
+}
+
+nb_tensor *nb_read_png(const char *path) { return nb__own(read_png("nb_read_png", path)); }
+
+/* ---- image folder ---- */
+typedef struct {
+    char **files;   /* full paths */
+    int64_t *label;
+    int64_t n;
+    char **classes;
+    int64_t nclasses;
+} folder_ds;
+
+static int64_t folder_len(void *self) { return ((folder_ds *)self)->n; }
+
+static int folder_get(void *self, int64_t index, uint64_t key, nb_batch *out) {
+    folder_ds *f = self;
+    nb_tensor *img = read_png("nb_data_image_folder", f->files[index]);
+    if (!img) return -1;
+    nb_tensor *x = nb_empty(img->shape, NB_F32);
+    if (x) {
+        const uint8_t *p = nb__data(img);
+        float *o = nb__data(x);
+        for (int64_t i = 0; i < img->numel; i++) o[i] = (float)p[i] * (1.0f / 255.0f);
+    }
+    nb_release(img);
+    out->x = x;
+    out->y = nb_from_data(&f->label[index], NB_SHAPE(), NB_I64);
+    return x && out->y ? 0 : -1;
+}
+
+static void folder_free(void *self) {
+    folder_ds *f = self;
+    for (int64_t i = 0; i < f->n; i++) free(f->files[i]);
+    for (int64_t i = 0; i < f->nclasses; i++) free(f->classes[i]);
+    free(f->files);
+    free(f->label);
+    free(f->classes);
+    free(f);
+}
+
+static const nb_dataset_class FOLDER = { .name = "nb_data_image_folder", .len = folder_len, .get = folder_get, .free = folder_free };
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names in dir (sorted, hidden ones skipped) that are folders (want_dirs) or .png files. */
+static char **list_dir(const char *dir, bool want_dirs, int64_t *count) {
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **names = NULL;
+    int64_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[4400];
+        if (snprintf(path, sizeof path, "%.4000s/%.255s", dir, e->d_name) >= (int)sizeof path) continue;
+        struct stat st;
+        if (stat(path, &st) != 0) continue;
+        size_t len = strlen(e->d_name);
+        if (want_dirs ? !S_ISDIR(st.st_mode) : !(S_ISREG(st.st_mode) && len > 4 && strcasecmp(e->d_name + len - 4, ".png") == 0))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **g = realloc(names, sizeof *g * (size_t)cap);
+            if (!g) break;
+            names = g;
+        }
+        names[n] = strdup(e->d_name);
+        if (names[n]) n++;
+    }
+    closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    *count = n;
+    if (!names) names = calloc(1, sizeof *names);
+    return names;
+}
+
+nb_dataset *nb_data_image_folder(const char *root) {
+    const char *who = "nb_data_image_folder";
+    if (!root) { nb__error("%s: root is NULL", who); return NULL; }
+    folder_ds *f = calloc(1, sizeof *f);
+    if (!f) { nb__error("%s: out of memory", who); return NULL; }
+    f->classes = list_dir(root, true, &f->nclasses);
+    if (!f->classes) { nb__error("%s: cannot open the folder %s", who, root); free(f); return NULL; }
+    int64_t cap = 0;
+    for (int64_t c = 0; c < f->nclasses; c++) {
+        char dir[4000];
+        if (snprintf(dir, sizeof dir, "%.3700s/%.255s", root, f->classes[c]) >= (int)sizeof dir) continue;
+        int64_t k;
+        char **files = list_dir(dir, false, &k);
+        for (int64_t i = 0; i < k; i++) {
+            if (f->n == cap) {
+                cap = cap ? cap * 2 : 256;
+                char **g = realloc(f->files, sizeof *g * (size_t)cap);
+                int64_t *gl = realloc(f->label, sizeof *gl * (size_t)cap);
+                if (g) f->files = g;
+                if (gl) f->label = gl;
+                if (!g || !gl) { cap = f->n; break; }
+            }
+            size_t len = strlen(dir) + strlen(files[i]) + 2;
+            f->files[f->n] = malloc(len);
+            if (!f->files[f->n]) break;
+            snprintf(f->files[f->n], len, "%s/%s", dir, files[i]);
+            f->label[f->n++] = c;
+        }
+        for (int64_t i = 0; i < k; i++) free(files[i]);
+        free(files);
+    }
+    if (f->n == 0) {
+        nb__error("%s: %s holds no class folders with .png images (%lld class folders)", who, root, (long long)f->nclasses);
+        folder_free(f);
+        return NULL;
+    }
+    nb_dataset *ds = nb_dataset_new(&FOLDER, f);
+    if (!ds) folder_free(f);
+    return ds;
+}
+
+const char *nb_data_image_folder_class(nb_dataset *ds, int64_t i) {
+    if (!ds || ds->cls != &FOLDER) { nb__error("nb_data_image_folder_class: not an image folder dataset"); return NULL; }
+    folder_ds *f = ds->self;
+    return i >= 0 && i < f->nclasses ? f->classes[i] : NULL;
+}
