@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes the PyTorch reference for tests/test_nn_torch.c (layers, losses, optimizers, schedules).
+"""Writes the PyTorch reference for tests/test_nn_torch.c (layers, losses, optimizers, schedules,
+attention).
 
 Usage: nn_ref.py OUTPUT_FILE
 
@@ -9,7 +10,8 @@ The file is a flat store of named records, one per line, that the C test looks u
   S name n w1..wn                        a list of words (e.g. optimizer state names)
 
 Names are dotted: "<section>.<case>.<what>", e.g. "layer.linear.x", "loss.ce_mean.grad",
-"opt.adam_amsgrad.p0", "sched.onecycle_sgd.lr". Each case draws its values from a torch seed
+"opt.adam_amsgrad.p0", "sched.onecycle_sgd.lr", "attn.sdpa_mask.gq" (self-attention modules and
+the GPT block are layer cases: "layer.gpt_block.y"). Each case draws its values from a torch seed
 made from its name, so adding a case changes no other. The C side mirrors each case's settings
 by name; a name it asks for that is missing here is a failure.
 
@@ -334,6 +336,177 @@ def clipping():
         put(f'clip.{name}.gb_clipped', b.grad)
 
 
+# ---------------------------------------------------------------- attention
+def causal_mask(tq, tk):
+    """The additive causal mask [tq, tk] that nabla documents: key j is visible from query i when
+    j <= i + (tk - tq) (aligned at the end, so the last query sees every key); -inf elsewhere."""
+    i = torch.arange(tq)[:, None] + (tk - tq)
+    j = torch.arange(tk)[None, :]
+    return torch.zeros(tq, tk).masked_fill(j > i, float('-inf'))
+
+
+def sdpa_ref(q, k, v, mask=None, causal=False, scale=None):
+    """softmax(q k^T * scale + mask) v, written out (torch 1.13 has no F.scaled_dot_product_attention)."""
+    s = q @ k.transpose(-1, -2) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        s = s + causal_mask(q.shape[-2], k.shape[-2])
+    if mask is not None:
+        s = s + mask
+    return torch.softmax(s, -1) @ v
+
+
+def random_mask(shape, p_inf=0.2):
+    """A float mask of N(0, 1) values with some -inf, never a whole row of them."""
+    m = torch.randn(shape)
+    m = m.masked_fill(torch.rand(shape) < p_inf, float('-inf'))
+    m[..., 0] = torch.randn(m[..., 0].shape)  # the first key of every row stays visible
+    return m
+
+
+def sdpa_case(name, b, h, tq, tk, d, dv, causal=False, mask_shape=None, scale=None):
+    """nb_scaled_dot_product_attention: q [b, h, tq, d], k [b, h, tk, d], v [b, h, tk, dv], an
+    optional additive mask (its gradient too); writes the inputs, y, g and the gradients."""
+    pre = 'attn.' + name
+    seed(name)
+    q = torch.randn(b, h, tq, d).requires_grad_()
+    k = torch.randn(b, h, tk, d).requires_grad_()
+    v = torch.randn(b, h, tk, dv).requires_grad_()
+    ins = [q, k, v]
+    mask = None
+    if mask_shape is not None:
+        mask = random_mask(mask_shape).requires_grad_()
+        ins.append(mask)
+    y = sdpa_ref(q, k, v, mask, causal, scale)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad((y * g).sum(), ins)
+    for nm, t in zip(('q', 'k', 'v', 'mask'), ins):
+        put(f'{pre}.{nm}', t)
+    put(f'{pre}.y', y)
+    put(f'{pre}.g', g)
+    for nm, gr in zip(('q', 'k', 'v', 'mask'), grads):
+        # the mask's gradient is 0 where the mask is -inf (the weight there is 0)
+        put(f'{pre}.g{nm}', gr)
+
+
+class SelfAttention(nn.MultiheadAttention):
+    """torch.nn.MultiheadAttention (batch first) as a module of one input x, as nabla's
+    nb_forward(mha, x): self-attention, causal or not, the same parameter names."""
+
+    def __init__(self, embed, heads, causal=False, bias=True):
+        super().__init__(embed, heads, bias=bias, batch_first=True)
+        self.causal = causal
+
+    def forward(self, x):
+        t = x.shape[1]
+        mask = causal_mask(t, t) if self.causal else None
+        return super().forward(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+def randomize_(module, std=0.3):
+    """Draws every parameter from N(0, std) (torch's MHA starts its biases at zero, layer norm at
+    ones and zeros: too trivial to check gradients against)."""
+    with torch.no_grad():
+        for _, p in module.named_parameters():
+            p.copy_(torch.randn_like(p) * std)
+    return module
+
+
+class Block(nn.Module):
+    """A pre-norm GPT block as examples/char_gpt.c's: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = SelfAttention(width, heads, causal=True)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """examples/char_gpt.c's model at a small size: token and position embeddings, blocks, final
+    layer norm, head; idx [B, T] -> logits [B, T, vocab]."""
+
+    def __init__(self, vocab, context, width, heads, layers):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Embedding(context, width)
+        self.blocks = nn.Sequential(*[Block(width, heads) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        return self.head(self.ln_f(self.blocks(x)))
+
+
+def mha_cross_case(name, embed, heads, b, tq, tk, bias=True, mask_shape=None, kv_same=False):
+    """nb_mha_forward(m, q, k, v, mask) against MultiheadAttention(q, k, v, attn_mask): writes
+    the parameters, q, k, v (v is k when kv_same), the mask as nabla takes it ([tq, tk] or
+    [b, heads, tq, tk]; torch takes the latter as [b * heads, tq, tk]), y, g and the gradients."""
+    pre = 'attn.' + name
+    seed(name)
+    m = randomize_(nn.MultiheadAttention(embed, heads, bias=bias, batch_first=True))
+    put_words(f'{pre}.params', [pname for pname, _ in m.named_parameters()])
+    for pname, p in m.named_parameters():
+        put(f'{pre}.param.{pname}', p)
+    q = torch.randn(b, tq, embed).requires_grad_()
+    k = torch.randn(b, tk, embed).requires_grad_()
+    v = k if kv_same else torch.randn(b, tk, embed).requires_grad_()
+    mask = random_mask(mask_shape) if mask_shape is not None else None
+    tmask = mask.reshape(b * heads, tq, tk) if mask is not None and len(mask_shape) == 4 else mask
+    y = m(q, k, v, attn_mask=tmask, need_weights=False)[0]
+    g = torch.randn_like(y)
+    ins = [q, k] + ([] if kv_same else [v])
+    grads = torch.autograd.grad((y * g).sum(), ins + list(m.parameters()))
+    put(f'{pre}.q', q)
+    put(f'{pre}.k', k)
+    put(f'{pre}.v', v)
+    if mask is not None:
+        put(f'{pre}.mask', mask)
+    put(f'{pre}.y', y)
+    put(f'{pre}.g', g)
+    for nm, gr in zip(('q', 'k', 'v'), grads[:len(ins)]):
+        put(f'{pre}.g{nm}', gr)
+    for (pname, _), gr in zip(m.named_parameters(), grads[len(ins):]):
+        put(f'{pre}.grad.{pname}', gr)
+
+
+def attention():
+    # functional: q/k/v [B, H, T, d]
+    sdpa_case('sdpa_plain', 2, 3, 5, 5, 4, 4)
+    sdpa_case('sdpa_causal', 2, 3, 5, 5, 4, 4, causal=True)
+    sdpa_case('sdpa_mask', 2, 3, 5, 5, 4, 4, mask_shape=(5, 5))                    # broadcast [Tq, Tk]
+    sdpa_case('sdpa_mask_full', 2, 3, 4, 6, 4, 3, mask_shape=(2, 3, 4, 6))         # per batch and head
+    sdpa_case('sdpa_mask_head', 2, 3, 4, 6, 4, 3, mask_shape=(2, 1, 4, 6))         # per batch, broadcast heads
+    sdpa_case('sdpa_cross', 2, 2, 3, 7, 4, 5)                                      # Tq != Tk, dv != d
+    sdpa_case('sdpa_cross_causal', 2, 2, 3, 7, 4, 5, causal=True)                  # aligned at the end
+    sdpa_case('sdpa_causal_mask', 1, 2, 6, 6, 8, 8, causal=True, mask_shape=(6, 6))
+    sdpa_case('sdpa_scale', 2, 2, 4, 5, 4, 4, scale=0.7)
+    sdpa_case('sdpa_3d', 3, 1, 4, 6, 5, 2, mask_shape=(4, 6))                      # also run as [B, T, d]
+    # modules: self-attention through nb_forward (a layer case), cross-attention through nb_mha_forward
+    for name, e, h, causal, bias in (('mha_self', 8, 2, False, True), ('mha_self_causal', 12, 3, True, True),
+                                     ('mha_self_no_bias', 8, 4, False, False),
+                                     ('mha_self_causal_no_bias', 12, 3, True, False),
+                                     ('mha_self_one_head', 6, 1, True, True)):
+        seed(name)
+        layer_case(name, randomize_(SelfAttention(e, h, causal=causal, bias=bias)), torch.randn(2, 5, e))
+    mha_cross_case('mha_cross', 8, 2, 2, 3, 6)
+    mha_cross_case('mha_cross_mask', 12, 3, 2, 4, 5, mask_shape=(4, 5))
+    mha_cross_case('mha_cross_mask_full', 8, 2, 2, 4, 5, mask_shape=(2, 2, 4, 5))
+    mha_cross_case('mha_cross_kv_same', 8, 2, 2, 3, 6, kv_same=True)
+    mha_cross_case('mha_cross_no_bias', 8, 4, 3, 2, 5, bias=False, mask_shape=(2, 5))
+    mha_cross_case('mha_cross_same_len', 8, 2, 2, 5, 5, mask_shape=(5, 5))
+    # a GPT block (layer norms, causal attention, MLP with gelu, residuals) and a tiny GPT
+    seed('gpt_block')
+    layer_case('gpt_block', randomize_(Block(16, 4), std=0.2), torch.randn(2, 7, 16))
+    seed('gpt_tiny')
+    layer_case('gpt_tiny', randomize_(TinyGPT(11, 8, 16, 4, 2), std=0.2), torch.randint(0, 11, (2, 8)))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit('usage: nn_ref.py OUTPUT_FILE')
@@ -342,6 +515,7 @@ def main():
     losses()
     optimizers()
     clipping()
+    attention()
     with open(sys.argv[1], 'w') as f:
         f.write('\n'.join(OUT) + '\n')
     print(f'nn_ref.py: wrote {len(OUT)} records to {sys.argv[1]}')

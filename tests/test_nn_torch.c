@@ -1,12 +1,16 @@
-/* Layers, losses, optimizers, learning-rate schedules and gradient clipping against PyTorch.
+/* Layers, losses, optimizers, learning-rate schedules, gradient clipping and attention against
+   PyTorch.
 
    tests/nn_ref.py (run by CTest as a fixture, see tests/nn.cmake) writes a flat store of named
    tensors: for each layer case torch's parameters, input, output, a random upstream gradient
    and the gradients; for each loss case the input, target, options' tensors, loss, upstream
    gradient and the input's gradient; for the optimizers the initial parameters, 100 gradient
    pairs and, for each configuration, the parameters and state after 100 steps (and a
-   schedule's learning rate after each step). This test builds the same modules and
-   optimizers in nabla, loads torch's values into them, runs the same steps and compares.
+   schedule's learning rate after each step); for attention q, k, v, masks and the gradients
+   of each (the functional form against the formula written out in torch, the module against
+   torch.nn.MultiheadAttention, self-attention modules, a GPT block and a tiny GPT as layer
+   cases). This test builds the same modules and optimizers in nabla, loads torch's values
+   into them, runs the same steps and compares.
    A failure names the case, the tensor and the largest error.
 
    Usage: test_nn_torch REFERENCE_FILE [NAME_SUBSTRING]
@@ -301,6 +305,7 @@ static void finish_case(const char *cs, bool ok, size_t used_before) {
 typedef struct layer_case {
     const char *name;
     nb_module *(*make)(void);
+    double rtol, atol; /* 0: 1e-5 and 1e-6 */
 } layer_case;
 
 static nb_module *mk_linear(void) { return nb_nn_linear(6, 4); }
@@ -319,28 +324,105 @@ static nb_module *mk_sequential(void) {
                             nb_nn_linear(8, 3), nb_nn_log_softmax(1), NULL);
 }
 
+/* Self-attention modules: nb_forward(m, x) is nb_mha_forward(m, x, x, x, NULL). */
+static nb_module *mk_mha_self(void) { return nb_nn_multihead_attention(8, 2, (nb_mha_opts){ 0 }); }
+static nb_module *mk_mha_self_causal(void) { return nb_nn_multihead_attention(12, 3, (nb_mha_opts){ .causal = true }); }
+static nb_module *mk_mha_self_no_bias(void) { return nb_nn_multihead_attention(8, 4, (nb_mha_opts){ .no_bias = true }); }
+static nb_module *mk_mha_self_causal_no_bias(void) {
+    return nb_nn_multihead_attention(12, 3, (nb_mha_opts){ .causal = true, .no_bias = true });
+}
+static nb_module *mk_mha_self_one_head(void) { return nb_nn_multihead_attention(6, 1, (nb_mha_opts){ .causal = true }); }
+
+/* A pre-norm GPT block as examples/char_gpt.c's (and nn_ref.py's Block). */
+typedef struct {
+    nb_module base;
+    nb_module *ln1, *attn, *ln2, *mlp;
+} gpt_block;
+
+static nb_tensor *gpt_block_forward(nb_module *self, nb_tensor *x) {
+    gpt_block *b = (gpt_block *)self;
+    x = nb_add(x, nb_forward(b->attn, nb_forward(b->ln1, x)));
+    return nb_add(x, nb_forward(b->mlp, nb_forward(b->ln2, x)));
+}
+static const nb_module_class GPT_BLOCK = { .name = "Block", .forward = gpt_block_forward };
+
+static nb_module *gpt_block_new(int64_t width, int heads) {
+    gpt_block *b = (gpt_block *)nb_module_new(&GPT_BLOCK, sizeof(gpt_block));
+    if (!b) return NULL;
+    b->ln1 = nb_module_child(&b->base, "ln1", nb_nn_layer_norm(width));
+    b->attn = nb_module_child(&b->base, "attn", nb_nn_multihead_attention(width, heads, (nb_mha_opts){ .causal = true }));
+    b->ln2 = nb_module_child(&b->base, "ln2", nb_nn_layer_norm(width));
+    b->mlp = nb_module_child(&b->base, "mlp", nb_nn_sequential(nb_nn_linear(width, 4 * width), nb_nn_gelu(),
+                                                               nb_nn_linear(4 * width, width), NULL));
+    if (!b->ln1 || !b->attn || !b->ln2 || !b->mlp) {
+        nb_module_free(&b->base);
+        return NULL;
+    }
+    return &b->base;
+}
+static nb_module *mk_gpt_block(void) { return gpt_block_new(16, 4); }
+
+/* examples/char_gpt.c's model, small: vocabulary 11, context 8, width 16, 4 heads, 2 blocks. */
+typedef struct {
+    nb_module base;
+    nb_module *tok, *pos, *blocks, *ln_f, *head;
+} tiny_gpt;
+
+static nb_tensor *tiny_gpt_forward(nb_module *self, nb_tensor *idx) {
+    tiny_gpt *g = (tiny_gpt *)self;
+    nb_tensor *x = nb_add(nb_forward(g->tok, idx), nb_forward(g->pos, nb_arange(0, (double)nb_dim(idx, 1), 1, NB_I64)));
+    return nb_forward(g->head, nb_forward(g->ln_f, nb_forward(g->blocks, x)));
+}
+static const nb_module_class TINY_GPT = { .name = "TinyGPT", .forward = tiny_gpt_forward };
+
+static nb_module *mk_gpt_tiny(void) {
+    tiny_gpt *g = (tiny_gpt *)nb_module_new(&TINY_GPT, sizeof(tiny_gpt));
+    if (!g) return NULL;
+    g->tok = nb_module_child(&g->base, "tok", nb_nn_embedding(11, 16));
+    g->pos = nb_module_child(&g->base, "pos", nb_nn_embedding(8, 16));
+    g->blocks = nb_module_child(&g->base, "blocks", nb_nn_sequential(NULL));
+    for (int i = 0; i < 2 && g->blocks; i++) nb_nn_sequential_add(g->blocks, gpt_block_new(16, 4));
+    g->ln_f = nb_module_child(&g->base, "ln_f", nb_nn_layer_norm(16));
+    g->head = nb_module_child(&g->base, "head", nb_nn_linear(16, 11));
+    if (nb_error()) {
+        nb_module_free(&g->base);
+        return NULL;
+    }
+    return &g->base;
+}
+
 static const layer_case LAYERS[] = {
-    { "linear", mk_linear },
-    { "linear3d", mk_linear },
-    { "linear_no_bias", mk_linear_no_bias },
-    { "relu", nb_nn_relu },
-    { "gelu", nb_nn_gelu },
-    { "silu", nb_nn_silu },
-    { "tanh", nb_nn_tanh },
-    { "sigmoid", nb_nn_sigmoid },
-    { "softmax", mk_softmax },
-    { "log_softmax", mk_log_softmax },
-    { "flatten", nb_nn_flatten },
-    { "dropout_eval", mk_dropout_eval },
-    { "embedding", mk_embedding },
-    { "layer_norm", mk_layer_norm },
-    { "sequential", mk_sequential },
+    { "linear", mk_linear, 0, 0 },
+    { "linear3d", mk_linear, 0, 0 },
+    { "linear_no_bias", mk_linear_no_bias, 0, 0 },
+    { "relu", nb_nn_relu, 0, 0 },
+    { "gelu", nb_nn_gelu, 0, 0 },
+    { "silu", nb_nn_silu, 0, 0 },
+    { "tanh", nb_nn_tanh, 0, 0 },
+    { "sigmoid", nb_nn_sigmoid, 0, 0 },
+    { "softmax", mk_softmax, 0, 0 },
+    { "log_softmax", mk_log_softmax, 0, 0 },
+    { "flatten", nb_nn_flatten, 0, 0 },
+    { "dropout_eval", mk_dropout_eval, 0, 0 },
+    { "embedding", mk_embedding, 0, 0 },
+    { "layer_norm", mk_layer_norm, 0, 0 },
+    { "sequential", mk_sequential, 0, 0 },
+    { "mha_self", mk_mha_self, 0, 0 },
+    { "mha_self_causal", mk_mha_self_causal, 0, 0 },
+    { "mha_self_no_bias", mk_mha_self_no_bias, 0, 0 },
+    { "mha_self_causal_no_bias", mk_mha_self_causal_no_bias, 0, 0 },
+    { "mha_self_one_head", mk_mha_self_one_head, 0, 0 },
+    /* deeper: a gradient such as ln2.weight's sums terms that cancel, and torch's f32 is as far
+       from the f64 value as nabla's (both within 3e-5 relative) */
+    { "gpt_block", mk_gpt_block, 1e-4, 1e-5 },
+    { "gpt_tiny", mk_gpt_tiny, 1e-4, 1e-5 },
 };
 
 static void test_layer(void **state) {
     const layer_case *lc = *state;
     char cs[96], ref[256];
     snprintf(cs, sizeof cs, "layer %s", lc->name);
+    double rtol = lc->rtol > 0 ? lc->rtol : 1e-5, atol = lc->atol > 0 ? lc->atol : 1e-6;
     size_t used;
     nb_memory_stats(NULL, &used, NULL);
     bool ok = true;
@@ -375,7 +457,7 @@ static void test_layer(void **state) {
         if (x_grad) nb_set_requires_grad(x, true);
         nb_tensor *y = nb_forward(m, x);
         snprintf(ref, sizeof ref, "layer.%s.y", lc->name);
-        ok = compare(cs, "output", y, ref, 1e-5, 1e-6);
+        ok = compare(cs, "output", y, ref, rtol, atol);
         if (ok) {
             int rc = nb_backward_with(y, ref_tensor("layer.%s.g", lc->name));
             if (rc < 0) {
@@ -385,13 +467,13 @@ static void test_layer(void **state) {
         }
         if (ok && x_grad) {
             snprintf(ref, sizeof ref, "layer.%s.gx", lc->name);
-            ok = compare(cs, "input gradient", nb_grad_of(x), ref, 1e-5, 1e-6);
+            ok = compare(cs, "input gradient", nb_grad_of(x), ref, rtol, atol);
         }
         for (int i = 0; ok && i < np; i++) {
             char what[128];
             snprintf(what, sizeof what, "gradient of %s", params[i].name);
             snprintf(ref, sizeof ref, "layer.%s.grad.%s", lc->name, params[i].name);
-            ok = compare(cs, what, nb_grad_of(params[i].tensor), ref, 1e-5, 1e-6) && ok;
+            ok = compare(cs, what, nb_grad_of(params[i].tensor), ref, rtol, atol) && ok;
         }
     }
     nb_scope_end(sc);
@@ -737,6 +819,167 @@ static void test_clip(void **state) {
     finish_case(cs, ok, used);
 }
 
+/* ---------------------------------------------------------------- attention */
+
+/* nb_scaled_dot_product_attention against softmax(q k^T * scale + mask) v written out in torch
+   (nn_ref.py's sdpa_ref): q [B, H, Tq, d], k [B, H, Tk, d], v [B, H, Tk, dv]. */
+typedef struct sdpa_case {
+    const char *name;
+    bool causal, mask;
+    double scale;      /* 0: 1/sqrt(d) */
+    bool as_3d;        /* H is 1: also run on [B, T, d] with the head axis dropped */
+    bool dropout_eval; /* dropout 0.5 with training false must change nothing */
+} sdpa_case;
+
+static const sdpa_case SDPAS[] = {
+    { "sdpa_plain", false, false, 0, false, false },
+    { "sdpa_plain", false, false, 0, false, true },
+    { "sdpa_causal", true, false, 0, false, false },
+    { "sdpa_mask", false, true, 0, false, false },
+    { "sdpa_mask_full", false, true, 0, false, false },
+    { "sdpa_mask_head", false, true, 0, false, false },
+    { "sdpa_cross", false, false, 0, false, false },
+    { "sdpa_cross_causal", true, false, 0, false, false },
+    { "sdpa_causal_mask", true, true, 0, false, false },
+    { "sdpa_scale", false, false, 0.7, false, false },
+    { "sdpa_3d", false, true, 0, false, false },
+    { "sdpa_3d", false, true, 0, true, false },
+};
+
+/* A leaf that requires grad, holding t's values reshaped to s (a copy: t stays as it is). */
+static nb_tensor *leaf_as(nb_tensor *t, nb_shape s) {
+    return nb_set_requires_grad(nb_contiguous(nb_clone(nb_reshape(t, s))), true);
+}
+
+/* s without axis 1 (for the [B, 1, T, d] -> [B, T, d] runs). */
+static nb_shape drop_axis1(nb_shape s) {
+    for (int i = 1; i + 1 < s.ndim; i++) s.dim[i] = s.dim[i + 1];
+    s.ndim--;
+    return s;
+}
+
+static void test_sdpa(void **state) {
+    const sdpa_case *ac = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "attention %s%s%s", ac->name, ac->as_3d ? " as [B, T, d]" : "",
+             ac->dropout_eval ? " with dropout in eval mode" : "");
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    nb_scope *sc = nb_scope_begin();
+    nb_tensor *in[4] = { ref_tensor("attn.%s.q", ac->name), ref_tensor("attn.%s.k", ac->name),
+                         ref_tensor("attn.%s.v", ac->name), ac->mask ? ref_tensor("attn.%s.mask", ac->name) : NULL };
+    int n = ac->mask ? 4 : 3;
+    bool ok = in[0] && in[1] && in[2] && (!ac->mask || in[3]);
+    nb_shape shape4[4];
+    for (int i = 0; ok && i < n; i++) {
+        shape4[i] = nb_shape_of(in[i]);
+        nb_shape s = ac->as_3d && i < 3 ? drop_axis1(shape4[i]) : shape4[i];
+        in[i] = leaf_as(in[i], s);
+        ok = in[i] != NULL;
+    }
+    nb_tensor *y = NULL;
+    if (ok) {
+        nb_attn_opts o = { .mask = in[3], .causal = ac->causal, .scale = ac->scale };
+        if (ac->dropout_eval) o.dropout = 0.5, o.training = false;
+        y = nb_scaled_dot_product_attention(in[0], in[1], in[2], o);
+        if (ac->as_3d && y) y = nb_reshape(y, NB_SHAPE(nb_dim(y, 0), 1, nb_dim(y, 1), nb_dim(y, 2)));
+        snprintf(ref, sizeof ref, "attn.%s.y", ac->name);
+        ok = compare(cs, "output", y, ref, 1e-5, 1e-6);
+    }
+    if (ok && nb_backward_with(y, ref_tensor("attn.%s.g", ac->name)) < 0) {
+        fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+        ok = false;
+    }
+    static const char *const names[4] = { "q", "k", "v", "mask" };
+    for (int i = 0; ok && i < n; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "gradient of %s", names[i]);
+        snprintf(ref, sizeof ref, "attn.%s.g%s", ac->name, names[i]);
+        nb_tensor *g = nb_grad_of(in[i]);
+        if (g && ac->as_3d) g = nb_reshape(g, shape4[i]);
+        ok = compare(cs, what, g, ref, 1e-5, 1e-6) && ok;
+    }
+    nb_scope_end(sc);
+    finish_case(cs, ok, used);
+}
+
+/* nb_mha_forward(m, q, k, v, mask) against torch.nn.MultiheadAttention(q, k, v, attn_mask,
+   need_weights=False), batch first, with torch's weights loaded by parameter name. */
+typedef struct mha_case {
+    const char *name;
+    int64_t embed;
+    int heads;
+    bool no_bias, mask, kv_same;
+} mha_case;
+
+static const mha_case MHAS[] = {
+    { "mha_cross", 8, 2, false, false, false },
+    { "mha_cross_mask", 12, 3, false, true, false },
+    { "mha_cross_mask_full", 8, 2, false, true, false },
+    { "mha_cross_kv_same", 8, 2, false, false, true },
+    { "mha_cross_no_bias", 8, 4, true, true, false },
+    { "mha_cross_same_len", 8, 2, false, true, false },
+};
+
+static void test_mha_cross(void **state) {
+    const mha_case *mc = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "attention %s", mc->name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    nb_module *m = nb_nn_multihead_attention(mc->embed, mc->heads, (nb_mha_opts){ .no_bias = mc->no_bias });
+    bool ok = m != NULL;
+    if (!ok) fprintf(stderr, "  %s: building the module failed: %s\n", cs, nb_error() ? nb_error() : "?");
+    nb_named_tensor params[MAX_NAMED];
+    int np = ok ? nb_module_named_parameters(m, params, MAX_NAMED) : 0;
+    snprintf(ref, sizeof ref, "attn.%s.params", mc->name);
+    const record *names = find(ref, true);
+    ok = ok && names && np == names->nwords;
+    for (int i = 0; ok && i < np; i++) ok = strcmp(params[i].name, names->words[i]) == 0;
+    if (m && names && !ok) {
+        fprintf(stderr, "  %s: nabla's parameters are", cs);
+        for (int i = 0; i < np && i < MAX_NAMED; i++) fprintf(stderr, " %s", params[i].name);
+        fprintf(stderr, "; torch's are");
+        for (int i = 0; i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
+        fprintf(stderr, "\n");
+    }
+    for (int i = 0; ok && i < np; i++) {
+        snprintf(ref, sizeof ref, "attn.%s.param.%s", mc->name, params[i].name);
+        ok = load_into(cs, params[i].tensor, ref);
+    }
+    nb_scope *sc = nb_scope_begin();
+    if (ok) {
+        nb_tensor *q = nb_set_requires_grad(ref_tensor("attn.%s.q", mc->name), true);
+        nb_tensor *k = nb_set_requires_grad(ref_tensor("attn.%s.k", mc->name), true);
+        nb_tensor *v = mc->kv_same ? k : nb_set_requires_grad(ref_tensor("attn.%s.v", mc->name), true);
+        nb_tensor *mask = mc->mask ? ref_tensor("attn.%s.mask", mc->name) : NULL;
+        nb_tensor *y = nb_mha_forward(m, q, k, v, mask);
+        snprintf(ref, sizeof ref, "attn.%s.y", mc->name);
+        ok = compare(cs, "output", y, ref, 1e-5, 1e-6);
+        if (ok && nb_backward_with(y, ref_tensor("attn.%s.g", mc->name)) < 0) {
+            fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+            ok = false;
+        }
+        nb_tensor *ins[3] = { q, k, v };
+        static const char *const in_names[3] = { "q", "k", "v" };
+        for (int i = 0; ok && i < (mc->kv_same ? 2 : 3); i++) {
+            char what[64];
+            snprintf(what, sizeof what, "gradient of %s", in_names[i]);
+            snprintf(ref, sizeof ref, "attn.%s.g%s", mc->name, in_names[i]);
+            ok = compare(cs, what, nb_grad_of(ins[i]), ref, 1e-5, 1e-6) && ok;
+        }
+        for (int i = 0; ok && i < np; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "gradient of %s", params[i].name);
+            snprintf(ref, sizeof ref, "attn.%s.grad.%s", mc->name, params[i].name);
+            ok = compare(cs, what, nb_grad_of(params[i].tensor), ref, 1e-5, 1e-6) && ok;
+        }
+    }
+    nb_scope_end(sc);
+    nb_module_free(m);
+    finish_case(cs, ok, used);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -756,10 +999,11 @@ int main(int argc, char **argv) {
         free(text);
         return 1;
     }
-    enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS };
+    enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS,
+           NA = sizeof SDPAS / sizeof *SDPAS, NM = sizeof MHAS / sizeof *MHAS, NT = NL + NLOSS + NO + 2 + NA + NM };
     static const char *const clips[] = { "clip", "noclip" };
-    struct CMUnitTest tests[NL + NLOSS + NO + 2];
-    static char names[NL + NLOSS + NO + 2][96];
+    struct CMUnitTest tests[NT];
+    static char names[NT][96];
     size_t nt = 0;
     const char *filter = argc > 2 ? argv[2] : NULL;
 #define ADD(label, fn, data)                                                                   \
@@ -784,6 +1028,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
         snprintf(label, sizeof label, "clip_grad_norm_%s", clips[i]);
         ADD(label, test_clip, clips[i]);
+    }
+    for (int i = 0; i < NA; i++) {
+        snprintf(label, sizeof label, "attn_%s%s%s", SDPAS[i].name, SDPAS[i].as_3d ? "_as_3d" : "",
+                 SDPAS[i].dropout_eval ? "_dropout_eval" : "");
+        ADD(label, test_sdpa, &SDPAS[i]);
+    }
+    for (int i = 0; i < NM; i++) {
+        snprintf(label, sizeof label, "attn_%s", MHAS[i].name);
+        ADD(label, test_mha_cross, &MHAS[i]);
     }
     int failed = 1;
     if (nt == 0) fprintf(stderr, "test_nn_torch: no case matches\n");
