@@ -45,7 +45,11 @@ int nb__threads(void) {
         nb_set_num_threads(0);
         n = atomic_load(&num_threads);
     }
-    return n;
+    /* a thread that asked OpenMP for fewer (a data-loader worker sets 1) gets no bigger team:
+       every thread that opens a region gets a pool of its own, whose spinning threads would
+       crowd the cores the training loop runs on */
+    int local = omp_get_max_threads();
+    return local < n ? local : n;
 }
 
 int nb_get_num_threads(void) { return nb__threads(); }
