@@ -9,7 +9,9 @@
           width 128, batch 16, AdamW lr 1e-3, gradient clipping at 1.0
    Figures: <s>_step_ms (the median over the timed loops of the mean step time in each loop, after
    warm-up), <s>_samples_per_s (batch / step time), <s>_loss (at the end) and <s>_peak_rss_kib
-   (VmHWM of this process: run one section per process to get a section's own peak).
+   (VmHWM of this process: run one section per process to get a section's own peak), and
+   <s>_other_cpu, the cores that other processes kept busy on average during the timed loops
+   (from /proc/stat less this process's own CPU time): the load the figures were taken under.
 
    Usage: bench_nn [--quick] [mlp] [cnn] [gpt]   (no section named: all three) */
 #define _GNU_SOURCE
@@ -18,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NBATCH 8 /* synthetic batches, used in turn */
 
@@ -63,6 +67,26 @@ static long vm_hwm_kib(void) {
     return kib;
 }
 
+/* CPU seconds used by the whole machine (every process, /proc/stat) and by this process, so
+   that the CPU other processes took while we timed can be reported beside the figures. */
+static double machine_busy_s(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = { 0 };
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 4) return -1;
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle and iowait */
+    return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double own_cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
 /* ---- the training harness: one model, one optimizer, batches in turn ---- */
 
 typedef struct trainer {
@@ -101,11 +125,13 @@ static void run(const char *name, trainer *t, int64_t batch, int warmup, int loo
     long per = (long)(target_s / (one > 1e-9 ? one : 1e-9));
     if (per < 1) per = 1;
     double *ts = malloc(sizeof(double) * (size_t)loops);
+    double busy0 = machine_busy_s(), own0 = own_cpu_s(), wall0 = now_s();
     for (int r = 0; r < loops; r++) {
         t0 = now_s();
         train_steps(t, per);
         ts[r] = (now_s() - t0) / (double)per;
     }
+    double other = (machine_busy_s() - busy0 - (own_cpu_s() - own0)) / (now_s() - wall0);
     check(name);
     double step = median(ts, loops);
     free(ts);
@@ -114,6 +140,7 @@ static void run(const char *name, trainer *t, int64_t batch, int warmup, int loo
     printf("%s_steps_per_loop %ld\n", name, per);
     printf("%s_loss %.4f\n", name, t->last_loss);
     printf("%s_peak_rss_kib %ld\n", name, vm_hwm_kib());
+    if (busy0 >= 0) printf("%s_other_cpu %.2f\n", name, other < 0 ? 0 : other);
     size_t held = 0;
     nb_memory_stats(&held, NULL, NULL);
     printf("%s_alloc_held_kib %zu\n", name, held / 1024);

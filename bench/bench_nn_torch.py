@@ -7,11 +7,14 @@
        width 128, batch 16, AdamW lr 1e-3, gradient clipping at 1.0; attention is
        torch.nn.MultiheadAttention (batch first, need_weights=False) with a float causal mask
 
-Synthetic data shaped like Fashion-MNIST batches, made before the clock starts. Each figure is
+Synthetic data shaped like Fashion-MNIST batches, made before the clock starts. <s>_other_cpu is
+the cores other processes kept busy during the timed loops (as bench_nn.c measures it). Each figure is
 the median over the timed loops of the mean step time in a loop, after warm-up. Default thread
 settings unless --threads N.
 Usage: bench_nn_torch.py [--quick] [--threads N] [mlp] [cnn] [gpt]
 """
+import os
+import resource
 import statistics
 import sys
 import time
@@ -33,6 +36,21 @@ def vm_hwm_kib():
     except OSError:
         pass
     return -1
+
+
+def machine_busy_s():
+    """CPU seconds of the whole machine (every process, /proc/stat), as bench_nn.c counts them."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def out(key, value):
@@ -69,16 +87,22 @@ def run(name, t, batch, warmup, loops, target_s):
     one = time.perf_counter() - t0
     per = max(1, int(target_s / max(one, 1e-9)))
     ts = []
+    busy0, own0, wall0 = machine_busy_s(), own_cpu_s(), time.perf_counter()
     for _ in range(loops):
         t0 = time.perf_counter()
         t.steps(per)
         ts.append((time.perf_counter() - t0) / per)
+    other = None
+    if busy0 is not None:
+        other = (machine_busy_s() - busy0 - (own_cpu_s() - own0)) / (time.perf_counter() - wall0)
     step = statistics.median(ts)
     out(f"{name}_step_ms", "%.4f" % (1e3 * step))
     out(f"{name}_samples_per_s", "%.2f" % (batch / step))
     out(f"{name}_steps_per_loop", per)
     out(f"{name}_loss", "%.4f" % t.last_loss)
     out(f"{name}_peak_rss_kib", vm_hwm_kib())
+    if other is not None:
+        out(f"{name}_other_cpu", "%.2f" % max(0.0, other))
 
 
 def image_batches():

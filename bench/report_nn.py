@@ -93,6 +93,10 @@ def main():
         ma, mb = nb.get(sec + "_peak_rss_kib"), th.get(sec + "_peak_rss_kib")
         rows.append(("  peak RSS, VmHWM (info)", "%.1f MiB" % (ma / 1024) if ma else "n/a",
                      "%.1f MiB" % (mb / 1024) if mb else "n/a", rstr(ma / mb if ma and mb else None), "", ""))
+        oa, ob = nb.get(sec + "_other_cpu"), th.get(sec + "_other_cpu")
+        if oa is not None or ob is not None:
+            rows.append(("  other processes' CPU, cores (info)", "%.2f" % oa if oa is not None else "n/a",
+                         "%.2f" % ob if ob is not None else "n/a", "", "", ""))
         la, lb = nb.get(sec + "_loss"), th.get(sec + "_loss")
         rows.append(("  loss at the end (info)", "%.4f" % la if la is not None else "n/a",
                      "%.4f" % lb if lb is not None else "n/a", "", "", ""))
@@ -107,6 +111,8 @@ def main():
     print()
     print("samples/s: higher is better; ms/step and memory: lower is better. Floors: MLP nabla >= 2x PyTorch's")
     print("samples/s, CNN >= 1.2x, char GPT no slower per step. Peak RSS includes each runtime's own libraries.")
+    print("other processes' CPU: cores kept busy by the rest of the machine while that side was timed (median over")
+    print("rounds); well above 0 means the figure was taken on a loaded machine.")
     if fails:
         print("FLOORS MISSED (%d): %s" % (len(fails), "; ".join(fails)))
     else:
