@@ -2,6 +2,9 @@
    transposed operands in place when their strides allow; integers use a plain loop. */
 #include "iter.h"
 #include <cblas.h>
+#ifdef NABLA_HAVE_DNNL
+#include <dnnl.h>
+#endif
 #include <omp.h>
 #include <string.h>
 
@@ -114,6 +117,18 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
     }
     switch (p->out->dtype) {
     case NB_F32:
+#ifdef NABLA_HAVE_DNNL
+        /* oneDNN's GEMM uses AVX-512 where OpenBLAS here is held to AVX2; each piece runs on
+           one thread (its own splits would depend on the thread count) */
+        {
+            int prev = omp_get_max_threads();
+            omp_set_num_threads(1);
+            dnnl_status_t st = dnnl_sgemm(p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', rows, cols, k, 1.0f, (const float *)A, p->lda,
+                                          (const float *)B, p->ldb, 0.0f, (float *)C, m);
+            omp_set_num_threads(prev);
+            if (st == dnnl_success) break;
+        }
+#endif
         cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)rows,
                     (int)cols, (int)k, 1.0f, (const float *)A, (int)p->lda, (const float *)B, (int)p->ldb, 0.0f, (float *)C,
                     (int)m);

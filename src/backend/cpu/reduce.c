@@ -145,6 +145,41 @@ ROW_FN(uint8_t, int64_t)
         );                                                                                          \
     }
 
+/* Sums over leading rows of a [R, K] layout (the gradient of a broadcast bias, sum_to): rows
+   are added into a block of column accumulators, in row order, so each column is summed in
+   exactly the order of the per-output loop, vectorised across columns. Column blocks are
+   fixed in size, so results do not depend on the thread count. */
+#define COLUMN_BLOCK 512
+#define COLUMN_SUM_FN(T)                                                                         \
+    static void column_sum_##T(const T *x, int64_t rows, int64_t cols, T *out) {                 \
+        int64_t blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;                               \
+        int threads = rows * cols >= NB_PARALLEL_GRAIN && blocks > 1 ? nb__threads() : 1;        \
+        NB_PARALLEL_FOR(threads, blk, blocks,                                                    \
+            double acc[COLUMN_BLOCK];                                                            \
+            int64_t c0 = blk * COLUMN_BLOCK, n = cols - c0 < COLUMN_BLOCK ? cols - c0 : COLUMN_BLOCK; \
+            for (int64_t j = 0; j < n; j++) acc[j] = 0;                                         \
+            for (int64_t r = 0; r < rows; r++) {                                                 \
+                const T *row = x + r * cols + c0;                                                \
+                for (int64_t j = 0; j < n; j++) acc[j] += (double)row[j];                        \
+            }                                                                                    \
+            for (int64_t j = 0; j < n; j++) out[c0 + j] = (T)acc[j];                             \
+        );                                                                                       \
+    }
+COLUMN_SUM_FN(float)
+COLUMN_SUM_FN(double)
+
+/* Whether a sum is over the leading rows of a dense [R, K] layout: one reduced run of stride K
+   whose kept axes are contiguous behind it. */
+static bool leading_rows(const nb_tensor *t, const red_plan *p) {
+    if (p->nr != 1 || p->rdim[0] <= 1 || p->rst[0] != p->nout || !nb_is_contiguous(t)) return false;
+    int64_t st = 1;
+    for (int d = p->nk - 1; d >= 0; d--) {
+        if (p->kdim[d] != 1 && p->kst[d] != st) return false;
+        st *= p->kdim[d];
+    }
+    return true;
+}
+
 REDUCE_FN(float, double, float)
 REDUCE_FN(double, double, double)
 REDUCE_FN(int64_t, int64_t, int64_t)
@@ -161,6 +196,11 @@ static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_
         return 0;
     }
     void *o = nb__data(out);
+    if (op == R_SUM && (t->dtype == NB_F32 || t->dtype == NB_F64) && p.nout > 1 && leading_rows(t, &p)) {
+        if (t->dtype == NB_F32) column_sum_float(nb__data(t), p.rdim[0], p.nout, o);
+        else column_sum_double(nb__data(t), p.rdim[0], p.nout, o);
+        return 0;
+    }
     switch (t->dtype) {
     case NB_F32: reduce_float(op, t, &p, o); break;
     case NB_F64: reduce_double(op, t, &p, o); break;
