@@ -10,6 +10,7 @@
    Usage: bench_core [--quick] [a] [b] [c]   (no section named: all three) */
 #define _GNU_SOURCE
 #include <nabla.h>
+#include <omp.h>
 #include <cblas.h>
 
 /* OpenBLAS extension (declared here too in case cblas.h is another vendor's). */
@@ -244,10 +245,11 @@ void openblas_set_num_threads(int num_threads);
 static void mm_blas(void *p, long iters) {
     mm_ctx *c = p;
     openblas_set_num_threads(nb_get_num_threads());
+    omp_set_num_threads(nb_get_num_threads()); /* OpenBLAS's OpenMP build sizes its team from this */
     for (long i = 0; i < iters; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->n, c->n, c->n, 1.0f, c->pa, c->n, c->pb, c->n,
                     0.0f, c->pc, c->n);
-    openblas_set_num_threads(1);
+    nb_set_num_threads(nb_get_num_threads()); /* back to nabla's settings: BLAS on one thread */
 }
 
 static void bench_matmul(void) {

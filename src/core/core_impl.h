@@ -99,5 +99,7 @@ void nb__philox(uint64_t seed, uint64_t counter, uint32_t out[4]);
 /* Work (in elements) below which kernels stay serial. */
 #define NB_PARALLEL_GRAIN 32768
 int nb__threads(void);
+/* Caps the kernels' threads for the calling thread (0 lifts the cap). */
+void nb__limit_threads(int n);
 
 #endif

@@ -39,17 +39,20 @@ void nb_set_num_threads(int n) {
     omp_set_num_threads(n);
 }
 
+/* A per-thread cap (0: none): a data-loader worker runs kernels on itself alone, since every
+   thread that opens an OpenMP region gets a pool of its own, whose spinning threads would
+   crowd the cores the training loop runs on. */
+static NB_TLS int local_limit;
+
+void nb__limit_threads(int n) { local_limit = n > 0 ? n : 0; }
+
 int nb__threads(void) {
     int n = atomic_load_explicit(&num_threads, memory_order_relaxed);
     if (n == 0) {
         nb_set_num_threads(0);
         n = atomic_load(&num_threads);
     }
-    /* a thread that asked OpenMP for fewer (a data-loader worker sets 1) gets no bigger team:
-       every thread that opens a region gets a pool of its own, whose spinning threads would
-       crowd the cores the training loop runs on */
-    int local = omp_get_max_threads();
-    return local < n ? local : n;
+    return local_limit && local_limit < n ? local_limit : n;
 }
 
 int nb_get_num_threads(void) { return nb__threads(); }

@@ -82,7 +82,8 @@ static void *worker_main(void *arg) {
     nb_data_loader *l = arg;
     /* Workers run per-sample work on one thread each: no kernel thread teams of their own,
        which would spin on cores the training loop needs. */
-    omp_set_num_threads(1);
+    omp_set_num_threads(1); /* oneDNN sizes its teams from this */
+    nb__limit_threads(1);
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)l->opts.batch_size);
     pthread_mutex_lock(&l->lock);
     for (;;) {
