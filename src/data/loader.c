@@ -3,7 +3,11 @@
    come from (seed, epoch, index), so results do not depend on the number of workers. */
 #include "data_impl.h"
 #include <omp.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +88,12 @@ static void *worker_main(void *arg) {
        which would spin on cores the training loop needs. */
     omp_set_num_threads(1); /* oneDNN sizes its teams from this */
     nb__limit_threads(1);
+    /* Workers yield to the training loop: when threads outnumber cores, the scheduler should
+       run the loop first and feed workers the rest, so the loop does not wait behind them.
+       (Raising a thread's nice value needs no privilege; a failure changes nothing.) */
+    errno = 0;
+    int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (errno == 0) (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 5 > 19 ? 19 : nice_now + 5);
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)l->opts.batch_size);
     pthread_mutex_lock(&l->lock);
     for (;;) {
