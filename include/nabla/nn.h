@@ -133,7 +133,10 @@ NB_API nb_tensor *nb_mha_forward(nb_module *mha, nb_tensor *q, nb_tensor *k, nb_
 
 /* ---- functional forms ---- */
 /* Options of nb_scaled_dot_product_attention: an additive mask (or NULL), causal masking,
-   dropout probability on the weights (applied when training is true), scale (0: 1/sqrt(d)). */
+   dropout probability on the weights (applied when training is true), scale (0: 1/sqrt(d)).
+   With Tq != Tk the causal mask is aligned at the end: query i sees keys 0..i + Tk - Tq (the
+   last queries of a sequence whose earlier keys are cached); PyTorch 2's is_causal aligns at
+   the start instead. */
 typedef struct nb_attn_opts {
     nb_tensor *mask;
     bool causal, training;
