@@ -57,14 +57,13 @@ static bool uses_state(const nb_optimizer *o, int k) {
     }
 }
 
-static nb_optimizer *make(optim_kind kind, nb_module *m) {
+static nb_optimizer *make(optim_kind kind) {
     nb_optimizer *o = calloc(1, sizeof *o);
     if (!o) {
         nb__error("%s: out of memory", kind_names[kind]);
         return NULL;
     }
     o->kind = kind;
-    (void)m;
     return o;
 }
 
@@ -123,7 +122,7 @@ static nb_optimizer *finish(nb_optimizer *o, nb_module *m) {
 }
 
 nb_optimizer *nb_optim_sgd(nb_module *m, nb_sgd_opts opts) {
-    nb_optimizer *o = make(KIND_SGD, m);
+    nb_optimizer *o = make(KIND_SGD);
     if (!o) return NULL;
     o->lr = opt_or(opts.lr, 1e-3);
     o->momentum = opts.momentum;
@@ -134,7 +133,7 @@ nb_optimizer *nb_optim_sgd(nb_module *m, nb_sgd_opts opts) {
 }
 
 static nb_optimizer *adam_like(optim_kind kind, nb_module *m, nb_adam_opts opts) {
-    nb_optimizer *o = make(kind, m);
+    nb_optimizer *o = make(kind);
     if (!o) return NULL;
     o->lr = opt_or(opts.lr, 1e-3);
     o->beta1 = opt_or(opts.beta1, 0.9);
@@ -148,7 +147,7 @@ nb_optimizer *nb_optim_adam(nb_module *m, nb_adam_opts opts) { return adam_like(
 nb_optimizer *nb_optim_adamw(nb_module *m, nb_adamw_opts opts) { return adam_like(KIND_ADAMW, m, opts); }
 
 nb_optimizer *nb_optim_rmsprop(nb_module *m, nb_rmsprop_opts opts) {
-    nb_optimizer *o = make(KIND_RMSPROP, m);
+    nb_optimizer *o = make(KIND_RMSPROP);
     if (!o) return NULL;
     o->lr = opt_or(opts.lr, 1e-2);
     o->alpha = opt_or(opts.alpha, 0.99);
@@ -160,7 +159,7 @@ nb_optimizer *nb_optim_rmsprop(nb_module *m, nb_rmsprop_opts opts) {
 }
 
 nb_optimizer *nb_optim_adagrad(nb_module *m, nb_adagrad_opts opts) {
-    nb_optimizer *o = make(KIND_ADAGRAD, m);
+    nb_optimizer *o = make(KIND_ADAGRAD);
     if (!o) return NULL;
     o->lr = opt_or(opts.lr, 1e-2);
     o->lr_decay = opts.lr_decay;
