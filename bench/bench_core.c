@@ -10,6 +10,7 @@
    Usage: bench_core [--quick] [a] [b] [c]   (no section named: all three) */
 #define _GNU_SOURCE
 #include <nabla.h>
+#include "bench_util.h"
 #include <omp.h>
 #include <cblas.h>
 
@@ -22,46 +23,11 @@ int openblas_get_parallel(void); /* 0 sequential, 1 pthreads, 2 OpenMP */
 #include <string.h>
 #include <time.h>
 
+#define CHECK(where) bench_check("bench_core", where)
 #define REPEATS 15
 #define MM_REPEATS 21
 
 static bool quick = false;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void check(const char *where) {
-    const char *e = nb_error();
-    if (e) {
-        fprintf(stderr, "bench_core: %s: %s\n", where, e);
-        exit(1);
-    }
-}
-
-/* Peak resident set size of this process in KiB (VmHWM), or -1. */
-static long vm_hwm_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0) { kib = strtol(line + 6, NULL, 10); break; }
-    fclose(f);
-    return kib;
-}
 
 /* ---- a timing harness: fn(ctx, iters) runs the work iters times ---- */
 
@@ -131,14 +97,14 @@ static void bench_eager(void) {
     c.x = nb_full(NB_SHAPE(1), 2.0, NB_F32);
     c.a = nb_full(NB_SHAPE(1), 1.0, NB_F32);
     c.b = nb_full(NB_SHAPE(1), 2.0, NB_F32);
-    check("eager setup");
+    CHECK("eager setup");
 
     double target = quick ? 0.005 : 0.02;
     tiny_step(&c, 2000); /* warm-up: fills the caching allocator */
-    check("eager step");
+    CHECK("eager step");
     long n = calibrate(tiny_step, &c, target);
     printf("eager_step_us %.4f\n", 1e6 * time_per_iter(tiny_step, &c, n));
-    check("eager step");
+    CHECK("eager step");
 
     tiny_add(&c, 2000);
     n = calibrate(tiny_add, &c, target);
@@ -146,7 +112,7 @@ static void bench_eager(void) {
     tiny_add_scoped(&c, 2000);
     n = calibrate(tiny_add_scoped, &c, target);
     printf("eager_add_scoped_us %.4f\n", 1e6 * time_per_iter(tiny_add_scoped, &c, n));
-    check("eager add");
+    CHECK("eager add");
 
     nb_tensor *t[] = { c.w, c.x, c.a, c.b };
     for (int i = 0; i < 4; i++) nb_release(t[i]);
@@ -207,13 +173,13 @@ static void bench_mlp(void) {
         for (int i = 0; i < MLP_BATCH; i++) labels[i] = (b * 7 + i * 13) % MLP_OUT;
         c.y[b] = nb_from_data(labels, NB_SHAPE(MLP_BATCH, 1), NB_I64);
     }
-    check("mlp setup");
+    CHECK("mlp setup");
 
     mlp_steps(&c, quick ? 20 : 100); /* warm-up */
-    check("mlp step");
+    CHECK("mlp step");
     long n = calibrate(mlp_steps, &c, quick ? 0.02 : 0.05);
     double t = time_per_iter(mlp_steps, &c, n);
-    check("mlp step");
+    CHECK("mlp step");
     printf("mlp_step_ms %.4f\n", 1e3 * t);
     printf("mlp_steps_per_s %.2f\n", 1.0 / t);
     printf("mlp_loss %.4f\n", c.last_loss);
@@ -259,7 +225,7 @@ static void bench_matmul(void) {
         int n = c.n;
         c.a = nb_randn(NB_SHAPE(n, n), NB_F32);
         c.b = nb_randn(NB_SHAPE(n, n), NB_F32);
-        check("matmul setup");
+        CHECK("matmul setup");
         c.pa = malloc(sizeof(float) * (size_t)n * n);
         c.pb = malloc(sizeof(float) * (size_t)n * n);
         c.pc = malloc(sizeof(float) * (size_t)n * n);
@@ -283,7 +249,7 @@ static void bench_matmul(void) {
             t_bl[r] = (now_s() - t0) / (double)it_bl;
             ratio[r] = t_bl[r] / t_nb[r];
         }
-        check("matmul");
+        CHECK("matmul");
         double flop = 2.0 * n * (double)n * n;
         printf("mm%d_nabla_gflops %.3f\n", n, flop / median(t_nb, MM_REPEATS) * 1e-9);
         printf("mm%d_blas_gflops %.3f\n", n, flop / median(t_bl, MM_REPEATS) * 1e-9);

@@ -16,6 +16,7 @@
    Usage: bench_nn [--quick] [mlp] [cnn] [gpt]   (no section named: all three) */
 #define _GNU_SOURCE
 #include <nabla.h>
+#include "bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,46 +27,10 @@
 
 #define NBATCH 8 /* synthetic batches, used in turn */
 
+#define CHECK(where) bench_check("bench_nn", where)
+
 static bool quick = false;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void check(const char *where) {
-    const char *e = nb_error();
-    if (e) {
-        fprintf(stderr, "bench_nn: %s: %s\n", where, e);
-        exit(1);
-    }
-}
-
-/* Peak resident set size of this process in KiB (VmHWM), or -1. */
-static long vm_hwm_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0) {
-            kib = strtol(line + 6, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kib;
-}
 
 /* CPU seconds used by the whole machine (every process, /proc/stat) and by this process, so
    that the CPU other processes took while we timed can be reported beside the figures. */
@@ -118,7 +83,7 @@ static void train_steps(trainer *t, long n) {
 /* Warm-up, then `loops` timed loops of about target_s each; prints the figures of section name. */
 static void run(const char *name, trainer *t, int64_t batch, int warmup, int loops, double target_s) {
     train_steps(t, warmup);
-    check(name);
+    CHECK(name);
     double t0 = now_s();
     train_steps(t, 1);
     double one = now_s() - t0;
@@ -132,7 +97,7 @@ static void run(const char *name, trainer *t, int64_t batch, int warmup, int loo
         ts[r] = (now_s() - t0) / (double)per;
     }
     double other = (machine_busy_s() - busy0 - (own_cpu_s() - own0)) / (now_s() - wall0);
-    check(name);
+    CHECK(name);
     double step = median(ts, loops);
     free(ts);
     printf("%s_step_ms %.4f\n", name, 1e3 * step);
@@ -174,7 +139,7 @@ static void bench_mlp(void) {
     t.model = nb_nn_sequential(nb_nn_flatten(), nb_nn_linear(784, 128), nb_nn_relu(), nb_nn_linear(128, 10), NULL);
     t.opt = nb_optim_adamw(t.model, (nb_adamw_opts){ .lr = 1e-3 });
     image_batches(&t);
-    check("mlp setup");
+    CHECK("mlp setup");
     run("mlp", &t, 64, quick ? 20 : 200, quick ? 3 : 9, quick ? 0.05 : 0.2);
     trainer_free(&t);
 }
@@ -190,7 +155,7 @@ static void bench_cnn(void) {
         nb_nn_flatten(), nb_nn_linear(7 * 7 * 64, 1024), nb_nn_relu(), nb_nn_dropout(0.4), nb_nn_linear(1024, 10), NULL);
     t.opt = nb_optim_adam(t.model, (nb_adam_opts){ .lr = 1e-3 });
     image_batches(&t);
-    check("cnn setup");
+    CHECK("cnn setup");
     run("cnn", &t, 64, quick ? 2 : 4, quick ? 3 : 5, quick ? 0.15 : 0.5);
     trainer_free(&t);
 }
@@ -263,7 +228,7 @@ static void bench_gpt(void) {
         t.x[b] = nb_from_data(xb, NB_SHAPE(GPT_BATCH, CONTEXT), NB_I64);
         t.y[b] = nb_from_data(yb, NB_SHAPE(GPT_BATCH * CONTEXT), NB_I64);
     }
-    check("gpt setup");
+    CHECK("gpt setup");
     printf("gpt_params %lld\n", (long long)nb_module_num_params(t.model));
     run("gpt", &t, GPT_BATCH, quick ? 1 : 3, quick ? 3 : 5, quick ? 0.2 : 0.6);
     trainer_free(&t);
