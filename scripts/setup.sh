@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-echo "== main job: the DESIGN.md MLP trained on Fashion-MNIST for 3 epochs =="
-./build/examples/mlp 3
+echo "== main job: nabla train (the 784-128-10 MLP on Fashion-MNIST) =="
+./build/nabla train --epochs 3

@@ -49,7 +49,9 @@ static int read_all(nb_scalar_log **logs, char **names, int n) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+/* The nabla-plot program (also `nabla plot`): reads runs, writes SVG/CSV or a terminal view. */
+int nabla_plot_main(int argc, char **argv);
+int nabla_plot_main(int argc, char **argv) {
     const char *svg = NULL, *csv = NULL, *tag = NULL, *title = NULL;
     double smooth = 0, watch = 0;
     bool text = false;
@@ -147,3 +149,7 @@ int main(int argc, char **argv) {
     free(runs);
     return rc;
 }
+
+#ifndef NABLA_PLOT_NO_MAIN
+int main(int argc, char **argv) { return nabla_plot_main(argc, argv); }
+#endif
