@@ -10,5 +10,6 @@
 #include "nabla/data.h"
 #include "nabla/io.h"
 #include "nabla/summary.h"
+#include "nabla/model.h"
 
 #endif

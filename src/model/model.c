@@ -1,0 +1,419 @@
+/* The Keras-style model: compile, fit (on tensors or loaders), evaluate, predict, a per-epoch
+   history, callbacks and early stopping, built on modules, optimizers and the data loader. */
+#include "../core/core_impl.h"
+#include "nabla/model.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_METRICS 8
+
+struct nb_model {
+    nb_module *module;
+    nb_optimizer *opt;
+    nb_compile_opts c;
+    bool compiled;
+};
+
+struct nb_history {
+    int n_metrics, epochs, cap;
+    const char *names[MAX_METRICS];
+    double *values; /* epochs x n_metrics */
+};
+
+nb_model *nb_model_new(nb_module *module) {
+    if (!module) {
+        if (!nb__has_error()) nb__error("nb_model_new: module is NULL");
+        return NULL;
+    }
+    nb_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        nb_module_free(module);
+        nb__error("nb_model_new: out of memory");
+        return NULL;
+    }
+    m->module = module;
+    return m;
+}
+
+nb_module *nb_model_module(nb_model *m) { return m ? m->module : NULL; }
+
+int nb_model_compile(nb_model *m, nb_compile_opts o) {
+    if (!m) return -1;
+    if (o.loss < NB_LOSS_SPARSE_CE_LOGITS || o.loss > NB_LOSS_BCE_LOGITS || o.optimizer < NB_OPTIM_ADAMW ||
+        o.optimizer > NB_OPTIM_ADAGRAD || !(o.lr >= 0)) {
+        nb__error("nb_model_compile: invalid optimizer %d, loss %d or learning rate %g", (int)o.optimizer, (int)o.loss, o.lr);
+        return -1;
+    }
+    nb_optimizer *opt = o.optimizer_obj;
+    if (!opt) {
+        switch (o.optimizer) {
+        case NB_OPTIM_ADAM: opt = nb_optim_adam(m->module, (nb_adam_opts){ .lr = o.lr }); break;
+        case NB_OPTIM_SGD: opt = nb_optim_sgd(m->module, (nb_sgd_opts){ .lr = o.lr }); break;
+        case NB_OPTIM_RMSPROP: opt = nb_optim_rmsprop(m->module, (nb_rmsprop_opts){ .lr = o.lr }); break;
+        case NB_OPTIM_ADAGRAD: opt = nb_optim_adagrad(m->module, (nb_adagrad_opts){ .lr = o.lr }); break;
+        default: opt = nb_optim_adamw(m->module, (nb_adamw_opts){ .lr = o.lr });
+        }
+        if (!opt) return -1;
+    }
+    if (m->opt && m->opt != opt) nb_optim_free(m->opt);
+    m->opt = opt;
+    m->c = o;
+    m->compiled = true;
+    return 0;
+}
+
+static nb_tensor *compute_loss(nb_model *m, nb_tensor *pred, nb_tensor *y) {
+    if (m->c.loss_fn) return m->c.loss_fn(pred, y, m->c.loss_ctx);
+    switch (m->c.loss) {
+    case NB_LOSS_MSE: return nb_mse_loss(pred, y, NB_REDUCTION_MEAN);
+    case NB_LOSS_BCE_LOGITS: return nb_bce_with_logits(pred, y, NB_REDUCTION_MEAN, NULL);
+    default: return nb_cross_entropy(pred, y, (nb_ce_opts){ 0 });
+    }
+}
+
+/* Per-batch metric sums: correct predictions (top 1 and top 5) of class logits [N, C]. */
+static void count_metrics(nb_model *m, nb_tensor *pred, nb_tensor *y, double *top1, double *top5) {
+    if (!(m->c.metrics & (NB_METRIC_ACCURACY | NB_METRIC_TOP5_ACCURACY)) || nb_ndim(pred) != 2) return;
+    bool prev = nb_set_grad_enabled(false);
+    nb_scope *s = nb_scope_begin();
+    if (m->c.metrics & NB_METRIC_ACCURACY) *top1 += nb_item(nb_sum_all(nb_eq(nb_argmax(pred, 1, false), y)));
+    if (m->c.metrics & NB_METRIC_TOP5_ACCURACY) {
+        /* the target is in the top 5 when fewer than 5 logits are larger than its own */
+        nb_tensor *own = nb_gather(pred, 1, nb_unsqueeze(nb_cast(y, NB_I64), 1));
+        nb_tensor *larger = nb_sum(nb_gt(pred, own), 1, false);
+        *top5 += nb_item(nb_sum_all(nb_lt(larger, nb_full(NB_SHAPE(), 5, NB_I64))));
+    }
+    nb_scope_end(s);
+    nb_set_grad_enabled(prev);
+}
+
+typedef struct {
+    double loss, top1, top5;
+    int64_t n;
+} totals;
+
+/* Names and values of the metrics in t, prefixed ("" or "val_"). */
+static int metric_values(const nb_model *m, const totals *t, const char *prefix, const char **names, double *values) {
+    static const char *const plain[] = { "loss", "accuracy", "top5_accuracy" };
+    static const char *const val[] = { "val_loss", "val_accuracy", "val_top5_accuracy" };
+    const char *const *set = *prefix ? val : plain;
+    int k = 0;
+    double n = t->n ? (double)t->n : 1;
+    names[k] = set[0];
+    values[k++] = t->loss / n;
+    if (m->c.metrics & NB_METRIC_ACCURACY) { names[k] = set[1]; values[k++] = t->top1 / n; }
+    if (m->c.metrics & NB_METRIC_TOP5_ACCURACY) { names[k] = set[2]; values[k++] = t->top5 / n; }
+    return k;
+}
+
+static int evaluate_loader(nb_model *m, nb_data_loader *loader, totals *t) {
+    bool prev = nb_set_grad_enabled(false);
+    bool was_training = m->module->training;
+    nb_module_train(m->module, false);
+    memset(t, 0, sizeof *t);
+    nb_batch b;
+    while (nb_data_loader_next(loader, &b)) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *pred = nb_forward(m->module, b.x);
+        int64_t n = nb_dim(b.y, 0);
+        t->loss += nb_item(compute_loss(m, pred, b.y)) * (double)n;
+        count_metrics(m, pred, b.y, &t->top1, &t->top5);
+        t->n += n;
+        nb_scope_end(s);
+        if (nb__has_error()) break;
+    }
+    nb_module_train(m->module, was_training);
+    nb_set_grad_enabled(prev);
+    return nb_data_loader_failed(loader) || nb__has_error() ? -1 : 0;
+}
+
+static int history_add(nb_history *h, const char **names, const double *values, int n) {
+    if (h->epochs == 0) {
+        h->n_metrics = n;
+        for (int i = 0; i < n; i++) h->names[i] = names[i];
+    }
+    if (h->epochs == h->cap) {
+        int cap = h->cap ? h->cap * 2 : 16;
+        double *grown = realloc(h->values, sizeof(double) * (size_t)cap * MAX_METRICS);
+        if (!grown) return -1;
+        h->values = grown;
+        h->cap = cap;
+    }
+    for (int i = 0; i < h->n_metrics; i++) h->values[h->epochs * MAX_METRICS + i] = i < n ? values[i] : NAN;
+    h->epochs++;
+    return 0;
+}
+
+static void progress(int verbose, bool tty, int epoch, int epochs, int64_t done, int64_t total, double secs,
+                     const char **names, const double *values, int n, bool final) {
+    if (verbose < 0 || (!tty && !final)) return;
+    char bar[31];
+    int filled = total > 0 ? (int)(30 * done / total) : 30;
+    for (int i = 0; i < 30; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : '.');
+    bar[30] = 0;
+    printf("%sEpoch %d/%d  %lld/%lld [%s] %.1fs %.2fms/step", tty ? "\r" : "", epoch, epochs, (long long)done,
+           (long long)total, bar, secs, done ? 1e3 * secs / (double)done : 0.0);
+    for (int i = 0; i < n; i++) printf(" - %s: %.4f", names[i], values[i]);
+    printf(final ? "\n" : "");
+    fflush(stdout);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Copies of the parameters and buffers (the best weights of early stopping). */
+static nb_tensor **snapshot(nb_module *mod, nb_tensor **old, int *n) {
+    nb_named_tensor e[512];
+    int count = nb_module_state_entries(mod, e, 512);
+    if (count < 0 || count > 512) return old;
+    nb_tensor **s = old ? old : calloc((size_t)count, sizeof *s);
+    if (!s) return NULL;
+    bool prev = nb_set_grad_enabled(false);
+    for (int i = 0; i < count; i++) {
+        if (!s[i]) {
+            nb_scope *sc = nb_scope_begin();
+            s[i] = nb_keep(nb_clone(e[i].tensor));
+            nb_scope_end(sc);
+        } else nb_assign(s[i], e[i].tensor);
+    }
+    nb_set_grad_enabled(prev);
+    *n = count;
+    return s;
+}
+
+nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_loader *val, nb_fit_opts o) {
+    if (!m || !train) {
+        if (!nb__has_error()) nb__error("nb_model_fit_loader: %s is NULL", m ? "the training loader" : "model");
+        return NULL;
+    }
+    if (!m->compiled) {
+        nb__error("nb_model_fit: the model is not compiled (call nb_model_compile first)");
+        return NULL;
+    }
+    int epochs = o.epochs > 0 ? o.epochs : 1;
+    nb_history *h = calloc(1, sizeof *h);
+    if (!h) {
+        nb__error("nb_model_fit: out of memory");
+        return NULL;
+    }
+    bool tty = isatty(STDOUT_FILENO);
+    for (int c = 0; c < o.n_callbacks; c++)
+        if (o.callbacks[c].on_train_begin) o.callbacks[c].on_train_begin(m, o.callbacks[c].user);
+    nb_module_train(m->module, true);
+    double best = INFINITY;
+    int wait = 0, n_best = 0;
+    nb_tensor **best_state = NULL;
+    int64_t step = 0, total = nb_data_loader_len(train);
+    bool stop = false, failed = false;
+    for (int epoch = 1; epoch <= epochs && !stop && !failed; epoch++) {
+        for (int c = 0; c < o.n_callbacks; c++)
+            if (o.callbacks[c].on_epoch_begin) o.callbacks[c].on_epoch_begin(m, epoch, o.callbacks[c].user);
+        totals t = { 0 };
+        double t0 = now_s();
+        int64_t done = 0;
+        nb_batch b;
+        const char *names[MAX_METRICS];
+        double values[MAX_METRICS];
+        while (!stop && nb_data_loader_next(train, &b)) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *pred = nb_forward(m->module, b.x);
+            nb_tensor *loss = compute_loss(m, pred, b.y);
+            nb_optim_zero_grad(m->opt);
+            if (nb_backward(loss) < 0 || nb_optim_step(m->opt) < 0) failed = true;
+            int64_t n = nb_dim(b.y, 0);
+            double l = nb_item(loss);
+            t.loss += l * (double)n;
+            count_metrics(m, pred, b.y, &t.top1, &t.top5);
+            t.n += n;
+            nb_scope_end(s);
+            done++;
+            step++;
+            if (failed || nb__has_error()) {
+                failed = true;
+                break;
+            }
+            for (int c = 0; c < o.n_callbacks; c++)
+                if (o.callbacks[c].on_batch_end && !o.callbacks[c].on_batch_end(m, step, l, o.callbacks[c].user)) stop = true;
+            if (tty && done % 20 == 0) {
+                int k = metric_values(m, &t, "", names, values);
+                progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, false);
+            }
+        }
+        if (nb_data_loader_failed(train)) failed = true;
+        if (failed) break;
+        int k = metric_values(m, &t, "", names, values);
+        if (val) {
+            totals v;
+            if (evaluate_loader(m, val, &v) < 0) {
+                failed = true;
+                break;
+            }
+            k += metric_values(m, &v, "val_", names + k, values + k);
+        }
+        progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, true);
+        if (history_add(h, names, values, k) < 0) {
+            nb__error("nb_model_fit: out of memory");
+            failed = true;
+            break;
+        }
+        for (int c = 0; c < o.n_callbacks; c++)
+            if (o.callbacks[c].on_epoch_end && !o.callbacks[c].on_epoch_end(m, epoch, names, values, k, o.callbacks[c].user))
+                stop = true;
+        if (o.early_stopping_patience > 0) {
+            double monitored = val ? nb_history_get(h, "val_loss", h->epochs - 1) : values[0];
+            if (monitored < best) {
+                best = monitored;
+                wait = 0;
+                if (o.restore_best_weights) best_state = snapshot(m->module, best_state, &n_best);
+            } else if (++wait >= o.early_stopping_patience) stop = true;
+        }
+    }
+    if (best_state) {
+        if (!failed && stop) { /* stopped early: back to the best epoch's weights */
+            nb_named_tensor e[512];
+            int count = nb_module_state_entries(m->module, e, 512);
+            bool prev = nb_set_grad_enabled(false);
+            for (int i = 0; i < count && i < n_best; i++) nb_assign(e[i].tensor, best_state[i]);
+            nb_set_grad_enabled(prev);
+        }
+        for (int i = 0; i < n_best; i++) nb_release(best_state[i]);
+        free(best_state);
+    }
+    for (int c = 0; c < o.n_callbacks; c++)
+        if (o.callbacks[c].on_train_end) o.callbacks[c].on_train_end(m, o.callbacks[c].user);
+    if (failed) {
+        if (!nb__has_error()) nb__error("nb_model_fit: training failed");
+        nb_history_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static bool check_xy(const char *fn, nb_tensor *x, nb_tensor *y) {
+    if (!x || !y) {
+        if (!nb__has_error()) nb__error("%s: %s is NULL", fn, x ? "y" : "x");
+        return false;
+    }
+    if (nb_ndim(x) < 1 || nb_ndim(y) < 1 || nb_dim(x, 0) != nb_dim(y, 0)) {
+        char dx[200], dy[200];
+        nb__error("%s: x %s and y %s must have the same number of samples (axis 0)", fn, nb__describe(x, dx, sizeof dx),
+                  nb__describe(y, dy, sizeof dy));
+        return false;
+    }
+    return true;
+}
+
+nb_history *nb_model_fit(nb_model *m, nb_tensor *x, nb_tensor *y, nb_fit_opts o) {
+    if (!m) return NULL;
+    if (!check_xy("nb_model_fit", x, y)) return NULL;
+    if (!(o.validation_split >= 0 && o.validation_split < 1)) {
+        nb__error("nb_model_fit: validation_split must be in [0, 1), got %g", o.validation_split);
+        return NULL;
+    }
+    if ((o.val_x || o.val_y) && !check_xy("nb_model_fit (validation)", o.val_x, o.val_y)) return NULL;
+    int64_t n = nb_dim(x, 0), n_val = (int64_t)floor((double)n * o.validation_split);
+    int64_t batch = o.batch_size > 0 ? o.batch_size : 32;
+    nb_scope *s = nb_scope_begin();
+    /* Keras holds out the last fraction, before shuffling */
+    nb_tensor *tx = n_val ? nb_slice(x, 0, 0, n - n_val, 1) : x, *ty = n_val ? nb_slice(y, 0, 0, n - n_val, 1) : y;
+    nb_tensor *vx = n_val ? nb_slice(x, 0, n - n_val, n, 1) : o.val_x, *vy = n_val ? nb_slice(y, 0, n - n_val, n, 1) : o.val_y;
+    nb_dataset *train_ds = nb_data_tensors(tx, ty), *val_ds = vx ? nb_data_tensors(vx, vy) : NULL;
+    nb_data_loader *train = nb_data_loader_new(train_ds, (nb_loader_opts){ .batch_size = batch, .shuffle = !o.no_shuffle,
+                                                                           .num_workers = o.num_workers, .seed = o.seed });
+    nb_data_loader *val = val_ds ? nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 256 }) : NULL;
+    nb_history *h = train && (!val_ds || val) ? nb_model_fit_loader(m, train, val, o) : NULL;
+    nb_data_loader_free(train);
+    nb_data_loader_free(val);
+    nb_dataset_free(train_ds);
+    nb_dataset_free(val_ds);
+    nb_scope_end(s);
+    return h;
+}
+
+int nb_model_evaluate(nb_model *m, nb_tensor *x, nb_tensor *y, int64_t batch_size, const char **names, double *values, int cap) {
+    if (!m || !check_xy("nb_model_evaluate", x, y)) return -1;
+    if (!m->compiled) {
+        nb__error("nb_model_evaluate: the model is not compiled (call nb_model_compile first)");
+        return -1;
+    }
+    nb_dataset *ds = nb_data_tensors(x, y);
+    nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = batch_size > 0 ? batch_size : 256 });
+    totals t;
+    int rc = l ? evaluate_loader(m, l, &t) : -1;
+    nb_data_loader_free(l);
+    nb_dataset_free(ds);
+    if (rc < 0) return -1;
+    const char *nm[MAX_METRICS];
+    double v[MAX_METRICS];
+    int k = metric_values(m, &t, "", nm, v);
+    for (int i = 0; i < k && i < cap; i++) {
+        if (names) names[i] = nm[i];
+        if (values) values[i] = v[i];
+    }
+    return k;
+}
+
+nb_tensor *nb_model_predict(nb_model *m, nb_tensor *x, int64_t batch_size) {
+    if (!m || !x) {
+        if (!nb__has_error()) nb__error("nb_model_predict: %s is NULL", m ? "x" : "model");
+        return NULL;
+    }
+    int64_t n = nb_ndim(x) ? nb_dim(x, 0) : 0, batch = batch_size > 0 ? batch_size : 256;
+    if (n == 0) {
+        nb__error("nb_model_predict: x has no samples");
+        return NULL;
+    }
+    int64_t parts = (n + batch - 1) / batch;
+    nb_tensor **outs = calloc((size_t)parts, sizeof *outs);
+    if (!outs) {
+        nb__error("nb_model_predict: out of memory");
+        return NULL;
+    }
+    bool prev = nb_set_grad_enabled(false);
+    bool was_training = m->module->training;
+    nb_module_train(m->module, false);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *r = NULL;
+    bool ok = true;
+    for (int64_t i = 0; i < parts && ok; i++) {
+        int64_t a = i * batch, e = a + batch < n ? a + batch : n;
+        ok = (outs[i] = nb_forward(m->module, nb_slice(x, 0, a, e, 1))) != NULL;
+    }
+    if (ok) r = nb_keep(nb_cat(outs, (int)parts, 0));
+    nb_scope_end(s);
+    nb_module_train(m->module, was_training);
+    nb_set_grad_enabled(prev);
+    free(outs);
+    return nb__own(r);
+}
+
+void nb_model_free(nb_model *m) {
+    if (!m) return;
+    nb_optim_free(m->opt);
+    nb_module_free(m->module);
+    free(m);
+}
+
+int nb_history_epochs(const nb_history *h) { return h ? h->epochs : 0; }
+int nb_history_num_metrics(const nb_history *h) { return h ? h->n_metrics : 0; }
+const char *nb_history_metric(const nb_history *h, int i) { return h && i >= 0 && i < h->n_metrics ? h->names[i] : NULL; }
+
+double nb_history_get(const nb_history *h, const char *metric, int epoch) {
+    if (!h || !metric || epoch < 0 || epoch >= h->epochs) return NAN;
+    for (int i = 0; i < h->n_metrics; i++)
+        if (!strcmp(h->names[i], metric)) return h->values[epoch * MAX_METRICS + i];
+    return NAN;
+}
+
+void nb_history_free(nb_history *h) {
+    if (!h) return;
+    free(h->values);
+    free(h);
+}

@@ -1,0 +1,186 @@
+/* The Keras-style model: fit matches the explicit loop, history and validation, callbacks and
+   early stopping, evaluate and predict, and errors for misuse. */
+#include "test_util.h"
+
+static nb_tensor *x_train, *y_train, *x_test, *y_test;
+static const int64_t N_TRAIN = 12000;
+
+static nb_tensor *images(const char *name, int64_t n) {
+    char path[256];
+    snprintf(path, sizeof path, "/usr/share/datasets/fashion-mnist/%s", name);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *raw = nb_read_idx(path);
+    nb_tensor *x = raw ? nb_keep(nb_mul_scalar(nb_cast(nb_reshape(nb_slice(raw, 0, 0, n, 1), NB_SHAPE(-1, 784)), NB_F32), 1.0 / 255)) : NULL;
+    nb_scope_end(s);
+    return x;
+}
+
+static nb_tensor *labels(const char *name, int64_t n) {
+    char path[256];
+    snprintf(path, sizeof path, "/usr/share/datasets/fashion-mnist/%s", name);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *raw = nb_read_idx(path);
+    nb_tensor *y = raw ? nb_keep(nb_cast(nb_slice(raw, 0, 0, n, 1), NB_I64)) : NULL;
+    nb_scope_end(s);
+    return y;
+}
+
+static int load(void **state) {
+    (void)state;
+    x_train = images("train-images-idx3-ubyte.gz", N_TRAIN);
+    y_train = labels("train-labels-idx1-ubyte.gz", N_TRAIN);
+    x_test = images("t10k-images-idx3-ubyte.gz", 10000);
+    y_test = labels("t10k-labels-idx1-ubyte.gz", 10000);
+    return x_train && y_train && x_test && y_test ? 0 : -1;
+}
+
+static int unload(void **state) {
+    (void)state;
+    nb_release(x_train);
+    nb_release(y_train);
+    nb_release(x_test);
+    nb_release(y_test);
+    return 0;
+}
+
+static nb_module *mlp(void) {
+    nb_manual_seed(0);
+    return nb_nn_sequential(nb_nn_linear(784, 128), nb_nn_relu(), nb_nn_linear(128, 10), NULL);
+}
+
+static double accuracy(nb_module *m) {
+    nb_scope *s = nb_scope_begin();
+    bool prev = nb_set_grad_enabled(false);
+    double acc = nb_item(nb_mean_all(nb_eq(nb_argmax(nb_forward(m, x_test), 1, false), y_test)));
+    nb_set_grad_enabled(prev);
+    nb_scope_end(s);
+    return acc;
+}
+
+/* nb_model_fit gives the explicit loop's result for the same seed and settings. */
+static void test_fit_matches_explicit_loop(void **state) {
+    (void)state;
+    /* the explicit loop, over the same loader fit builds */
+    nb_module *net = mlp();
+    nb_optimizer *opt = nb_optim_adamw(net, (nb_adamw_opts){ .lr = 1e-3 });
+    nb_dataset *ds = nb_data_tensors(x_train, y_train);
+    nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 64, .shuffle = true, .seed = 5 });
+    for (int epoch = 0; epoch < 2; epoch++) {
+        nb_batch b;
+        while (nb_data_loader_next(l, &b)) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *loss = nb_cross_entropy(nb_forward(net, b.x), b.y, (nb_ce_opts){ 0 });
+            nb_optim_zero_grad(opt);
+            nb_backward(loss);
+            nb_optim_step(opt);
+            nb_scope_end(s);
+        }
+    }
+    double loop_acc = accuracy(net);
+    nb_data_loader_free(l);
+    nb_dataset_free(ds);
+    nb_optim_free(opt);
+    nb_module_free(net);
+
+    nb_model *model = nb_model_new(mlp());
+    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .optimizer = NB_OPTIM_ADAMW, .lr = 1e-3,
+                                                                 .loss = NB_LOSS_SPARSE_CE_LOGITS, .metrics = NB_METRIC_ACCURACY }), 0);
+    nb_history *h = nb_model_fit(model, x_train, y_train, (nb_fit_opts){ .batch_size = 64, .epochs = 2, .seed = 5, .verbose = -1 });
+    assert_non_null(h);
+    double fit_acc = accuracy(nb_model_module(model));
+    if (fabs(fit_acc - loop_acc) > 0.003) fail_msg("fit reached %.4f, the loop %.4f", fit_acc, loop_acc);
+    assert_true(fit_acc > 0.8);
+    assert_int_equal(nb_history_epochs(h), 2);
+    assert_true(nb_history_get(h, "loss", 1) < nb_history_get(h, "loss", 0));
+    const char *names[4];
+    double values[4];
+    int k = nb_model_evaluate(model, x_test, y_test, 500, names, values, 4);
+    assert_int_equal(k, 2);
+    assert_string_equal(names[1], "accuracy");
+    assert_true(fabs(values[1] - fit_acc) < 1e-6); /* accuracy() averages in f32 */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *pred = nb_model_predict(model, nb_slice(x_test, 0, 0, 1000, 1), 300);
+    assert_int_equal(nb_dim(pred, 0), 1000);
+    assert_int_equal(nb_dim(pred, 1), 10);
+    nb_scope_end(s);
+    nb_history_free(h);
+    nb_model_free(model);
+    assert_null(nb_error());
+}
+
+static void test_validation_split_and_history(void **state) {
+    (void)state;
+    nb_model *model = nb_model_new(mlp());
+    nb_model_compile(model, (nb_compile_opts){ .metrics = NB_METRIC_ACCURACY | NB_METRIC_TOP5_ACCURACY });
+    nb_history *h = nb_model_fit(model, x_train, y_train,
+                                 (nb_fit_opts){ .batch_size = 128, .epochs = 1, .validation_split = 0.25, .verbose = -1 });
+    assert_non_null(h);
+    const char *want[] = { "loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy" };
+    assert_int_equal(nb_history_num_metrics(h), 6);
+    for (int i = 0; i < 6; i++) assert_string_equal(nb_history_metric(h, i), want[i]);
+    assert_true(nb_history_get(h, "val_top5_accuracy", 0) >= nb_history_get(h, "val_accuracy", 0));
+    assert_true(isnan(nb_history_get(h, "nope", 0)));
+    nb_history_free(h);
+    nb_model_free(model);
+}
+
+static int epochs_seen;
+static bool stop_after_two(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user) {
+    (void)m; (void)names; (void)values; (void)n; (void)user;
+    epochs_seen = epoch;
+    return epoch < 2;
+}
+
+static void test_callbacks_and_early_stopping(void **state) {
+    (void)state;
+    nb_model *model = nb_model_new(mlp());
+    nb_model_compile(model, (nb_compile_opts){ 0 });
+    nb_callback cb = { .on_epoch_end = stop_after_two };
+    nb_tensor *x = nb_slice(x_train, 0, 0, 2000, 1), *y = nb_slice(y_train, 0, 0, 2000, 1);
+    nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 5, .verbose = -1, .callbacks = &cb, .n_callbacks = 1 });
+    assert_int_equal(nb_history_epochs(h), 2);
+    assert_int_equal(epochs_seen, 2);
+    nb_history_free(h);
+    /* a learning rate too large to improve: early stopping ends the run and restores the best */
+    nb_model *bad = nb_model_new(mlp());
+    nb_model_compile(bad, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 50 });
+    h = nb_model_fit(bad, x, y, (nb_fit_opts){ .epochs = 20, .verbose = -1, .validation_split = 0.2,
+                                               .early_stopping_patience = 2, .restore_best_weights = true });
+    assert_non_null(h);
+    assert_true(nb_history_epochs(h) < 20);
+    nb_history_free(h);
+    nb_model_free(bad);
+    nb_release(x);
+    nb_release(y);
+    nb_model_free(model);
+    nb_error_clear();
+}
+
+static void test_misuse(void **state) {
+    (void)state;
+    nb_model *model = nb_model_new(mlp());
+    assert_null(nb_model_fit(model, x_train, y_train, (nb_fit_opts){ .verbose = -1 }));
+    ASSERT_ERROR_CONTAINS("nb_model_fit: the model is not compiled");
+    nb_model_compile(model, (nb_compile_opts){ 0 });
+    nb_tensor *y = nb_slice(y_train, 0, 0, 10, 1);
+    assert_null(nb_model_fit(model, x_train, y, (nb_fit_opts){ .verbose = -1 }));
+    ASSERT_ERROR_CONTAINS("must have the same number of samples");
+    assert_null(nb_model_fit(model, x_train, y_train, (nb_fit_opts){ .validation_split = 1.5, .verbose = -1 }));
+    ASSERT_ERROR_CONTAINS("validation_split must be in [0, 1)");
+    nb_tensor *wrong = nb_zeros(NB_SHAPE(8, 785), NB_F32);
+    assert_null(nb_model_predict(model, wrong, 0));
+    ASSERT_ERROR_CONTAINS("nb_nn_linear 0: expected input [..., 784], got [8, 785]");
+    nb_release(wrong);
+    nb_release(y);
+    nb_model_free(model);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_fit_matches_explicit_loop, clear_error_setup),
+        cmocka_unit_test_setup(test_validation_split_and_history, clear_error_setup),
+        cmocka_unit_test_setup(test_callbacks_and_early_stopping, clear_error_setup),
+        cmocka_unit_test_setup(test_misuse, clear_error_setup),
+    };
+    return cmocka_run_group_tests(tests, load, unload);
+}
