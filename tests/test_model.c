@@ -1,6 +1,7 @@
 /* The Keras-style model: fit matches the explicit loop, history and validation, callbacks and
    early stopping, evaluate and predict, and errors for misuse. */
 #include "test_util.h"
+#include <stdlib.h>
 
 static nb_tensor *x_train, *y_train, *x_test, *y_test;
 static const int64_t N_TRAIN = 12000;
@@ -156,6 +157,73 @@ static void test_callbacks_and_early_stopping(void **state) {
     nb_error_clear();
 }
 
+static void test_ready_made_callbacks(void **state) {
+    (void)state;
+    char dir[] = "/tmp/nabla_model_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char csv[128], ckpt[128], logdir[128];
+    snprintf(csv, sizeof csv, "%s/log.csv", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/best.safetensors", dir);
+    snprintf(logdir, sizeof logdir, "%s/run", dir);
+    nb_model *model = nb_model_new(mlp());
+    nb_model_compile(model, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 0.1, .metrics = NB_METRIC_ACCURACY });
+    nb_summary_writer *w = nb_summary_open(logdir);
+    assert_non_null(w);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_slice(x_train, 0, 0, 3000, 1), *y = nb_slice(y_train, 0, 0, 3000, 1);
+    nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 2, .verbose = -1, .validation_split = 0.2,
+                                                             .tensorboard = w, .csv_path = csv, .checkpoint_path = ckpt });
+    assert_non_null(h);
+    nb_summary_close(w);
+    /* the CSV: a header and one row per epoch */
+    FILE *f = fopen(csv, "r");
+    assert_non_null(f);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "epoch,loss,accuracy,val_loss,val_accuracy\n");
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) rows++;
+    fclose(f);
+    assert_int_equal(rows, 2);
+    /* the best weights load strictly into the same architecture */
+    nb_module *fresh = mlp();
+    assert_int_equal(nb_load_state_dict(fresh, ckpt, (nb_load_opts){ 0 }), 0);
+    nb_module_free(fresh);
+    /* TensorBoard: the epoch scalars, read back */
+    nb_scalar_log *log = nb_scalar_log_read(logdir);
+    assert_non_null(log);
+    int i = nb_scalar_log_find(log, "epoch/val_loss");
+    assert_true(i >= 0);
+    const int64_t *steps;
+    const double *walls, *vals;
+    assert_int_equal(nb_scalar_log_points(log, i, &steps, &walls, &vals), 2);
+    assert_true(fabs(vals[1] - nb_history_get(h, "val_loss", 1)) < 1e-5 * fabs(vals[1]) + 1e-6);
+    assert_true(nb_scalar_log_find(log, "lr") >= 0);
+    nb_scalar_log_free(log);
+    nb_history_free(h);
+    nb_scope_end(s);
+    nb_model_free(model);
+    assert_null(nb_error());
+}
+
+static void test_lr_schedule_callback(void **state) {
+    (void)state;
+    nb_module *net = mlp();
+    nb_optimizer *opt = nb_optim_sgd(net, (nb_sgd_opts){ .lr = 0.1 });
+    nb_scheduler *sched = nb_sched_step_lr(opt, 1, 0.5);
+    nb_model *model = nb_model_new(net);
+    nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt });
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_slice(x_train, 0, 0, 1000, 1), *y = nb_slice(y_train, 0, 0, 1000, 1);
+    nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 3, .verbose = -1, .lr_schedule = sched });
+    assert_non_null(h);
+    assert_true(fabs(nb_optim_get_lr(opt, 0) - 0.1 * 0.125) < 1e-12); /* halved after each of 3 epochs */
+    nb_history_free(h);
+    nb_scope_end(s);
+    nb_sched_free(sched);
+    nb_model_free(model); /* frees the optimizer it was given */
+}
+
 static void test_misuse(void **state) {
     (void)state;
     nb_model *model = nb_model_new(mlp());
@@ -180,6 +248,8 @@ int main(void) {
         cmocka_unit_test_setup(test_fit_matches_explicit_loop, clear_error_setup),
         cmocka_unit_test_setup(test_validation_split_and_history, clear_error_setup),
         cmocka_unit_test_setup(test_callbacks_and_early_stopping, clear_error_setup),
+        cmocka_unit_test_setup(test_ready_made_callbacks, clear_error_setup),
+        cmocka_unit_test_setup(test_lr_schedule_callback, clear_error_setup),
         cmocka_unit_test_setup(test_misuse, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, load, unload);

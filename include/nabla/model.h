@@ -6,6 +6,7 @@
 #include "data.h"
 #include "nn.h"
 #include "optim.h"
+#include "summary.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +61,11 @@ typedef struct nb_fit_opts {
     bool restore_best_weights;
     const nb_callback *callbacks;
     int n_callbacks;
+    /* ready-made callbacks (NULL: off) */
+    nb_summary_writer *tensorboard; /* epoch/<metric> scalars, the learning rate and gradient norm per epoch */
+    const char *csv_path;           /* one row of metrics per epoch (header first), flushed each epoch */
+    const char *checkpoint_path;    /* the state dict, saved atomically whenever the monitored loss improves */
+    nb_scheduler *lr_schedule;      /* stepped once after each epoch */
 } nb_fit_opts;
 
 /* Wraps module (the model owns it from now on). */

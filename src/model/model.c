@@ -2,6 +2,7 @@
    history, callbacks and early stopping, built on modules, optimizers and the data loader. */
 #include "../core/core_impl.h"
 #include "nabla/model.h"
+#include "nabla/io.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,42 @@ static nb_tensor **snapshot(nb_module *mod, nb_tensor **old, int *n) {
     return s;
 }
 
+/* The ready-made callbacks of nb_fit_opts, after an epoch: TensorBoard scalars, a CSV row,
+   the learning-rate schedule. */
+static int ready_made(nb_model *m, const nb_fit_opts *o, int epoch, const char **names, const double *values, int k,
+                      FILE **csv) {
+    if (o->tensorboard) {
+        char tag[64];
+        for (int i = 0; i < k; i++) {
+            snprintf(tag, sizeof tag, "epoch/%s", names[i]);
+            if (nb_summary_scalar(o->tensorboard, tag, values[i], epoch) < 0) return -1;
+        }
+        if (nb_summary_lr(o->tensorboard, m->opt, epoch) < 0 || nb_summary_grad_norm(o->tensorboard, m->module, epoch) < 0 ||
+            nb_summary_flush(o->tensorboard) < 0)
+            return -1;
+    }
+    if (o->csv_path) {
+        if (!*csv) {
+            if (!(*csv = fopen(o->csv_path, "w"))) {
+                nb__error("nb_model_fit: cannot write the CSV log %s", o->csv_path);
+                return -1;
+            }
+            fprintf(*csv, "epoch");
+            for (int i = 0; i < k; i++) fprintf(*csv, ",%s", names[i]);
+            fprintf(*csv, "\n");
+        }
+        fprintf(*csv, "%d", epoch);
+        for (int i = 0; i < k; i++) fprintf(*csv, ",%.9g", values[i]);
+        fprintf(*csv, "\n");
+        if (fflush(*csv) != 0) {
+            nb__error("nb_model_fit: cannot write the CSV log %s", o->csv_path);
+            return -1;
+        }
+    }
+    if (o->lr_schedule && nb_sched_step(o->lr_schedule) < 0) return -1;
+    return 0;
+}
+
 nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_loader *val, nb_fit_opts o) {
     if (!m || !train) {
         if (!nb__has_error()) nb__error("nb_model_fit_loader: %s is NULL", m ? "the training loader" : "model");
@@ -212,6 +249,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
     nb_tensor **best_state = NULL;
     int64_t step = 0, total = nb_data_loader_len(train);
     bool stop = false, failed = false;
+    FILE *csv = NULL;
     for (int epoch = 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
             if (o.callbacks[c].on_epoch_begin) o.callbacks[c].on_epoch_begin(m, epoch, o.callbacks[c].user);
@@ -266,15 +304,22 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         for (int c = 0; c < o.n_callbacks; c++)
             if (o.callbacks[c].on_epoch_end && !o.callbacks[c].on_epoch_end(m, epoch, names, values, k, o.callbacks[c].user))
                 stop = true;
-        if (o.early_stopping_patience > 0) {
-            double monitored = val ? nb_history_get(h, "val_loss", h->epochs - 1) : values[0];
-            if (monitored < best) {
-                best = monitored;
-                wait = 0;
-                if (o.restore_best_weights) best_state = snapshot(m->module, best_state, &n_best);
-            } else if (++wait >= o.early_stopping_patience) stop = true;
+        if (ready_made(m, &o, epoch, names, values, k, &csv) < 0) {
+            failed = true;
+            break;
         }
+        double monitored = val ? nb_history_get(h, "val_loss", h->epochs - 1) : values[0];
+        if (monitored < best) {
+            best = monitored;
+            wait = 0;
+            if (o.early_stopping_patience > 0 && o.restore_best_weights) best_state = snapshot(m->module, best_state, &n_best);
+            if (o.checkpoint_path && nb_save_state_dict(m->module, o.checkpoint_path) < 0) {
+                failed = true;
+                break;
+            }
+        } else if (o.early_stopping_patience > 0 && ++wait >= o.early_stopping_patience) stop = true;
     }
+    if (csv) fclose(csv);
     if (best_state) {
         if (!failed && stop) { /* stopped early: back to the best epoch's weights */
             nb_named_tensor e[512];
