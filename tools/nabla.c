@@ -48,48 +48,6 @@ static nb_module *make_model(const char *name) {
         nb_nn_flatten(), nb_nn_linear(7 * 7 * 64, 1024), nb_nn_relu(), nb_nn_dropout(0.4), nb_nn_linear(1024, 10), NULL);
 }
 
-static double seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Keras's progress line: rewritten in place on a terminal, one line per epoch otherwise. */
-static void progress(const train_opts *o, bool tty, int epoch, int64_t done, int64_t total, double secs, double loss,
-                     double acc, const char *tail, bool final) {
-    if (o->quiet || (!tty && !final)) return;
-    char bar[31];
-    int filled = total ? (int)(30 * done / total) : 30;
-    for (int i = 0; i < 30; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : '.');
-    bar[30] = 0;
-    printf("%sEpoch %d/%d  %lld/%lld [%s] %.1fs %.2fms/step - loss: %.4f - accuracy: %.4f%s%s", tty ? "\r" : "", epoch,
-           o->epochs, (long long)done, (long long)total, bar, secs, done ? 1e3 * secs / (double)done : 0.0, loss, acc,
-           tail ? tail : "", final ? "\n" : "");
-    fflush(stdout);
-}
-
-/* Mean loss and accuracy of model over a loader, without recording a graph. */
-static void evaluate(nb_module *model, nb_data_loader *loader, double *loss, double *acc) {
-    bool prev = nb_set_grad_enabled(false);
-    nb_module_train(model, false);
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0;
-    nb_batch b;
-    while (nb_data_loader_next(loader, &b)) {
-        nb_scope *s = nb_scope_begin();
-        nb_tensor *logits = nb_forward(model, b.x);
-        int64_t n = nb_dim(b.y, 0);
-        loss_sum += nb_item(nb_cross_entropy(logits, b.y, (nb_ce_opts){ .reduction = NB_REDUCTION_SUM }));
-        correct += (int64_t)nb_item(nb_sum_all(nb_eq(nb_argmax(logits, 1, false), b.y)));
-        seen += n;
-        nb_scope_end(s);
-    }
-    nb_module_train(model, true);
-    nb_set_grad_enabled(prev);
-    *loss = seen ? loss_sum / (double)seen : 0;
-    *acc = seen ? (double)correct / (double)seen : 0;
-}
-
 /* The first n samples of ds (all when n is 0), as a new handle. */
 static nb_dataset *first_samples(nb_dataset *ds, int64_t n) {
     int64_t len = nb_dataset_len(ds);
@@ -124,7 +82,6 @@ static int train(train_opts o) {
         fprintf(stderr, "nabla train: cannot create the log folder %s: %s\n", logdir, strerror(errno));
         return 1;
     }
-    bool tty = isatty(STDOUT_FILENO);
     nb_manual_seed(o.seed);
     nb_dataset *train_all = nb_data_fashion_mnist(o.data, true), *test_all = nb_data_fashion_mnist(o.data, false);
     nb_dataset *train_ds = train_all ? first_samples(train_all, o.limit) : NULL;
@@ -132,91 +89,52 @@ static int train(train_opts o) {
     nb_data_loader *loader = nb_data_loader_new(train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
                                                                             .num_workers = o.workers, .seed = o.seed + 1 });
     nb_data_loader *test_loader = nb_data_loader_new(test_ds, (nb_loader_opts){ .batch_size = 500 });
-    nb_module *model = make_model(o.model);
+    nb_module *mod = make_model(o.model);
     nb_optimizer *opt = NULL;
-    if (model) {
-        if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(model, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
-        else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(model, (nb_adam_opts){ .lr = o.lr });
-        else opt = nb_optim_adamw(model, (nb_adamw_opts){ .lr = o.lr });
+    if (mod) {
+        if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(mod, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
+        else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(mod, (nb_adam_opts){ .lr = o.lr });
+        else opt = nb_optim_adamw(mod, (nb_adamw_opts){ .lr = o.lr });
     }
-    nb_summary_writer *w = opt ? nb_summary_open(logdir) : NULL;
+    nb_model *model = mod && opt ? nb_model_new(mod) : NULL;
+    nb_summary_writer *w = model ? nb_summary_open(logdir) : NULL;
     int rc = 0;
-    if (!w) {
+    if (!w || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         rc = 1;
         goto done;
     }
+    opt = NULL; /* the model owns it now */
     if (!o.quiet)
         printf("nabla train: %s on Fashion-MNIST (%lld training samples), %s lr %g, batch %lld, %d epochs, %d workers\n",
                o.model, (long long)nb_dataset_len(train_ds), o.optimizer, o.lr, (long long)o.batch, o.epochs, o.workers);
-    int64_t step = 0, total = nb_data_loader_len(loader);
-    double test_loss = 0, test_acc = 0;
-    for (int epoch = 1; epoch <= o.epochs && rc == 0; epoch++) {
-        double t0 = seconds(), loss_sum = 0;
-        int64_t correct = 0, seen = 0, done = 0;
-        nb_batch b;
-        while (nb_data_loader_next(loader, &b)) {
-            nb_scope *s = nb_scope_begin();
-            nb_tensor *logits = nb_forward(model, b.x);
-            nb_tensor *loss = nb_cross_entropy(logits, b.y, (nb_ce_opts){ 0 });
-            nb_optim_zero_grad(opt);
-            nb_backward(loss);
-            nb_optim_step(opt);
-            int64_t n = nb_dim(b.y, 0);
-            double l = nb_item(loss);
-            loss_sum += l * (double)n;
-            bool prev = nb_set_grad_enabled(false);
-            correct += (int64_t)nb_item(nb_sum_all(nb_eq(nb_argmax(logits, 1, false), b.y)));
-            nb_set_grad_enabled(prev);
-            seen += n;
-            done++;
-            step++;
-            if (step % 50 == 0) {
-                nb_summary_scalar(w, "train/loss", l, step);
-                nb_summary_lr(w, opt, step);
-            }
-            nb_scope_end(s);
-            if (nb_error()) break;
-            if (done % 20 == 0) progress(&o, tty, epoch, done, total, seconds() - t0, loss_sum / (double)seen,
-                                         (double)correct / (double)seen, NULL, false);
-        }
-        if (nb_data_loader_failed(loader) || nb_error()) {
-            fprintf(stderr, "\nnabla train: %s\n", nb_error());
-            rc = 1;
-            break;
-        }
-        evaluate(model, test_loader, &test_loss, &test_acc);
-        char tail[96];
-        snprintf(tail, sizeof tail, " - val_loss: %.4f - val_accuracy: %.4f", test_loss, test_acc);
-        progress(&o, tty, epoch, done, total, seconds() - t0, loss_sum / (double)seen, (double)correct / (double)seen,
-                 tail, true);
-        nb_summary_scalar(w, "epoch/train_loss", loss_sum / (double)seen, epoch);
-        nb_summary_scalar(w, "epoch/train_accuracy", (double)correct / (double)seen, epoch);
-        nb_summary_scalar(w, "epoch/val_loss", test_loss, epoch);
-        nb_summary_scalar(w, "epoch/val_accuracy", test_acc, epoch);
-        nb_summary_flush(w);
-    }
+    /* the held-out test set validates each epoch; the best epoch's weights are saved */
+    nb_history *h = nb_model_fit_loader(model, loader, test_loader,
+                                        (nb_fit_opts){ .epochs = o.epochs, .verbose = o.quiet ? -1 : 0, .tensorboard = w,
+                                                       .checkpoint_path = out });
     nb_summary_close(w);
     w = NULL;
-    if (rc == 0 && nb_save_state_dict(model, out) < 0) {
+    if (!h) {
+        fprintf(stderr, "nabla train: %s\n", nb_error());
+        rc = 1;
+        goto done;
+    }
+    double test_acc = nb_history_get(h, "val_accuracy", nb_history_epochs(h) - 1);
+    nb_history_free(h);
+    nb_scalar_log *log = nb_scalar_log_read(logdir);
+    const char *name = logdir;
+    if (!log || nb_plot_svg((const nb_scalar_log *const *)&log, &name, 1, svg, (nb_plot_opts){ 0 }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         rc = 1;
     }
-    if (rc == 0) {
-        nb_scalar_log *log = nb_scalar_log_read(logdir);
-        const char *name = logdir;
-        if (!log || nb_plot_svg((const nb_scalar_log *const *)&log, &name, 1, svg, (nb_plot_opts){ 0 }) < 0) {
-            fprintf(stderr, "nabla train: %s\n", nb_error());
-            rc = 1;
-        }
-        nb_scalar_log_free(log);
-    }
+    nb_scalar_log_free(log);
     if (rc == 0 && !o.quiet)
-        printf("test accuracy %.4f\nsaved %s; TensorBoard logs and curves.svg in %s\n", test_acc, out, logdir);
+        printf("test accuracy %.4f\nsaved %s (the best epoch); TensorBoard logs and curves.svg in %s\n", test_acc, out, logdir);
 done:
     nb_summary_close(w);
     nb_optim_free(opt);
-    nb_module_free(model);
+    if (model) nb_model_free(model); /* frees the module and the optimizer it owns */
+    else nb_module_free(mod);
     nb_data_loader_free(loader);
     nb_data_loader_free(test_loader);
     nb_dataset_free(train_ds);
