@@ -1,6 +1,6 @@
 /* The nabla command: `nabla train` (the main job: a model trained on Fashion-MNIST with a
    progress line, TensorBoard logs, a saved state dict, an SVG of the curves and the test
-   accuracy), `nabla info FILE...` and `nabla plot LOGDIR...`. */
+   accuracy), `nabla eval`, `nabla predict`, `nabla info FILE...` and `nabla plot LOGDIR...`. */
 #include <nabla.h>
 #include <errno.h>
 #include <stdio.h>
@@ -196,9 +196,175 @@ static int train_main(int argc, char **argv) {
     return train(o);
 }
 
+static const char *const CLASSES[10] = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                          "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" };
+
+/* The architecture named by --model with the weights of a state dict, in evaluation mode. */
+static nb_module *load_model(const char *arch, const char *path, const char *cmd) {
+    nb_module *m = make_model(arch);
+    if (!m || nb_load_state_dict(m, path, (nb_load_opts){ 0 }) < 0) {
+        fprintf(stderr, "nabla %s: %s\n", cmd, nb_error());
+        nb_module_free(m);
+        return NULL;
+    }
+    nb_module_train(m, false);
+    return m;
+}
+
+/* Parses "--model mlp|cnn" and "--data DIR" among args; the rest are positional. */
+static int common_args(const char *cmd, int argc, char **argv, const char **arch, const char **data, int *top,
+                       const char **pos, int max_pos) {
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) *arch = argv[++i];
+        else if (!strcmp(argv[i], "--data") && i + 1 < argc) *data = argv[++i];
+        else if (top && !strcmp(argv[i], "--top") && i + 1 < argc) *top = atoi(argv[++i]);
+        else if (argv[i][0] == '-' || n == max_pos) {
+            fprintf(stderr, "nabla %s: unknown or extra argument \"%s\"\n", cmd, argv[i]);
+            return -1;
+        } else pos[n++] = argv[i];
+    }
+    if (strcmp(*arch, "mlp") && strcmp(*arch, "cnn")) {
+        fprintf(stderr, "nabla %s: --model is mlp or cnn, got \"%s\"\n", cmd, *arch);
+        return -1;
+    }
+    if (top && (*top < 1 || *top > 10)) {
+        fprintf(stderr, "nabla %s: --top is 1 to 10\n", cmd);
+        return -1;
+    }
+    return n;
+}
+
+/* nabla eval MODEL: accuracy, per-class accuracy and the confusion matrix on the test set. */
+static int eval_main(int argc, char **argv) {
+    const char *arch = "mlp", *data = NULL, *pos[1];
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR]\n"
+               "  test-set accuracy, per-class accuracy and the confusion matrix of a saved model\n");
+        return 0;
+    }
+    if (common_args("eval", argc, argv, &arch, &data, NULL, pos, 1) != 1) {
+        fprintf(stderr, "usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR]\n");
+        return 2;
+    }
+    nb_module *m = load_model(arch, pos[0], "eval");
+    if (!m) return 1;
+    nb_dataset *test = nb_data_fashion_mnist(data, false);
+    nb_data_loader *l = test ? nb_data_loader_new(test, (nb_loader_opts){ .batch_size = 500 }) : NULL;
+    int64_t confusion[10][10] = { { 0 } };
+    int rc = 0;
+    if (!l) rc = 1;
+    bool prev = nb_set_grad_enabled(false);
+    nb_batch b;
+    while (l && nb_data_loader_next(l, &b)) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *pred = nb_argmax(nb_forward(m, b.x), 1, false);
+        int64_t n = nb_dim(b.y, 0), p[500], y[500];
+        if (!pred || n > 500 || nb_copy_to(pred, p, sizeof(int64_t) * (size_t)n) < 0 ||
+            nb_copy_to(b.y, y, sizeof(int64_t) * (size_t)n) < 0)
+            rc = 1;
+        for (int64_t i = 0; rc == 0 && i < n; i++)
+            if (y[i] >= 0 && y[i] < 10 && p[i] >= 0 && p[i] < 10) confusion[y[i]][p[i]]++;
+        nb_scope_end(s);
+        if (rc) break;
+    }
+    nb_set_grad_enabled(prev);
+    if (rc || nb_error()) {
+        fprintf(stderr, "nabla eval: %s\n", nb_error() ? nb_error() : "evaluation failed");
+        rc = 1;
+    } else {
+        int64_t right = 0, all = 0;
+        for (int i = 0; i < 10; i++)
+            for (int j = 0; j < 10; j++) {
+                all += confusion[i][j];
+                if (i == j) right += confusion[i][j];
+            }
+        printf("test accuracy %.4f (%lld of %lld)\n\nper class:\n", all ? (double)right / (double)all : 0.0,
+               (long long)right, (long long)all);
+        for (int i = 0; i < 10; i++) {
+            int64_t row = 0;
+            for (int j = 0; j < 10; j++) row += confusion[i][j];
+            printf("  %d %-12s %.4f\n", i, CLASSES[i], row ? (double)confusion[i][i] / (double)row : 0.0);
+        }
+        printf("\nconfusion matrix (rows: true class, columns: predicted):\n     ");
+        for (int j = 0; j < 10; j++) printf("%6d", j);
+        printf("\n");
+        for (int i = 0; i < 10; i++) {
+            printf("  %d  ", i);
+            for (int j = 0; j < 10; j++) printf("%6lld", (long long)confusion[i][j]);
+            printf("\n");
+        }
+    }
+    nb_data_loader_free(l);
+    nb_dataset_free(test);
+    nb_module_free(m);
+    return rc;
+}
+
+/* nabla predict MODEL IMAGES: the top classes of each image of an IDX file or one 28x28 PNG. */
+static int predict_main(int argc, char **argv) {
+    const char *arch = "mlp", *data = NULL, *pos[2];
+    int top = 3;
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: nabla predict MODEL.safetensors IMAGES [--model mlp|cnn] [--top K]\n"
+               "  IMAGES: an IDX image file (plain or gzip) or a 28x28 grayscale PNG\n");
+        return 0;
+    }
+    if (common_args("predict", argc, argv, &arch, &data, &top, pos, 2) != 2) {
+        fprintf(stderr, "usage: nabla predict MODEL.safetensors IMAGES [--model mlp|cnn] [--top K]\n");
+        return 2;
+    }
+    nb_module *m = load_model(arch, pos[0], "predict");
+    if (!m) return 1;
+    size_t len = strlen(pos[1]);
+    bool png = len > 4 && !strcmp(pos[1] + len - 4, ".png");
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *raw = png ? nb_read_png(pos[1]) : nb_read_idx(pos[1]);
+    int rc = 0;
+    if (raw && (nb_dtype_of(raw) != NB_U8 || nb_numel(raw) % 784 != 0 || (png && nb_numel(raw) != 784))) {
+        char sh[160];
+        fprintf(stderr, "nabla predict: %s holds %s %s; expected 28x28 u8 grayscale images\n", pos[1],
+                nb_shape_str(nb_shape_of(raw), sh, sizeof sh), nb_dtype_name(nb_dtype_of(raw)));
+        rc = 1;
+    } else if (!raw) {
+        fprintf(stderr, "nabla predict: %s\n", nb_error());
+        rc = 1;
+    }
+    if (rc == 0) {
+        bool prev = nb_set_grad_enabled(false);
+        nb_tensor *x = nb_mul_scalar(nb_cast(nb_reshape(raw, NB_SHAPE(-1, 1, 28, 28)), NB_F32), 1.0 / 255.0);
+        int64_t n = nb_dim(x, 0), shown = n < 20 ? n : 20;
+        nb_tensor *probs = nb_softmax(nb_forward(m, nb_slice(x, 0, 0, shown, 1)), 1);
+        float p[20 * 10];
+        if (!probs || nb_copy_to(probs, p, sizeof(float) * (size_t)(shown * 10)) < 0) {
+            fprintf(stderr, "nabla predict: %s\n", nb_error());
+            rc = 1;
+        }
+        for (int64_t i = 0; rc == 0 && i < shown; i++) {
+            printf("image %lld:", (long long)i);
+            bool used[10] = { false };
+            for (int k = 0; k < top; k++) {
+                int best = -1;
+                for (int c = 0; c < 10; c++)
+                    if (!used[c] && (best < 0 || p[i * 10 + c] > p[i * 10 + best])) best = c;
+                used[best] = true;
+                printf("  %s %.3f", CLASSES[best], p[i * 10 + best]);
+            }
+            printf("\n");
+        }
+        if (rc == 0 && n > shown) printf("(%lld more images not shown)\n", (long long)(n - shown));
+        nb_set_grad_enabled(prev);
+    }
+    nb_scope_end(s);
+    nb_module_free(m);
+    return rc;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: nabla COMMAND [ARGS]\n"
                "  train [options]       train a model on Fashion-MNIST (nabla train --help)\n"
+               "  eval MODEL            test accuracy, per-class accuracy, confusion matrix\n"
+               "  predict MODEL IMAGES  top classes of IDX or PNG images\n"
                "  info FILE...          a safetensors or .npy file's tensors, shapes and metadata\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  version               the library version\n");
@@ -215,6 +381,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "predict")) return predict_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return nabla_info_main(argc - 1, argv + 1, stdout, stderr);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
