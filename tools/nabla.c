@@ -14,7 +14,7 @@ int nabla_info_main(int argc, char **argv, FILE *out, FILE *err);
 int nabla_plot_main(int argc, char **argv);
 
 typedef struct {
-    const char *model, *optimizer, *logdir, *out, *data;
+    const char *model, *optimizer, *logdir, *out, *data, *resume;
     int epochs, workers;
     int64_t batch, limit;
     double lr;
@@ -36,7 +36,31 @@ static void train_usage(FILE *f) {
                "  --out FILE               state dict to save (default <logdir>/model.safetensors)\n"
                "  --data DIR               Fashion-MNIST folder (default $NABLA_DATA, else Debian's)\n"
                "  --limit N                train and test on the first N samples only\n"
+               "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
+               "                           written after every epoch); --epochs counts the epochs done\n"
                "  --quiet                  no progress output\n");
+}
+
+/* After each epoch: the checkpoint a run resumes from (model, optimizer, RNG, loader position). */
+typedef struct {
+    nb_optimizer *opt;
+    nb_data_loader *loader;
+    const char *path;
+} ckpt_ctx;
+
+static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user) {
+    (void)names; (void)values; (void)n;
+    ckpt_ctx *c = user;
+    nb_metadata *md = nb_metadata_new();
+    int64_t loader_epoch, batch;
+    nb_data_loader_position(c->loader, &loader_epoch, &batch);
+    nb_metadata_set_int(md, "data.epoch", loader_epoch);
+    nb_metadata_set_int(md, "data.batch", batch);
+    nb_checkpoint ck = { .model = nb_model_module(m), .optimizer = c->opt, .epoch = epoch,
+                         .global_step = epoch * nb_data_loader_len(c->loader), .metadata = md };
+    int rc = nb_checkpoint_save(&ck, c->path);
+    nb_metadata_free(md);
+    return rc == 0; /* a failed save stops training; fit reports the error */
 }
 
 static nb_module *make_model(const char *name) {
@@ -104,14 +128,40 @@ static int train(train_opts o) {
         rc = 1;
         goto done;
     }
+    nb_optimizer *model_opt = opt;
     opt = NULL; /* the model owns it now */
+    int initial_epoch = 0;
+    if (o.resume) {
+        nb_metadata *md = nb_metadata_new();
+        nb_checkpoint ck = { .model = mod, .optimizer = model_opt, .metadata = md };
+        int64_t loader_epoch = 0, batch = 0;
+        if (nb_checkpoint_load(&ck, o.resume) < 0 || nb_metadata_get_int(md, "data.epoch", &loader_epoch) < 0 ||
+            nb_metadata_get_int(md, "data.batch", &batch) < 0 || nb_data_loader_set_position(loader, loader_epoch, batch) < 0) {
+            fprintf(stderr, "nabla train: cannot resume from %s: %s\n", o.resume, nb_error() ? nb_error() : "no loader position");
+            nb_metadata_free(md);
+            rc = 1;
+            goto done;
+        }
+        nb_metadata_free(md);
+        initial_epoch = (int)ck.epoch;
+        if (initial_epoch >= o.epochs) {
+            fprintf(stderr, "nabla train: %s already holds %d epochs; ask for more with --epochs\n", o.resume, initial_epoch);
+            rc = 1;
+            goto done;
+        }
+    }
+    char ckpt_path[640];
+    snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint.safetensors", logdir);
+    ckpt_ctx cc = { model_opt, loader, ckpt_path };
+    nb_callback cb = { .on_epoch_end = save_checkpoint, .user = &cc };
     if (!o.quiet)
         printf("nabla train: %s on Fashion-MNIST (%lld training samples), %s lr %g, batch %lld, %d epochs, %d workers\n",
                o.model, (long long)nb_dataset_len(train_ds), o.optimizer, o.lr, (long long)o.batch, o.epochs, o.workers);
     /* the held-out test set validates each epoch; the best epoch's weights are saved */
     nb_history *h = nb_model_fit_loader(model, loader, test_loader,
-                                        (nb_fit_opts){ .epochs = o.epochs, .verbose = o.quiet ? -1 : 0, .tensorboard = w,
-                                                       .checkpoint_path = out });
+                                        (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch,
+                                                       .verbose = o.quiet ? -1 : 0, .tensorboard = w,
+                                                       .checkpoint_path = out, .callbacks = &cb, .n_callbacks = 1 });
     nb_summary_close(w);
     w = NULL;
     if (!h) {
@@ -129,7 +179,8 @@ static int train(train_opts o) {
     }
     nb_scalar_log_free(log);
     if (rc == 0 && !o.quiet)
-        printf("test accuracy %.4f\nsaved %s (the best epoch); TensorBoard logs and curves.svg in %s\n", test_acc, out, logdir);
+        printf("test accuracy %.4f\nsaved %s (the best epoch) and %s; TensorBoard logs and curves.svg in %s\n", test_acc,
+               out, ckpt_path, logdir);
 done:
     nb_summary_close(w);
     nb_optim_free(opt);
@@ -181,6 +232,7 @@ static int train_main(int argc, char **argv) {
         } else if (!strcmp(a, "--logdir") && v) o.logdir = argv[++i];
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];
         else if (!strcmp(a, "--data") && v) o.data = argv[++i];
+        else if (!strcmp(a, "--resume") && v) o.resume = argv[++i];
         else if (!strcmp(a, "--epochs")) { if (!number(a, v, 1, &x)) return 2; o.epochs = (int)x; i++; }
         else if (!strcmp(a, "--batch-size")) { if (!number(a, v, 1, &x)) return 2; o.batch = (int64_t)x; i++; }
         else if (!strcmp(a, "--lr")) { if (!number(a, v, 1e-12, &x)) return 2; o.lr = x; i++; }

@@ -150,6 +150,10 @@ NB_API int64_t nb_data_loader_len(const nb_data_loader *loader);
 NB_API nb_loader_stats nb_data_loader_stats(const nb_data_loader *loader);
 /* Seconds nb_data_loader_next has waited for data so far. */
 NB_API double nb_data_loader_wait_seconds(const nb_data_loader *loader);
+/* Where the loader stands: the epoch being served and the next batch it returns (to checkpoint). */
+NB_API void nb_data_loader_position(const nb_data_loader *loader, int64_t *epoch, int64_t *batch);
+/* Moves to batch of epoch (to resume): the same order and augmentation as a run that got there. */
+NB_API int nb_data_loader_set_position(nb_data_loader *loader, int64_t epoch, int64_t batch);
 /* Stops the workers (mid-epoch too), frees the loader and drops its dataset reference; NULL is ignored. */
 NB_API void nb_data_loader_free(nb_data_loader *loader);
 

@@ -48,7 +48,8 @@ typedef struct nb_callback {
    shown, no validation). */
 typedef struct nb_fit_opts {
     int64_t batch_size;
-    int epochs;
+    int epochs;                     /* the epoch to end at (counting initial_epoch) */
+    int initial_epoch;              /* epochs already done, when resuming (Keras's initial_epoch) */
     double validation_split;        /* the last fraction of (x, y) held out for validation */
     nb_tensor *val_x, *val_y;       /* or explicit validation tensors */
     bool no_shuffle;

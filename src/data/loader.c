@@ -153,19 +153,45 @@ static void clear_slots(nb_data_loader *l) {
     }
 }
 
-/* Sets up the order of epoch l->epoch and lets the workers start on it. */
-static void start_epoch(nb_data_loader *l) {
+static void release_held(nb_data_loader *l) {
+    nb_release(l->held.x);
+    nb_release(l->held.y);
+    l->held.x = l->held.y = NULL;
+}
+
+/* Sets up the order of epoch l->epoch and lets the workers start on it at batch first. */
+static void start_epoch_at(nb_data_loader *l, int64_t first) {
     if (l->nthreads) pthread_mutex_lock(&l->lock);
     l->key = nb_data_key(l->opts.seed, (uint64_t)l->epoch);
     if (l->opts.shuffle) nb__data_permutation(l->order, l->len, nb_data_key(l->key, 0x73687566ull));
     else for (int64_t i = 0; i < l->len; i++) l->order[i] = i;
-    l->next_dispatch = l->next_return = 0;
+    l->next_dispatch = l->next_return = first;
     if (l->nthreads) {
         l->gen++;
         clear_slots(l);
         pthread_cond_broadcast(&l->work);
         pthread_mutex_unlock(&l->lock);
     }
+}
+
+static void start_epoch(nb_data_loader *l) { start_epoch_at(l, 0); }
+
+int nb_data_loader_set_position(nb_data_loader *l, int64_t epoch, int64_t batch) {
+    if (!l) return -1;
+    if (epoch < 0 || batch < 0 || batch > l->nbatches) {
+        nb__error("nb_data_loader_set_position: epoch %lld, batch %lld is not a position of this loader (%lld batches an epoch)",
+                  (long long)epoch, (long long)batch, (long long)l->nbatches);
+        return -1;
+    }
+    release_held(l);
+    l->epoch = epoch;
+    start_epoch_at(l, batch);
+    return 0;
+}
+
+void nb_data_loader_position(const nb_data_loader *l, int64_t *epoch, int64_t *batch) {
+    if (epoch) *epoch = l ? l->epoch : 0;
+    if (batch) *batch = l ? l->next_return : 0;
 }
 
 nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
@@ -220,11 +246,6 @@ oom:
     return NULL;
 }
 
-static void release_held(nb_data_loader *l) {
-    nb_release(l->held.x);
-    nb_release(l->held.y);
-    l->held.x = l->held.y = NULL;
-}
 
 /* Ends the epoch (at its end or after an error) and starts the next one. */
 static void end_epoch(nb_data_loader *l) {

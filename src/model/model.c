@@ -250,7 +250,12 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
     int64_t step = 0, total = nb_data_loader_len(train);
     bool stop = false, failed = false;
     FILE *csv = NULL;
-    for (int epoch = 1; epoch <= epochs && !stop && !failed; epoch++) {
+    if (o.initial_epoch < 0 || o.initial_epoch >= epochs) {
+        nb__error("nb_model_fit: initial_epoch %d must be below epochs %d", o.initial_epoch, epochs);
+        nb_history_free(h);
+        return NULL;
+    }
+    for (int epoch = o.initial_epoch + 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
             if (o.callbacks[c].on_epoch_begin) o.callbacks[c].on_epoch_begin(m, epoch, o.callbacks[c].user);
         totals t = { 0 };
