@@ -97,6 +97,11 @@ static int mkdirs(const char *path) {
 }
 
 static int train(train_opts o) {
+    struct stat st;
+    if (o.data && (stat(o.data, &st) < 0 || !S_ISDIR(st.st_mode))) {
+        fprintf(stderr, "nabla train: --data %s is not a folder\n", o.data);
+        return 1;
+    }
     char logdir[512], out[640], svg[640];
     snprintf(logdir, sizeof logdir, "%s", o.logdir ? o.logdir : (!strcmp(o.model, "mlp") ? "runs/mlp" : "runs/cnn"));
     snprintf(out, sizeof out, "%s", o.out ? o.out : "");
@@ -435,7 +440,13 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return predict_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "info")) return nabla_info_main(argc - 1, argv + 1, stdout, stderr);
+    if (!strcmp(cmd, "info")) {
+        if (argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+            printf("usage: nabla info FILE...   (a .safetensors state dict or checkpoint, or a .npy array)\n");
+            return 0;
+        }
+        return nabla_info_main(argc - 1, argv + 1, stdout, stderr);
+    }
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());
