@@ -2,6 +2,7 @@
    early stopping, evaluate and predict, and errors for misuse. */
 #include "test_util.h"
 #include <stdlib.h>
+#include <unistd.h>
 
 static nb_tensor *x_train, *y_train, *x_test, *y_test;
 static const int64_t N_TRAIN = 12000;
@@ -145,10 +146,33 @@ static void test_callbacks_and_early_stopping(void **state) {
     /* a learning rate too large to improve: early stopping ends the run and restores the best */
     nb_model *bad = nb_model_new(mlp());
     nb_model_compile(bad, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 50 });
+    char ckpt[] = "/tmp/nabla_best_XXXXXX";
+    int fd = mkstemp(ckpt);
+    assert_true(fd >= 0);
+    close(fd);
     h = nb_model_fit(bad, x, y, (nb_fit_opts){ .epochs = 20, .verbose = -1, .validation_split = 0.2,
-                                               .early_stopping_patience = 2, .restore_best_weights = true });
+                                               .early_stopping_patience = 2, .restore_best_weights = true,
+                                               .checkpoint_path = ckpt });
     assert_non_null(h);
-    assert_true(nb_history_epochs(h) < 20);
+    int ran = nb_history_epochs(h);
+    assert_true(ran < 20);
+    /* the best-only checkpoint holds the best epoch, and so do the restored weights */
+    double best = INFINITY;
+    for (int e = 0; e < ran; e++) best = fmin(best, nb_history_get(h, "val_loss", e));
+    nb_model *reloaded = nb_model_new(mlp());
+    nb_model_compile(reloaded, (nb_compile_opts){ 0 });
+    assert_int_equal(nb_load_state_dict(nb_model_module(reloaded), ckpt, (nb_load_opts){ 0 }), 0);
+    const char *names[2];
+    double v_ckpt[2], v_restored[2];
+    nb_tensor *vx = nb_slice(x, 0, 1600, 2000, 1), *vy = nb_slice(y, 0, 1600, 2000, 1);
+    assert_int_equal(nb_model_evaluate(reloaded, vx, vy, 0, names, v_ckpt, 2), 1);
+    assert_int_equal(nb_model_evaluate(bad, vx, vy, 0, names, v_restored, 2), 1);
+    assert_true(fabs(v_ckpt[0] - best) < 1e-5 * fabs(best) + 1e-6);
+    assert_true(fabs(v_restored[0] - best) < 1e-5 * fabs(best) + 1e-6);
+    nb_release(vx);
+    nb_release(vy);
+    nb_model_free(reloaded);
+    unlink(ckpt);
     nb_history_free(h);
     nb_model_free(bad);
     nb_release(x);
@@ -172,7 +196,8 @@ static void test_ready_made_callbacks(void **state) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_slice(x_train, 0, 0, 3000, 1), *y = nb_slice(y_train, 0, 0, 3000, 1);
     nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 2, .verbose = -1, .validation_split = 0.2,
-                                                             .tensorboard = w, .csv_path = csv, .checkpoint_path = ckpt });
+                                                             .tensorboard = w, .tensorboard_histograms = true,
+                                                             .csv_path = csv, .checkpoint_path = ckpt });
     assert_non_null(h);
     nb_summary_close(w);
     /* the CSV: a header and one row per epoch */

@@ -38,6 +38,7 @@ typedef struct nb_compile_opts {
 typedef struct nb_callback {
     void (*on_train_begin)(nb_model *m, void *user);
     void (*on_epoch_begin)(nb_model *m, int epoch, void *user);
+    void (*on_batch_begin)(nb_model *m, int64_t step, void *user);
     bool (*on_batch_end)(nb_model *m, int64_t step, double loss, void *user);
     bool (*on_epoch_end)(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user);
     void (*on_train_end)(nb_model *m, void *user);
@@ -64,6 +65,7 @@ typedef struct nb_fit_opts {
     int n_callbacks;
     /* ready-made callbacks (NULL: off) */
     nb_summary_writer *tensorboard; /* epoch/<metric> scalars, the learning rate and gradient norm per epoch */
+    bool tensorboard_histograms;    /* and a weight and gradient histogram per parameter each epoch */
     const char *csv_path;           /* one row of metrics per epoch (header first), flushed each epoch */
     const char *checkpoint_path;    /* the state dict, saved atomically whenever the monitored loss improves */
     nb_scheduler *lr_schedule;      /* stepped once after each epoch */

@@ -199,9 +199,12 @@ static int ready_made(nb_model *m, const nb_fit_opts *o, int epoch, const char *
             snprintf(tag, sizeof tag, "epoch/%s", names[i]);
             if (nb_summary_scalar(o->tensorboard, tag, values[i], epoch) < 0) return -1;
         }
-        if (nb_summary_lr(o->tensorboard, m->opt, epoch) < 0 || nb_summary_grad_norm(o->tensorboard, m->module, epoch) < 0 ||
-            nb_summary_flush(o->tensorboard) < 0)
+        if (nb_summary_lr(o->tensorboard, m->opt, epoch) < 0 || nb_summary_grad_norm(o->tensorboard, m->module, epoch) < 0)
             return -1;
+        if (o->tensorboard_histograms &&
+            nb_summary_parameters(o->tensorboard, m->module, NB_SUMMARY_WEIGHTS | NB_SUMMARY_GRADS, epoch) < 0)
+            return -1;
+        if (nb_summary_flush(o->tensorboard) < 0) return -1;
     }
     if (o->csv_path) {
         if (!*csv) {
@@ -265,6 +268,8 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         const char *names[MAX_METRICS];
         double values[MAX_METRICS];
         while (!stop && nb_data_loader_next(train, &b)) {
+            for (int c = 0; c < o.n_callbacks; c++)
+                if (o.callbacks[c].on_batch_begin) o.callbacks[c].on_batch_begin(m, step + 1, o.callbacks[c].user);
             nb_scope *s = nb_scope_begin();
             nb_tensor *pred = nb_forward(m->module, b.x);
             nb_tensor *loss = compute_loss(m, pred, b.y);
