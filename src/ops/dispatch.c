@@ -30,10 +30,9 @@ static void dtype_list(unsigned mask, char *buf, size_t size) {
 }
 
 /* Whether input i takes part in dtype promotion (index and condition inputs do not). */
-static bool is_data_input(nb_op_id op, int i) {
-    if (op == NB_OP_WHERE) return i > 0;
-    if (op == NB_OP_INDEX_SELECT || op == NB_OP_INDEX_ADD || op == NB_OP_GATHER || op == NB_OP_SCATTER_ADD) return i == 0;
-    return true;
+static bool is_data_input(const nb_op_def *def, int i) {
+    if (i == 0) return !(def->flags & NB_F_COND0);
+    return !(i == 1 && (def->flags & NB_F_INDEX1));
 }
 
 static bool has_nonfinite(const nb_tensor *t) {
@@ -92,7 +91,7 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
         nb_dtype dims = NB_BOOL, zero = NB_BOOL;
         bool has_dims = false, has_zero = false;
         for (int i = 0; i < nin; i++) {
-            if (!is_data_input(op, i)) continue;
+            if (!is_data_input(def, i)) continue;
             if (!(def->flags & NB_F_PROMOTE) && i > 0) break;
             if (in[i]->shape.ndim > 0) {
                 dims = has_dims ? nb__promote(dims, in[i]->dtype) : in[i]->dtype;
@@ -118,7 +117,7 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
             goto done;
         }
         for (int i = 0; i < nin; i++) {
-            if (!is_data_input(op, i) || in[i]->dtype == target) continue;
+            if (!is_data_input(def, i) || in[i]->dtype == target) continue;
             if (!(def->flags & NB_F_PROMOTE) && i > 0) break;
             nb_op_args cast_args = { .dtype = target };
             conv[i] = nb__dispatch(NB_OP_CAST, &in[i], 1, &cast_args);

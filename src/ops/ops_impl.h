@@ -30,6 +30,8 @@ enum {
     NB_F_ANY_DTYPE = 1 << 6, /* kernel moves elements of any dtype, f16/bf16 included */
     NB_F_SCALAR = 1 << 7,    /* a float scalar argument makes an integer input compute in f32 */
     NB_F_INPLACE = 1 << 8,   /* writes into input 0 and returns it */
+    NB_F_COND0 = 1 << 9,     /* input 0 is a bool condition: no dtype promotion */
+    NB_F_INDEX1 = 1 << 10,   /* input 1 holds indices: no dtype promotion */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */
