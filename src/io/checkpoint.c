@@ -38,6 +38,50 @@ static int meta_i64(const nb_metadata *md, const char *key, int64_t *v, const ch
     return 0;
 }
 
+/* The checkpoint's tensors: "model.<key>" from the module, then "optim.<i>.<state>" from the
+   optimizer, whose state is made first (zeros and step 0 where no step was taken, which is
+   what the first step would start from) so the file is complete. *es receives the module's
+   entries; free both with free_checkpoint_entries. NULL with an error on failure. */
+static nb_named_tensor *checkpoint_entries(const char *fn, const nb_checkpoint *ck, nb_named_tensor **es, int *nm, int *no) {
+    *nm = *no = 0;
+    *es = nb__module_entries(fn, ck->model, "model.", nm);
+    if (!*es) return NULL;
+    if (ck->optimizer) {
+        if (nb_optim_init_state(ck->optimizer) < 0 || (*no = nb_optim_named_state(ck->optimizer, NULL, 0)) < 0) {
+            *no = 0;
+            return NULL;
+        }
+    }
+    nb_named_tensor *all = calloc((size_t)(*nm + *no + 1), sizeof *all);
+    if (!all) {
+        nb__error("%s: out of memory", fn);
+        return NULL;
+    }
+    memcpy(all, *es, (size_t)*nm * sizeof *all);
+    if (*no) nb_optim_named_state(ck->optimizer, all + *nm, *no);
+    for (int i = *nm; i < *nm + *no; i++) {
+        size_t len = strlen(all[i].name) + 7;
+        char *name = malloc(len);
+        if (!name) {
+            for (int k = *nm; k < i; k++) free((char *)all[k].name);
+            free(all);
+            *no = 0;
+            nb__error("%s: out of memory", fn);
+            return NULL;
+        }
+        snprintf(name, len, "optim.%s", all[i].name);
+        all[i].name = name;
+    }
+    return all;
+}
+
+static void free_checkpoint_entries(nb_named_tensor *all, nb_named_tensor *es, int nm, int no) {
+    if (all)
+        for (int i = nm; i < nm + no; i++) free((char *)all[i].name);
+    free(all);
+    nb__free_entries(es, nm, true);
+}
+
 int nb_checkpoint_save(const nb_checkpoint *ck, const char *path) {
     const char *fn = "nb_checkpoint_save";
     if (!ck || !ck->model) {
@@ -47,36 +91,9 @@ int nb_checkpoint_save(const nb_checkpoint *ck, const char *path) {
     int rc = -1, nm = 0, no = 0;
     nb_named_tensor *all = NULL;
     nb_metadata *md = nb_metadata_new();
-    nb_named_tensor *es = nb__module_entries(fn, ck->model, "model.", &nm);
-    if (!md || !es) goto done;
-    if (ck->optimizer) {
-        /* every state tensor exists from now on (zeros and step 0 where no step was taken,
-           which is what the first step would start from), so the file is complete */
-        if (nb_optim_init_state(ck->optimizer) < 0) goto done;
-        no = nb_optim_named_state(ck->optimizer, NULL, 0);
-        if (no < 0) goto done;
-    }
-    all = calloc((size_t)(nm + no + 1), sizeof *all);
-    if (!all) {
-        nb__error("%s: out of memory", fn);
-        goto done;
-    }
-    memcpy(all, es, (size_t)nm * sizeof *all);
-    if (no) {
-        nb_optim_named_state(ck->optimizer, all + nm, no);
-        for (int i = nm; i < nm + no; i++) {
-            size_t len = strlen(all[i].name) + 7;
-            char *s = malloc(len);
-            if (!s) {
-                for (int k = nm; k < i; k++) free((char *)all[k].name);
-                no = 0;
-                nb__error("%s: out of memory", fn);
-                goto done;
-            }
-            snprintf(s, len, "optim.%s", all[i].name);
-            all[i].name = s;
-        }
-    }
+    nb_named_tensor *es = NULL;
+    all = md ? checkpoint_entries(fn, ck, &es, &nm, &no) : NULL;
+    if (!all) goto done;
     for (int i = 0; i < nb_metadata_count(ck->metadata); i++)
         if (nb_metadata_set(md, nb_metadata_key(ck->metadata, i), nb_metadata_value(ck->metadata, i)) < 0) goto done;
     uint64_t seed, offset;
@@ -104,10 +121,7 @@ int nb_checkpoint_save(const nb_checkpoint *ck, const char *path) {
     if (nb__has_error()) goto done;
     rc = nb__save_named(fn, path, all, nm + no, md);
 done:
-    if (all)
-        for (int i = nm; i < nm + no; i++) free((char *)all[i].name);
-    free(all);
-    nb__free_entries(es, nm, true);
+    free_checkpoint_entries(all, es, nm, no);
     nb_metadata_free(md);
     return rc;
 }
@@ -174,33 +188,9 @@ int nb_checkpoint_load(nb_checkpoint *ck, const char *path) {
                 goto done;
             }
         }
-        if (nb_optim_init_state(ck->optimizer) < 0) goto done;
-        no = nb_optim_named_state(ck->optimizer, NULL, 0);
-        if (no < 0) goto done;
     }
-    es = nb__module_entries(fn, ck->model, "model.", &nm);
-    if (!es) goto done;
-    all = calloc((size_t)(nm + no + 1), sizeof *all);
-    if (!all) {
-        nb__error("%s: out of memory", fn);
-        goto done;
-    }
-    memcpy(all, es, (size_t)nm * sizeof *all);
-    if (no) {
-        nb_optim_named_state(ck->optimizer, all + nm, no);
-        for (int i = nm; i < nm + no; i++) {
-            size_t len = strlen(all[i].name) + 7;
-            char *s = malloc(len);
-            if (!s) {
-                for (int k = nm; k < i; k++) free((char *)all[k].name);
-                no = 0;
-                nb__error("%s: out of memory", fn);
-                goto done;
-            }
-            snprintf(s, len, "optim.%s", all[i].name);
-            all[i].name = s;
-        }
-    }
+    all = checkpoint_entries(fn, ck, &es, &nm, &no);
+    if (!all) goto done;
     /* with no optimizer given, its tensors in the file are ignored rather than unexpected */
     const char *prefixes[2] = { "model.", "optim." };
     if (nb__load_named(fn, path, f, all, nm + no, prefixes, ck->optimizer ? 2 : 1, true, NULL) < 0) goto done;
@@ -214,10 +204,7 @@ int nb_checkpoint_load(nb_checkpoint *ck, const char *path) {
             if (nb_metadata_set(ck->metadata, nb_metadata_key(md, i), nb_metadata_value(md, i)) < 0) goto done;
     rc = 0;
 done:
-    if (all)
-        for (int i = nm; i < nm + no; i++) free((char *)all[i].name);
-    free(all);
-    nb__free_entries(es, nm, true);
+    free_checkpoint_entries(all, es, nm, no);
     free(lrs);
     nb_safetensors_close(f);
     return rc;
