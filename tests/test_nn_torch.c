@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,22 +47,6 @@ typedef struct record {
 
 static record *store;
 static int nstore;
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
 
 static char *tok(char **p) {
     char *s = *p;
@@ -987,7 +972,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
         return 1;
     }
-    char *text = slurp(argv[1]);
+    char *text = read_whole_file(argv[1]);
     if (!text) {
         fprintf(stderr, "test_nn_torch: cannot read the PyTorch reference %s; it is written by tests/nn_ref.py, "
                         "which needs /usr/bin/python3 with torch (Debian: apt-get install python3-torch)\n", argv[1]);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -219,22 +220,6 @@ static void read_case(reader *r, ref_case *c) {
         c->has_grad[k] = read_opt_tensor(r, &c->grad[k]);
     }
     expect_tok(r, "END");
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
 }
 
 /* ---- nabla side ---- */
@@ -505,7 +490,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
         return 1;
     }
-    char *text = slurp(argv[1]);
+    char *text = read_whole_file(argv[1]);
     if (!text) {
         fprintf(stderr, "test_ops_torch: cannot read the PyTorch reference %s; it is written by tests/torch_ref.py, "
                         "which needs /usr/bin/python3 with torch (Debian: apt-get install python3-torch)\n", argv[1]);

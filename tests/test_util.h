@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -26,5 +27,22 @@ static inline int clear_error_setup(void **state) {
         if (!e_ || !strstr(e_, (text))) fail_msg("expected error containing \"%s\", got \"%s\"", (text), e_ ? e_ : "(none)"); \
         nb_error_clear();                                                                                       \
     } while (0)
+
+/* The whole file at path, NUL-terminated (free it), or NULL when it cannot be read. */
+static inline char *read_whole_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf) buf[n] = 0;
+    fclose(f);
+    return buf;
+}
 
 #endif
