@@ -79,6 +79,10 @@ void nb__set_node_release(void (*release)(struct nb_node *));
 /* Describes t as "[64, 784] f32" into buf. */
 const char *nb__describe(const nb_tensor *t, char *buf, size_t size);
 
+/* Reads of tensor values by the host (nb_item, nb_data_ptr) on this thread: a tracer checks that
+   the traced function made none, since a compiled graph could not repeat them. */
+extern NB_TLS unsigned nb__host_reads;
+
 /* ---- conversion helpers (src/core/dtype.c) ---- */
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);

@@ -304,8 +304,11 @@ bool nb_shares_storage(const nb_tensor *a, const nb_tensor *b) {
     return a && b && a->storage == b->storage;
 }
 
+NB_TLS unsigned nb__host_reads;
+
 void *nb_data_ptr(nb_tensor *t) {
     if (!t) return NULL;
+    nb__host_reads++;
     if (!nb_is_contiguous(t) || t->storage->device.type != NB_CPU) {
         char d[200];
         nb__error("nb_data_ptr: tensor %s is not a contiguous CPU tensor (call nb_contiguous first)",
@@ -348,6 +351,7 @@ int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
 
 double nb_item(const nb_tensor *t) {
     if (!t) return NAN;
+    nb__host_reads++;
     if (t->numel != 1) {
         char d[200];
         nb__error("nb_item: tensor %s has %lld elements, expected 1", nb__describe(t, d, sizeof d), (long long)t->numel);

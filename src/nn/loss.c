@@ -1,6 +1,7 @@
 /* Losses as PyTorch defines them: cross entropy (class weights, ignore_index, label
    smoothing), NLL, MSE, L1, smooth L1 and BCE with logits, composed from ops. */
 #include "nn_impl.h"
+#include "../ops/ops_impl.h"
 #include <math.h>
 
 static nb_tensor *reduce(nb_tensor *loss, nb_reduction r) {
@@ -70,7 +71,10 @@ static nb_tensor *nll_terms(const char *fn, nb_tensor *logp, nb_tensor *t, const
         tt = nb_where(*keep, t, nb_zeros(NB_SHAPE(), NB_I64));  /* a valid index where ignored */
     }
     if (nb_numel(tt) > 0) {
+        /* a check, not part of the computation: a tracer need not record it (gather checks again) */
+        bool traced = nb__trace_suspend(true);
         double lo = nb_item(nb_min(tt, 0, false)), hi = nb_item(nb_max(tt, 0, false));
+        nb__trace_suspend(traced);
         if (lo < 0 || hi >= (double)classes) {
             nb__error("%s: target %lld is out of range for %lld classes", fn, (long long)(lo < 0 ? lo : hi), (long long)classes);
             return NULL;

@@ -1,5 +1,5 @@
 /* The one dispatch path. Every tensor operation, from users, composites, backward formulas
-   and (later) the tracer, comes through nb__dispatch: NULL and device checks, dtype promotion,
+   and the tracer, comes through nb__dispatch: NULL and device checks, dtype promotion,
    validation and shape inference, the backend kernel, anomaly checks and the autograd record. */
 #include "ops_impl.h"
 #include <math.h>
@@ -17,6 +17,25 @@ nb_dtype nb__promote(nb_dtype a, nb_dtype b) {
                                               [NB_F16] = 4, [NB_BF16] = 4, [NB_F32] = 5, [NB_F64] = 6 };
     if (rank[a] == rank[b]) return NB_F32;
     return rank[a] > rank[b] ? a : b;
+}
+
+static NB_TLS nb_trace_record_fn trace_rec;
+static NB_TLS void *trace_ctx;
+static NB_TLS bool trace_paused;
+static NB_TLS unsigned reads_at_pause;
+
+void nb__trace_set(nb_trace_record_fn rec, void *ctx) {
+    trace_rec = rec;
+    trace_ctx = ctx;
+    trace_paused = false;
+}
+
+bool nb__trace_suspend(bool suspend) {
+    bool was = trace_paused;
+    if (suspend && !was) reads_at_pause = nb__host_reads;
+    if (!suspend && was) nb__host_reads = reads_at_pause;
+    trace_paused = suspend;
+    return was;
 }
 
 static bool is_half(nb_dtype d) { return d == NB_F16 || d == NB_BF16; }
@@ -157,6 +176,8 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
             goto done;
         }
     }
+
+    if (trace_rec && !trace_paused) trace_rec(trace_ctx, op, conv, nin, &args, out);
 
     if (nb__anomaly_enabled() && !(def->flags & NB_F_VIEW) && has_nonfinite(out)) {
         bool input_bad = false;

@@ -68,6 +68,15 @@ static inline nb_tensor *nb__call(nb_op_id op, nb_tensor *const *in, int nin, co
     return nb__own(nb__dispatch(op, in, nin, args));
 }
 
+/* ---- tracing: the compiler (src/compile) installs a recorder that sees every op dispatched ---- */
+typedef void (*nb_trace_record_fn)(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args,
+                                   nb_tensor *out);
+/* Makes rec(ctx, ...) this thread's tracer, called after each op's kernel; NULL stops tracing. */
+void nb__trace_set(nb_trace_record_fn rec, void *ctx);
+/* Pauses (true) or resumes (false) recording on this thread; returns the previous state. Host reads
+   (nb_item, nb_data_ptr) made while paused are not counted against the trace. */
+bool nb__trace_suspend(bool suspend);
+
 /* Inference of ops defined outside infer.c (src/ops/optim_ops.c). */
 int infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 

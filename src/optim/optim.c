@@ -21,6 +21,7 @@ typedef struct {
 
 typedef struct {
     double lr, weight_decay;
+    nb_tensor *hyper; /* f64 [6]: the update's coefficients, read by the update op at run time */
 } group;
 
 struct nb_optimizer {
@@ -210,7 +211,7 @@ int nb_optim_add_param_group(nb_optimizer *o, nb_tensor *const *params, int n, n
         o->cap = cap;
     }
     int gi = o->ngroups++;
-    o->groups[gi] = (group){ opt_or(opts.lr, o->lr), opt_or(opts.weight_decay, o->weight_decay) };
+    o->groups[gi] = (group){ opt_or(opts.lr, o->lr), opt_or(opts.weight_decay, o->weight_decay), NULL };
     for (int i = 0; i < n; i++) {
         nb_set_requires_grad(params[i], true);
         o->slots[o->nslots++] = (slot){ .param = params[i], .group = gi };
@@ -235,20 +236,49 @@ static int init_slot(nb_optimizer *o, slot *s) {
     return -1;
 }
 
+/* The update's float coefficients for group g, in the layout src/ops/optim_ops.c documents. */
+static void hyper_values(const nb_optimizer *o, int g, double f[6]) {
+    const group *gr = &o->groups[g];
+    memset(f, 0, 6 * sizeof(double));
+    switch (o->kind) {
+    case KIND_SGD: f[0] = gr->lr; f[1] = o->momentum; f[2] = o->dampening; f[3] = gr->weight_decay; break;
+    case KIND_ADAM:
+    case KIND_ADAMW: f[0] = gr->lr; f[1] = o->beta1; f[2] = o->beta2; f[3] = o->eps; f[4] = gr->weight_decay; break;
+    case KIND_RMSPROP: f[0] = gr->lr; f[1] = o->alpha; f[2] = o->eps; f[3] = gr->weight_decay; f[4] = o->momentum; break;
+    default: f[0] = gr->lr; f[1] = o->eps; f[2] = gr->weight_decay; f[3] = o->lr_decay;
+    }
+}
+
+/* Writes the current coefficients into each group's tensor: the update op reads them there, so a
+   compiled training step sees a new learning rate or momentum without tracing again. */
+static void sync_hyper(nb_optimizer *o) {
+    for (int g = 0; g < o->ngroups; g++)
+        if (o->groups[g].hyper) hyper_values(o, g, (double *)nb__data(o->groups[g].hyper));
+}
+
 int nb_optim_init_state(nb_optimizer *o) {
     if (!o) return -1;
-    for (int i = 0; i < o->nslots; i++) {
+    /* State is made once and kept: a tracer must capture it, not record its creation. */
+    bool traced = nb__trace_suspend(true);
+    int rc = 0;
+    for (int g = 0; g < o->ngroups && rc == 0; g++) {
+        if (o->groups[g].hyper) continue;
+        o->groups[g].hyper = nb__tensor_new(NB_SHAPE(6), NB_F64);
+        if (!o->groups[g].hyper) rc = -1;
+    }
+    if (rc == 0) sync_hyper(o);
+    for (int i = 0; i < o->nslots && rc == 0; i++) {
         slot *s = &o->slots[i];
         if (s->step) continue;
         nb_scope *sc = nb_scope_begin();
-        int rc = init_slot(o, s);
+        rc = init_slot(o, s);
         if (s->step) nb_keep(s->step); /* the optimizer owns its state */
         for (int k = 0; k < 3; k++)
             if (s->state[k]) nb_keep(s->state[k]);
         nb_scope_end(sc);
-        if (rc < 0) return -1;
     }
-    return 0;
+    nb__trace_suspend(traced);
+    return rc;
 }
 
 void nb_optim_zero_grad(nb_optimizer *o) {
@@ -262,30 +292,26 @@ int nb_optim_step(nb_optimizer *o) {
         return -1;
     }
     if (nb_optim_init_state(o) < 0) return -1;
+    sync_hyper(o);
     bool prev = nb_set_grad_enabled(false);
     int rc = 0;
     for (int i = 0; i < o->nslots && rc == 0; i++) {
         slot *s = &o->slots[i];
         nb_tensor *g = nb_grad_of(s->param);
         if (!g) continue; /* a parameter without a gradient is left alone, as in torch */
-        group *gr = &o->groups[s->group];
-        int64_t step = (int64_t)nb_item(s->step) + 1;
+        /* the step count and the coefficients are tensors the op reads, not arguments */
         nb_op_args a = { .i = { 0 } };
-        nb_tensor *in[5] = { s->param, g };
-        int nin = 2;
+        nb_tensor *in[7] = { s->param, g, s->step, o->groups[s->group].hyper };
+        int nin = 4;
         switch (o->kind) {
         case KIND_SGD:
             a.i[0] = NB_UPDATE_SGD;
-            a.f[0] = gr->lr; a.f[1] = o->momentum; a.f[2] = o->dampening; a.f[3] = gr->weight_decay;
             a.i[1] = o->nesterov;
-            a.i[2] = step == 1;
             if (s->state[0]) in[nin++] = s->state[0];
             break;
         case KIND_ADAM:
         case KIND_ADAMW:
             a.i[0] = NB_UPDATE_ADAM;
-            a.f[0] = gr->lr; a.f[1] = o->beta1; a.f[2] = o->beta2; a.f[3] = o->eps; a.f[4] = gr->weight_decay;
-            a.i[1] = step;
             a.i[2] = o->kind == KIND_ADAMW;
             in[nin++] = s->state[0];
             in[nin++] = s->state[1];
@@ -293,26 +319,21 @@ int nb_optim_step(nb_optimizer *o) {
             break;
         case KIND_RMSPROP:
             a.i[0] = NB_UPDATE_RMSPROP;
-            a.f[0] = gr->lr; a.f[1] = o->alpha; a.f[2] = o->eps; a.f[3] = gr->weight_decay; a.f[4] = o->momentum;
             a.i[1] = o->centered;
+            a.i[3] = s->state[1] != NULL;
             in[nin++] = s->state[0];
             if (s->state[1]) in[nin++] = s->state[1];
             if (s->state[2]) in[nin++] = s->state[2];
             break;
         default:
             a.i[0] = NB_UPDATE_ADAGRAD;
-            a.f[0] = gr->lr / (1 + (double)(step - 1) * o->lr_decay);
-            a.f[1] = o->eps;
-            a.f[2] = gr->weight_decay;
             in[nin++] = s->state[0];
         }
         nb_scope *sc = nb_scope_begin();
         if (!nb_is_contiguous(g)) in[1] = nb_contiguous(g);
         nb_tensor *r = nb__dispatch(NB_OP_OPTIM_UPDATE, in, nin, &a);
-        if (r) {
-            nb_release(r);
-            rc = nb_assign(s->step, nb_full(NB_SHAPE(), (double)step, NB_I64));
-        } else rc = -1;
+        if (r) nb_release(r);
+        else rc = -1;
         nb_scope_end(sc);
     }
     nb_set_grad_enabled(prev);
@@ -323,6 +344,7 @@ void nb_optim_set_lr(nb_optimizer *o, double lr) {
     if (!o) return;
     for (int g = 0; g < o->ngroups; g++) o->groups[g].lr = lr;
     o->lr = lr;
+    sync_hyper(o);
 }
 
 int nb_optim_set_group_lr(nb_optimizer *o, int g, double lr) {
@@ -332,6 +354,7 @@ int nb_optim_set_group_lr(nb_optimizer *o, int g, double lr) {
         return -1;
     }
     o->groups[g].lr = lr;
+    sync_hyper(o);
     return 0;
 }
 
@@ -351,6 +374,7 @@ double nb__optim_momentum(const nb_optimizer *o, bool *has) {
 void nb__optim_set_momentum(nb_optimizer *o, double m) {
     if (o->kind == KIND_SGD) o->momentum = m;
     else if (o->kind == KIND_ADAM || o->kind == KIND_ADAMW) o->beta1 = m;
+    sync_hyper(o);
 }
 
 static void free_state_names(nb_optimizer *o) {
@@ -404,6 +428,7 @@ void nb_optim_free(nb_optimizer *o) {
         nb_release(o->slots[i].step);
         for (int k = 0; k < 3; k++) nb_release(o->slots[i].state[k]);
     }
+    for (int g = 0; g < o->ngroups; g++) nb_release(o->groups[g].hyper);
     free_state_names(o);
     free(o->slots);
     free(o->groups);

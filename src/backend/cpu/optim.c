@@ -76,14 +76,15 @@
     }                                                                                                  \
     static void update_##T(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a) { \
         T *x[6] = { 0 };                                                                               \
-        for (int k = 0; k < nin && k < 6; k++) x[k] = (T *)nb__data(in[k]) + lo;                       \
+        for (int k = 0, j = 0; k < nin && j < 6; k++)                                                  \
+            if (k != 2 && k != 3) x[j++] = (T *)nb__data(in[k]) + lo;                                  \
         int64_t n = hi - lo;                                                                           \
         switch ((int)a->i[0]) {                                                                        \
         case NB_UPDATE_SGD: sgd_##T(x[0], x[1], x[2], n, a); break;                                    \
         case NB_UPDATE_ADAM: adam_##T(x[0], x[1], x[2], x[3], x[4], n, a); break;                      \
         case NB_UPDATE_RMSPROP: {                                                                      \
-            T *buf = a->f[4] != 0 ? x[3] : NULL;                                                       \
-            T *gavg = a->i[1] ? x[a->f[4] != 0 ? 4 : 3] : NULL;                                        \
+            T *buf = a->i[3] ? x[3] : NULL;                                                            \
+            T *gavg = a->i[1] ? x[a->i[3] ? 4 : 3] : NULL;                                             \
             rmsprop_##T(x[0], x[1], x[2], buf, gavg, n, a);                                            \
             break;                                                                                     \
         }                                                                                              \
@@ -98,15 +99,29 @@ UPDATE_FNS(double, sqrt)
 #define UPDATE_CHUNK 65536
 
 int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    /* the coefficients and the step come from tensors, so that a replayed graph reads them fresh */
+    nb_op_args a = *args;
+    int64_t *step_p = (int64_t *)nb__data(in[2]);
+    const double *coef = (const double *)nb__data(in[3]);
+    int64_t step = *step_p + 1;
+    for (int k = 0; k < 6; k++) a.f[k] = coef[k];
+    switch ((int)a.i[0]) {
+    case NB_UPDATE_SGD: a.i[2] = step == 1; break;
+    case NB_UPDATE_ADAM: a.i[1] = step; break;
+    case NB_UPDATE_ADAGRAD: a.f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
+    default: break;
+    }
     for (int k = 0; k < nin; k++)
-        if (k != 1) atomic_fetch_add_explicit(&in[k]->storage->version, 1, memory_order_relaxed);
+        if (k != 1 && k != 3) atomic_fetch_add_explicit(&in[k]->storage->version, 1, memory_order_relaxed);
     int64_t n = out->numel, chunks = (n + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
     int threads = n >= 4 * NB_PARALLEL_GRAIN ? nb__threads() : 1;
     bool f64 = out->dtype == NB_F64;
+    const nb_op_args *ap = &a;
     NB_PARALLEL_FOR(threads, c, chunks,
         int64_t lo = c * UPDATE_CHUNK, hi = lo + UPDATE_CHUNK < n ? lo + UPDATE_CHUNK : n;
-        if (f64) update_double(in, nin, lo, hi, args);
-        else update_float(in, nin, lo, hi, args);
+        if (f64) update_double(in, nin, lo, hi, ap);
+        else update_float(in, nin, lo, hi, ap);
     );
+    *step_p = step;
     return 0;
 }
