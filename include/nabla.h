@@ -11,5 +11,6 @@
 #include "nabla/io.h"
 #include "nabla/summary.h"
 #include "nabla/model.h"
+#include "nabla/compile.h"
 
 #endif

@@ -1,0 +1,250 @@
+/* nb_compile's public face: the cache of traced variants keyed by the inputs' shapes and dtypes
+   (the guards), tracing on a miss, replaying on a hit, counters, notes and the dump. */
+#include "compile_impl.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_INPUTS 32
+#define MAX_SPECS 16 /* batch sizes kept per dynamic variant */
+
+typedef struct spec {
+    int64_t dim0[MAX_INPUTS];
+    cgraph *g;
+    uint64_t used;
+} spec;
+
+typedef struct variant {
+    int n;
+    bool grad;
+    nb_dtype dtype[MAX_INPUTS];
+    nb_shape shape[MAX_INPUTS];
+    int64_t stride[MAX_INPUTS][NB_MAX_DIMS];
+    spec specs[MAX_SPECS];
+    int nspecs;
+    uint64_t used;
+} variant;
+
+struct nb_compiled {
+    nb_graph_fn fn;
+    void *ctx;
+    nb_graph_opts opts;
+    variant **vars;
+    int nvars;
+    uint64_t clock;
+    cgraph *last;
+    char *note;
+    nb_compiled_stats stats;
+};
+
+nb_compiled *nb_compile(nb_graph_fn fn, void *ctx, nb_graph_opts opts) {
+    if (!fn) {
+        nb__error("nb_compile: the function is NULL");
+        return NULL;
+    }
+    if (opts.cache_size < 0 || opts.cache_size > 1024) {
+        nb__error("nb_compile: cache_size %d must be between 0 (the default, 8) and 1024", opts.cache_size);
+        return NULL;
+    }
+    nb_compiled *c = calloc(1, sizeof *c);
+    if (!c) {
+        nb__error("nb_compile: out of memory");
+        return NULL;
+    }
+    if (opts.cache_size == 0) opts.cache_size = 8;
+    c->fn = fn;
+    c->ctx = ctx;
+    c->opts = opts;
+    c->vars = calloc((size_t)opts.cache_size, sizeof *c->vars);
+    if (!c->vars) {
+        free(c);
+        nb__error("nb_compile: out of memory");
+        return NULL;
+    }
+    return c;
+}
+
+/* The guard: dtype, rank, sizes (dimension 0 aside when it is dynamic) and strides of each input. */
+static bool guard_holds(const nb_compiled *c, const variant *v, nb_tensor *const *in, int n) {
+    if (v->n != n || v->grad != nb_is_grad_enabled()) return false;
+    for (int k = 0; k < n; k++) {
+        const nb_tensor *t = in[k];
+        if (t->dtype != v->dtype[k] || t->shape.ndim != v->shape[k].ndim) return false;
+        for (int d = 0; d < t->shape.ndim; d++) {
+            if (t->shape.dim[d] != v->shape[k].dim[d] && !(d == 0 && c->opts.dynamic_batch)) return false;
+            if (t->stride[d] != v->stride[k][d] && t->shape.dim[d] != 1) return false;
+        }
+    }
+    return true;
+}
+
+static spec *find_spec(variant *v, nb_tensor *const *in, int n) {
+    for (int s = 0; s < v->nspecs; s++) {
+        bool same = true;
+        for (int k = 0; k < n && same; k++) same = in[k]->shape.ndim == 0 || in[k]->shape.dim[0] == v->specs[s].dim0[k];
+        if (same) return &v->specs[s];
+    }
+    return NULL;
+}
+
+static void variant_free(variant *v) {
+    if (!v) return;
+    for (int s = 0; s < v->nspecs; s++) nb__graph_free(v->specs[s].g);
+    free(v);
+}
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void take_counters(nb_compiled *c, const cgraph *g) {
+    nb_compiled_stats *s = &c->stats;
+    s->ops_traced = g->ops_traced;
+    int live = 0;
+    for (int i = 0; i < g->nn; i++) live += !g->nodes[i].dead;
+    s->ops_after = live;
+    s->removed_dce = g->removed_dce;
+    s->removed_cse = g->removed_cse;
+    s->folded = g->folded;
+    s->fused_ops = g->fused_ops;
+    s->kernels = g->kernels;
+    s->kernels_native = g->kernels_native;
+    s->kernels_built = g->kernels_built;
+    s->arena_bytes = g->arena_bytes;
+    s->unplanned_bytes = g->unplanned_bytes;
+    s->compile_seconds = g->compile_seconds;
+}
+
+/* Traces, optimises and files a new graph under variant v (made when NULL). */
+static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, int n) {
+    nb_tensor *result = NULL;
+    c->stats.traces++;
+    cgraph *g = nb__trace(c->fn, c->ctx, in, n, &result);
+    if (!g) return NULL;
+    double t0 = seconds();
+    char *note = NULL;
+    if (nb__optimize(g, &c->opts, &note) < 0) {
+        free(note);
+        nb__graph_free(g);
+        nb_release(result);
+        return NULL;
+    }
+    g->compile_seconds = seconds() - t0;
+    if (note && !c->note) c->note = note;
+    else free(note);
+    if (!v) {
+        if (c->nvars == c->opts.cache_size) { /* the bound: the least recently used variant goes */
+            int lru = 0;
+            for (int i = 1; i < c->nvars; i++)
+                if (c->vars[i]->used < c->vars[lru]->used) lru = i;
+            if (c->last && c->vars[lru]->nspecs)
+                for (int s = 0; s < c->vars[lru]->nspecs; s++)
+                    if (c->vars[lru]->specs[s].g == c->last) c->last = NULL;
+            variant_free(c->vars[lru]);
+            c->vars[lru] = c->vars[--c->nvars];
+            c->stats.evictions++;
+        }
+        v = calloc(1, sizeof *v);
+        if (!v) {
+            nb__graph_free(g);
+            nb_release(result);
+            nb__error("nb_compiled_run: out of memory");
+            return NULL;
+        }
+        v->n = n;
+        v->grad = nb_is_grad_enabled();
+        for (int k = 0; k < n; k++) {
+            v->dtype[k] = in[k]->dtype;
+            v->shape[k] = in[k]->shape;
+            memcpy(v->stride[k], in[k]->stride, sizeof v->stride[k]);
+        }
+        c->vars[c->nvars++] = v;
+    }
+    spec *s;
+    if (v->nspecs == MAX_SPECS) {
+        int lru = 0;
+        for (int i = 1; i < v->nspecs; i++)
+            if (v->specs[i].used < v->specs[lru].used) lru = i;
+        if (c->last == v->specs[lru].g) c->last = NULL;
+        nb__graph_free(v->specs[lru].g);
+        s = &v->specs[lru];
+    } else s = &v->specs[v->nspecs++];
+    memset(s, 0, sizeof *s);
+    for (int k = 0; k < n; k++) s->dim0[k] = in[k]->shape.ndim ? in[k]->shape.dim[0] : 0;
+    s->g = g;
+    s->used = v->used = ++c->clock;
+    c->last = g;
+    take_counters(c, g);
+    c->stats.variants = c->nvars;
+    /* the trace ran eagerly: its result is this call's answer, detached like every replay's */
+    nb_tensor *r = result;
+    if (result->requires_grad || result->grad_fn) {
+        nb_scope *sc = nb_scope_begin();
+        r = nb_keep(nb_detach(result));
+        nb_scope_end(sc);
+        nb_release(result);
+    }
+    return r;
+}
+
+nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n) {
+    if (!c) {
+        if (!nb__has_error()) nb__error("nb_compiled_run: compiled function is NULL");
+        return NULL;
+    }
+    if (n < 0 || n > MAX_INPUTS || (n > 0 && !inputs)) {
+        nb__error("nb_compiled_run: %d inputs (at most %d)", n, MAX_INPUTS);
+        return NULL;
+    }
+    for (int k = 0; k < n; k++)
+        if (!inputs[k]) {
+            if (!nb__has_error()) nb__error("nb_compiled_run: input %d is NULL", k);
+            return NULL;
+        }
+    variant *v = NULL;
+    for (int i = 0; i < c->nvars && !v; i++)
+        if (guard_holds(c, c->vars[i], inputs, n)) v = c->vars[i];
+    spec *s = v ? find_spec(v, inputs, n) : NULL;
+    if (!s) return nb__own(trace_new(c, v, inputs, n));
+    s->used = v->used = ++c->clock;
+    if (c->last != s->g) take_counters(c, s->g);
+    c->last = s->g;
+    c->stats.runs++;
+    return nb__own(nb__graph_run(s->g, inputs, n));
+}
+
+int nb_compiled_dump(const nb_compiled *c, FILE *f) {
+    if (!c || !f) {
+        nb__error("nb_compiled_dump: %s is NULL", c ? "the file" : "the compiled function");
+        return -1;
+    }
+    if (!c->last) {
+        fprintf(f, "(not traced yet: nb_compiled_run traces at its first call)\n");
+        return 0;
+    }
+    char *after = nb__graph_print(c->last, "after passes");
+    if (c->last->dump_before) fputs(c->last->dump_before, f);
+    if (after) fputs(after, f);
+    fprintf(f, "memory: %lld bytes planned for values that would take %lld\n", (long long)c->last->arena_bytes,
+            (long long)c->last->unplanned_bytes);
+    if (c->note) fprintf(f, "note: %s\n", c->note);
+    free(after);
+    return 0;
+}
+
+nb_compiled_stats nb_compiled_get_stats(const nb_compiled *c) {
+    nb_compiled_stats s = { 0 };
+    return c ? c->stats : s;
+}
+
+const char *nb_compiled_note(const nb_compiled *c) { return c ? c->note : NULL; }
+
+void nb_compiled_free(nb_compiled *c) {
+    if (!c) return;
+    for (int i = 0; i < c->nvars; i++) variant_free(c->vars[i]);
+    free(c->vars);
+    free(c->note);
+    free(c);
+}

@@ -1,0 +1,962 @@
+/* Graph mode's middle: the tracer that records dispatched ops into a graph, the passes (dead
+   code, constant folding, common sub-expressions, elementwise fusion), memory planning, the
+   executor that replays a planned graph, and the graph printer. */
+#include "compile_impl.h"
+#include "../backend/cpu/iter.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ growth helpers */
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return -1;
+    memset((char *)q + (size_t)*cap * elem, 0, (size_t)(c - *cap) * elem);
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int new_value(cgraph *g) {
+    if (grow((void **)&g->v, &g->capv, g->nv + 1, sizeof(cval)) < 0) return -1;
+    cval *v = &g->v[g->nv];
+    memset(v, 0, sizeof *v);
+    v->base = -1;
+    v->root = g->nv;
+    v->share = -1;
+    v->node = -1;
+    return g->nv++;
+}
+
+static void set_meta(cval *v, const nb_tensor *t) {
+    v->shape = t->shape;
+    v->dtype = t->dtype;
+    memcpy(v->stride, t->stride, sizeof v->stride);
+}
+
+/* ------------------------------------------------------------------ tracing */
+
+/* Open addressing from a pointer to a value id. */
+typedef struct {
+    const void **keys;
+    int *ids;
+    int cap, count;
+} ptrmap;
+
+typedef struct {
+    cgraph *g;
+    nb_tensor *const *inputs;
+    int ninputs;
+    ptrmap tensors;  /* tensor -> the value it holds now */
+    ptrmap storages; /* storage -> the value that made it */
+    bool failed;
+} tracer;
+
+static size_t hash_ptr(const void *p, int cap) {
+    uintptr_t x = (uintptr_t)p;
+    x ^= x >> 17;
+    x *= 0xed5ad4bbu;
+    x ^= x >> 11;
+    return (size_t)x & (size_t)(cap - 1);
+}
+
+static int map_find(const ptrmap *m, const void *key) {
+    if (!m->cap) return -1;
+    for (size_t h = hash_ptr(key, m->cap);; h = (h + 1) & (size_t)(m->cap - 1)) {
+        if (!m->keys[h]) return -1;
+        if (m->keys[h] == key) return m->ids[h];
+    }
+}
+
+static int map_put(ptrmap *m, const void *key, int id) {
+    if (2 * (m->count + 1) > m->cap) {
+        int cap = m->cap ? m->cap * 2 : 256;
+        const void **keys = calloc((size_t)cap, sizeof *keys);
+        int *ids = calloc((size_t)cap, sizeof *ids);
+        if (!keys || !ids) { free(keys); free(ids); return -1; }
+        const void **ok = m->keys;
+        int *oi = m->ids, oc = m->cap;
+        m->keys = keys; m->ids = ids; m->cap = cap; m->count = 0;
+        for (int i = 0; i < oc; i++)
+            if (ok[i]) map_put(m, ok[i], oi[i]);
+        free(ok);
+        free(oi);
+    }
+    size_t h = hash_ptr(key, m->cap);
+    while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (size_t)(m->cap - 1);
+    if (!m->keys[h]) m->count++;
+    m->keys[h] = key;
+    m->ids[h] = id;
+    return 0;
+}
+
+static void map_free(ptrmap *m) {
+    free(m->keys);
+    free(m->ids);
+}
+
+static int add_node(tracer *tr, nb_op_id op, const int *ids, int nin, const nb_op_args *args, nb_tensor *out,
+                    nb_tensor *in0);
+
+/* The value a tensor stands for: recorded already, one of the inputs, an alias that the autograd
+   record made of a recorded value's storage (a saved output), or a capture. */
+static int value_of(tracer *tr, nb_tensor *t) {
+    int id = map_find(&tr->tensors, t);
+    if (id >= 0) return id;
+    int owner = map_find(&tr->storages, t->storage);
+    if (owner >= 0) { /* recorded as a detach of the value that owns the storage */
+        if (add_node(tr, NB_OP_DETACH, &owner, 1, &(nb_op_args){ 0 }, t, tr->g->v[owner].t) < 0) return -1;
+        return map_find(&tr->tensors, t);
+    }
+    cgraph *g = tr->g;
+    id = new_value(g);
+    if (id < 0) return -1;
+    cval *v = &g->v[id];
+    v->kind = VAL_CAPTURE;
+    for (int k = 0; k < tr->ninputs; k++)
+        if (tr->inputs[k] == t) { v->kind = VAL_INPUT; v->input = k; break; }
+    v->t = nb_retain(t);
+    set_meta(v, t);
+    if (map_put(&tr->tensors, t, id) < 0) return -1;
+    if (v->kind == VAL_INPUT && map_put(&tr->storages, t->storage, id) < 0) return -1;
+    return id;
+}
+
+static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const nb_op_args *args, nb_tensor *out,
+                    nb_tensor *in0) {
+    cgraph *g = tr->g;
+    int *ids = malloc(sizeof(int) * (size_t)(nin > 0 ? nin : 1));
+    if (!ids) return -1;
+    memcpy(ids, ids_in, sizeof(int) * (size_t)nin);
+    int vid = new_value(g);
+    if (vid < 0 || grow((void **)&g->nodes, &g->capn, g->nn + 1, sizeof(cnode)) < 0) {
+        free(ids);
+        return -1;
+    }
+    cval *v = &g->v[vid];
+    v->kind = VAL_NODE;
+    v->node = g->nn;
+    v->t = nb_retain(out);
+    set_meta(v, out);
+    unsigned flags = nb__ops[op].flags;
+    if (flags & (NB_F_VIEW | NB_F_INPLACE)) {
+        v->base = ids[0];
+        v->delta = out->offset - in0->offset;
+        v->root = g->v[ids[0]].root;
+    }
+    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn };
+    g->nn++;
+    if (map_put(&tr->tensors, out, vid) < 0) return -1;
+    if (!(flags & (NB_F_VIEW | NB_F_INPLACE)) && map_put(&tr->storages, out->storage, vid) < 0) return -1;
+    return vid;
+}
+
+static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args, nb_tensor *out) {
+    tracer *tr = ctx;
+    if (tr->failed) return;
+    int stack_ids[16];
+    int *ids = nin <= 16 ? stack_ids : malloc(sizeof(int) * (size_t)nin);
+    if (!ids) { tr->failed = true; return; }
+    for (int i = 0; i < nin && !tr->failed; i++)
+        if ((ids[i] = value_of(tr, in[i])) < 0) tr->failed = true;
+    if (!tr->failed && add_node(tr, op, ids, nin, args, out, nin ? in[0] : NULL) < 0) tr->failed = true;
+    if (ids != stack_ids) free(ids);
+}
+
+cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_tensor **result) {
+    *result = NULL;
+    cgraph *g = calloc(1, sizeof *g);
+    if (!g) { nb__error("nb_compiled_run: out of memory"); return NULL; }
+    g->ninputs = n;
+    g->out = -1;
+    tracer tr = { .g = g, .inputs = inputs, .ninputs = n };
+    /* inputs are values 0..n-1 even when the function ignores some */
+    for (int k = 0; k < n && !tr.failed; k++)
+        if (value_of(&tr, inputs[k]) < 0) tr.failed = true;
+    unsigned reads = nb__host_reads;
+    bool prev_grad = nb_is_grad_enabled();
+    nb_scope *s = nb_scope_begin();
+    nb__trace_set(record, &tr);
+    nb_tensor *r = tr.failed ? NULL : fn(inputs, n, ctx);
+    nb__trace_set(NULL, NULL);
+    unsigned host_reads = nb__host_reads - reads;
+    nb_set_grad_enabled(prev_grad);
+    if (r && !tr.failed) {
+        g->out = value_of(&tr, r);
+        if (g->out < 0) tr.failed = true;
+    }
+    if (r) *result = nb_retain(r);
+    nb_scope_end(s);
+    if (tr.failed) {
+        nb__error("nb_compiled_run: out of memory while tracing");
+        goto fail;
+    }
+    if (!r) {
+        if (!nb__has_error()) nb__error("nb_compiled_run: the traced function returned NULL");
+        else {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", nb_error());
+            nb_error_clear();
+            nb__error("nb_compiled_run: the traced function returned NULL: %s", msg);
+        }
+        goto fail;
+    }
+    if (host_reads) {
+        nb__error("nb_compiled_run: the traced function read tensor values on the host %u time%s (nb_item or "
+                  "nb_data_ptr); a compiled graph cannot repeat C code that depends on values: compute it with ops",
+                  host_reads, host_reads == 1 ? "" : "s");
+        goto fail;
+    }
+    /* leaves whose gradient the traced code made: the replay hands them their new gradient */
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        if (v->kind != VAL_CAPTURE || !v->t->grad) continue;
+        int gv = map_find(&tr.tensors, v->t->grad);
+        if (gv < 0 || g->v[gv].kind != VAL_NODE) continue;
+        int *a = realloc(g->grad_leaf, sizeof(int) * (size_t)(g->ngrads + 1));
+        if (a) g->grad_leaf = a;
+        int *b = realloc(g->grad_val, sizeof(int) * (size_t)(g->ngrads + 1));
+        if (b) g->grad_val = b;
+        if (!a || !b) { nb__error("nb_compiled_run: out of memory while tracing"); goto fail; }
+        g->grad_leaf[g->ngrads] = i;
+        g->grad_val[g->ngrads++] = gv;
+    }
+    g->ops_traced = g->nn;
+    map_free(&tr.tensors);
+    map_free(&tr.storages);
+    return g;
+fail:
+    map_free(&tr.tensors);
+    map_free(&tr.storages);
+    if (*result) { nb_release(*result); *result = NULL; }
+    nb__graph_free(g);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ analysis helpers */
+
+static bool is_random(int op) { return op == NB_OP_RAND || op == NB_OP_RANDN; }
+static bool is_inplace(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_INPLACE); }
+static bool is_view(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_VIEW); }
+
+/* Roots that some in-place op writes. */
+static void mark_mutations(cgraph *g) {
+    for (int i = 0; i < g->nv; i++) g->v[i].mutated_root = false;
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && is_inplace(g->nodes[i].op)) g->v[g->v[g->nodes[i].in[0]].root].mutated_root = true;
+}
+
+/* Whether an in-place op between trace positions lo and hi (exclusive) writes root r. */
+static bool written_between(const cgraph *g, int r, int lo, int hi) {
+    for (int i = 0; i < g->nn; i++) {
+        const cnode *n = &g->nodes[i];
+        if (n->dead || !is_inplace(n->op) || n->pos <= lo || n->pos >= hi) continue;
+        if (g->v[g->v[n->in[0]].root].root == r || g->v[n->in[0]].root == r) return true;
+    }
+    return false;
+}
+
+static bool is_grad_value(const cgraph *g, int v) {
+    for (int k = 0; k < g->ngrads; k++)
+        if (g->grad_val[k] == v) return true;
+    return false;
+}
+
+/* Counts each value's uses by live nodes, the result and the gradients handed to leaves. */
+static void count_uses(cgraph *g) {
+    for (int i = 0; i < g->nv; i++) g->v[i].uses = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->nodes[i].dead) continue;
+        for (int k = 0; k < g->nodes[i].nin; k++) g->v[g->nodes[i].in[k]].uses++;
+    }
+    g->v[g->out].uses++;
+    for (int k = 0; k < g->ngrads; k++) g->v[g->grad_val[k]].uses++;
+}
+
+static int live_count(const cgraph *g) {
+    int n = 0;
+    for (int i = 0; i < g->nn; i++) n += !g->nodes[i].dead;
+    return n;
+}
+
+/* ------------------------------------------------------------------ dead-code elimination */
+
+static void mark_value(cgraph *g, int v, bool *live, int *stack, int *sp) {
+    while (v >= 0) {
+        int n = g->v[v].kind == VAL_NODE && !g->v[v].is_const ? g->v[v].node : -1;
+        if (n >= 0 && !live[n] && !g->nodes[n].dead) {
+            live[n] = true;
+            stack[(*sp)++] = n;
+        }
+        v = g->v[v].base;
+    }
+}
+
+/* Keeps what the result, the leaf gradients, in-place writes and random draws need. */
+static int pass_dce(cgraph *g) {
+    bool *live = calloc((size_t)g->nn + 1, sizeof *live);
+    int *stack = malloc(sizeof(int) * ((size_t)g->nn + 1));
+    if (!live || !stack) { free(live); free(stack); return -1; }
+    int sp = 0;
+    mark_value(g, g->out, live, stack, &sp);
+    for (int k = 0; k < g->ngrads; k++) mark_value(g, g->grad_val[k], live, stack, &sp);
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        /* in-place writes are the point of a training step; random ops advance the generator
+           as the eager code did, so later draws match */
+        if (!n->dead && (is_inplace(n->op) || (n->op >= 0 && is_random(n->op))) && !live[i]) {
+            live[i] = true;
+            stack[sp++] = i;
+        }
+    }
+    while (sp > 0) {
+        cnode *n = &g->nodes[stack[--sp]];
+        for (int k = 0; k < n->nin; k++) mark_value(g, n->in[k], live, stack, &sp);
+    }
+    int removed = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && !live[i]) {
+            g->nodes[i].dead = true;
+            removed++;
+        }
+    free(live);
+    free(stack);
+    return removed;
+}
+
+/* ------------------------------------------------------------------ constant folding */
+
+/* A value computed only from constants, on storage no one writes in place, is its trace-time
+   tensor: the node that made it need not run again. Random and uninitialised makers are not. */
+static int pass_fold(cgraph *g) {
+    mark_mutations(g);
+    int folded = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || n->op < 0 || is_inplace(n->op) || is_random(n->op) || n->op == NB_OP_EMPTY) continue;
+        cval *o = &g->v[n->out];
+        if (g->v[o->root].mutated_root) continue;
+        bool all = true;
+        for (int k = 0; k < n->nin && all; k++) all = g->v[n->in[k]].is_const;
+        if (!all) continue;
+        o->is_const = true;
+        n->dead = true;
+        folded++;
+    }
+    return folded;
+}
+
+/* ------------------------------------------------------------------ common sub-expressions */
+
+static bool same_args(const nb_op_args *a, const nb_op_args *b) {
+    if (memcmp(a->i, b->i, sizeof a->i) || memcmp(a->f, b->f, sizeof a->f) || a->dtype != b->dtype) return false;
+    if (a->shape.ndim != b->shape.ndim) return false;
+    return memcmp(a->shape.dim, b->shape.dim, sizeof(int64_t) * (size_t)a->shape.ndim) == 0;
+}
+
+static void replace_value(cgraph *g, int from, int to) {
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] == from) n->in[k] = to;
+    }
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].base == from) g->v[i].base = to;
+    if (g->out == from) g->out = to;
+    for (int k = 0; k < g->ngrads; k++)
+        if (g->grad_val[k] == from) g->grad_val[k] = to;
+}
+
+/* Two nodes with the same op, inputs and arguments compute the same value, unless an input's
+   storage is written in place somewhere (then their order matters) or the op draws randoms. */
+static int pass_cse(cgraph *g) {
+    mark_mutations(g);
+    int removed = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || n->op < 0 || is_inplace(n->op) || is_random(n->op) || n->op == NB_OP_EMPTY) continue;
+        bool stable = true;
+        for (int k = 0; k < n->nin && stable; k++) stable = !g->v[g->v[n->in[k]].root].mutated_root;
+        if (!stable) continue;
+        for (int j = 0; j < i; j++) {
+            cnode *m = &g->nodes[j];
+            if (m->dead || m->op != n->op || m->nin != n->nin) continue;
+            if (memcmp(m->in, n->in, sizeof(int) * (size_t)n->nin) || !same_args(&m->args, &n->args)) continue;
+            if (g->v[m->out].dtype != g->v[n->out].dtype || !nb__shape_eq(&g->v[m->out].shape, &g->v[n->out].shape))
+                continue;
+            replace_value(g, n->out, m->out);
+            n->dead = true;
+            removed++;
+            break;
+        }
+    }
+    return removed;
+}
+
+/* ------------------------------------------------------------------ fusion */
+
+typedef struct { int op, fi, arity; } fuse_rule;
+static const fuse_rule fuse_rules[] = {
+    { NB_OP_ADD, FI_ADD, 2 }, { NB_OP_SUB, FI_SUB, 2 }, { NB_OP_MUL, FI_MUL, 2 }, { NB_OP_DIV, FI_DIV, 2 },
+    { NB_OP_POW, FI_POW, 2 }, { NB_OP_MAXIMUM, FI_MAX, 2 }, { NB_OP_MINIMUM, FI_MIN, 2 },
+    { NB_OP_ADD_SCALAR, FI_ADDS, 1 }, { NB_OP_MUL_SCALAR, FI_MULS, 1 }, { NB_OP_POW_SCALAR, FI_POWS, 1 },
+    { NB_OP_NEG, FI_NEG, 1 }, { NB_OP_EXP, FI_EXP, 1 }, { NB_OP_LOG, FI_LOG, 1 }, { NB_OP_SQRT, FI_SQRT, 1 },
+    { NB_OP_ABS, FI_ABS, 1 }, { NB_OP_SIGN, FI_SIGN, 1 }, { NB_OP_TANH, FI_TANH, 1 },
+    { NB_OP_SIGMOID, FI_SIGMOID, 1 }, { NB_OP_RELU, FI_RELU, 1 }, { NB_OP_RELU_BACKWARD, FI_RELU_BW, 2 },
+    { NB_OP_GELU, FI_GELU, 1 }, { NB_OP_ERF, FI_ERF, 1 }, { NB_OP_CLAMP, FI_CLAMP, 1 },
+    { NB_OP_WHERE, FI_WHERE, 3 }, { NB_OP_COPY, FI_COPY, 1 }, { NB_OP_CAST, FI_COPY, 1 },
+};
+
+static const fuse_rule *rule_of(int op) {
+    for (size_t i = 0; i < sizeof fuse_rules / sizeof *fuse_rules; i++)
+        if (fuse_rules[i].op == op) return &fuse_rules[i];
+    return NULL;
+}
+
+static bool loadable(nb_dtype d) { return d == NB_F32 || d == NB_F64 || d == NB_BOOL || d == NB_U8 || d == NB_I32 || d == NB_I64; }
+
+static bool fusable(const cgraph *g, const cnode *n) {
+    if (n->dead || n->op < 0 || !rule_of(n->op)) return false;
+    const cval *o = &g->v[n->out];
+    if (o->dtype != NB_F32 || o->base >= 0 || o->is_const) return false;
+    for (int k = 0; k < n->nin; k++) {
+        const cval *x = &g->v[n->in[k]];
+        if (!loadable(x->dtype)) return false;
+        if (x->dtype != NB_F32 && !(n->op == NB_OP_CAST || (n->op == NB_OP_WHERE && k == 0))) return false;
+        if (x->shape.ndim > o->shape.ndim) return false;
+    }
+    return true;
+}
+
+#define MAX_GROUP 48
+
+typedef struct {
+    int member[MAX_GROUP]; /* node indices */
+    int n;
+} group;
+
+static bool in_group(const group *gr, int node) {
+    for (int i = 0; i < gr->n; i++)
+        if (gr->member[i] == node) return true;
+    return false;
+}
+
+static int cmp_pos(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static char *dup_str(const char *s) {
+    char *d = malloc(strlen(s) + 1);
+    if (d) strcpy(d, s);
+    return d;
+}
+
+/* Builds the kernel for a group whose last member (by position) makes the result. */
+static fkernel *build_kernel(cgraph *g, group *gr) {
+    qsort(gr->member, (size_t)gr->n, sizeof(int), cmp_pos);
+    fkernel *k = calloc(1, sizeof *k);
+    int cap_in = 4 * gr->n + 4, cap_code = 5 * gr->n + 4;
+    if (!k) return NULL;
+    k->in = malloc(sizeof(int) * (size_t)cap_in);
+    k->in_dtype = malloc(sizeof(nb_dtype) * (size_t)cap_in);
+    k->code = malloc(sizeof(finstr) * (size_t)cap_code);
+    k->scal = malloc(sizeof(double) * (size_t)(2 * gr->n + 1));
+    int *reg_of_node = malloc(sizeof(int) * (size_t)gr->n);
+    char label[512] = "";
+    if (!k->in || !k->in_dtype || !k->code || !k->scal || !reg_of_node) goto oom;
+    for (int m = 0; m < gr->n; m++) {
+        cnode *n = &g->nodes[gr->member[m]];
+        const fuse_rule *r = rule_of(n->op);
+        int src[3] = { 0, 0, 0 };
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a], p = g->v[v].node, reg = -1;
+            for (int q = 0; q < m; q++)
+                if (gr->member[q] == p && g->v[v].kind == VAL_NODE) reg = reg_of_node[q];
+            if (reg < 0) { /* an external input: load it once */
+                int idx = -1;
+                for (int q = 0; q < k->nin; q++)
+                    if (k->in[q] == v) idx = q;
+                if (idx < 0) {
+                    idx = k->nin++;
+                    k->in[idx] = v;
+                    k->in_dtype[idx] = g->v[v].dtype;
+                }
+                for (int q = 0; q < k->n; q++)
+                    if (k->code[q].op == FI_LOAD && k->code[q].a == idx) reg = q;
+                if (reg < 0) {
+                    k->code[k->n] = (finstr){ .op = FI_LOAD, .a = idx };
+                    reg = k->n++;
+                }
+            }
+            src[a] = reg;
+        }
+        finstr ins = { .op = r->fi, .a = src[0], .b = src[1], .c = src[2], .s = k->nscal };
+        if (r->fi == FI_ADDS || r->fi == FI_MULS || r->fi == FI_POWS) k->scal[k->nscal++] = n->args.f[0];
+        if (r->fi == FI_CLAMP) { k->scal[k->nscal++] = n->args.f[0]; k->scal[k->nscal++] = n->args.f[1]; }
+        k->code[k->n] = ins;
+        reg_of_node[m] = k->n++;
+        size_t len = strlen(label);
+        snprintf(label + len, sizeof label - len, "%s%s", m ? "+" : "", nb__ops[n->op].name);
+    }
+    k->nops = gr->n;
+    k->label = dup_str(label);
+    if (!k->label) goto oom;
+    k->loop = g->v[g->nodes[gr->member[gr->n - 1]].out].shape;
+    free(reg_of_node);
+    return k;
+oom:
+    free(reg_of_node);
+    free(k->in); free(k->in_dtype); free(k->code); free(k->scal); free(k);
+    return NULL;
+}
+
+static void kernel_free(fkernel *k) {
+    if (!k) return;
+    free(k->in); free(k->in_dtype); free(k->code); free(k->scal); free(k->label); free(k->st); free(k->cls);
+    free(k);
+}
+
+/* Merges chains of elementwise f32 ops into one kernel each: a producer joins its consumer when
+   the consumer alone uses its result, the shapes agree, and no in-place write between the two
+   changes what the producer reads. */
+static int pass_fuse(cgraph *g) {
+    count_uses(g);
+    int merged = 0;
+    for (int i = g->nn - 1; i >= 0; i--) {
+        cnode *root = &g->nodes[i];
+        if (!fusable(g, root) || root->fk) continue;
+        group gr = { .member = { i }, .n = 1 };
+        const nb_shape *shape = &g->v[root->out].shape;
+        for (int scan = 0; scan < gr.n; scan++) {
+            cnode *m = &g->nodes[gr.member[scan]];
+            for (int a = 0; a < m->nin && gr.n < MAX_GROUP; a++) {
+                int v = m->in[a];
+                cval *x = &g->v[v];
+                if (x->kind != VAL_NODE || x->is_const || x->base >= 0 || x->uses != 1) continue;
+                if (x->node < 0 || in_group(&gr, x->node)) continue;
+                cnode *p = &g->nodes[x->node];
+                if (!fusable(g, p) || p->fk || !nb__shape_eq(&x->shape, shape) || is_grad_value(g, v) || v == g->out) continue;
+                bool safe = true;
+                for (int b = 0; b < p->nin && safe; b++)
+                    safe = !written_between(g, g->v[p->in[b]].root, p->pos, root->pos);
+                if (!safe) continue;
+                gr.member[gr.n++] = x->node;
+            }
+        }
+        if (gr.n < 2) continue;
+        fkernel *k = build_kernel(g, &gr);
+        if (!k) return -1;
+        for (int m = 0; m < gr.n; m++)
+            if (gr.member[m] != i) g->nodes[gr.member[m]].dead = true;
+        free(root->in);
+        root->in = malloc(sizeof(int) * (size_t)k->nin);
+        if (!root->in) { kernel_free(k); return -1; }
+        memcpy(root->in, k->in, sizeof(int) * (size_t)k->nin);
+        root->nin = k->nin;
+        root->op = NODE_FUSED;
+        root->fk = k;
+        merged += gr.n - 1;
+        count_uses(g);
+    }
+    return merged;
+}
+
+/* A fused kernel that reads, as one operand, the product a matmul made just for it runs right
+   after that matmul, in place on its buffer: the GEMM's epilogue. */
+static void mark_epilogues(cgraph *g) {
+    count_uses(g);
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || n->op != NODE_FUSED) continue;
+        for (int a = 0; a < n->nin; a++) {
+            cval *x = &g->v[n->in[a]];
+            if (x->kind != VAL_NODE || x->is_const || x->uses != 1 || x->base >= 0) continue;
+            if (g->nodes[x->node].op != NB_OP_MATMUL || x->dtype != NB_F32) continue;
+            if (!nb__shape_eq(&x->shape, &g->v[n->out].shape)) continue;
+            n->fk->epilogue = true;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ memory planning */
+
+static int64_t value_bytes(const cval *v) { return nb__shape_numel(&v->shape) * (int64_t)nb__esize(v->dtype); }
+
+static bool contiguous_meta(const cval *v) {
+    int64_t st[NB_MAX_DIMS];
+    nb__contiguous_strides(&v->shape, st);
+    for (int d = 0; d < v->shape.ndim; d++)
+        if (v->shape.dim[d] != 1 && v->stride[d] != st[d]) return false;
+    return true;
+}
+
+typedef struct { int v; int first, last; int64_t bytes, off; } buffer;
+
+static int cmp_buffer(const void *a, const void *b) {
+    const buffer *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->first - y->first;
+}
+
+/* Places every value a node makes: the result in a fresh tensor per run, views on their base,
+   the rest in one arena where values whose lifetimes do not overlap share bytes, and a fused
+   kernel's result on an operand that dies there when the shapes agree (in place). */
+static int plan(cgraph *g, bool reuse) {
+    count_uses(g);
+    int *order = malloc(sizeof(int) * ((size_t)g->nn + 1));
+    if (!order) return -1;
+    int pos = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->nodes[i].dead) continue;
+        order[pos] = i;
+        g->v[g->nodes[i].out].first = pos++;
+    }
+    int end = pos;
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        v->last = -1;
+        v->share = -1;
+        if (v->kind != VAL_NODE || v->is_const) v->loc = LOC_EXTERNAL;
+        else if (g->nodes[v->node].dead) v->loc = LOC_NONE;
+        else if (v->base >= 0) v->loc = LOC_VIEW;
+        else v->loc = reuse ? LOC_ARENA : LOC_OWN;
+    }
+    /* the result's storage is new each run; so is anything it is a view of */
+    int r = g->out;
+    if (g->v[r].loc == LOC_VIEW || g->v[r].loc == LOC_ARENA || g->v[r].loc == LOC_OWN) {
+        int root = g->v[r].root;
+        if (g->v[root].loc == LOC_ARENA || g->v[root].loc == LOC_OWN) g->v[root].loc = LOC_FRESH;
+    }
+    /* lifetimes: a use of a view keeps its root alive */
+    for (int p = 0; p < end; p++) {
+        cnode *n = &g->nodes[order[p]];
+        for (int k = 0; k < n->nin; k++) {
+            int v = n->in[k];
+            for (int w = v; w >= 0; w = g->v[w].base)
+                if (g->v[w].last < p) g->v[w].last = p;
+        }
+    }
+    for (int k = 0; k < g->ngrads; k++)
+        for (int w = g->grad_val[k]; w >= 0; w = g->v[w].base) g->v[w].last = end; /* read after the run */
+    for (int i = 0; i < g->nv; i++) /* views made before their base is written still need it */
+        if (g->v[i].loc == LOC_VIEW && g->v[i].first > g->v[g->v[i].root].last) g->v[g->v[i].root].last = g->v[i].first;
+    /* in place: a fused kernel writes over an operand that dies at it */
+    if (reuse)
+        for (int p = 0; p < end; p++) {
+            cnode *n = &g->nodes[order[p]];
+            if (n->op != NODE_FUSED) continue;
+            cval *o = &g->v[n->out];
+            if (o->loc != LOC_ARENA) continue;
+            for (int k = 0; k < n->nin; k++) {
+                cval *x = &g->v[n->in[k]];
+                if (x->loc != LOC_ARENA || x->share >= 0 || x->last != p || x->dtype != o->dtype) continue;
+                if (!nb__shape_eq(&x->shape, &o->shape) || !contiguous_meta(x)) continue;
+                bool used_by_view = false;
+                for (int w = 0; w < g->nv && !used_by_view; w++)
+                    used_by_view = g->v[w].loc == LOC_VIEW && g->v[w].root == n->in[k];
+                if (used_by_view) continue;
+                o->share = n->in[k];
+                break;
+            }
+        }
+    /* gather arena buffers: each sharing chain is one buffer */
+    buffer *bufs = malloc(sizeof(buffer) * ((size_t)g->nv + 1));
+    if (!bufs) { free(order); return -1; }
+    int nb = 0;
+    g->unplanned_bytes = 0;
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        if (v->loc != LOC_ARENA && v->loc != LOC_OWN) continue;
+        g->unplanned_bytes += value_bytes(v);
+        if (v->loc != LOC_ARENA || v->share >= 0) continue;
+        bufs[nb++] = (buffer){ i, v->first, v->last < v->first ? v->first : v->last, (value_bytes(v) + 63) & ~(int64_t)63, 0 };
+    }
+    /* a buffer lives until the last use of any value that took it over */
+    for (int i = 0; i < g->nv; i++) {
+        if (g->v[i].share < 0) continue;
+        int s = i;
+        while (g->v[s].share >= 0) s = g->v[s].share;
+        for (int b = 0; b < nb; b++)
+            if (bufs[b].v == s && g->v[i].last > bufs[b].last) bufs[b].last = g->v[i].last;
+    }
+    qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buffer);
+    int64_t total = 0;
+    for (int b = 0; b < nb; b++) {
+        int64_t off = 0;
+        bool moved = true;
+        while (moved) {
+            moved = false;
+            for (int c = 0; c < b; c++) {
+                if (bufs[c].last < bufs[b].first || bufs[b].last < bufs[c].first) continue;
+                if (off < bufs[c].off + bufs[c].bytes && bufs[c].off < off + bufs[b].bytes) {
+                    off = bufs[c].off + bufs[c].bytes;
+                    moved = true;
+                }
+            }
+        }
+        bufs[b].off = off;
+        g->v[bufs[b].v].arena_off = off;
+        if (off + bufs[b].bytes > total) total = off + bufs[b].bytes;
+    }
+    for (int i = 0; i < g->nv; i++) {
+        int s = i;
+        while (g->v[s].share >= 0) s = g->v[s].share;
+        if (s != i) g->v[i].arena_off = g->v[s].arena_off;
+    }
+    g->arena_bytes = total;
+    free(bufs);
+    free(order);
+    return 0;
+}
+
+/* Headers for every value whose storage is known at plan time. */
+static int make_headers(cgraph *g) {
+    g->hdr = calloc((size_t)g->nv, sizeof *g->hdr);
+    if (!g->hdr) return -1;
+    if (g->arena_bytes > 0) {
+        g->arena = nb__tensor_new(NB_SHAPE(g->arena_bytes), NB_U8);
+        if (!g->arena) return -1;
+    }
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        int64_t st[NB_MAX_DIMS];
+        nb__contiguous_strides(&v->shape, st);
+        if (v->loc == LOC_ARENA) {
+            g->hdr[i] = nb__tensor_view(g->arena, v->shape, st, v->arena_off / (int64_t)nb__esize(v->dtype));
+            if (!g->hdr[i]) return -1;
+            g->hdr[i]->dtype = v->dtype;
+        } else if (v->loc == LOC_OWN) {
+            if (!(g->hdr[i] = nb__tensor_new(v->shape, v->dtype))) return -1;
+        } else if (v->loc == LOC_VIEW) {
+            int root = v->root;
+            cval *rv = &g->v[root];
+            if (rv->loc == LOC_FRESH || rv->kind == VAL_INPUT) continue; /* made per run */
+            nb_tensor *base = g->v[v->base].loc == LOC_EXTERNAL ? g->v[v->base].t : g->hdr[v->base];
+            if (!base) continue;
+            g->hdr[i] = nb__tensor_view(base, v->shape, v->stride, base->offset + v->delta);
+            if (!g->hdr[i]) return -1;
+            g->hdr[i]->dtype = v->dtype;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the pipeline */
+
+int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
+    unsigned off = opts->disable;
+    g->dump_before = nb__graph_print(g, "traced");
+    int rc;
+    /* DCE first, since passes after it look at uses */
+    if (!(off & NB_PASS_DCE)) {
+        if ((rc = pass_dce(g)) < 0) goto oom;
+        g->removed_dce += rc;
+    }
+    if (!(off & NB_PASS_FOLD)) g->folded = pass_fold(g);
+    if (!(off & NB_PASS_CSE)) g->removed_cse = pass_cse(g);
+    if (!(off & NB_PASS_DCE)) {
+        if ((rc = pass_dce(g)) < 0) goto oom;
+        g->removed_dce += rc;
+    }
+    if (!(off & NB_PASS_FUSE)) {
+        if ((rc = pass_fuse(g)) < 0) goto oom;
+        g->fused_ops = rc;
+        mark_epilogues(g);
+    }
+    /* values that no longer need their trace-time tensor let it go */
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        if (v->kind == VAL_NODE && !v->is_const && v->t) { nb_release(v->t); v->t = NULL; }
+        if (v->kind == VAL_INPUT && v->t) { nb_release(v->t); v->t = NULL; }
+    }
+    if (plan(g, !(off & NB_PASS_PLAN)) < 0 || make_headers(g) < 0) goto oom;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || n->op != NODE_FUSED) continue;
+        g->kernels++;
+        if (nb__kernel_layout(n->fk, g, n->out) < 0) goto oom;
+    }
+    return nb__kernels_build(g, opts, note);
+oom:
+    if (!nb__has_error()) nb__error("nb_compiled_run: out of memory while compiling");
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the executor */
+
+nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
+    (void)n;
+    nb_tensor *stack_vt[256];
+    nb_tensor **vt = g->nv <= 256 ? stack_vt : nb__alloc(sizeof(nb_tensor *) * (size_t)g->nv);
+    if (!vt) { nb__error("nb_compiled_run: out of memory"); return NULL; }
+    bool *own = (bool *)nb__alloc((size_t)g->nv);
+    if (!own) {
+        if (vt != stack_vt) nb__free(vt, sizeof(nb_tensor *) * (size_t)g->nv);
+        nb__error("nb_compiled_run: out of memory");
+        return NULL;
+    }
+    memset(own, 0, (size_t)g->nv);
+    nb_tensor *result = NULL;
+    int rc = 0;
+    for (int i = 0; i < g->nv && rc == 0; i++) {
+        cval *v = &g->v[i];
+        vt[i] = NULL;
+        switch (v->loc) {
+        case LOC_EXTERNAL: vt[i] = v->kind == VAL_INPUT ? inputs[v->input] : v->t; break;
+        case LOC_ARENA:
+        case LOC_OWN: vt[i] = g->hdr[i]; break;
+        case LOC_FRESH:
+            if (!(vt[i] = nb__tensor_new(v->shape, v->dtype))) rc = -1;
+            own[i] = true;
+            break;
+        case LOC_NONE: break;
+        case LOC_VIEW:
+            if (g->hdr[i]) vt[i] = g->hdr[i];
+            else if (vt[v->base]) {
+                nb_tensor *b = vt[v->base];
+                if (!(vt[i] = nb__tensor_view(b, v->shape, v->stride, b->offset + v->delta))) rc = -1;
+                else { vt[i]->dtype = v->dtype; own[i] = true; }
+            }
+            break;
+        }
+    }
+    nb_tensor *scratch[64];
+    for (int i = 0; i < g->nn && rc == 0; i++) {
+        cnode *nd = &g->nodes[i];
+        if (nd->dead) continue;
+        if (nd->nin > 64) { nb__error("nb_compiled_run: node with %d inputs", nd->nin); rc = -1; break; }
+        for (int k = 0; k < nd->nin; k++) scratch[k] = vt[nd->in[k]];
+        if (nd->op == NODE_FUSED) {
+            rc = nb__kernel_run(nd->fk, vt[nd->out], scratch);
+            continue;
+        }
+        if (is_view(nd->op)) continue;
+        nb_kernel_fn kernel = nb__cpu_kernels[nd->op];
+        if (!kernel) {
+            nb__error("nb_compiled_run: op nb_%s has no cpu kernel", nb__ops[nd->op].name);
+            rc = -1;
+            break;
+        }
+        if (kernel(vt[nd->out], scratch, nd->nin, &nd->args) < 0) {
+            if (!nb__has_error()) nb__error("nb_compiled_run: the kernel of nb_%s failed", nb__ops[nd->op].name);
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        for (int k = 0; k < g->ngrads; k++) {
+            nb_tensor *leaf = g->v[g->grad_leaf[k]].t, *gr = vt[g->grad_val[k]];
+            if (leaf->grad == gr) continue;
+            nb_tensor *old = leaf->grad;
+            leaf->grad = nb_retain(gr);
+            if (old) nb_release(old);
+        }
+        result = nb_retain(vt[g->out]);
+    }
+    for (int i = 0; i < g->nv; i++)
+        if (own[i] && vt[i]) nb_release(vt[i]);
+    nb__free(own, (size_t)g->nv);
+    if (vt != stack_vt) nb__free(vt, sizeof(nb_tensor *) * (size_t)g->nv);
+    return result;
+}
+
+/* ------------------------------------------------------------------ printing and freeing */
+
+typedef struct { char *s; size_t n, cap; } sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (!b->s && b->cap == (size_t)-1) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) return;
+        if (b->s && b->n + (size_t)w < b->cap) { b->n += (size_t)w; return; }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->n + (size_t)w + 1) cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) { free(b->s); b->s = NULL; b->cap = (size_t)-1; return; }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+static const char *meta_str(const cval *v, char *buf, size_t size) {
+    char sh[160];
+    snprintf(buf, size, "%s%s", nb_dtype_name(v->dtype), nb_shape_str(v->shape, sh, sizeof sh));
+    return buf;
+}
+
+static void print_args(sbuf *b, const cnode *n) {
+    const nb_op_args *a = &n->args;
+    switch (n->op) {
+    case NB_OP_ADD_SCALAR: case NB_OP_MUL_SCALAR: case NB_OP_POW_SCALAR: case NB_OP_FULL:
+        sb_printf(b, ", %g", a->f[0]); break;
+    case NB_OP_CLAMP: sb_printf(b, ", %g, %g", a->f[0], a->f[1]); break;
+    case NB_OP_CAST: sb_printf(b, ", %s", nb_dtype_name(a->dtype)); break;
+    case NB_OP_SUM: case NB_OP_MAX: case NB_OP_MIN: case NB_OP_SOFTMAX: case NB_OP_LOG_SOFTMAX:
+        sb_printf(b, ", axes=%lld", (long long)a->i[0]); break;
+    default: break;
+    }
+}
+
+char *nb__graph_print(const cgraph *g, const char *title) {
+    sbuf b = { 0 };
+    char m[200];
+    sb_printf(&b, "graph (%s): %d ops\n", title, live_count(g));
+    for (int i = 0; i < g->nv; i++) {
+        const cval *v = &g->v[i];
+        if (v->kind == VAL_INPUT) sb_printf(&b, "  %%%d : %s = input %d\n", i, meta_str(v, m, sizeof m), v->input);
+    }
+    for (int i = 0; i < g->nv; i++) {
+        const cval *v = &g->v[i];
+        if (v->kind == VAL_CAPTURE) sb_printf(&b, "  %%%d : %s = capture\n", i, meta_str(v, m, sizeof m));
+        else if (v->kind == VAL_NODE && v->is_const) sb_printf(&b, "  %%%d : %s = constant (folded)\n", i, meta_str(v, m, sizeof m));
+    }
+    for (int i = 0; i < g->nn; i++) {
+        const cnode *n = &g->nodes[i];
+        if (n->dead) continue;
+        const cval *o = &g->v[n->out];
+        if (n->op == NODE_FUSED)
+            sb_printf(&b, "  %%%d : %s = fused[%s](", n->out, meta_str(o, m, sizeof m), n->fk->label);
+        else sb_printf(&b, "  %%%d : %s = %s(", n->out, meta_str(o, m, sizeof m), nb__ops[n->op].name);
+        for (int k = 0; k < n->nin; k++) sb_printf(&b, "%s%%%d", k ? ", " : "", n->in[k]);
+        if (n->op != NODE_FUSED) print_args(&b, n);
+        sb_printf(&b, ")");
+        if (n->op == NODE_FUSED) {
+            sb_printf(&b, "  # %d ops, %s", n->fk->nops, n->fk->fn ? "compiled C" : "interpreted");
+            if (n->fk->epilogue) sb_printf(&b, ", GEMM epilogue");
+        }
+        if (o->share >= 0) sb_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
+        sb_printf(&b, "\n");
+    }
+    for (int k = 0; k < g->ngrads; k++) sb_printf(&b, "  grad of %%%d = %%%d\n", g->grad_leaf[k], g->grad_val[k]);
+    sb_printf(&b, "  return %%%d\n", g->out);
+    return b.s;
+}
+
+void nb__graph_free(cgraph *g) {
+    if (!g) return;
+    if (g->hdr)
+        for (int i = 0; i < g->nv; i++)
+            if (g->hdr[i]) nb_release(g->hdr[i]);
+    free(g->hdr);
+    if (g->arena) nb_release(g->arena);
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].t) nb_release(g->v[i].t);
+    for (int i = 0; i < g->nn; i++) {
+        free(g->nodes[i].in);
+        kernel_free(g->nodes[i].fk);
+    }
+    free(g->v);
+    free(g->nodes);
+    free(g->grad_leaf);
+    free(g->grad_val);
+    free(g->dump_before);
+    if (g->dl) nb__kernels_unload(g->dl);
+    free(g);
+}

@@ -1,0 +1,429 @@
+/* Fused elementwise kernels of graph mode: the loop layout, C source generation, building with
+   the system C compiler into a shared object cached on disk under a hash of its source, loading
+   with dlopen, and an interpreter that runs the same code when no compiler is there. */
+#include "compile_impl.h"
+#include "../backend/cpu/iter.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_OPERANDS 64
+
+/* ------------------------------------------------------------------ layout */
+
+int nb__kernel_layout(fkernel *k, const cgraph *g, int out) {
+    int nops = k->nin + 1;
+    const nb_shape *S = &k->loop;
+    free(k->st);
+    free(k->cls);
+    k->st = calloc((size_t)nops, sizeof *k->st);
+    k->cls = calloc((size_t)nops + 1, 1);
+    if (!k->st || !k->cls) return -1;
+    int64_t dim[NB_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < S->ndim; d++) {
+        if (S->dim[d] == 1) continue;
+        dim[nd] = S->dim[d];
+        for (int j = 0; j < nops; j++) {
+            const cval *v = &g->v[j == 0 ? out : k->in[j - 1]];
+            int di = d - (S->ndim - v->shape.ndim);
+            int64_t es = (int64_t)nb__esize(v->dtype);
+            int64_t st[NB_MAX_DIMS];
+            nb__contiguous_strides(&v->shape, st);
+            const int64_t *vs = (v->loc == LOC_ARENA || v->loc == LOC_OWN || v->loc == LOC_FRESH) ? st : v->stride;
+            k->st[j][nd] = di < 0 || v->shape.dim[di] == 1 ? 0 : vs[di] * es;
+        }
+        nd++;
+    }
+    /* merge neighbours that every operand walks as one */
+    int m = 0;
+    for (int d = 0; d < nd; d++) {
+        bool merge = m > 0;
+        for (int j = 0; j < nops && merge; j++) merge = k->st[j][m - 1] == k->st[j][d] * dim[d];
+        if (merge) {
+            dim[m - 1] *= dim[d];
+            for (int j = 0; j < nops; j++) k->st[j][m - 1] = k->st[j][d];
+        } else {
+            dim[m] = dim[d];
+            for (int j = 0; j < nops; j++) k->st[j][m] = k->st[j][d];
+            m++;
+        }
+    }
+    if (m == 0) {
+        dim[0] = 1;
+        for (int j = 0; j < nops; j++) k->st[j][0] = 0;
+        m = 1;
+    }
+    k->nd = m;
+    memcpy(k->dim, dim, sizeof(int64_t) * (size_t)m);
+    for (int j = 1; j < nops; j++) {
+        int64_t inner = k->st[j][m - 1], es = (int64_t)nb__esize(k->in_dtype[j - 1]);
+        k->cls[j - 1] = inner == es ? 'c' : inner == 0 ? 'b' : 's';
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ interpreter */
+
+#define BLK 64
+
+static inline float load1(const char *p, nb_dtype d) {
+    switch (d) {
+    case NB_F32: return *(const float *)p;
+    case NB_F64: return (float)*(const double *)p;
+    case NB_I64: return (float)*(const int64_t *)p;
+    case NB_I32: return (float)*(const int32_t *)p;
+    case NB_BOOL: return *(const uint8_t *)p != 0;
+    default: return *(const uint8_t *)p;
+    }
+}
+
+static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs,
+                      const int64_t *cs) {
+    float reg[k->n][BLK]; /* at most a few hundred registers: see MAX_GROUP in graph.c */
+    const double *sc = k->scal;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t j0 = 0; j0 < cols; j0 += BLK) {
+            int n = (int)(cols - j0 < BLK ? cols - j0 : BLK);
+            for (int i = 0; i < k->n; i++) {
+                const finstr *c = &k->code[i];
+                float *o = reg[i];
+                const float *a = reg[c->a], *b = reg[c->b], *w = reg[c->c];
+                switch (c->op) {
+                case FI_LOAD: {
+                    const char *q = p[c->a + 1] + r * rs[c->a + 1] + j0 * cs[c->a + 1];
+                    for (int e = 0; e < n; e++) o[e] = load1(q + e * cs[c->a + 1], k->in_dtype[c->a]);
+                    break;
+                }
+                case FI_ADD: for (int e = 0; e < n; e++) o[e] = a[e] + b[e]; break;
+                case FI_SUB: for (int e = 0; e < n; e++) o[e] = a[e] - b[e]; break;
+                case FI_MUL: for (int e = 0; e < n; e++) o[e] = a[e] * b[e]; break;
+                case FI_DIV: for (int e = 0; e < n; e++) o[e] = a[e] / b[e]; break;
+                case FI_POW: for (int e = 0; e < n; e++) o[e] = powf(a[e], b[e]); break;
+                case FI_MAX:
+                    for (int e = 0; e < n; e++) o[e] = a[e] != a[e] ? a[e] : b[e] != b[e] ? b[e] : a[e] > b[e] ? a[e] : b[e];
+                    break;
+                case FI_MIN:
+                    for (int e = 0; e < n; e++) o[e] = a[e] != a[e] ? a[e] : b[e] != b[e] ? b[e] : a[e] < b[e] ? a[e] : b[e];
+                    break;
+                case FI_ADDS: { float s = (float)sc[c->s]; for (int e = 0; e < n; e++) o[e] = a[e] + s; break; }
+                case FI_MULS: { float s = (float)sc[c->s]; for (int e = 0; e < n; e++) o[e] = a[e] * s; break; }
+                case FI_POWS: { float s = (float)sc[c->s]; for (int e = 0; e < n; e++) o[e] = powf(a[e], s); break; }
+                case FI_NEG: for (int e = 0; e < n; e++) o[e] = -a[e]; break;
+                case FI_EXP: for (int e = 0; e < n; e++) o[e] = expf(a[e]); break;
+                case FI_LOG: for (int e = 0; e < n; e++) o[e] = logf(a[e]); break;
+                case FI_SQRT: for (int e = 0; e < n; e++) o[e] = sqrtf(a[e]); break;
+                case FI_ABS: for (int e = 0; e < n; e++) o[e] = a[e] < 0 ? -a[e] : a[e]; break;
+                case FI_SIGN: for (int e = 0; e < n; e++) o[e] = (float)((a[e] > 0) - (a[e] < 0)); break;
+                case FI_TANH: for (int e = 0; e < n; e++) o[e] = tanhf(a[e]); break;
+                case FI_SIGMOID: for (int e = 0; e < n; e++) o[e] = 1.0f / (1.0f + expf(-a[e])); break;
+                case FI_RELU: for (int e = 0; e < n; e++) o[e] = a[e] > 0 ? a[e] : 0; break;
+                case FI_RELU_BW: for (int e = 0; e < n; e++) o[e] = b[e] > 0 ? a[e] : 0; break;
+                case FI_GELU:
+                    for (int e = 0; e < n; e++) o[e] = 0.5f * a[e] * (1.0f + erff(a[e] * 0.70710678118654752440f));
+                    break;
+                case FI_ERF: for (int e = 0; e < n; e++) o[e] = erff(a[e]); break;
+                case FI_CLAMP: {
+                    double lo = sc[c->s], hi = sc[c->s + 1];
+                    for (int e = 0; e < n; e++) o[e] = (double)a[e] < lo ? (float)lo : (double)a[e] > hi ? (float)hi : a[e];
+                    break;
+                }
+                case FI_WHERE: for (int e = 0; e < n; e++) o[e] = a[e] != 0 ? b[e] : w[e]; break;
+                default: for (int e = 0; e < n; e++) o[e] = a[e]; break;
+                }
+            }
+            char *q = p[0] + r * rs[0] + j0 * cs[0];
+            for (int e = 0; e < n; e++) *(float *)(q + e * cs[0]) = reg[k->n - 1][e];
+        }
+}
+
+/* ------------------------------------------------------------------ running */
+
+static void run_rows(const fkernel *k, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char *const *base,
+                     const int64_t *rs, const int64_t *cs) {
+    char *p[MAX_OPERANDS + 1];
+    for (int j = 0; j <= k->nin; j++) p[j] = base[j] + c0 * cs[j];
+    if (k->fn) k->fn(r0, r1, c1 - c0, p, rs, cs, k->scal);
+    else interpret(k, r0, r1, c1 - c0, p, rs, cs);
+}
+
+int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
+    if (k->nin + 1 > MAX_OPERANDS) {
+        nb__error("nb_compiled_run: fused kernel %s has %d operands", k->label, k->nin);
+        return -1;
+    }
+    char *base[MAX_OPERANDS + 1];
+    int64_t rs[MAX_OPERANDS + 1], cs[MAX_OPERANDS + 1];
+    int nd = k->nd, nops = k->nin + 1;
+    base[0] = nb__data(out);
+    for (int j = 1; j < nops; j++) base[j] = nb__data(in[j - 1]);
+    int64_t rows = nd >= 2 ? k->dim[nd - 2] : 1, cols = k->dim[nd - 1];
+    for (int j = 0; j < nops; j++) {
+        rs[j] = nd >= 2 ? k->st[j][nd - 2] : 0;
+        cs[j] = k->st[j][nd - 1];
+    }
+    int64_t outer = 1;
+    for (int d = 0; d < nd - 2; d++) outer *= k->dim[d];
+    int64_t idx[NB_MAX_DIMS] = { 0 };
+    int64_t per_outer = rows * cols;
+    int threads = per_outer >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
+    for (int64_t o = 0; o < outer; o++) {
+        char *b[MAX_OPERANDS + 1];
+        for (int j = 0; j < nops; j++) {
+            int64_t off = 0;
+            for (int d = 0; d < nd - 2; d++) off += idx[d] * k->st[j][d];
+            b[j] = base[j] + off;
+        }
+        if (threads > 1 && rows >= 2 * threads) {
+            /* fixed chunks of rows: each element is computed the same way whatever the thread count */
+            int64_t chunk = NB_PARALLEL_GRAIN / cols > 1 ? NB_PARALLEL_GRAIN / cols : 1;
+            int64_t nchunks = (rows + chunk - 1) / chunk;
+            NB_PARALLEL_FOR(threads, c, nchunks,
+                int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+                run_rows(k, r0, r1, 0, cols, b, rs, cs);
+            );
+        } else if (threads > 1) {
+            int64_t chunk = 8192, nchunks = (cols + chunk - 1) / chunk;
+            NB_PARALLEL_FOR(threads, c, nchunks,
+                int64_t c0 = c * chunk, c1 = c0 + chunk < cols ? c0 + chunk : cols;
+                run_rows(k, 0, rows, c0, c1, b, rs, cs);
+            );
+        } else run_rows(k, 0, rows, 0, cols, b, rs, cs);
+        for (int d = nd - 3; d >= 0; d--) {
+            if (++idx[d] < k->dim[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ C generation */
+
+typedef struct { char *s; size_t n, cap; bool failed; } text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...) {
+    if (t->failed) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) { t->failed = true; return; }
+        if (t->s && t->n + (size_t)w < t->cap) { t->n += (size_t)w; return; }
+        size_t cap = t->cap ? t->cap * 2 : 8192;
+        while (cap < t->n + (size_t)w + 1) cap *= 2;
+        char *s = realloc(t->s, cap);
+        if (!s) { t->failed = true; return; }
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+static const char *c_type(nb_dtype d) {
+    switch (d) {
+    case NB_F32: return "float";
+    case NB_F64: return "double";
+    case NB_I64: return "int64_t";
+    case NB_I32: return "int32_t";
+    default: return "uint8_t";
+    }
+}
+
+static void gen_kernel(text *t, const fkernel *k) {
+    put(t, "/* %s */\nvoid nbk%d(int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs, "
+           "const int64_t *cs, const double *sc) {\n", k->label, k->index);
+    put(t, "    (void)cs; (void)sc;\n");
+    for (int s = 0; s < k->nscal; s++) put(t, "    const double s%d = sc[%d];\n", s, s);
+    put(t, "    for (int64_t r = r0; r < r1; r++) {\n");
+    put(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
+    for (int j = 0; j < k->nin; j++)
+        put(t, "        const %s *i%d = (const %s *)(p[%d] + r * rs[%d]);\n", c_type(k->in_dtype[j]), j,
+            c_type(k->in_dtype[j]), j + 1, j + 1);
+    put(t, "        for (int64_t j = 0; j < cols; j++) {\n");
+    for (int i = 0; i < k->n; i++) {
+        const finstr *c = &k->code[i];
+        int a = c->a, b = c->b, w = c->c, s = c->s;
+        put(t, "            const float t%d = ", i);
+        switch (c->op) {
+        case FI_LOAD: {
+            const char *ty = c_type(k->in_dtype[a]);
+            const char *conv = k->in_dtype[a] == NB_BOOL ? "(float)(0 != " : "(float)(";
+            if (k->cls[a] == 'c') put(t, "%si%d[j])", conv, a);
+            else if (k->cls[a] == 'b') put(t, "%si%d[0])", conv, a);
+            else put(t, "%s*(const %s *)((const char *)i%d + j * cs[%d]))", conv, ty, a, a + 1);
+            break;
+        }
+        case FI_ADD: put(t, "t%d + t%d", a, b); break;
+        case FI_SUB: put(t, "t%d - t%d", a, b); break;
+        case FI_MUL: put(t, "t%d * t%d", a, b); break;
+        case FI_DIV: put(t, "t%d / t%d", a, b); break;
+        case FI_POW: put(t, "powf(t%d, t%d)", a, b); break;
+        case FI_MAX: put(t, "t%d != t%d ? t%d : t%d != t%d ? t%d : t%d > t%d ? t%d : t%d", a, a, a, b, b, b, a, b, a, b); break;
+        case FI_MIN: put(t, "t%d != t%d ? t%d : t%d != t%d ? t%d : t%d < t%d ? t%d : t%d", a, a, a, b, b, b, a, b, a, b); break;
+        case FI_ADDS: put(t, "t%d + (float)s%d", a, s); break;
+        case FI_MULS: put(t, "t%d * (float)s%d", a, s); break;
+        case FI_POWS: put(t, "powf(t%d, (float)s%d)", a, s); break;
+        case FI_NEG: put(t, "-t%d", a); break;
+        case FI_EXP: put(t, "expf(t%d)", a); break;
+        case FI_LOG: put(t, "logf(t%d)", a); break;
+        case FI_SQRT: put(t, "sqrtf(t%d)", a); break;
+        case FI_ABS: put(t, "t%d < 0 ? -t%d : t%d", a, a, a); break;
+        case FI_SIGN: put(t, "(float)((t%d > 0) - (t%d < 0))", a, a); break;
+        case FI_TANH: put(t, "tanhf(t%d)", a); break;
+        case FI_SIGMOID: put(t, "1.0f / (1.0f + expf(-t%d))", a); break;
+        case FI_RELU: put(t, "t%d > 0 ? t%d : 0", a, a); break;
+        case FI_RELU_BW: put(t, "t%d > 0 ? t%d : 0", b, a); break;
+        case FI_GELU: put(t, "0.5f * t%d * (1.0f + erff(t%d * 0.70710678118654752440f))", a, a); break;
+        case FI_ERF: put(t, "erff(t%d)", a); break;
+        case FI_CLAMP: put(t, "(double)t%d < s%d ? (float)s%d : (double)t%d > s%d ? (float)s%d : t%d", a, s, s, a, s + 1, s + 1, a); break;
+        case FI_WHERE: put(t, "t%d != 0 ? t%d : t%d", a, b, w); break;
+        default: put(t, "t%d", a); break;
+        }
+        put(t, ";\n");
+    }
+    put(t, "            o[j] = t%d;\n        }\n    }\n}\n\n", k->n - 1);
+}
+
+static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int mkdir_p(const char *path) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *q = buf + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+            *q = '/';
+        }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+static const char *cache_dir(const nb_graph_opts *o, char *buf, size_t size) {
+    const char *e;
+    if (o->cache_dir && *o->cache_dir) return o->cache_dir;
+    if ((e = getenv("NABLA_CACHE_DIR")) && *e) return e;
+    if ((e = getenv("XDG_CACHE_HOME")) && *e) { snprintf(buf, size, "%s/nabla", e); return buf; }
+    if ((e = getenv("HOME")) && *e) { snprintf(buf, size, "%s/.cache/nabla", e); return buf; }
+    snprintf(buf, size, "/tmp/nabla-cache-%ld", (long)getuid());
+    return buf;
+}
+
+static const char *compiler(const nb_graph_opts *o) {
+    const char *e;
+    if (o->cc && *o->cc) return o->cc;
+    if ((e = getenv("NABLA_CC")) && *e) return e;
+    if ((e = getenv("CC")) && *e) return e;
+    return "cc";
+}
+
+#define CFLAGS "-O2 -march=native -ffp-contract=off -fno-math-errno -fPIC -shared"
+
+static void set_note(char **note, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_note(char **note, const char *fmt, ...) {
+    if (*note) return; /* one note is enough */
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    *note = malloc(strlen(buf) + 1);
+    if (*note) strcpy(*note, buf);
+}
+
+static bool safe_path(const char *s) { return !strchr(s, '\''); }
+
+void nb__kernels_unload(void *dl) {
+    if (dl) dlclose(dl);
+}
+
+int nb__kernels_build(cgraph *g, const nb_graph_opts *opts, char **note) {
+    int nk = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == NODE_FUSED) g->nodes[i].fk->index = nk++;
+    if (nk == 0) return 0;
+    for (int i = 0; i < g->nn; i++) { /* the interpreter's registers are checked here, not per run */
+        fkernel *k = g->nodes[i].dead || g->nodes[i].op != NODE_FUSED ? NULL : g->nodes[i].fk;
+        if (k && k->nin + 1 > MAX_OPERANDS) {
+            nb__error("nb_compiled_run: fused kernel %s has %d operands", k->label, k->nin);
+            return -1;
+        }
+    }
+    if (opts->interpret) return 0;
+    const char *cc = compiler(opts);
+    text src = { 0 };
+    put(&src, "/* fused kernels generated by nabla's graph compiler */\n#include <math.h>\n#include <stdint.h>\n\n");
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == NODE_FUSED) gen_kernel(&src, g->nodes[i].fk);
+    if (src.failed) {
+        free(src.s);
+        nb__error("nb_compiled_run: out of memory generating kernels");
+        return -1;
+    }
+    uint64_t h = fnv1a(src.s, src.n, 0xcbf29ce484222325ull);
+    h = fnv1a(cc, strlen(cc), h);
+    h = fnv1a(CFLAGS, strlen(CFLAGS), h);
+    char dirbuf[1024], so[1200], csrc[1300], tmp[1300], log[1300], cmd[6000];
+    const char *dir = cache_dir(opts, dirbuf, sizeof dirbuf);
+    snprintf(so, sizeof so, "%s/nbk-%016llx.so", dir, (unsigned long long)h);
+    void *dl = NULL;
+    if (access(so, R_OK) == 0) dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        if (mkdir_p(dir) < 0) {
+            set_note(note, "nb_compile: cannot create the kernel cache %s (%s); fused kernels run interpreted", dir,
+                     strerror(errno));
+            free(src.s);
+            return 0;
+        }
+        snprintf(csrc, sizeof csrc, "%s/nbk-%016llx.c", dir, (unsigned long long)h);
+        snprintf(tmp, sizeof tmp, "%s/nbk-%016llx.%ld.tmp", dir, (unsigned long long)h, (long)getpid());
+        snprintf(log, sizeof log, "%s/nbk-%016llx.log", dir, (unsigned long long)h);
+        FILE *f = fopen(csrc, "w");
+        bool wrote = f && fwrite(src.s, 1, src.n, f) == src.n;
+        if (f && fclose(f) != 0) wrote = false;
+        if (!wrote || !safe_path(csrc) || !safe_path(cc)) {
+            set_note(note, "nb_compile: cannot write kernel source %s; fused kernels run interpreted", csrc);
+            free(src.s);
+            return 0;
+        }
+        snprintf(cmd, sizeof cmd, "'%s' " CFLAGS " -o '%s' '%s' -lm > '%s' 2>&1", cc, tmp, csrc, log);
+        int st = system(cmd);
+        g->kernels_built++;
+        if (st != 0 || rename(tmp, so) != 0) {
+            unlink(tmp);
+            set_note(note, "nb_compile: the C compiler failed (%s, status %d; log: %s); fused kernels run interpreted",
+                     cc, st, log);
+            free(src.s);
+            return 0;
+        }
+        dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            set_note(note, "nb_compile: cannot load %s (%s); fused kernels run interpreted", so, dlerror());
+            free(src.s);
+            return 0;
+        }
+    }
+    free(src.s);
+    g->dl = dl;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->nodes[i].dead || g->nodes[i].op != NODE_FUSED) continue;
+        fkernel *k = g->nodes[i].fk;
+        char name[32];
+        snprintf(name, sizeof name, "nbk%d", k->index);
+        *(void **)&k->fn = dlsym(dl, name);
+        g->kernels_native += k->fn != NULL;
+    }
+    return 0;
+}

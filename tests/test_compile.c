@@ -1,0 +1,530 @@
+/* Graph mode: compiled equals eager for the example models (forward, and 100 training steps of
+   the MLP and the CNN), each pass on small graphs, retracing, the dynamic batch dimension, the
+   cache bound, the compiler fallback and bad input. */
+#include "test_util.h"
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The examples' models, taken from the examples themselves so the tests follow them. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define main mlp_example_main
+#include "../examples/mlp.c"
+#undef main
+#define main cnn_example_main
+#include "../examples/cnn.c"
+#undef main
+#define main gpt_example_main
+#include "../examples/char_gpt.c"
+#undef main
+
+/* Largest |a - b| / max(|b|, 1e-3) over the elements. */
+static double max_rel(nb_tensor *a, nb_tensor *b) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *ad = nb_contiguous(nb_cast(a, NB_F64)), *bd = nb_contiguous(nb_cast(b, NB_F64));
+    assert_non_null(ad);
+    assert_non_null(bd);
+    assert_int_equal(nb_numel(ad), nb_numel(bd));
+    const double *x = nb_data_ptr(ad), *y = nb_data_ptr(bd);
+    double m = 0;
+    for (int64_t i = 0; i < nb_numel(ad); i++) {
+        double d = fabs(x[i] - y[i]) / fmax(fabs(y[i]), 1e-3);
+        if (!(d <= m)) m = d;
+    }
+    nb_scope_end(s);
+    return m;
+}
+
+/* Largest relative difference over two modules' parameters (same architecture). */
+static double params_rel(nb_module *a, nb_module *b) {
+    nb_named_tensor pa[64], pb[64];
+    int n = nb_module_named_parameters(a, pa, 64);
+    assert_int_equal(n, nb_module_named_parameters(b, pb, 64));
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, max_rel(pa[i].tensor, pb[i].tensor));
+    return m;
+}
+
+static nb_graph_opts test_opts(void) { return (nb_graph_opts){ .cache_dir = NULL }; }
+
+/* ---------------------------------------------------------------- training steps */
+
+typedef struct {
+    nb_module *model;
+    nb_optimizer *opt;
+} trainer;
+
+static nb_tensor *train_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    trainer *t = ctx;
+    nb_tensor *loss = nb_cross_entropy(nb_forward(t->model, in[0]), in[1], (nb_ce_opts){ 0 });
+    nb_optim_zero_grad(t->opt);
+    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
+    return loss;
+}
+
+/* Trains two copies of a model on the same batches, one eagerly and one compiled, and checks
+   loss and parameters agree at every step. Each step reseeds, so dropout draws the same masks. */
+static void compare_training(nb_module *(*make)(void), nb_shape xshape, int steps, bool schedule) {
+    nb_manual_seed(3);
+    nb_module *ma = make();
+    nb_manual_seed(3);
+    nb_module *mb = make();
+    trainer ta = { ma, nb_optim_adamw(ma, (nb_adamw_opts){ .lr = 1e-3 }) };
+    trainer tb = { mb, nb_optim_adamw(mb, (nb_adamw_opts){ .lr = 1e-3 }) };
+    nb_compiled *c = nb_compile(train_step, &tb, test_opts());
+    assert_non_null(c);
+    nb_manual_seed(11);
+    nb_tensor *x = nb_randn(xshape, NB_F32);
+    nb_tensor *y = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(xshape.dim[0]), NB_F32), 9.99), NB_I64);
+    double worst_loss = 0;
+    for (int i = 0; i < steps; i++) {
+        if (schedule) { /* a learning rate that changes every step reaches the compiled graph */
+            nb_optim_set_lr(ta.opt, 1e-3 * (1.0 + 0.5 * cos(i)));
+            nb_optim_set_lr(tb.opt, 1e-3 * (1.0 + 0.5 * cos(i)));
+        }
+        nb_scope *s = nb_scope_begin();
+        nb_manual_seed(100 + (uint64_t)i);
+        nb_tensor *le = train_step((nb_tensor *[]){ x, y }, 2, &ta);
+        nb_manual_seed(100 + (uint64_t)i);
+        nb_tensor *lc = nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2);
+        if (!lc) fail_msg("compiled step %d: %s", i, nb_error());
+        assert_non_null(le);
+        assert_false(nb_requires_grad(lc));
+        worst_loss = fmax(worst_loss, fabs(nb_item(le) - nb_item(lc)) / fabs(nb_item(le)));
+        nb_scope_end(s);
+    }
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.traces, 1);
+    assert_int_equal(st.runs, steps - 1);
+    assert_true(worst_loss <= 1e-5);
+    assert_true(params_rel(ma, mb) <= 1e-5);
+    /* the compiled step hands the leaves their gradients, as the eager one does */
+    nb_named_tensor pa[16], pb[16];
+    int np = nb_module_named_parameters(ma, pa, 16);
+    nb_module_named_parameters(mb, pb, 16);
+    for (int i = 0; i < np; i++) {
+        assert_non_null(nb_grad_of(pb[i].tensor));
+        assert_true(max_rel(nb_grad_of(pa[i].tensor), nb_grad_of(pb[i].tensor)) <= 1e-4);
+    }
+    nb_compiled_free(c);
+    nb_optim_free(ta.opt);
+    nb_optim_free(tb.opt);
+    nb_module_free(ma);
+    nb_module_free(mb);
+    nb_release(x);
+    nb_release(y);
+}
+
+static nb_module *mlp_model(void) { return net_new(); }
+static nb_module *cnn_model(void) { return cnn_new(); }
+
+static void test_mlp_training_matches_eager(void **state) {
+    (void)state;
+    compare_training(mlp_model, NB_SHAPE(64, 784), 100, false);
+}
+
+static void test_mlp_training_with_schedule(void **state) {
+    (void)state;
+    compare_training(mlp_model, NB_SHAPE(32, 784), 20, true);
+}
+
+static void test_cnn_training_matches_eager(void **state) {
+    (void)state;
+    compare_training(cnn_model, NB_SHAPE(4, 1, 28, 28), 100, false);
+}
+
+/* ---------------------------------------------------------------- forwards */
+
+static nb_tensor *forward(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return nb_forward((nb_module *)ctx, in[0]);
+}
+
+static void compare_forward(nb_module *m, nb_tensor *x, int runs) {
+    nb_compiled *c = nb_compile(forward, m, test_opts());
+    for (int i = 0; i < runs; i++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *e = nb_forward(m, x), *r = nb_compiled_run(c, &x, 1);
+        if (!r) fail_msg("compiled forward: %s", nb_error());
+        assert_true(max_rel(r, e) <= 1e-5);
+        nb_scope_end(s);
+    }
+    assert_int_equal(nb_compiled_get_stats(c).traces, 1);
+    nb_compiled_free(c);
+}
+
+static void test_example_forwards(void **state) {
+    (void)state;
+    nb_manual_seed(5);
+    nb_module *mlp = net_new(), *cnn = cnn_new(), *gpt = gpt_new(65);
+    nb_module_train(cnn, false);
+    nb_module_train(gpt, false);
+    nb_tensor *xm = nb_randn(NB_SHAPE(64, 784), NB_F32), *xc = nb_randn(NB_SHAPE(8, 1, 28, 28), NB_F32);
+    nb_tensor *xg = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(1, CONTEXT), NB_F32), 64.99), NB_I64);
+    compare_forward(mlp, xm, 3);
+    compare_forward(cnn, xc, 3);
+    compare_forward(gpt, xg, 3);
+    nb_release(xm); nb_release(xc); nb_release(xg);
+    nb_module_free(mlp); nb_module_free(cnn); nb_module_free(gpt);
+}
+
+/* ---------------------------------------------------------------- passes on small graphs */
+
+typedef struct {
+    nb_compiled_stats st;
+    double rel;
+} pass_result;
+
+/* Runs fn compiled (twice, so the second is a replay) with the passes `disable` leaves on,
+   against fn run eagerly. */
+static pass_result run_small(nb_graph_fn fn, nb_tensor *x, unsigned disable, bool interpret) {
+    nb_compiled *c = nb_compile(fn, NULL, (nb_graph_opts){ .disable = disable, .interpret = interpret });
+    pass_result r = { 0 };
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *e = fn(&x, 1, NULL);
+    assert_non_null(nb_compiled_run(c, &x, 1));
+    nb_tensor *out = nb_compiled_run(c, &x, 1);
+    if (!out) fail_msg("%s", nb_error());
+    r.rel = max_rel(out, e);
+    nb_scope_end(s);
+    r.st = nb_compiled_get_stats(c);
+    assert_int_equal(r.st.runs, 1);
+    nb_compiled_free(c);
+    return r;
+}
+
+static nb_tensor *with_dead_code(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *unused = nb_exp(nb_mul(in[0], in[0])); /* 2 dead ops */
+    (void)unused;
+    return nb_relu(in[0]);
+}
+
+static void test_pass_dce(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(8, 16), NB_F32);
+    pass_result off = run_small(with_dead_code, x, NB_PASS_DCE | NB_PASS_FUSE, false);
+    pass_result on = run_small(with_dead_code, x, NB_PASS_FUSE, false);
+    assert_int_equal(off.st.ops_traced, 3);
+    assert_int_equal(off.st.ops_after, 3);
+    assert_int_equal(on.st.removed_dce, 2);
+    assert_int_equal(on.st.ops_after, 1);
+    assert_true(on.rel == 0 && off.rel == 0);
+    nb_release(x);
+}
+
+static nb_tensor *with_common(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_add(nb_tanh(in[0]), nb_tanh(in[0]));
+}
+
+static void test_pass_cse(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(8, 16), NB_F32);
+    pass_result off = run_small(with_common, x, NB_PASS_CSE | NB_PASS_FUSE, false);
+    pass_result on = run_small(with_common, x, NB_PASS_FUSE, false);
+    assert_int_equal(off.st.ops_after, 3);
+    assert_int_equal(on.st.removed_cse, 1);
+    assert_int_equal(on.st.ops_after, 2);
+    assert_true(on.rel == 0);
+    nb_release(x);
+}
+
+static nb_tensor *with_constants(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *k = nb_add(nb_full(NB_SHAPE(16), 2, NB_F32), nb_exp(nb_full(NB_SHAPE(16), 1, NB_F32)));
+    return nb_mul(in[0], k);
+}
+
+static void test_pass_fold(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(8, 16), NB_F32);
+    pass_result off = run_small(with_constants, x, NB_PASS_FOLD | NB_PASS_FUSE, false);
+    pass_result on = run_small(with_constants, x, NB_PASS_FUSE, false);
+    assert_int_equal(off.st.ops_after, 5);
+    assert_int_equal(on.st.folded, 4); /* full, full, exp, add */
+    assert_int_equal(on.st.ops_after, 1);
+    assert_true(on.rel == 0);
+    nb_release(x);
+}
+
+static nb_tensor *chain(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *x = in[0];
+    nb_tensor *y = nb_sigmoid(nb_add_scalar(nb_mul_scalar(x, 0.5), 1.0));
+    return nb_sub(nb_mul(y, nb_gelu(x)), nb_clamp(nb_sqrt(nb_abs(x)), 0.1, 0.9));
+}
+
+static void test_pass_fuse(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(37, 129), NB_F32); /* odd sizes: tails of loops */
+    pass_result off = run_small(chain, x, NB_PASS_FUSE, false);
+    pass_result on = run_small(chain, x, 0, false);
+    pass_result interp = run_small(chain, x, 0, true);
+    assert_int_equal(off.st.ops_after, 9);
+    assert_int_equal(on.st.ops_after, 1);
+    assert_int_equal(on.st.fused_ops, 8);
+    assert_int_equal(on.st.kernels, 1);
+    assert_int_equal(on.st.kernels_native, 1);
+    assert_int_equal(interp.st.kernels_native, 0);
+    if (on.rel > 1e-6 || interp.rel > 1e-6) fail_msg("compiled %g, interpreted %g", on.rel, interp.rel);
+    assert_true(interp.rel <= 1e-6);
+    nb_release(x);
+}
+
+/* Broadcast operands (a row, a column, a scalar) and a strided one inside a fused kernel. */
+static nb_tensor *broadcasts(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *x = in[0];                                   /* [6, 5, 7] */
+    nb_tensor *row = nb_slice(x, 0, 0, 1, 1);               /* [1, 5, 7] */
+    nb_tensor *col = nb_sum(x, 2, true);                    /* [6, 5, 1] */
+    nb_tensor *t = nb_transpose(nb_exp(x), 0, 2);           /* [7, 5, 6], strided */
+    nb_tensor *y = nb_relu(nb_mul(nb_add(x, row), nb_neg(col)));
+    return nb_add(nb_transpose(y, 0, 2), nb_mul_scalar(t, 0.25));
+}
+
+static void test_fuse_broadcast_and_strides(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(6, 5, 7), NB_F32);
+    pass_result on = run_small(broadcasts, x, 0, false), interp = run_small(broadcasts, x, 0, true);
+    assert_true(on.st.fused_ops >= 3);
+    assert_true(on.rel <= 1e-6);
+    assert_true(interp.rel <= 1e-6);
+    nb_release(x);
+}
+
+static nb_tensor *long_chain(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *x = in[0];
+    for (int i = 0; i < 8; i++) x = nb_tanh(nb_matmul(x, in[0]));
+    return x;
+}
+
+static void test_memory_planning(void **state) {
+    (void)state;
+    nb_tensor *x = nb_mul_scalar(nb_randn(NB_SHAPE(32, 32), NB_F32), 0.1);
+    pass_result unplanned = run_small(long_chain, x, NB_PASS_PLAN, false);
+    pass_result planned = run_small(long_chain, x, 0, false);
+    assert_int_equal(unplanned.st.arena_bytes, 0);
+    /* 15 intermediate [32, 32] values live one or two at a time */
+    assert_int_equal(planned.st.unplanned_bytes, 15 * 32 * 32 * 4);
+    assert_true(planned.st.arena_bytes <= 2 * 32 * 32 * 4);
+    assert_true(planned.rel <= 1e-6 && unplanned.rel <= 1e-6);
+    nb_release(x);
+}
+
+/* A warm compiled training step makes no system allocation. */
+static void test_warm_step_allocates_nothing(void **state) {
+    (void)state;
+    nb_manual_seed(1);
+    nb_module *m = net_new();
+    trainer t = { m, nb_optim_adamw(m, (nb_adamw_opts){ .lr = 1e-3 }) };
+    nb_compiled *c = nb_compile(train_step, &t, test_opts());
+    nb_tensor *x = nb_randn(NB_SHAPE(64, 784), NB_F32), *y = nb_zeros(NB_SHAPE(64), NB_I64);
+    for (int i = 0; i < 20; i++) {
+        nb_scope *s = nb_scope_begin();
+        assert_non_null(nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2));
+        nb_scope_end(s);
+    }
+    uint64_t a0, a1;
+    nb_memory_stats(NULL, NULL, &a0);
+    for (int i = 0; i < 200; i++) {
+        nb_scope *s = nb_scope_begin();
+        assert_non_null(nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2));
+        nb_scope_end(s);
+    }
+    nb_memory_stats(NULL, NULL, &a1);
+    assert_int_equal(a0, a1);
+    nb_compiled_free(c);
+    nb_optim_free(t.opt);
+    nb_module_free(m);
+    nb_release(x);
+    nb_release(y);
+}
+
+/* ---------------------------------------------------------------- guards and the cache */
+
+static nb_tensor *softmax_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_softmax(nb_mul_scalar(nb_add_scalar(in[0], 1), 2), -1);
+}
+
+static void check_run(nb_compiled *c, nb_tensor *x) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *r = nb_compiled_run(c, &x, 1);
+    if (!r) fail_msg("%s", nb_error());
+    assert_true(max_rel(r, softmax_fn(&x, 1, NULL)) <= 1e-6);
+    nb_scope_end(s);
+}
+
+static void test_retrace_on_new_shape(void **state) {
+    (void)state;
+    nb_compiled *c = nb_compile(softmax_fn, NULL, test_opts());
+    nb_tensor *a = nb_randn(NB_SHAPE(4, 10), NB_F32), *b = nb_randn(NB_SHAPE(4, 12), NB_F32);
+    nb_tensor *d = nb_cast(a, NB_F64);
+    check_run(c, a);
+    check_run(c, a);
+    check_run(c, b);
+    assert_int_equal(nb_compiled_get_stats(c).traces, 2);
+    check_run(c, a); /* the first variant is still there */
+    check_run(c, d); /* another dtype is another variant */
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.traces, 3);
+    assert_int_equal(st.variants, 3);
+    assert_int_equal(st.runs, 2);
+    nb_compiled_free(c);
+    nb_release(a); nb_release(b); nb_release(d);
+}
+
+static void test_dynamic_batch(void **state) {
+    (void)state;
+    nb_compiled *c = nb_compile(softmax_fn, NULL, (nb_graph_opts){ .dynamic_batch = true });
+    nb_tensor *x[3] = { nb_randn(NB_SHAPE(64, 10), NB_F32), nb_randn(NB_SHAPE(17, 10), NB_F32),
+                        nb_randn(NB_SHAPE(3, 10), NB_F32) };
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) check_run(c, x[i]);
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.variants, 1); /* one entry serves every batch size */
+    assert_int_equal(st.traces, 3);
+    assert_int_equal(st.kernels_built, 0); /* the kernels were compiled once, for the first size */
+    assert_int_equal(st.runs, 3);
+    /* another feature size is not a batch size */
+    nb_tensor *w = nb_randn(NB_SHAPE(64, 11), NB_F32);
+    check_run(c, w);
+    assert_int_equal(nb_compiled_get_stats(c).variants, 2);
+    nb_compiled_free(c);
+    for (int i = 0; i < 3; i++) nb_release(x[i]);
+    nb_release(w);
+}
+
+static void test_cache_bound(void **state) {
+    (void)state;
+    nb_compiled *c = nb_compile(softmax_fn, NULL, (nb_graph_opts){ .cache_size = 2 });
+    nb_tensor *x[3] = { nb_randn(NB_SHAPE(2, 3), NB_F32), nb_randn(NB_SHAPE(2, 4), NB_F32), nb_randn(NB_SHAPE(2, 5), NB_F32) };
+    check_run(c, x[0]);
+    check_run(c, x[1]);
+    check_run(c, x[0]); /* x[1] is now the least recently used */
+    check_run(c, x[2]);
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.variants, 2);
+    assert_int_equal(st.evictions, 1);
+    check_run(c, x[0]); /* kept */
+    assert_int_equal(nb_compiled_get_stats(c).traces, 3);
+    check_run(c, x[1]); /* dropped: traced again */
+    assert_int_equal(nb_compiled_get_stats(c).traces, 4);
+    nb_compiled_free(c);
+    for (int i = 0; i < 3; i++) nb_release(x[i]);
+}
+
+/* ---------------------------------------------------------------- bad input and fallbacks */
+
+static nb_tensor *returns_null(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_matmul(in[0], in[0]); /* [2, 3] @ [2, 3] fails */
+}
+
+static nb_tensor *reads_values(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    double m = nb_item(nb_sum_all(in[0]));
+    return m > 0 ? nb_relu(in[0]) : nb_neg(in[0]);
+}
+
+static void test_bad_functions(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3), NB_F32);
+    nb_compiled *c = nb_compile(returns_null, NULL, test_opts());
+    assert_null(nb_compiled_run(c, &x, 1));
+    ASSERT_ERROR_CONTAINS("the traced function returned NULL: nb_matmul");
+    nb_error_clear();
+    nb_compiled_free(c);
+
+    c = nb_compile(reads_values, NULL, test_opts());
+    assert_null(nb_compiled_run(c, &x, 1));
+    ASSERT_ERROR_CONTAINS("read tensor values on the host");
+    nb_error_clear();
+    nb_compiled_free(c);
+
+    assert_null(nb_compile(NULL, NULL, test_opts()));
+    ASSERT_ERROR_CONTAINS("nb_compile: the function is NULL");
+    nb_error_clear();
+    assert_null(nb_compiled_run(NULL, &x, 1));
+    nb_error_clear();
+    c = nb_compile(softmax_fn, NULL, test_opts());
+    assert_null(nb_compiled_run(c, (nb_tensor *[]){ NULL }, 1));
+    ASSERT_ERROR_CONTAINS("input 0 is NULL");
+    nb_error_clear();
+    assert_int_equal(nb_compiled_dump(c, stdout), 0); /* before any trace: says so */
+    nb_compiled_free(c);
+    nb_release(x);
+}
+
+static void test_compiler_failure_falls_back(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(37, 129), NB_F32);
+    nb_compiled *c = nb_compile(chain, NULL, (nb_graph_opts){ .cc = "/nonexistent/cc", .cache_dir = "/tmp/nabla-test-nocc" });
+    nb_scope *s = nb_scope_begin();
+    assert_non_null(nb_compiled_run(c, &x, 1));
+    nb_tensor *r = nb_compiled_run(c, &x, 1);
+    assert_non_null(r);
+    assert_true(max_rel(r, chain(&x, 1, NULL)) <= 1e-6);
+    nb_scope_end(s);
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.kernels, 1);
+    assert_int_equal(st.kernels_native, 0);
+    assert_non_null(nb_compiled_note(c));
+    assert_non_null(strstr(nb_compiled_note(c), "C compiler failed"));
+    assert_null(nb_error());
+    nb_compiled_free(c);
+    nb_release(x);
+}
+
+static void test_dump(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(4, 8), NB_F32);
+    nb_compiled *c = nb_compile(chain, NULL, test_opts());
+    nb_scope *s = nb_scope_begin();
+    assert_non_null(nb_compiled_run(c, &x, 1));
+    nb_scope_end(s);
+    char path[] = "/tmp/nabla_dump_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_int_equal(nb_compiled_dump(c, f), 0);
+    fclose(f);
+    char *text = read_whole_file(path);
+    unlink(path);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "graph (traced): 9 ops"));
+    assert_non_null(strstr(text, "%0 : f32[4, 8] = input 0"));
+    assert_non_null(strstr(text, "= sigmoid(%"));
+    assert_non_null(strstr(text, "graph (after passes): 1 ops"));
+    assert_non_null(strstr(text, "fused[mul_scalar+add_scalar+sigmoid"));
+    assert_non_null(strstr(text, "return %"));
+    free(text);
+    nb_compiled_free(c);
+    nb_release(x);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
+        cmocka_unit_test_setup(test_mlp_training_with_schedule, clear_error_setup),
+        cmocka_unit_test_setup(test_cnn_training_matches_eager, clear_error_setup),
+        cmocka_unit_test_setup(test_example_forwards, clear_error_setup),
+        cmocka_unit_test_setup(test_pass_dce, clear_error_setup),
+        cmocka_unit_test_setup(test_pass_cse, clear_error_setup),
+        cmocka_unit_test_setup(test_pass_fold, clear_error_setup),
+        cmocka_unit_test_setup(test_pass_fuse, clear_error_setup),
+        cmocka_unit_test_setup(test_fuse_broadcast_and_strides, clear_error_setup),
+        cmocka_unit_test_setup(test_memory_planning, clear_error_setup),
+        cmocka_unit_test_setup(test_warm_step_allocates_nothing, clear_error_setup),
+        cmocka_unit_test_setup(test_retrace_on_new_shape, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch, clear_error_setup),
+        cmocka_unit_test_setup(test_cache_bound, clear_error_setup),
+        cmocka_unit_test_setup(test_bad_functions, clear_error_setup),
+        cmocka_unit_test_setup(test_compiler_failure_falls_back, clear_error_setup),
+        cmocka_unit_test_setup(test_dump, clear_error_setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
