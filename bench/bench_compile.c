@@ -1,0 +1,134 @@
+/* Graph-mode benchmarks, nabla side, printed as "key value" lines (bench/run_compile.sh reads them):
+     mlp  the seed MLP's training step (flatten, 784-128-10, AdamW lr 1e-3, batch 64, cross
+          entropy): eager against compiled, alternating loops in one process
+     gpt  the char GPT of examples/char_gpt.c (vocabulary 86, context 128, 4 layers, 4 heads,
+          width 128) forward at batch 1 in eval mode: eager against compiled
+     compile  the first call of each compiled function (trace, passes, code generation, the C
+          compiler and loading) with an empty kernel cache (cold) and again with the cache that
+          run filled (warm); *_compile_s is the part after the trace.
+   Usage: bench_compile [--quick] */
+#include "bench_util.h"
+#include <unistd.h>
+
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define main gpt_example_main
+#include "../examples/char_gpt.c"
+#undef main
+
+static bool quick;
+
+typedef struct {
+    nb_module *model;
+    nb_optimizer *opt;
+} trainer;
+
+static nb_tensor *train_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    trainer *t = ctx;
+    nb_tensor *loss = nb_cross_entropy(nb_forward(t->model, in[0]), in[1], (nb_ce_opts){ 0 });
+    nb_optim_zero_grad(t->opt);
+    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
+    return loss;
+}
+
+static nb_tensor *forward(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return nb_forward((nb_module *)ctx, in[0]);
+}
+
+/* Seconds per call of fn (eager) or of c (compiled), over `per` calls. */
+static double loop(nb_graph_fn fn, void *ctx, nb_compiled *c, nb_tensor **in, int n, int per) {
+    double t0 = now_s();
+    for (int i = 0; i < per; i++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *r = c ? nb_compiled_run(c, in, n) : fn(in, n, ctx);
+        nb_scope_end(s);
+        if (!r) bench_check("bench_compile", c ? "compiled" : "eager");
+    }
+    return (now_s() - t0) / per;
+}
+
+/* Alternates eager and compiled loops; prints the medians and their ratio. */
+static void compare(const char *name, nb_graph_fn fn, void *ctx, nb_compiled *c, nb_tensor **in, int n, int per,
+                    int loops) {
+    for (int i = 0; i < 3; i++) { loop(fn, ctx, NULL, in, n, per / 4 + 1); loop(fn, ctx, c, in, n, per / 4 + 1); }
+    double e[64], k[64];
+    for (int i = 0; i < loops; i++) {
+        e[i] = loop(fn, ctx, NULL, in, n, per);
+        k[i] = loop(fn, ctx, c, in, n, per);
+    }
+    double me = median(e, loops), mk = median(k, loops);
+    printf("%s_eager_ms %.4f\n%s_compiled_ms %.4f\n%s_speedup %.3f\n", name, 1e3 * me, name, 1e3 * mk, name, me / mk);
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    printf("%s_ops_traced %d\n%s_ops_after %d\n%s_kernels %d\n%s_kernels_native %d\n", name, st.ops_traced, name,
+           st.ops_after, name, st.kernels, name, st.kernels_native);
+    printf("%s_arena_bytes %lld\n%s_unplanned_bytes %lld\n", name, (long long)st.arena_bytes, name,
+           (long long)st.unplanned_bytes);
+}
+
+/* The first call's time with the given cache directory. */
+static void first_call(const char *name, const char *label, nb_graph_fn fn, void *ctx, nb_tensor **in, int n,
+                       const char *dir) {
+    nb_compiled *c = nb_compile(fn, ctx, (nb_graph_opts){ .cache_dir = dir });
+    double t0 = now_s();
+    nb_scope *s = nb_scope_begin();
+    if (!nb_compiled_run(c, in, n)) bench_check("bench_compile", "first call");
+    nb_scope_end(s);
+    double t = now_s() - t0;
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    printf("%s_first_call_%s_s %.4f\n%s_compile_%s_s %.4f\n%s_cc_runs_%s %d\n", name, label, t, name, label,
+           st.compile_seconds, name, label, st.kernels_built);
+    if (nb_compiled_note(c)) printf("%s_note %s\n", name, nb_compiled_note(c));
+    nb_compiled_free(c);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else {
+            fprintf(stderr, "usage: bench_compile [--quick]\n");
+            return 2;
+        }
+    }
+    char dir[] = "/tmp/nabla-bench-cache-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("bench_compile: mkdtemp");
+        return 1;
+    }
+    printf("threads %d\n", nb_get_num_threads());
+
+    /* mlp */
+    nb_manual_seed(0);
+    nb_module *mlp = nb_nn_sequential(nb_nn_flatten(), nb_nn_linear(784, 128), nb_nn_relu(), nb_nn_linear(128, 10), NULL);
+    trainer t = { mlp, nb_optim_adamw(mlp, (nb_adamw_opts){ .lr = 1e-3 }) };
+    nb_tensor *x = nb_rand(NB_SHAPE(64, 1, 28, 28), NB_F32);
+    nb_tensor *y = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(64), NB_F32), 9.99), NB_I64);
+    nb_tensor *mlp_in[2] = { x, y };
+    first_call("mlp", "cold", train_step, &t, mlp_in, 2, dir);
+    first_call("mlp", "warm", train_step, &t, mlp_in, 2, dir);
+    nb_compiled *cm = nb_compile(train_step, &t, (nb_graph_opts){ .cache_dir = dir });
+    compare("mlp", train_step, &t, cm, mlp_in, 2, quick ? 50 : 500, quick ? 3 : 9);
+
+    /* gpt */
+    nb_module *gpt = gpt_new(86);
+    nb_module_train(gpt, false);
+    nb_tensor *idx = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(1, CONTEXT), NB_F32), 85.99), NB_I64);
+    first_call("gpt", "cold", forward, gpt, &idx, 1, dir);
+    first_call("gpt", "warm", forward, gpt, &idx, 1, dir);
+    nb_compiled *cg = nb_compile(forward, gpt, (nb_graph_opts){ .cache_dir = dir });
+    compare("gpt", forward, gpt, cg, &idx, 1, quick ? 10 : 100, quick ? 3 : 9);
+
+    nb_compiled_free(cm);
+    nb_compiled_free(cg);
+    nb_optim_free(t.opt);
+    nb_module_free(mlp);
+    nb_module_free(gpt);
+    nb_release(x);
+    nb_release(y);
+    nb_release(idx);
+    /* the cold cache was this run's own: remove it */
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_compile: could not remove %s\n", dir);
+    return 0;
+}
