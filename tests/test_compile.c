@@ -294,6 +294,30 @@ static void test_fuse_broadcast_and_strides(void **state) {
     nb_release(x);
 }
 
+/* Sums over rows, over columns and over everything, each of a chain made for it alone. */
+static nb_tensor *reductions(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *x = in[0]; /* [37, 129] */
+    nb_tensor *rows = nb_sum(nb_mul(nb_exp(nb_mul_scalar(x, 0.1)), x), -1, false);    /* [37] */
+    nb_tensor *cols = nb_sum(nb_tanh(nb_add(x, x)), 0, true);                          /* [1, 129] */
+    nb_tensor *all = nb_sum_all(nb_relu(nb_sub(x, nb_mul_scalar(x, 0.5))));           /* [] */
+    return nb_add(nb_add(nb_unsqueeze(rows, 1), cols), all);
+}
+
+static void test_fuse_into_reductions(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(37, 129), NB_F32);
+    pass_result off = run_small(reductions, x, NB_PASS_FUSE, false);
+    pass_result on = run_small(reductions, x, 0, false), interp = run_small(reductions, x, 0, true);
+    assert_int_equal(off.st.ops_after, 14);
+    /* each sum takes its chain in; the two last adds fuse; the view stays */
+    assert_int_equal(on.st.kernels, 4);
+    assert_int_equal(on.st.fused_ops, 9);
+    assert_int_equal(on.st.ops_after, 5);
+    if (on.rel > 1e-6 || interp.rel > 1e-6) fail_msg("compiled %g, interpreted %g", on.rel, interp.rel);
+    nb_release(x);
+}
+
 static nb_tensor *long_chain(nb_tensor *const *in, int n, void *ctx) {
     (void)n; (void)ctx;
     nb_tensor *x = in[0];
@@ -517,6 +541,7 @@ int main(void) {
         cmocka_unit_test_setup(test_pass_fold, clear_error_setup),
         cmocka_unit_test_setup(test_pass_fuse, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_broadcast_and_strides, clear_error_setup),
+        cmocka_unit_test_setup(test_fuse_into_reductions, clear_error_setup),
         cmocka_unit_test_setup(test_memory_planning, clear_error_setup),
         cmocka_unit_test_setup(test_warm_step_allocates_nothing, clear_error_setup),
         cmocka_unit_test_setup(test_retrace_on_new_shape, clear_error_setup),

@@ -564,13 +564,75 @@ static int pass_fuse(cgraph *g) {
     return merged;
 }
 
+/* The reduction a sum makes of its operand, seen as [rows, cols] (leading axes, last axis). */
+static red_kind reduction_of(const cnode *n, const cval *x) {
+    int nd = x->shape.ndim;
+    int64_t mask = n->args.i[0], all = nd ? ((int64_t)1 << nd) - 1 : 0;
+    if (nd == 0) return RED_NONE;
+    if ((mask & all) == all) return RED_ALL;
+    if ((mask & all) == ((int64_t)1 << (nd - 1))) return RED_ROWS;
+    if (nd >= 2 && (mask & all) == all - ((int64_t)1 << (nd - 1))) return RED_COLS;
+    return RED_NONE;
+}
+
+/* A sum whose operand an elementwise chain made for it alone takes the chain in: the kernel
+   reduces as it computes, and the operand is never stored. */
+static int pass_fuse_reductions(cgraph *g) {
+    count_uses(g);
+    int merged = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *s = &g->nodes[i];
+        if (s->dead || s->op != NB_OP_SUM || g->v[s->out].dtype != NB_F32) continue;
+        int xv = s->in[0];
+        cval *x = &g->v[xv];
+        if (x->kind != VAL_NODE || x->is_const || x->base >= 0 || x->uses != 1 || x->dtype != NB_F32) continue;
+        if (x->node < 0 || is_grad_value(g, xv) || xv == g->out) continue;
+        cnode *p = &g->nodes[x->node];
+        red_kind red = reduction_of(s, x);
+        if (p->dead || red == RED_NONE || (p->op != NODE_FUSED && !fusable(g, p))) continue;
+        if (p->op == NODE_FUSED && (p->fk->red != RED_NONE || p->fk->epilogue)) continue;
+        bool safe = true;
+        for (int b = 0; b < p->nin && safe; b++) safe = !written_between(g, g->v[p->in[b]].root, p->pos, s->pos);
+        if (!safe) continue;
+        fkernel *k = p->fk;
+        if (!k) {
+            group gr = { .member = { x->node }, .n = 1 };
+            if (!(k = build_kernel(g, &gr))) return -1;
+        }
+        k->red = red;
+        if (nb__kernel_layout(k, g, xv) != 0) { /* operands that do not walk as [rows, cols] */
+            k->red = RED_NONE;
+            if (!p->fk) kernel_free(k);
+            continue;
+        }
+        size_t len = strlen(k->label);
+        char *label = realloc(k->label, len + 5);
+        if (!label) { if (!p->fk) kernel_free(k); return -1; }
+        memcpy(label + len, "+sum", 5);
+        k->label = label;
+        k->nops++;
+        free(s->in);
+        s->in = malloc(sizeof(int) * (size_t)k->nin);
+        if (!s->in) { if (!p->fk) kernel_free(k); return -1; }
+        memcpy(s->in, k->in, sizeof(int) * (size_t)k->nin);
+        s->nin = k->nin;
+        s->op = NODE_FUSED;
+        s->fk = k;
+        p->fk = NULL;
+        p->dead = true;
+        merged++;
+        count_uses(g);
+    }
+    return merged;
+}
+
 /* A fused kernel that reads, as one operand, the product a matmul made just for it runs right
    after that matmul, in place on its buffer: the GEMM's epilogue. */
 static void mark_epilogues(cgraph *g) {
     count_uses(g);
     for (int i = 0; i < g->nn; i++) {
         cnode *n = &g->nodes[i];
-        if (n->dead || n->op != NODE_FUSED) continue;
+        if (n->dead || n->op != NODE_FUSED || n->fk->red != RED_NONE) continue;
         for (int a = 0; a < n->nin; a++) {
             cval *x = &g->v[n->in[a]];
             if (x->kind != VAL_NODE || x->is_const || x->uses != 1 || x->base >= 0) continue;
@@ -764,6 +826,8 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
     if (!(off & NB_PASS_FUSE)) {
         if ((rc = pass_fuse(g)) < 0) goto oom;
         g->fused_ops = rc;
+        if ((rc = pass_fuse_reductions(g)) < 0) goto oom;
+        g->fused_ops += rc;
         mark_epilogues(g);
     }
     /* values that no longer need their trace-time tensor let it go */
@@ -777,7 +841,7 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         cnode *n = &g->nodes[i];
         if (n->dead || n->op != NODE_FUSED) continue;
         g->kernels++;
-        if (nb__kernel_layout(n->fk, g, n->out) < 0) goto oom;
+        if (nb__kernel_layout(n->fk, g, n->fk->red != RED_NONE ? -1 : n->out) < 0) goto oom;
     }
     return nb__kernels_build(g, opts, note);
 oom:
@@ -930,6 +994,8 @@ char *nb__graph_print(const cgraph *g, const char *title) {
         if (n->op == NODE_FUSED) {
             sb_printf(&b, "  # %d ops, %s", n->fk->nops, n->fk->fn ? "compiled C" : "interpreted");
             if (n->fk->epilogue) sb_printf(&b, ", GEMM epilogue");
+            if (n->fk->red != RED_NONE)
+                sb_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
         }
         if (o->share >= 0) sb_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
         sb_printf(&b, "\n");

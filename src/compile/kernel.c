@@ -16,6 +16,41 @@
 
 /* ------------------------------------------------------------------ layout */
 
+/* Operand j's byte stride along loop axis d (0 where it broadcasts); operand 0 is the output. */
+static int64_t axis_stride(const fkernel *k, const cgraph *g, int out, int j, int d) {
+    if (j == 0 && out < 0) return 0;
+    const cval *v = &g->v[j == 0 ? out : k->in[j - 1]];
+    int di = d - (k->loop.ndim - v->shape.ndim);
+    return di < 0 || v->shape.dim[di] == 1 ? 0 : v->stride[di] * (int64_t)nb__esize(v->dtype);
+}
+
+/* A reduction walks [rows, cols]: the leading axes as one, the last axis. 1 when an operand's
+   leading axes cannot be walked with one stride. */
+static int layout_reduction(fkernel *k, const cgraph *g) {
+    const nb_shape *S = &k->loop;
+    int nd = S->ndim, nops = k->nin + 1;
+    int64_t rows = 1;
+    for (int d = 0; d < nd - 1; d++) rows *= S->dim[d];
+    k->nd = 2;
+    k->dim[0] = rows;
+    k->dim[1] = S->dim[nd - 1];
+    for (int j = 1; j < nops; j++) {
+        int64_t rs = 0, span = 1; /* the stride of the innermost leading axis, and what it covers */
+        bool set = false;
+        for (int d = nd - 2; d >= 0; d--) {
+            if (S->dim[d] == 1) continue;
+            int64_t st = axis_stride(k, g, -1, j, d);
+            if (!set) { rs = st; set = true; }
+            else if (st != rs * span) return 1;
+            span *= S->dim[d];
+        }
+        k->st[j][0] = rs;
+        k->st[j][1] = axis_stride(k, g, -1, j, nd - 1);
+    }
+    k->st[0][0] = k->st[0][1] = 0;
+    return 0;
+}
+
 int nb__kernel_layout(fkernel *k, const cgraph *g, int out) {
     int nops = k->nin + 1;
     const nb_shape *S = &k->loop;
@@ -24,40 +59,38 @@ int nb__kernel_layout(fkernel *k, const cgraph *g, int out) {
     k->st = calloc((size_t)nops, sizeof *k->st);
     k->cls = calloc((size_t)nops + 1, 1);
     if (!k->st || !k->cls) return -1;
-    int64_t dim[NB_MAX_DIMS];
-    int nd = 0;
-    for (int d = 0; d < S->ndim; d++) {
-        if (S->dim[d] == 1) continue;
-        dim[nd] = S->dim[d];
-        for (int j = 0; j < nops; j++) {
-            const cval *v = &g->v[j == 0 ? out : k->in[j - 1]];
-            int di = d - (S->ndim - v->shape.ndim);
-            int64_t es = (int64_t)nb__esize(v->dtype);
-            int64_t st[NB_MAX_DIMS];
-            nb__contiguous_strides(&v->shape, st);
-            const int64_t *vs = (v->loc == LOC_ARENA || v->loc == LOC_OWN || v->loc == LOC_FRESH) ? st : v->stride;
-            k->st[j][nd] = di < 0 || v->shape.dim[di] == 1 ? 0 : vs[di] * es;
-        }
-        nd++;
-    }
-    /* merge neighbours that every operand walks as one */
     int m = 0;
-    for (int d = 0; d < nd; d++) {
-        bool merge = m > 0;
-        for (int j = 0; j < nops && merge; j++) merge = k->st[j][m - 1] == k->st[j][d] * dim[d];
-        if (merge) {
-            dim[m - 1] *= dim[d];
-            for (int j = 0; j < nops; j++) k->st[j][m - 1] = k->st[j][d];
-        } else {
-            dim[m] = dim[d];
-            for (int j = 0; j < nops; j++) k->st[j][m] = k->st[j][d];
-            m++;
+    int64_t dim[NB_MAX_DIMS];
+    if (k->red != RED_NONE) {
+        if (layout_reduction(k, g) != 0) return 1;
+        m = 2;
+        memcpy(dim, k->dim, sizeof(int64_t) * 2);
+    } else {
+        int nd = 0;
+        for (int d = 0; d < S->ndim; d++) {
+            if (S->dim[d] == 1) continue;
+            dim[nd] = S->dim[d];
+            for (int j = 0; j < nops; j++) k->st[j][nd] = axis_stride(k, g, out, j, d);
+            nd++;
         }
-    }
-    if (m == 0) {
-        dim[0] = 1;
-        for (int j = 0; j < nops; j++) k->st[j][0] = 0;
-        m = 1;
+        /* merge neighbours that every operand walks as one */
+        for (int d = 0; d < nd; d++) {
+            bool merge = m > 0;
+            for (int j = 0; j < nops && merge; j++) merge = k->st[j][m - 1] == k->st[j][d] * dim[d];
+            if (merge) {
+                dim[m - 1] *= dim[d];
+                for (int j = 0; j < nops; j++) k->st[j][m - 1] = k->st[j][d];
+            } else {
+                dim[m] = dim[d];
+                for (int j = 0; j < nops; j++) k->st[j][m] = k->st[j][d];
+                m++;
+            }
+        }
+        if (m == 0) {
+            dim[0] = 1;
+            for (int j = 0; j < nops; j++) k->st[j][0] = 0;
+            m = 1;
+        }
     }
     k->nd = m;
     memcpy(k->dim, dim, sizeof(int64_t) * (size_t)m);
@@ -87,7 +120,8 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
                       const int64_t *cs) {
     float reg[k->n][BLK]; /* at most a few hundred registers: see MAX_GROUP in graph.c */
     const double *sc = k->scal;
-    for (int64_t r = r0; r < r1; r++)
+    for (int64_t r = r0; r < r1; r++) {
+        double row_acc = 0;
         for (int64_t j0 = 0; j0 < cols; j0 += BLK) {
             int n = (int)(cols - j0 < BLK ? cols - j0 : BLK);
             for (int i = 0; i < k->n; i++) {
@@ -137,9 +171,20 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
                 default: for (int e = 0; e < n; e++) o[e] = a[e]; break;
                 }
             }
-            char *q = p[0] + r * rs[0] + j0 * cs[0];
-            for (int e = 0; e < n; e++) *(float *)(q + e * cs[0]) = reg[k->n - 1][e];
+            const float *res = reg[k->n - 1];
+            if (k->red == RED_NONE) {
+                char *q = p[0] + r * rs[0] + j0 * cs[0];
+                for (int e = 0; e < n; e++) *(float *)(q + e * cs[0]) = res[e];
+            } else if (k->red == RED_COLS) {
+                double *acc = (double *)p[0] + j0;
+                for (int e = 0; e < n; e++) acc[e] += (double)res[e];
+            } else {
+                for (int e = 0; e < n; e++) row_acc += (double)res[e];
+            }
         }
+        if (k->red == RED_ROWS) ((float *)p[0])[r] = (float)row_acc;
+        else if (k->red == RED_ALL) *(double *)p[0] += row_acc;
+    }
 }
 
 /* ------------------------------------------------------------------ running */
@@ -150,6 +195,66 @@ static void run_rows(const fkernel *k, int64_t r0, int64_t r1, int64_t c0, int64
     for (int j = 0; j <= k->nin; j++) p[j] = base[j] + c0 * cs[j];
     if (k->fn) k->fn(r0, r1, c1 - c0, p, rs, cs, k->scal);
     else interpret(k, r0, r1, c1 - c0, p, rs, cs);
+}
+
+#define COLUMN_BLOCK 512 /* as the eager column sum: the same order, so the same bits */
+#define ROW_CHUNK_ELEMS 16384
+
+/* Runs a reducing kernel over [rows, cols]: sums in double, in element order per output (row
+   sums per row, column sums per fixed block of columns, a whole sum per fixed chunk of rows
+   combined in order), so the result does not depend on the thread count. */
+static int run_reduction(fkernel *k, nb_tensor *out, char **base, int64_t *rs, int64_t *cs) {
+    int64_t rows = k->dim[0], cols = k->dim[1];
+    int threads = rows * cols >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
+    float *o = nb__data(out);
+    if (k->red == RED_ROWS) {
+        base[0] = (char *)o;
+        int64_t chunk = ROW_CHUNK_ELEMS / (cols ? cols : 1) > 1 ? ROW_CHUNK_ELEMS / cols : 1;
+        int64_t nchunks = (rows + chunk - 1) / chunk;
+        if (nchunks < 2) threads = 1;
+        NB_PARALLEL_FOR(threads, c, nchunks,
+            int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            run_rows(k, r0, r1, 0, cols, base, rs, cs);
+        );
+        return 0;
+    }
+    int64_t nacc = k->red == RED_COLS ? cols : (rows * cols + ROW_CHUNK_ELEMS - 1) / ROW_CHUNK_ELEMS;
+    if (nacc < 1) nacc = 1;
+    double *acc = nb__alloc(sizeof(double) * (size_t)nacc);
+    if (!acc) {
+        nb__error("nb_compiled_run: out of memory in fused kernel %s", k->label);
+        return -1;
+    }
+    memset(acc, 0, sizeof(double) * (size_t)nacc);
+    if (k->red == RED_COLS) {
+        int64_t blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+        if (blocks < 2) threads = 1;
+        cs[0] = sizeof(double);
+        NB_PARALLEL_FOR(threads, blk, blocks,
+            int64_t c0 = blk * COLUMN_BLOCK, c1 = c0 + COLUMN_BLOCK < cols ? c0 + COLUMN_BLOCK : cols;
+            char *b[MAX_OPERANDS + 1];
+            memcpy(b, base, sizeof(char *) * (size_t)(k->nin + 1));
+            b[0] = (char *)acc;
+            run_rows(k, 0, rows, c0, c1, b, rs, cs);
+        );
+        for (int64_t c = 0; c < cols; c++) o[c] = (float)acc[c];
+    } else {
+        int64_t chunk = ROW_CHUNK_ELEMS / (cols ? cols : 1) > 1 ? ROW_CHUNK_ELEMS / cols : 1;
+        int64_t nchunks = (rows + chunk - 1) / chunk;
+        if (nchunks < 2) threads = 1;
+        NB_PARALLEL_FOR(threads, c, nchunks,
+            int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            char *b[MAX_OPERANDS + 1];
+            memcpy(b, base, sizeof(char *) * (size_t)(k->nin + 1));
+            b[0] = (char *)&acc[c];
+            run_rows(k, r0, r1, 0, cols, b, rs, cs);
+        );
+        double s = 0;
+        for (int64_t c = 0; c < nchunks; c++) s += acc[c];
+        o[0] = (float)s;
+    }
+    nb__free(acc, sizeof(double) * (size_t)nacc);
+    return 0;
 }
 
 int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
@@ -167,6 +272,7 @@ int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
         rs[j] = nd >= 2 ? k->st[j][nd - 2] : 0;
         cs[j] = k->st[j][nd - 1];
     }
+    if (k->red != RED_NONE) return run_reduction(k, out, base, rs, cs);
     int64_t outer = 1;
     for (int d = 0; d < nd - 2; d++) outer *= k->dim[d];
     int64_t idx[NB_MAX_DIMS] = { 0 };
@@ -241,7 +347,9 @@ static void gen_kernel(text *t, const fkernel *k) {
     put(t, "    (void)cs; (void)sc;\n");
     for (int s = 0; s < k->nscal; s++) put(t, "    const double s%d = sc[%d];\n", s, s);
     put(t, "    for (int64_t r = r0; r < r1; r++) {\n");
-    put(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
+    if (k->red == RED_NONE) put(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
+    else if (k->red == RED_COLS) put(t, "        double *acc = (double *)p[0];\n");
+    else put(t, "        double acc = 0;\n");
     for (int j = 0; j < k->nin; j++)
         put(t, "        const %s *i%d = (const %s *)(p[%d] + r * rs[%d]);\n", c_type(k->in_dtype[j]), j,
             c_type(k->in_dtype[j]), j + 1, j + 1);
@@ -287,7 +395,12 @@ static void gen_kernel(text *t, const fkernel *k) {
         }
         put(t, ";\n");
     }
-    put(t, "            o[j] = t%d;\n        }\n    }\n}\n\n", k->n - 1);
+    if (k->red == RED_NONE) put(t, "            o[j] = t%d;\n        }\n", k->n - 1);
+    else if (k->red == RED_COLS) put(t, "            acc[j] += (double)t%d;\n        }\n", k->n - 1);
+    else put(t, "            acc += (double)t%d;\n        }\n", k->n - 1);
+    if (k->red == RED_ROWS) put(t, "        ((float *)p[0])[r] = (float)acc;\n");
+    if (k->red == RED_ALL) put(t, "        *(double *)p[0] += acc;\n");
+    put(t, "    }\n}\n\n");
 }
 
 static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
