@@ -101,8 +101,11 @@ int main(int argc, char **argv) {
     nb_manual_seed(0);
     nb_module *mlp = nb_nn_sequential(nb_nn_flatten(), nb_nn_linear(784, 128), nb_nn_relu(), nb_nn_linear(128, 10), NULL);
     trainer t = { mlp, nb_optim_adamw(mlp, (nb_adamw_opts){ .lr = 1e-3 }) };
-    nb_tensor *x = nb_rand(NB_SHAPE(64, 1, 28, 28), NB_F32);
-    nb_tensor *y = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(64), NB_F32), 9.99), NB_I64);
+    nb_scope *sd = nb_scope_begin();
+    nb_tensor *x = nb_keep(nb_rand(NB_SHAPE(64, 1, 28, 28), NB_F32));
+    nb_tensor *y = nb_keep(nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(64), NB_F32), 9.99), NB_I64));
+    nb_tensor *idx = nb_keep(nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(1, CONTEXT), NB_F32), 85.99), NB_I64));
+    nb_scope_end(sd);
     nb_tensor *mlp_in[2] = { x, y };
     first_call("mlp", "cold", train_step, &t, mlp_in, 2, dir);
     first_call("mlp", "warm", train_step, &t, mlp_in, 2, dir);
@@ -112,7 +115,6 @@ int main(int argc, char **argv) {
     /* gpt */
     nb_module *gpt = gpt_new(86);
     nb_module_train(gpt, false);
-    nb_tensor *idx = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(1, CONTEXT), NB_F32), 85.99), NB_I64);
     first_call("gpt", "cold", forward, gpt, &idx, 1, dir);
     first_call("gpt", "warm", forward, gpt, &idx, 1, dir);
     nb_compiled *cg = nb_compile(forward, gpt, (nb_graph_opts){ .cache_dir = dir });
