@@ -433,6 +433,23 @@ static bool fusable(const cgraph *g, const cnode *n) {
     return true;
 }
 
+/* Ops cheap enough to recompute for every element of a broadcast result. */
+static bool cheap(int op) {
+    switch (op) {
+    case NB_OP_ADD: case NB_OP_SUB: case NB_OP_MUL: case NB_OP_ADD_SCALAR: case NB_OP_MUL_SCALAR: case NB_OP_NEG:
+    case NB_OP_RELU: case NB_OP_COPY: case NB_OP_CAST: case NB_OP_ABS: case NB_OP_MAXIMUM: case NB_OP_MINIMUM:
+        return true;
+    default: return false;
+    }
+}
+
+/* Whether value v is a product that only its consumer reads (so that consumer is its epilogue). */
+static bool private_product(const cgraph *g, int v, const nb_shape *shape) {
+    const cval *x = &g->v[v];
+    return x->kind == VAL_NODE && !x->is_const && x->uses == 1 && x->base < 0 && x->node >= 0 &&
+           g->nodes[x->node].op == NB_OP_MATMUL && x->dtype == NB_F32 && nb__shape_eq(&x->shape, shape);
+}
+
 #define MAX_GROUP 48
 
 typedef struct {
@@ -538,7 +555,9 @@ static int pass_fuse(cgraph *g) {
                 if (x->kind != VAL_NODE || x->is_const || x->base >= 0 || x->uses != 1) continue;
                 if (x->node < 0 || in_group(&gr, x->node)) continue;
                 cnode *p = &g->nodes[x->node];
-                if (!fusable(g, p) || p->fk || !nb__shape_eq(&x->shape, shape) || is_grad_value(g, v) || v == g->out) continue;
+                if (!fusable(g, p) || p->fk || is_grad_value(g, v) || v == g->out) continue;
+                /* a producer of a smaller, broadcast shape is recomputed per element: only when cheap */
+                if (!nb__shape_eq(&x->shape, shape) && !(cheap(p->op) && x->shape.ndim <= shape->ndim)) continue;
                 bool safe = true;
                 for (int b = 0; b < p->nin && safe; b++)
                     safe = !written_between(g, g->v[p->in[b]].root, p->pos, root->pos);
@@ -546,7 +565,9 @@ static int pass_fuse(cgraph *g) {
                 gr.member[gr.n++] = x->node;
             }
         }
-        if (gr.n < 2) continue;
+        bool epilogue = false; /* a lone op on a product still saves a pass: it runs in place */
+        for (int a = 0; a < root->nin && gr.n == 1; a++) epilogue = epilogue || private_product(g, root->in[a], shape);
+        if (gr.n < 2 && !epilogue) continue;
         fkernel *k = build_kernel(g, &gr);
         if (!k) return -1;
         for (int m = 0; m < gr.n; m++)
@@ -633,13 +654,8 @@ static void mark_epilogues(cgraph *g) {
     for (int i = 0; i < g->nn; i++) {
         cnode *n = &g->nodes[i];
         if (n->dead || n->op != NODE_FUSED || n->fk->red != RED_NONE) continue;
-        for (int a = 0; a < n->nin; a++) {
-            cval *x = &g->v[n->in[a]];
-            if (x->kind != VAL_NODE || x->is_const || x->uses != 1 || x->base >= 0) continue;
-            if (g->nodes[x->node].op != NB_OP_MATMUL || x->dtype != NB_F32) continue;
-            if (!nb__shape_eq(&x->shape, &g->v[n->out].shape)) continue;
-            n->fk->epilogue = true;
-        }
+        for (int a = 0; a < n->nin; a++)
+            if (private_product(g, n->in[a], &g->v[n->out].shape)) n->fk->epilogue = true;
     }
 }
 
@@ -992,7 +1008,7 @@ char *nb__graph_print(const cgraph *g, const char *title) {
         if (n->op != NODE_FUSED) print_args(&b, n);
         sb_printf(&b, ")");
         if (n->op == NODE_FUSED) {
-            sb_printf(&b, "  # %d ops, %s", n->fk->nops, n->fk->fn ? "compiled C" : "interpreted");
+            sb_printf(&b, "  # %d op%s, %s", n->fk->nops, n->fk->nops == 1 ? "" : "s", n->fk->fn ? "compiled C" : "interpreted");
             if (n->fk->epilogue) sb_printf(&b, ", GEMM epilogue");
             if (n->fk->red != RED_NONE)
                 sb_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
