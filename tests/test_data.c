@@ -155,6 +155,35 @@ static void test_determinism_across_workers(void **state) {
     assert_null(nb_error());
 }
 
+/* A dataset whose get_batch hands back one row whatever it is asked for. */
+static int short_get_batch(void *self, const int64_t *idx, int64_t n, uint64_t key, nb_batch *out) {
+    (void)idx; (void)n;
+    return user_get(self, 0, key, out) < 0 ? -1 : (out->x = nb_unsqueeze(out->x, 0), out->y = nb_unsqueeze(out->y, 0), 0);
+}
+static const nb_dataset_class SHORT = { .name = "short_ds", .len = user_len, .get = user_get, .get_batch = short_get_batch };
+
+/* A mapped dataset stacks the transformed rows and passes the labels through; a base batch with
+   the wrong number of rows is an error, not a read past its end. */
+static void test_map_batch(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    user_ds u = { 6, -1 };
+    nb_dataset *base = nb_dataset_new(&SHORT, &u), *ds = nb_data_map(base, nb_transform_to_float(1.0));
+    int64_t idx[3] = { 0, 1, 2 };
+    nb_batch b;
+    assert_int_equal(nb_dataset_get_batch(ds, idx, 3, &b), -1);
+    ASSERT_ERROR_CONTAINS("nb_data_map: the base's batch of 3 samples has x [1, 1, 4, 4] u8");
+    nb_error_clear();
+    assert_int_equal(nb_dataset_get_batch(ds, idx, 1, &b), 0);
+    assert_int_equal(nb_dtype_of(b.x), NB_F32);
+    assert_int_equal(nb_dim(b.y, 0), 1);
+    assert_int_equal(nb_item(b.y), 0);
+    nb_dataset_free(ds);
+    nb_dataset_free(base);
+    nb_scope_end(s);
+    assert_null(nb_error());
+}
+
 static void test_worker_error_and_shutdown(void **state) {
     (void)state;
     user_ds u = { 50, 37 };
@@ -501,6 +530,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_tensors_and_loader_order, clear_error_setup),
         cmocka_unit_test_setup(test_determinism_across_workers, clear_error_setup),
         cmocka_unit_test_setup(test_worker_error_and_shutdown, clear_error_setup),
+        cmocka_unit_test_setup(test_map_batch, clear_error_setup),
         cmocka_unit_test_setup(test_subset_split_concat, clear_error_setup),
         cmocka_unit_test_setup(test_transforms, clear_error_setup),
         cmocka_unit_test_setup(test_fashion_mnist, clear_error_setup),

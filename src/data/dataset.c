@@ -442,22 +442,33 @@ static int map_get(void *self, int64_t index, uint64_t key, nb_batch *out) {
     return out->x ? 0 : -1;
 }
 
+/* The base's batch, then the transform on each row (a view, no copy) and the rows stacked;
+   the labels are the base's, untouched, so they pass through as one tensor. */
 static int map_get_batch(void *self, const int64_t *idx, int64_t n, uint64_t key, nb_batch *out) {
     map_ds *m = self;
     nb_batch b;
     if (nb__ds_get_batch(m->base, idx, n, nb_data_key(key, MAP_SALT_BASE), &b) < 0) return -1;
     if (!m->tx) { *out = b; return 0; }
+    nb_tensor *x = b.x;
+    if (x->shape.ndim < 1 || x->shape.dim[0] != n || (b.y && (b.y->shape.ndim < 1 || b.y->shape.dim[0] != n))) {
+        char d[200], e[200];
+        nb__error("nb_data_map: the base's batch of %lld samples has x %s and y %s, not %lld along axis 0", (long long)n,
+                  nb__describe(x, d, sizeof d), b.y ? nb__describe(b.y, e, sizeof e) : "none", (long long)n);
+        return -1;
+    }
     nb_batch *s = calloc((size_t)(n > 0 ? n : 1), sizeof *s);
     if (!s) { nb__error("nb_data_map: out of memory"); return -1; }
+    nb_shape row_shape = { .ndim = x->shape.ndim - 1 };
+    for (int d = 1; d < x->shape.ndim; d++) row_shape.dim[d - 1] = x->shape.dim[d];
     uint64_t sk = nb_data_key(key, MAP_SALT_SAMPLE);
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
-        nb_tensor *row = nb_squeeze(nb_slice(b.x, 0, i, i + 1, 1), 0);
-        s[i].x = nb__transform_run(m->tx, row, nb_data_key(sk, (uint64_t)idx[i]));
-        s[i].y = b.y ? nb_squeeze(nb_slice(b.y, 0, i, i + 1, 1), 0) : NULL;
-        if (!s[i].x || (b.y && !s[i].y)) rc = -1;
+        nb_tensor *row = nb__own(nb__tensor_view(x, row_shape, x->stride + 1, x->offset + i * x->stride[0]));
+        s[i].x = row ? nb__transform_run(m->tx, row, nb_data_key(sk, (uint64_t)idx[i])) : NULL;
+        if (!s[i].x) rc = -1;
     }
     if (rc == 0) rc = nb__collate(s, n, out, "nb_data_map");
+    if (rc == 0) out->y = b.y;
     free(s);
     return rc;
 }
