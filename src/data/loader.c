@@ -44,6 +44,8 @@ struct nb_data_loader {
     bool stop;
     uint64_t gen;     /* bumped at each epoch start; stale results are dropped */
     int64_t next_dispatch, next_return;
+    int idle_workers;  /* workers asleep on work */
+    int64_t awaited;   /* the batch the loop sleeps on ready for; -1 when it is not asleep */
     slot_t *slots;
     int nslots;
 };
@@ -97,8 +99,11 @@ static void *worker_main(void *arg) {
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)l->opts.batch_size);
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        while (!l->stop && !(l->next_dispatch < l->nbatches && l->next_dispatch < l->next_return + l->nslots))
+        while (!l->stop && !(l->next_dispatch < l->nbatches && l->next_dispatch < l->next_return + l->nslots)) {
+            l->idle_workers++;
             pthread_cond_wait(&l->work, &l->lock);
+            l->idle_workers--;
+        }
         if (l->stop) break;
         int64_t b = l->next_dispatch++;
         uint64_t gen = l->gen, key = l->key;
@@ -126,7 +131,9 @@ static void *worker_main(void *arg) {
             s->y = out.y;
             s->err = err;
             s->state = SLOT_READY;
-            pthread_cond_broadcast(&l->ready);
+            /* Wake the loop only when it sleeps on this very batch: a batch made ahead is
+               found ready when its turn comes, with no wake-up (and no switch) at all. */
+            if (l->awaited == b) pthread_cond_signal(&l->ready);
         } else {
             pthread_mutex_unlock(&l->lock);
             nb_release(out.x);
@@ -218,6 +225,7 @@ nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
     atomic_fetch_add(&ds->refcount, 1);
     l->opts = opts;
     l->len = len;
+    l->awaited = -1;
     l->nbatches = opts.drop_last ? len / opts.batch_size : (len + opts.batch_size - 1) / opts.batch_size;
     l->order = malloc(sizeof(int64_t) * (size_t)(len > 0 ? len : 1));
     if (!l->order) goto oom;
@@ -280,7 +288,11 @@ bool nb_data_loader_next(nb_data_loader *l, nb_batch *out) {
     } else {
         pthread_mutex_lock(&l->lock);
         slot_t *s = &l->slots[b % l->nslots];
-        while (!(s->state == SLOT_READY && s->batch == b)) pthread_cond_wait(&l->ready, &l->lock);
+        while (!(s->state == SLOT_READY && s->batch == b)) {
+            l->awaited = b;
+            pthread_cond_wait(&l->ready, &l->lock);
+        }
+        l->awaited = -1;
         got.x = s->x;
         got.y = s->y;
         err = s->err;
@@ -288,7 +300,8 @@ bool nb_data_loader_next(nb_data_loader *l, nb_batch *out) {
         s->err = NULL;
         s->state = SLOT_FREE;
         l->next_return++;
-        pthread_cond_broadcast(&l->work);
+        /* One slot came free, so one sleeping worker (if any) has a batch to make. */
+        if (l->idle_workers > 0) pthread_cond_signal(&l->work);
         pthread_mutex_unlock(&l->lock);
     }
     l->stats.wait_seconds += now_seconds() - t0;
