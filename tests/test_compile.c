@@ -326,6 +326,44 @@ static void test_fuse_into_reductions(void **state) {
     nb_release(x);
 }
 
+/* An elementwise chain on a product that only it reads runs inside the GEMM, piece by piece. */
+static nb_tensor *linear_relu_softmax(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_softmax(nb_mul_scalar(nb_relu(nb_add(nb_matmul(in[0], in[1]), in[2])), 0.5), -1);
+}
+
+static void test_gemm_epilogue(void **state) {
+    (void)state;
+    /* one piece, pieces along rows, along columns, and a batch of products */
+    nb_shape shapes[4][3] = { { NB_SHAPE(8, 8), NB_SHAPE(8, 8), NB_SHAPE(8) },
+                              { NB_SHAPE(600, 40), NB_SHAPE(40, 96), NB_SHAPE(96) },
+                              { NB_SHAPE(40, 64), NB_SHAPE(64, 700), NB_SHAPE(700) },
+                              { NB_SHAPE(3, 130, 64), NB_SHAPE(64, 200), NB_SHAPE(1, 200) } };
+    for (int t = 0; t < 4; t++) {
+        nb_tensor *in[3];
+        for (int k = 0; k < 3; k++) in[k] = nb_randn(shapes[t][k], NB_F32);
+        nb_compiled *c = nb_compile(linear_relu_softmax, NULL, test_opts());
+        nb_scope *s = nb_scope_begin();
+        assert_non_null(nb_compiled_run(c, in, 3));
+        nb_tensor *r = nb_compiled_run(c, in, 3);
+        if (!r) fail_msg("%s", nb_error());
+        assert_true(max_rel(r, linear_relu_softmax(in, 3, NULL)) <= 1e-6);
+        nb_scope_end(s);
+        char path[] = "/tmp/nabla_epi_XXXXXX";
+        int fd = mkstemp(path);
+        FILE *f = fdopen(fd, "w");
+        nb_compiled_dump(c, f);
+        fclose(f);
+        char *text = read_whole_file(path);
+        unlink(path);
+        assert_non_null(strstr(text, "fused[add+relu+mul_scalar]"));
+        assert_non_null(strstr(text, "GEMM epilogue (inside the GEMM, per piece)"));
+        free(text);
+        nb_compiled_free(c);
+        for (int k = 0; k < 3; k++) nb_release(in[k]);
+    }
+}
+
 static nb_tensor *long_chain(nb_tensor *const *in, int n, void *ctx) {
     (void)n; (void)ctx;
     nb_tensor *x = in[0];
@@ -552,6 +590,7 @@ int main(void) {
         cmocka_unit_test_setup(test_pass_fuse, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_broadcast_and_strides, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_into_reductions, clear_error_setup),
+        cmocka_unit_test_setup(test_gemm_epilogue, clear_error_setup),
         cmocka_unit_test_setup(test_memory_planning, clear_error_setup),
         cmocka_unit_test_setup(test_warm_step_allocates_nothing, clear_error_setup),
         cmocka_unit_test_setup(test_retrace_on_new_shape, clear_error_setup),

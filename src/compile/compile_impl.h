@@ -51,6 +51,8 @@ typedef struct cnode {
     int pos;                /* position in the trace (for reordering checks) */
     bool dead;
     fkernel *fk;            /* NODE_FUSED */
+    int epi;                /* a matmul: the fused node run on each finished piece, else -1 */
+    bool deferred;          /* a fused node that runs inside its matmul */
 } cnode;
 
 #define NODE_FUSED (-1)
@@ -83,6 +85,7 @@ struct fkernel {
     red_kind red;           /* with a reduction, out is the reduced value and shape the loop's */
     nb_shape loop;          /* the shape iterated (the elementwise result's) */
     bool epilogue;          /* runs in place on the buffer a GEMM just wrote */
+    bool tile;              /* runs inside the GEMM, piece by piece: the loop keeps every axis */
     /* per specialization: the loop collapsed to (outer..., rows, cols) and each operand's strides */
     int nd;
     int64_t dim[NB_MAX_DIMS];
@@ -132,6 +135,9 @@ int nb__kernels_build(cgraph *g, const nb_graph_opts *opts, char **note);
 int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in);
 /* Collapses the kernel's loop dimensions for its operands' strides in g (plan time). 0 or -1. */
 int nb__kernel_layout(fkernel *k, const cgraph *g, int out);
+/* Runs fused kernel k on rows [r0, r1) and columns [c0, c1) of product `batch` (tile layout). */
+void nb__kernel_run_tile(const fkernel *k, nb_tensor *out, nb_tensor *const *in, int64_t batch, int64_t r0, int64_t r1,
+                         int64_t c0, int64_t c1);
 /* Unloads a kernel library that nb__kernels_build loaded. */
 void nb__kernels_unload(void *dl);
 

@@ -149,7 +149,7 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
         v->delta = out->offset - in0->offset;
         v->root = g->v[ids[0]].root;
     }
-    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn };
+    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1 };
     g->nn++;
     if (map_put(&tr->tensors, out, vid) < 0) return -1;
     if (!(flags & (NB_F_VIEW | NB_F_INPLACE)) && map_put(&tr->storages, out->storage, vid) < 0) return -1;
@@ -822,6 +822,35 @@ static int make_headers(cgraph *g) {
     return 0;
 }
 
+/* A fused loop that works in place on a product only it reads moves into the GEMM: it runs on
+   each piece as soon as the piece is final, on the thread that made it. It may when everything
+   else it reads exists before the product and is not written in between. */
+static void attach_tile_epilogues(cgraph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        cnode *f = &g->nodes[i];
+        if (f->dead || f->op != NODE_FUSED || !f->fk->epilogue || f->fk->red != RED_NONE) continue;
+        cval *o = &g->v[f->out];
+        if (o->share < 0 || o->shape.ndim < 2) continue;
+        cval *m = &g->v[o->share];
+        if (m->kind != VAL_NODE || m->node < 0 || g->nodes[m->node].op != NB_OP_MATMUL) continue;
+        cnode *mm = &g->nodes[m->node];
+        if (mm->epi >= 0) continue;
+        bool ready = true;
+        for (int a = 0; a < f->nin && ready; a++) {
+            int v = f->in[a];
+            if (v == o->share) continue;
+            for (int w = v; w >= 0 && ready; w = g->v[w].base)
+                if (g->v[w].kind == VAL_NODE && !g->v[w].is_const && g->v[w].node >= 0)
+                    ready = g->nodes[g->v[w].node].pos < mm->pos;
+            ready = ready && !written_between(g, g->v[v].root, mm->pos - 1, f->pos);
+        }
+        if (!ready) continue;
+        f->fk->tile = true;
+        f->deferred = true;
+        mm->epi = i;
+    }
+}
+
 /* ------------------------------------------------------------------ the pipeline */
 
 int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
@@ -853,6 +882,7 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         if (v->kind == VAL_INPUT && v->t) { nb_release(v->t); v->t = NULL; }
     }
     if (plan(g, !(off & NB_PASS_PLAN)) < 0 || make_headers(g) < 0) goto oom;
+    attach_tile_epilogues(g);
     for (int i = 0; i < g->nn; i++) {
         cnode *n = &g->nodes[i];
         if (n->dead || n->op != NODE_FUSED) continue;
@@ -866,6 +896,17 @@ oom:
 }
 
 /* ------------------------------------------------------------------ the executor */
+
+typedef struct {
+    const fkernel *k;
+    nb_tensor *out;
+    nb_tensor *const *in;
+} tile_ctx;
+
+static void run_tile(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    tile_ctx *t = ctx;
+    nb__kernel_run_tile(t->k, t->out, t->in, batch, r0, r1, c0, c1);
+}
 
 nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
     (void)n;
@@ -906,7 +947,7 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
     nb_tensor *scratch[64];
     for (int i = 0; i < g->nn && rc == 0; i++) {
         cnode *nd = &g->nodes[i];
-        if (nd->dead) continue;
+        if (nd->dead || nd->deferred) continue;
         if (nd->nin > 64) { nb__error("nb_compiled_run: node with %d inputs", nd->nin); rc = -1; break; }
         for (int k = 0; k < nd->nin; k++) scratch[k] = vt[nd->in[k]];
         if (nd->op == NODE_FUSED) {
@@ -914,6 +955,14 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             continue;
         }
         if (is_view(nd->op)) continue;
+        if (nd->op == NB_OP_MATMUL && nd->epi >= 0) {
+            cnode *f = &g->nodes[nd->epi];
+            nb_tensor *fin[64];
+            for (int k = 0; k < f->nin; k++) fin[k] = vt[f->in[k]];
+            tile_ctx tc = { f->fk, vt[f->out], fin };
+            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_tile, &tc);
+            continue;
+        }
         nb_kernel_fn kernel = nb__cpu_kernels[nd->op];
         if (!kernel) {
             nb__error("nb_compiled_run: op nb_%s has no cpu kernel", nb__ops[nd->op].name);
@@ -1009,7 +1058,7 @@ char *nb__graph_print(const cgraph *g, const char *title) {
         sb_printf(&b, ")");
         if (n->op == NODE_FUSED) {
             sb_printf(&b, "  # %d op%s, %s", n->fk->nops, n->fk->nops == 1 ? "" : "s", n->fk->fn ? "compiled C" : "interpreted");
-            if (n->fk->epilogue) sb_printf(&b, ", GEMM epilogue");
+            if (n->fk->epilogue) sb_printf(&b, n->fk->tile ? ", GEMM epilogue (inside the GEMM, per piece)" : ", after a GEMM");
             if (n->fk->red != RED_NONE)
                 sb_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
         }

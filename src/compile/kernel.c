@@ -65,6 +65,12 @@ int nb__kernel_layout(fkernel *k, const cgraph *g, int out) {
         if (layout_reduction(k, g) != 0) return 1;
         m = 2;
         memcpy(dim, k->dim, sizeof(int64_t) * 2);
+    } else if (k->tile) { /* every axis kept: the GEMM hands out rectangles of its last two */
+        m = S->ndim;
+        for (int d = 0; d < m; d++) {
+            dim[d] = S->dim[d];
+            for (int j = 0; j < nops; j++) k->st[j][d] = axis_stride(k, g, out, j, d);
+        }
     } else {
         int nd = 0;
         for (int d = 0; d < S->ndim; d++) {
@@ -195,6 +201,24 @@ static void run_rows(const fkernel *k, int64_t r0, int64_t r1, int64_t c0, int64
     for (int j = 0; j <= k->nin; j++) p[j] = base[j] + c0 * cs[j];
     if (k->fn) k->fn(r0, r1, c1 - c0, p, rs, cs, k->scal);
     else interpret(k, r0, r1, c1 - c0, p, rs, cs);
+}
+
+void nb__kernel_run_tile(const fkernel *k, nb_tensor *out, nb_tensor *const *in, int64_t batch, int64_t r0, int64_t r1,
+                         int64_t c0, int64_t c1) {
+    char *b[MAX_OPERANDS + 1];
+    int64_t rs[MAX_OPERANDS + 1], cs[MAX_OPERANDS + 1];
+    int nd = k->nd, nops = k->nin + 1;
+    for (int j = 0; j < nops; j++) {
+        int64_t off = 0, rest = batch;
+        for (int d = nd - 3; d >= 0; d--) {
+            off += (rest % k->dim[d]) * k->st[j][d];
+            rest /= k->dim[d];
+        }
+        b[j] = (char *)nb__data(j == 0 ? out : in[j - 1]) + off;
+        rs[j] = k->st[j][nd - 2];
+        cs[j] = k->st[j][nd - 1];
+    }
+    run_rows(k, r0, r1, c0, c1, b, rs, cs);
 }
 
 #define COLUMN_BLOCK 512 /* as the eager column sum: the same order, so the same bits */

@@ -27,6 +27,12 @@ void nb__iter_init_raw(nb_iter *it, const nb_shape *shape, char *out_ptr, const 
 /* Runs fn over every element (parallel above NB_PARALLEL_GRAIN elements). */
 void nb__iter_run(nb_iter *it, nb_inner_fn fn, const void *ctx);
 
+/* Called after each piece of a product: rows [r0, r1) and columns [c0, c1) of product `batch`
+   (flattened over the batch dimensions) are final. */
+typedef void (*nb_gemm_epilogue)(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+/* The CPU matmul kernel with an epilogue run on each finished piece, on the thread that made it. */
+int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *ctx);
+
 /* for (int64_t VAR = 0; VAR < N; VAR++) BODY, in parallel over `threads` threads when
    threads > 1 and with no OpenMP region otherwise: an if(false) clause still builds a team,
    which costs a malloc and a futex wake per call, more than a small op itself. */

@@ -75,6 +75,8 @@ typedef struct {
     char *pa, *pb, *pc;
     bool split_rows;        /* chunks run along n (rows of C) or along m (columns) */
     int64_t chunk, chunks;  /* chunk size and count along that axis */
+    nb_gemm_epilogue epi;   /* run on each finished piece, or NULL */
+    void *epi_ctx;
 } gemm_plan;
 
 /* The chunking of one product: along its longer side, in at most 8 pieces. It depends on the shapes only,
@@ -155,10 +157,18 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
                            k, cols, m, ars, acs, brs, bcs);
     }
     }
+    if (p->epi) { /* the piece is final: its epilogue runs while it is in cache */
+        int64_t r0 = p->split_rows ? lo : 0, c0 = p->split_rows ? 0 : lo;
+        p->epi(p->epi_ctx, bi, r0, r0 + rows, c0, c0 + cols);
+    }
 }
 
 int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
+    return nb__cpu_matmul_epilogue(out, in, NULL, NULL);
+}
+
+int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *epi_ctx) {
     nb_tensor *a = in[0], *b = in[1];
     int na = a->shape.ndim, nbd = b->shape.ndim, no = out->shape.ndim;
     int64_t n = out->shape.dim[no - 2], m = out->shape.dim[no - 1], k = a->shape.dim[na - 1];
@@ -168,6 +178,7 @@ int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     if (out->numel == 0) return 0;
     if (k == 0) {
         memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
+        for (int64_t bi = 0; epi && bi < batches; bi++) epi(epi_ctx, bi, 0, n, 0, m);
         return 0;
     }
     nb_tensor *ac = NULL, *bc = NULL;
@@ -186,7 +197,7 @@ int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     }
     size_t es = nb_dtype_size(out->dtype);
     char *pa = nb__data(a), *pb = nb__data(b), *pc = nb__data(out);
-    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc, false, 0, 0 };
+    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc, false, 0, 0, epi, epi_ctx };
     plan_chunks(&plan);
     int64_t units = batches * plan.chunks;
     /* BLAS runs single-threaded (see threads.c); the pieces run in parallel here */
