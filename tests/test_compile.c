@@ -142,6 +142,55 @@ static void test_cnn_training_matches_eager(void **state) {
     compare_training(cnn_model, NB_SHAPE(4, 1, 28, 28), 100, false);
 }
 
+/* examples/mlp_synthetic.c's loop: raw parameters updated with nb_assign, gradients dropped. */
+static nb_tensor *raw_sgd_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor **p = ctx;
+    nb_tensor *hidden = nb_relu(nb_linear(in[0], p[0], p[1]));
+    nb_tensor *logp = nb_log_softmax(nb_linear(hidden, p[2], p[3]), 1);
+    nb_tensor *loss = nb_neg(nb_mean_all(nb_gather(logp, 1, nb_unsqueeze(in[1], 1))));
+    if (nb_backward(loss) < 0) return NULL;
+    bool prev = nb_set_grad_enabled(false);
+    for (int i = 0; i < 4; i++) {
+        nb_assign(p[i], nb_sub(p[i], nb_mul_scalar(nb_grad_of(p[i]), 0.05)));
+        nb_zero_grad(p[i]);
+    }
+    nb_set_grad_enabled(prev);
+    return loss;
+}
+
+static void test_raw_sgd_matches_eager(void **state) {
+    (void)state;
+    nb_shape shapes[4] = { NB_SHAPE(32, 16), NB_SHAPE(32), NB_SHAPE(10, 32), NB_SHAPE(10) };
+    nb_tensor *pa[4], *pb[4];
+    for (int i = 0; i < 4; i++) {
+        pa[i] = nb_randn(shapes[i], NB_F32);
+        nb_scope *s = nb_scope_begin();
+        pb[i] = nb_set_requires_grad(nb_keep(nb_clone(pa[i])), true);
+        nb_scope_end(s);
+        nb_set_requires_grad(pa[i], true);
+    }
+    nb_tensor *x = nb_randn(NB_SHAPE(24, 16), NB_F32), *y = random_labels(NB_SHAPE(24), 10);
+    nb_compiled *c = nb_compile(raw_sgd_step, pb, test_opts());
+    for (int i = 0; i < 50; i++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *le = raw_sgd_step((nb_tensor *[]){ x, y }, 2, pa);
+        nb_tensor *lc = nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2);
+        if (!lc) fail_msg("%s", nb_error());
+        assert_true(fabs(nb_item(le) - nb_item(lc)) <= 1e-5 * fabs(nb_item(le)));
+        nb_scope_end(s);
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_true(max_rel(pa[i], pb[i]) <= 1e-5);
+        assert_null(nb_grad_of(pb[i])); /* dropped, as the eager step drops it */
+    }
+    assert_int_equal(nb_compiled_get_stats(c).traces, 1);
+    nb_compiled_free(c);
+    for (int i = 0; i < 4; i++) { nb_release(pa[i]); nb_release(pb[i]); }
+    nb_release(x);
+    nb_release(y);
+}
+
 /* ---------------------------------------------------------------- forwards */
 
 static nb_tensor *forward(nb_tensor *const *in, int n, void *ctx) {
@@ -583,6 +632,7 @@ int main(void) {
         cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_mlp_training_with_schedule, clear_error_setup),
         cmocka_unit_test_setup(test_cnn_training_matches_eager, clear_error_setup),
+        cmocka_unit_test_setup(test_raw_sgd_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_example_forwards, clear_error_setup),
         cmocka_unit_test_setup(test_pass_dce, clear_error_setup),
         cmocka_unit_test_setup(test_pass_cse, clear_error_setup),
