@@ -1,7 +1,8 @@
 /* The TensorFlow tutorial's convnet from the Fashion-MNIST benchmark table: conv 5x5x32 same
    + relu, max-pool 2, conv 5x5x64 same + relu, max-pool 2, dense 1024 + relu, dropout 0.4,
    dense 10; Adam lr 1e-3, batch 64.
-   Usage: cnn [epochs (3)] [data dir] [limit: train and test on the first N samples only] */
+   Usage: cnn [epochs (3)] [data dir] [limit: train and test on the first N samples only] [seed (0)]
+   bench/cnn_accuracy_torch.py runs the same recipe in PyTorch. */
 #include <nabla.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,11 +46,13 @@ int main(int argc, char **argv) {
     int epochs = argc > 1 ? atoi(argv[1]) : 3;
     const char *root = argc > 2 && argv[2][0] ? argv[2] : NULL;
     int64_t limit = argc > 3 ? atoll(argv[3]) : 0;
-    if (epochs <= 0 || limit < 0) {
-        fprintf(stderr, "usage: %s [epochs] [data dir] [limit]\n", argv[0]);
+    char *end = NULL;
+    unsigned long long seed = argc > 4 ? strtoull(argv[4], &end, 10) : 0;
+    if (epochs <= 0 || limit < 0 || (end && (end == argv[4] || *end))) {
+        fprintf(stderr, "usage: %s [epochs] [data dir] [limit] [seed]\n", argv[0]);
         return 2;
     }
-    nb_manual_seed(0);
+    nb_manual_seed(seed); /* the weights, the dropout masks and the loader's order */
     nb_dataset *train_all = nb_data_fashion_mnist(root, true), *test_all = nb_data_fashion_mnist(root, false);
     if (!train_all || !test_all) {
         fprintf(stderr, "error: %s\n", nb_error());
