@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs the graph-mode benchmarks: bench_compile (nabla eager against compiled: the seed MLP's
 # training step at batch 64, the char GPT's forward at batch 1, and the time of each first
-# call with a cold and a warm kernel cache) and PyTorch's eager MLP step (bench_nn_torch.py mlp),
+# call with a cold and a warm kernel cache) and PyTorch's eager MLP step (bench_nn_torch.py mlp,
+# on the same 200 real Fashion-MNIST batches),
 # then prints the figures, the ratios and PASS/FAIL against the issue's floors. Builds nothing.
 #
 # Usage: bench/run_compile.sh [BUILD_DIR] [--quick]
@@ -27,7 +28,7 @@ trap 'rm -rf "$out"' EXIT
 i=0
 while [ $i -lt "$rounds" ]; do
     "$exe" $quick > "$out/nabla.$i"
-    ${PYTHON:-/usr/bin/python3} "$here/bench_nn_torch.py" $quick mlp > "$out/torch.$i"
+    NABLA_BENCH_REAL_DATA=1 ${PYTHON:-/usr/bin/python3} "$here/bench_nn_torch.py" $quick mlp > "$out/torch.$i"
     i=$((i + 1))
 done
 ${PYTHON:-/usr/bin/python3} - "$out" "$rounds" <<'PY'
