@@ -52,6 +52,7 @@ typedef struct cnode {
     bool dead;
     fkernel *fk;            /* NODE_FUSED */
     int epi;                /* a matmul: the fused node run on each finished piece, else -1 */
+    int opt_epi;            /* a matmul: the optimizer update run on each finished piece, else -1 */
     bool deferred;          /* a fused node that runs inside its matmul */
 } cnode;
 

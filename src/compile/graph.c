@@ -149,7 +149,7 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
         v->delta = out->offset - in0->offset;
         v->root = g->v[ids[0]].root;
     }
-    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1 };
+    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1, .opt_epi = -1 };
     g->nn++;
     if (map_put(&tr->tensors, out, vid) < 0) return -1;
     if (!(flags & (NB_F_VIEW | NB_F_INPLACE)) && map_put(&tr->storages, out->storage, vid) < 0) return -1;
@@ -851,6 +851,57 @@ static void attach_tile_epilogues(cgraph *g) {
     }
 }
 
+/* Whether node x reads or writes any of the storages in roots[0..n). */
+static bool touches(const cgraph *g, const cnode *x, const int *roots, int n) {
+    for (int a = 0; a < x->nin; a++)
+        for (int r = 0; r < n; r++)
+            if (g->v[x->in[a]].root == roots[r]) return true;
+    return false;
+}
+
+/* An optimizer update whose gradient is a product (seen through views that change nothing)
+   moves into that product's GEMM: each piece of the gradient updates its parameters and state
+   while it is in cache, on the thread that made it. It may when nothing between the product and
+   the update reads or writes the parameter, its step count or its state. */
+static void attach_optimizer_epilogues(cgraph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        cnode *u = &g->nodes[i];
+        if (u->dead || u->op != NB_OP_OPTIM_UPDATE || u->nin < 4 || u->nin > 8) continue;
+        const cval *gv = &g->v[u->in[1]], *p = &g->v[u->in[0]];
+        const cval *r = &g->v[gv->root];
+        if (r->kind != VAL_NODE || r->is_const || r->node < 0 || r->dtype != NB_F32 || p->dtype != NB_F32) continue;
+        if (r->loc != LOC_ARENA && r->loc != LOC_OWN && r->loc != LOC_FRESH) continue;
+        cnode *mm = &g->nodes[r->node];
+        if (mm->dead || mm->op != NB_OP_MATMUL || mm->epi >= 0 || mm->opt_epi >= 0 || r->shape.ndim != 2) continue;
+        /* the gradient must be the product itself, element for element */
+        int64_t st[NB_MAX_DIMS];
+        nb__contiguous_strides(&r->shape, st);
+        if (!nb__shape_eq(&gv->shape, &r->shape) || !nb__shape_eq(&p->shape, &r->shape)) continue;
+        bool same = gv->root == u->in[1] || gv->shape.ndim == 2;
+        int64_t off = 0;
+        for (int w = u->in[1]; w >= 0 && g->v[w].base >= 0; w = g->v[w].base) off += g->v[w].delta;
+        for (int d = 0; d < gv->shape.ndim && same; d++) same = gv->shape.dim[d] == 1 || gv->stride[d] == st[d];
+        if (!same || off != 0) continue;
+        int roots[8], nr = 0;
+        for (int a = 0; a < u->nin; a++)
+            if (a != 1 && a != 3) roots[nr++] = g->v[u->in[a]].root;
+        bool clear = true;
+        for (int j = 0; j < g->nn && clear; j++) {
+            const cnode *x = &g->nodes[j];
+            if (j == i || x->dead || x->pos <= mm->pos || x->pos >= u->pos) continue;
+            clear = !touches(g, x, roots, nr) && !(is_inplace(x->op) && touches(g, x, roots, nr));
+        }
+        for (int a = 0; a < u->nin && clear; a++) /* the update's other inputs exist before the product */
+            if (a != 1)
+                for (int w = u->in[a]; w >= 0 && clear; w = g->v[w].base)
+                    if (g->v[w].kind == VAL_NODE && !g->v[w].is_const && g->v[w].node >= 0)
+                        clear = g->nodes[g->v[w].node].pos < mm->pos;
+        if (!clear) continue;
+        mm->opt_epi = i;
+        u->deferred = true;
+    }
+}
+
 /* ------------------------------------------------------------------ the pipeline */
 
 int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
@@ -883,6 +934,7 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
     }
     if (plan(g, !(off & NB_PASS_PLAN)) < 0 || make_headers(g) < 0) goto oom;
     attach_tile_epilogues(g);
+    attach_optimizer_epilogues(g);
     for (int i = 0; i < g->nn; i++) {
         cnode *n = &g->nodes[i];
         if (n->dead || n->op != NODE_FUSED) continue;
@@ -902,6 +954,21 @@ typedef struct {
     nb_tensor *out;
     nb_tensor *const *in;
 } tile_ctx;
+
+typedef struct {
+    nb_tensor *const *in;
+    int nin;
+    nb_op_args a;
+    int64_t cols;
+} optim_ctx;
+
+static void run_optim(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    (void)batch;
+    optim_ctx *o = ctx;
+    if (c0 == 0 && c1 == o->cols) nb__cpu_optim_range(o->in, o->nin, r0 * o->cols, r1 * o->cols, &o->a);
+    else
+        for (int64_t r = r0; r < r1; r++) nb__cpu_optim_range(o->in, o->nin, r * o->cols + c0, r * o->cols + c1, &o->a);
+}
 
 static void run_tile(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     tile_ctx *t = ctx;
@@ -955,6 +1022,16 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             continue;
         }
         if (is_view(nd->op)) continue;
+        if (nd->op == NB_OP_MATMUL && nd->opt_epi >= 0) {
+            cnode *u = &g->nodes[nd->opt_epi];
+            nb_tensor *uin[8];
+            for (int k = 0; k < u->nin; k++) uin[k] = vt[u->in[k]];
+            optim_ctx oc = { .in = uin, .nin = u->nin, .cols = vt[nd->out]->shape.dim[1] };
+            nb__cpu_optim_begin(uin, u->nin, &u->args, &oc.a);
+            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_optim, &oc);
+            nb__cpu_optim_end(uin, &oc.a);
+            continue;
+        }
         if (nd->op == NB_OP_MATMUL && nd->epi >= 0) {
             cnode *f = &g->nodes[nd->epi];
             nb_tensor *fin[64];
@@ -1063,6 +1140,7 @@ char *nb__graph_print(const cgraph *g, const char *title) {
                 sb_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
         }
         if (o->share >= 0) sb_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
+        if (n->deferred && n->op == NB_OP_OPTIM_UPDATE) sb_printf(&b, "  # inside the GEMM of its gradient, per piece");
         sb_printf(&b, "\n");
     }
     for (int k = 0; k < g->ngrads; k++) sb_printf(&b, "  grad of %%%d = %%%d\n", g->grad_leaf[k], g->grad_val[k]);

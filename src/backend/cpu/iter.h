@@ -33,6 +33,13 @@ typedef void (*nb_gemm_epilogue)(void *ctx, int64_t batch, int64_t r0, int64_t r
 /* The CPU matmul kernel with an epilogue run on each finished piece, on the thread that made it. */
 int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *ctx);
 
+/* The fused optimizer update in three parts, so a graph can run it on the pieces of the GEMM that
+   makes the gradient: read the step and coefficients into *a (and mark the tensors written), update
+   elements [lo, hi), then store the new step count. */
+void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, nb_op_args *a);
+void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a);
+void nb__cpu_optim_end(nb_tensor *const *in, const nb_op_args *a);
+
 /* for (int64_t VAR = 0; VAR < N; VAR++) BODY, in parallel over `threads` threads when
    threads > 1 and with no OpenMP region otherwise: an if(false) clause still builds a team,
    which costs a malloc and a futex wake per call, more than a small op itself. */

@@ -98,30 +98,41 @@ UPDATE_FNS(double, sqrt)
 /* Chunks of a fixed size, so a parameter is updated identically whatever the thread count. */
 #define UPDATE_CHUNK 65536
 
-int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, nb_op_args *a) {
     /* the coefficients and the step come from tensors, so that a replayed graph reads them fresh */
-    nb_op_args a = *args;
-    int64_t *step_p = (int64_t *)nb__data(in[2]);
+    *a = *args;
+    const int64_t *step_p = (const int64_t *)nb__data(in[2]);
     const double *coef = (const double *)nb__data(in[3]);
     int64_t step = *step_p + 1;
-    for (int k = 0; k < 6; k++) a.f[k] = coef[k];
-    switch ((int)a.i[0]) {
-    case NB_UPDATE_SGD: a.i[2] = step == 1; break;
-    case NB_UPDATE_ADAM: a.i[1] = step; break;
-    case NB_UPDATE_ADAGRAD: a.f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
+    for (int k = 0; k < 6; k++) a->f[k] = coef[k];
+    switch ((int)a->i[0]) {
+    case NB_UPDATE_SGD: a->i[2] = step == 1; break;
+    case NB_UPDATE_ADAM: a->i[1] = step; break;
+    case NB_UPDATE_ADAGRAD: a->f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
     default: break;
     }
+    a->i[NB_MAX_DIMS + 1] = step; /* kept for nb__cpu_optim_end */
     for (int k = 0; k < nin; k++)
         if (k != 1 && k != 3) atomic_fetch_add_explicit(&in[k]->storage->version, 1, memory_order_relaxed);
+}
+
+void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a) {
+    if (in[0]->dtype == NB_F64) update_double(in, nin, lo, hi, a);
+    else update_float(in, nin, lo, hi, a);
+}
+
+void nb__cpu_optim_end(nb_tensor *const *in, const nb_op_args *a) { *(int64_t *)nb__data(in[2]) = a->i[NB_MAX_DIMS + 1]; }
+
+int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    nb_op_args a;
+    nb__cpu_optim_begin(in, nin, args, &a);
     int64_t n = out->numel, chunks = (n + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
     int threads = n >= 4 * NB_PARALLEL_GRAIN ? nb__threads() : 1;
-    bool f64 = out->dtype == NB_F64;
     const nb_op_args *ap = &a;
     NB_PARALLEL_FOR(threads, c, chunks,
         int64_t lo = c * UPDATE_CHUNK, hi = lo + UPDATE_CHUNK < n ? lo + UPDATE_CHUNK : n;
-        if (f64) update_double(in, nin, lo, hi, ap);
-        else update_float(in, nin, lo, hi, ap);
+        nb__cpu_optim_range(in, nin, lo, hi, ap);
     );
-    *step_p = step;
+    nb__cpu_optim_end(in, &a);
     return 0;
 }
