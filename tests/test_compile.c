@@ -53,6 +53,20 @@ static double params_rel(nb_module *a, nb_module *b) {
     return m;
 }
 
+/* What nb_compiled_dump writes for c, as a string the caller frees. */
+static char *dump_text(const nb_compiled *c) {
+    char path[] = "/tmp/nabla_dump_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_int_equal(nb_compiled_dump(c, f), 0);
+    fclose(f);
+    char *text = read_whole_file(path);
+    unlink(path);
+    assert_non_null(text);
+    return text;
+}
+
 static nb_graph_opts test_opts(void) { return (nb_graph_opts){ .cache_dir = NULL }; }
 
 /* ---------------------------------------------------------------- training steps */
@@ -399,13 +413,7 @@ static void test_gemm_epilogue(void **state) {
         if (!r) fail_msg("%s", nb_error());
         assert_true(max_rel(r, linear_relu_softmax(in, 3, NULL)) <= 1e-6);
         nb_scope_end(s);
-        char path[] = "/tmp/nabla_epi_XXXXXX";
-        int fd = mkstemp(path);
-        FILE *f = fdopen(fd, "w");
-        nb_compiled_dump(c, f);
-        fclose(f);
-        char *text = read_whole_file(path);
-        unlink(path);
+        char *text = dump_text(c);
         assert_non_null(strstr(text, "fused[add+relu+mul_scalar]"));
         assert_non_null(strstr(text, "GEMM epilogue (inside the GEMM, per piece)"));
         free(text);
@@ -459,13 +467,7 @@ static void test_warm_step_allocates_nothing(void **state) {
     nb_memory_stats(NULL, NULL, &a1);
     assert_int_equal(a0, a1);
     /* the weights' AdamW updates run inside the GEMMs that make their gradients */
-    char path[] = "/tmp/nabla_step_XXXXXX";
-    int fd = mkstemp(path);
-    FILE *f = fdopen(fd, "w");
-    nb_compiled_dump(c, f);
-    fclose(f);
-    char *text = read_whole_file(path);
-    unlink(path);
+    char *text = dump_text(c);
     const char *at = strstr(text, "inside the GEMM of its gradient");
     assert_non_null(at);
     assert_non_null(strstr(at + 1, "inside the GEMM of its gradient"));
@@ -620,15 +622,7 @@ static void test_dump(void **state) {
     nb_scope *s = nb_scope_begin();
     assert_non_null(nb_compiled_run(c, &x, 1));
     nb_scope_end(s);
-    char path[] = "/tmp/nabla_dump_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    assert_int_equal(nb_compiled_dump(c, f), 0);
-    fclose(f);
-    char *text = read_whole_file(path);
-    unlink(path);
-    assert_non_null(text);
+    char *text = dump_text(c);
     assert_non_null(strstr(text, "graph (traced): 9 ops"));
     assert_non_null(strstr(text, "%0 : f32[4, 8] = input 0"));
     assert_non_null(strstr(text, "= sigmoid(%"));

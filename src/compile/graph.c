@@ -256,7 +256,7 @@ static bool written_between(const cgraph *g, int r, int lo, int hi) {
     for (int i = 0; i < g->nn; i++) {
         const cnode *n = &g->nodes[i];
         if (n->dead || !is_inplace(n->op) || n->pos <= lo || n->pos >= hi) continue;
-        if (g->v[g->v[n->in[0]].root].root == r || g->v[n->in[0]].root == r) return true;
+        if (g->v[n->in[0]].root == r) return true;
     }
     return false;
 }
@@ -877,7 +877,7 @@ static void attach_optimizer_epilogues(cgraph *g) {
         int64_t st[NB_MAX_DIMS];
         nb__contiguous_strides(&r->shape, st);
         if (!nb__shape_eq(&gv->shape, &r->shape) || !nb__shape_eq(&p->shape, &r->shape)) continue;
-        bool same = gv->root == u->in[1] || gv->shape.ndim == 2;
+        bool same = true;
         int64_t off = 0;
         for (int w = u->in[1]; w >= 0 && g->v[w].base >= 0; w = g->v[w].base) off += g->v[w].delta;
         for (int d = 0; d < gv->shape.ndim && same; d++) same = gv->shape.dim[d] == 1 || gv->stride[d] == st[d];
@@ -889,7 +889,7 @@ static void attach_optimizer_epilogues(cgraph *g) {
         for (int j = 0; j < g->nn && clear; j++) {
             const cnode *x = &g->nodes[j];
             if (j == i || x->dead || x->pos <= mm->pos || x->pos >= u->pos) continue;
-            clear = !touches(g, x, roots, nr) && !(is_inplace(x->op) && touches(g, x, roots, nr));
+            clear = !touches(g, x, roots, nr);
         }
         for (int a = 0; a < u->nin && clear; a++) /* the update's other inputs exist before the product */
             if (a != 1)
@@ -1029,7 +1029,7 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             optim_ctx oc = { .in = uin, .nin = u->nin, .cols = vt[nd->out]->shape.dim[1] };
             nb__cpu_optim_begin(uin, u->nin, &u->args, &oc.a);
             rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_optim, &oc);
-            nb__cpu_optim_end(uin, &oc.a);
+            nb__cpu_optim_end(uin);
             continue;
         }
         if (nd->op == NB_OP_MATMUL && nd->epi >= 0) {
@@ -1070,81 +1070,64 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
 
 /* ------------------------------------------------------------------ printing and freeing */
 
-typedef struct { char *s; size_t n, cap; } sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (!b->s && b->cap == (size_t)-1) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) return;
-        if (b->s && b->n + (size_t)w < b->cap) { b->n += (size_t)w; return; }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->n + (size_t)w + 1) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) { free(b->s); b->s = NULL; b->cap = (size_t)-1; return; }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
 static const char *meta_str(const cval *v, char *buf, size_t size) {
     char sh[160];
     snprintf(buf, size, "%s%s", nb_dtype_name(v->dtype), nb_shape_str(v->shape, sh, sizeof sh));
     return buf;
 }
 
-static void print_args(sbuf *b, const cnode *n) {
+static void print_args(nb_text *b, const cnode *n) {
     const nb_op_args *a = &n->args;
     switch (n->op) {
     case NB_OP_ADD_SCALAR: case NB_OP_MUL_SCALAR: case NB_OP_POW_SCALAR: case NB_OP_FULL:
-        sb_printf(b, ", %g", a->f[0]); break;
-    case NB_OP_CLAMP: sb_printf(b, ", %g, %g", a->f[0], a->f[1]); break;
-    case NB_OP_CAST: sb_printf(b, ", %s", nb_dtype_name(a->dtype)); break;
+        nb__text_printf(b, ", %g", a->f[0]); break;
+    case NB_OP_CLAMP: nb__text_printf(b, ", %g, %g", a->f[0], a->f[1]); break;
+    case NB_OP_CAST: nb__text_printf(b, ", %s", nb_dtype_name(a->dtype)); break;
     case NB_OP_SUM: case NB_OP_MAX: case NB_OP_MIN: case NB_OP_SOFTMAX: case NB_OP_LOG_SOFTMAX:
-        sb_printf(b, ", axes=%lld", (long long)a->i[0]); break;
+        nb__text_printf(b, ", axes=%lld", (long long)a->i[0]); break;
     default: break;
     }
 }
 
 char *nb__graph_print(const cgraph *g, const char *title) {
-    sbuf b = { 0 };
+    nb_text b = { 0 };
     char m[200];
-    sb_printf(&b, "graph (%s): %d ops\n", title, live_count(g));
+    nb__text_printf(&b, "graph (%s): %d ops\n", title, live_count(g));
     for (int i = 0; i < g->nv; i++) {
         const cval *v = &g->v[i];
-        if (v->kind == VAL_INPUT) sb_printf(&b, "  %%%d : %s = input %d\n", i, meta_str(v, m, sizeof m), v->input);
+        if (v->kind == VAL_INPUT) nb__text_printf(&b, "  %%%d : %s = input %d\n", i, meta_str(v, m, sizeof m), v->input);
     }
     for (int i = 0; i < g->nv; i++) {
         const cval *v = &g->v[i];
-        if (v->kind == VAL_CAPTURE) sb_printf(&b, "  %%%d : %s = capture\n", i, meta_str(v, m, sizeof m));
-        else if (v->kind == VAL_NODE && v->is_const) sb_printf(&b, "  %%%d : %s = constant (folded)\n", i, meta_str(v, m, sizeof m));
+        if (v->kind == VAL_CAPTURE) nb__text_printf(&b, "  %%%d : %s = capture\n", i, meta_str(v, m, sizeof m));
+        else if (v->kind == VAL_NODE && v->is_const) nb__text_printf(&b, "  %%%d : %s = constant (folded)\n", i, meta_str(v, m, sizeof m));
     }
     for (int i = 0; i < g->nn; i++) {
         const cnode *n = &g->nodes[i];
         if (n->dead) continue;
         const cval *o = &g->v[n->out];
         if (n->op == NODE_FUSED)
-            sb_printf(&b, "  %%%d : %s = fused[%s](", n->out, meta_str(o, m, sizeof m), n->fk->label);
-        else sb_printf(&b, "  %%%d : %s = %s(", n->out, meta_str(o, m, sizeof m), nb__ops[n->op].name);
-        for (int k = 0; k < n->nin; k++) sb_printf(&b, "%s%%%d", k ? ", " : "", n->in[k]);
+            nb__text_printf(&b, "  %%%d : %s = fused[%s](", n->out, meta_str(o, m, sizeof m), n->fk->label);
+        else nb__text_printf(&b, "  %%%d : %s = %s(", n->out, meta_str(o, m, sizeof m), nb__ops[n->op].name);
+        for (int k = 0; k < n->nin; k++) nb__text_printf(&b, "%s%%%d", k ? ", " : "", n->in[k]);
         if (n->op != NODE_FUSED) print_args(&b, n);
-        sb_printf(&b, ")");
+        nb__text_printf(&b, ")");
         if (n->op == NODE_FUSED) {
-            sb_printf(&b, "  # %d op%s, %s", n->fk->nops, n->fk->nops == 1 ? "" : "s", n->fk->fn ? "compiled C" : "interpreted");
-            if (n->fk->epilogue) sb_printf(&b, n->fk->tile ? ", GEMM epilogue (inside the GEMM, per piece)" : ", after a GEMM");
+            nb__text_printf(&b, "  # %d op%s, %s", n->fk->nops, n->fk->nops == 1 ? "" : "s", n->fk->fn ? "compiled C" : "interpreted");
+            if (n->fk->epilogue) nb__text_printf(&b, n->fk->tile ? ", GEMM epilogue (inside the GEMM, per piece)" : ", after a GEMM");
             if (n->fk->red != RED_NONE)
-                sb_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
+                nb__text_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
         }
-        if (o->share >= 0) sb_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
-        if (n->deferred && n->op == NB_OP_OPTIM_UPDATE) sb_printf(&b, "  # inside the GEMM of its gradient, per piece");
-        sb_printf(&b, "\n");
+        if (o->share >= 0) nb__text_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
+        if (n->deferred && n->op == NB_OP_OPTIM_UPDATE) nb__text_printf(&b, "  # inside the GEMM of its gradient, per piece");
+        nb__text_printf(&b, "\n");
     }
-    for (int k = 0; k < g->ngrads; k++) sb_printf(&b, "  grad of %%%d = %%%d\n", g->grad_leaf[k], g->grad_val[k]);
-    sb_printf(&b, "  return %%%d\n", g->out);
+    for (int k = 0; k < g->ngrads; k++) nb__text_printf(&b, "  grad of %%%d = %%%d\n", g->grad_leaf[k], g->grad_val[k]);
+    nb__text_printf(&b, "  return %%%d\n", g->out);
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
     return b.s;
 }
 

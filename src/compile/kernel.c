@@ -283,10 +283,7 @@ static int run_reduction(fkernel *k, nb_tensor *out, char **base, int64_t *rs, i
 }
 
 int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
-    if (k->nin + 1 > MAX_OPERANDS) {
-        nb__error("nb_compiled_run: fused kernel %s has %d operands", k->label, k->nin);
-        return -1;
-    }
+    /* nb__kernels_build refused kernels with more than MAX_OPERANDS operands */
     char *base[MAX_OPERANDS + 1];
     int64_t rs[MAX_OPERANDS + 1], cs[MAX_OPERANDS + 1];
     int nd = k->nd, nops = k->nin + 1;
@@ -336,27 +333,6 @@ int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
 
 /* ------------------------------------------------------------------ C generation */
 
-typedef struct { char *s; size_t n, cap; bool failed; } text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...) {
-    if (t->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) { t->failed = true; return; }
-        if (t->s && t->n + (size_t)w < t->cap) { t->n += (size_t)w; return; }
-        size_t cap = t->cap ? t->cap * 2 : 8192;
-        while (cap < t->n + (size_t)w + 1) cap *= 2;
-        char *s = realloc(t->s, cap);
-        if (!s) { t->failed = true; return; }
-        t->s = s;
-        t->cap = cap;
-    }
-}
-
 static const char *c_type(nb_dtype d) {
     switch (d) {
     case NB_F32: return "float";
@@ -367,69 +343,69 @@ static const char *c_type(nb_dtype d) {
     }
 }
 
-static void gen_kernel(text *t, const fkernel *k) {
-    put(t, "/* %s */\nvoid nbk%d(int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs, "
+static void gen_kernel(nb_text *t, const fkernel *k) {
+    nb__text_printf(t, "/* %s */\nvoid nbk%d(int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs, "
            "const int64_t *cs, const double *sc) {\n", k->label, k->index);
-    put(t, "    (void)cs; (void)sc;\n");
-    for (int s = 0; s < k->nscal; s++) put(t, "    const double s%d = sc[%d];\n", s, s);
-    put(t, "    for (int64_t r = r0; r < r1; r++) {\n");
-    if (k->red == RED_NONE) put(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
-    else if (k->red == RED_COLS) put(t, "        double *acc = (double *)p[0];\n");
-    else put(t, "        double acc = 0;\n");
+    nb__text_printf(t, "    (void)cs; (void)sc;\n");
+    for (int s = 0; s < k->nscal; s++) nb__text_printf(t, "    const double s%d = sc[%d];\n", s, s);
+    nb__text_printf(t, "    for (int64_t r = r0; r < r1; r++) {\n");
+    if (k->red == RED_NONE) nb__text_printf(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
+    else if (k->red == RED_COLS) nb__text_printf(t, "        double *acc = (double *)p[0];\n");
+    else nb__text_printf(t, "        double acc = 0;\n");
     for (int j = 0; j < k->nin; j++)
-        put(t, "        const %s *i%d = (const %s *)(p[%d] + r * rs[%d]);\n", c_type(k->in_dtype[j]), j,
+        nb__text_printf(t, "        const %s *i%d = (const %s *)(p[%d] + r * rs[%d]);\n", c_type(k->in_dtype[j]), j,
             c_type(k->in_dtype[j]), j + 1, j + 1);
     /* elementwise (also column sums): each j is independent, and an output that is an operand is
        read at the same j it is written; a row or whole sum keeps its order, so no simd there */
-    if (k->red == RED_NONE || k->red == RED_COLS) put(t, "        #pragma omp simd\n");
-    put(t, "        for (int64_t j = 0; j < cols; j++) {\n");
+    if (k->red == RED_NONE || k->red == RED_COLS) nb__text_printf(t, "        #pragma omp simd\n");
+    nb__text_printf(t, "        for (int64_t j = 0; j < cols; j++) {\n");
     for (int i = 0; i < k->n; i++) {
         const finstr *c = &k->code[i];
         int a = c->a, b = c->b, w = c->c, s = c->s;
-        put(t, "            const float t%d = ", i);
+        nb__text_printf(t, "            const float t%d = ", i);
         switch (c->op) {
         case FI_LOAD: {
             const char *ty = c_type(k->in_dtype[a]);
             const char *conv = k->in_dtype[a] == NB_BOOL ? "(float)(0 != " : "(float)(";
-            if (k->cls[a] == 'c') put(t, "%si%d[j])", conv, a);
-            else if (k->cls[a] == 'b') put(t, "%si%d[0])", conv, a);
-            else put(t, "%s*(const %s *)((const char *)i%d + j * cs[%d]))", conv, ty, a, a + 1);
+            if (k->cls[a] == 'c') nb__text_printf(t, "%si%d[j])", conv, a);
+            else if (k->cls[a] == 'b') nb__text_printf(t, "%si%d[0])", conv, a);
+            else nb__text_printf(t, "%s*(const %s *)((const char *)i%d + j * cs[%d]))", conv, ty, a, a + 1);
             break;
         }
-        case FI_ADD: put(t, "t%d + t%d", a, b); break;
-        case FI_SUB: put(t, "t%d - t%d", a, b); break;
-        case FI_MUL: put(t, "t%d * t%d", a, b); break;
-        case FI_DIV: put(t, "t%d / t%d", a, b); break;
-        case FI_POW: put(t, "powf(t%d, t%d)", a, b); break;
-        case FI_MAX: put(t, "t%d != t%d ? t%d : t%d != t%d ? t%d : t%d > t%d ? t%d : t%d", a, a, a, b, b, b, a, b, a, b); break;
-        case FI_MIN: put(t, "t%d != t%d ? t%d : t%d != t%d ? t%d : t%d < t%d ? t%d : t%d", a, a, a, b, b, b, a, b, a, b); break;
-        case FI_ADDS: put(t, "t%d + (float)s%d", a, s); break;
-        case FI_MULS: put(t, "t%d * (float)s%d", a, s); break;
-        case FI_POWS: put(t, "powf(t%d, (float)s%d)", a, s); break;
-        case FI_NEG: put(t, "-t%d", a); break;
-        case FI_EXP: put(t, "expf(t%d)", a); break;
-        case FI_LOG: put(t, "logf(t%d)", a); break;
-        case FI_SQRT: put(t, "sqrtf(t%d)", a); break;
-        case FI_ABS: put(t, "t%d < 0 ? -t%d : t%d", a, a, a); break;
-        case FI_SIGN: put(t, "(float)((t%d > 0) - (t%d < 0))", a, a); break;
-        case FI_TANH: put(t, "tanhf(t%d)", a); break;
-        case FI_SIGMOID: put(t, "1.0f / (1.0f + expf(-t%d))", a); break;
-        case FI_RELU: put(t, "t%d > 0 ? t%d : 0", a, a); break;
-        case FI_RELU_BW: put(t, "t%d > 0 ? t%d : 0", b, a); break;
-        case FI_GELU: put(t, "0.5f * t%d * (1.0f + erff(t%d * 0.70710678118654752440f))", a, a); break;
-        case FI_ERF: put(t, "erff(t%d)", a); break;
-        case FI_CLAMP: put(t, "(double)t%d < s%d ? (float)s%d : (double)t%d > s%d ? (float)s%d : t%d", a, s, s, a, s + 1, s + 1, a); break;
-        case FI_WHERE: put(t, "t%d != 0 ? t%d : t%d", a, b, w); break;
-        default: put(t, "t%d", a); break;
+        case FI_ADD: nb__text_printf(t, "t%d + t%d", a, b); break;
+        case FI_SUB: nb__text_printf(t, "t%d - t%d", a, b); break;
+        case FI_MUL: nb__text_printf(t, "t%d * t%d", a, b); break;
+        case FI_DIV: nb__text_printf(t, "t%d / t%d", a, b); break;
+        case FI_POW: nb__text_printf(t, "powf(t%d, t%d)", a, b); break;
+        case FI_MAX: nb__text_printf(t, "t%d != t%d ? t%d : t%d != t%d ? t%d : t%d > t%d ? t%d : t%d", a, a, a, b, b, b, a, b, a, b); break;
+        case FI_MIN: nb__text_printf(t, "t%d != t%d ? t%d : t%d != t%d ? t%d : t%d < t%d ? t%d : t%d", a, a, a, b, b, b, a, b, a, b); break;
+        case FI_ADDS: nb__text_printf(t, "t%d + (float)s%d", a, s); break;
+        case FI_MULS: nb__text_printf(t, "t%d * (float)s%d", a, s); break;
+        case FI_POWS: nb__text_printf(t, "powf(t%d, (float)s%d)", a, s); break;
+        case FI_NEG: nb__text_printf(t, "-t%d", a); break;
+        case FI_EXP: nb__text_printf(t, "expf(t%d)", a); break;
+        case FI_LOG: nb__text_printf(t, "logf(t%d)", a); break;
+        case FI_SQRT: nb__text_printf(t, "sqrtf(t%d)", a); break;
+        case FI_ABS: nb__text_printf(t, "t%d < 0 ? -t%d : t%d", a, a, a); break;
+        case FI_SIGN: nb__text_printf(t, "(float)((t%d > 0) - (t%d < 0))", a, a); break;
+        case FI_TANH: nb__text_printf(t, "tanhf(t%d)", a); break;
+        case FI_SIGMOID: nb__text_printf(t, "1.0f / (1.0f + expf(-t%d))", a); break;
+        case FI_RELU: nb__text_printf(t, "t%d > 0 ? t%d : 0", a, a); break;
+        case FI_RELU_BW: nb__text_printf(t, "t%d > 0 ? t%d : 0", b, a); break;
+        case FI_GELU: nb__text_printf(t, "0.5f * t%d * (1.0f + erff(t%d * 0.70710678118654752440f))", a, a); break;
+        case FI_ERF: nb__text_printf(t, "erff(t%d)", a); break;
+        case FI_CLAMP: nb__text_printf(t, "(double)t%d < s%d ? (float)s%d : (double)t%d > s%d ? (float)s%d : t%d", a, s, s, a, s + 1, s + 1, a); break;
+        case FI_WHERE: nb__text_printf(t, "t%d != 0 ? t%d : t%d", a, b, w); break;
+        default: nb__text_printf(t, "t%d", a); break;
         }
-        put(t, ";\n");
+        nb__text_printf(t, ";\n");
     }
-    if (k->red == RED_NONE) put(t, "            o[j] = t%d;\n        }\n", k->n - 1);
-    else if (k->red == RED_COLS) put(t, "            acc[j] += (double)t%d;\n        }\n", k->n - 1);
-    else put(t, "            acc += (double)t%d;\n        }\n", k->n - 1);
-    if (k->red == RED_ROWS) put(t, "        ((float *)p[0])[r] = (float)acc;\n");
-    if (k->red == RED_ALL) put(t, "        *(double *)p[0] += acc;\n");
-    put(t, "    }\n}\n\n");
+    if (k->red == RED_NONE) nb__text_printf(t, "            o[j] = t%d;\n        }\n", k->n - 1);
+    else if (k->red == RED_COLS) nb__text_printf(t, "            acc[j] += (double)t%d;\n        }\n", k->n - 1);
+    else nb__text_printf(t, "            acc += (double)t%d;\n        }\n", k->n - 1);
+    if (k->red == RED_ROWS) nb__text_printf(t, "        ((float *)p[0])[r] = (float)acc;\n");
+    if (k->red == RED_ALL) nb__text_printf(t, "        *(double *)p[0] += acc;\n");
+    nb__text_printf(t, "    }\n}\n\n");
 }
 
 static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
@@ -510,8 +486,8 @@ int nb__kernels_build(cgraph *g, const nb_graph_opts *opts, char **note) {
     }
     if (opts->interpret) return 0;
     const char *cc = compiler(opts);
-    text src = { 0 };
-    put(&src, "%s", SOURCE_HEAD);
+    nb_text src = { 0 };
+    nb__text_printf(&src, "%s", SOURCE_HEAD);
     for (int i = 0; i < g->nn; i++)
         if (!g->nodes[i].dead && g->nodes[i].op == NODE_FUSED) gen_kernel(&src, g->nodes[i].fk);
     if (src.failed) {

@@ -83,6 +83,16 @@ const char *nb__describe(const nb_tensor *t, char *buf, size_t size);
    the traced function made none, since a compiled graph could not repeat them. */
 extern NB_TLS unsigned nb__host_reads;
 
+/* ---- text (src/core/text.c) ---- */
+/* A growing, malloc'ed, NUL-terminated text; zero-initialise it; failed is set when memory ran out. */
+typedef struct nb_text {
+    char *s;
+    size_t n, cap;
+    bool failed;
+} nb_text;
+/* Appends formatted text (nothing once failed). */
+void nb__text_printf(nb_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- conversion helpers (src/core/dtype.c) ---- */
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);

@@ -430,37 +430,6 @@ int nb_save_safetensors(const char *path, const nb_named_tensor *tensors, int n,
 }
 
 /* ---------- state dicts ---------- */
-/* A growing text buffer for reports. */
-typedef struct {
-    char *s;
-    size_t n, cap;
-    bool failed;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->failed) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) return;
-    if (b->n + (size_t)need + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)need;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = true;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)need;
-}
-
 void nb_load_report_free(nb_load_report *r) {
     if (!r) return;
     free(r->text);
@@ -479,7 +448,7 @@ static bool prefixed(const char *name, const char *const *prefixes, int np) {
 int nb__load_named(const char *fn, const char *path, const nb_safetensors *f, const nb_named_tensor *targets, int n,
                    const char *const *prefixes, int np, bool strict, nb_load_report *report) {
     int rc = -1;
-    sbuf b = { 0 };
+    nb_text b = { 0 };
     int missing = 0, unexpected = 0, mismatched = 0, loaded = 0;
     int *match = malloc((size_t)(n ? n : 1) * sizeof *match);
     bool *used = calloc((size_t)(f->n ? f->n : 1), sizeof *used);
@@ -493,7 +462,7 @@ int nb__load_named(const char *fn, const char *path, const nb_safetensors *f, co
         match[i] = -1;
         if (j < 0) {
             missing++;
-            sb_printf(&b, "  missing key: %s\n", targets[i].name);
+            nb__text_printf(&b, "  missing key: %s\n", targets[i].name);
             continue;
         }
         used[j] = true;
@@ -501,7 +470,7 @@ int nb__load_named(const char *fn, const char *path, const nb_safetensors *f, co
         char fs[200], ms[200];
         if (!nb__shape_eq(&e->shape, &t->shape)) {
             mismatched++;
-            sb_printf(&b, "  %s: file has %s, model has %s\n", targets[i].name, nb_shape_str(e->shape, fs, sizeof fs),
+            nb__text_printf(&b, "  %s: file has %s, model has %s\n", targets[i].name, nb_shape_str(e->shape, fs, sizeof fs),
                       nb_shape_str(t->shape, ms, sizeof ms));
             continue;
         }
@@ -509,7 +478,7 @@ int nb__load_named(const char *fn, const char *path, const nb_safetensors *f, co
                   (e->dt->dtype == (int)t->dtype || (nb__is_float((nb_dtype)e->dt->dtype) && nb__is_float(t->dtype)));
         if (!ok) {
             mismatched++;
-            sb_printf(&b, "  %s: file has dtype %s, model has %s\n", targets[i].name, e->dt->name,
+            nb__text_printf(&b, "  %s: file has dtype %s, model has %s\n", targets[i].name, e->dt->name,
                       nb_dtype_name(t->dtype));
             continue;
         }
@@ -518,7 +487,7 @@ int nb__load_named(const char *fn, const char *path, const nb_safetensors *f, co
     for (int j = 0; j < f->n; j++)
         if (!used[j] && prefixed(f->e[j].name, prefixes, np)) {
             unexpected++;
-            sb_printf(&b, "  unexpected key: %s\n", f->e[j].name);
+            nb__text_printf(&b, "  unexpected key: %s\n", f->e[j].name);
         }
     if (b.failed) {
         nb__error("%s: out of memory", fn);

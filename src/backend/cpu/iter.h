@@ -38,7 +38,7 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
    elements [lo, hi), then store the new step count. */
 void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, nb_op_args *a);
 void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a);
-void nb__cpu_optim_end(nb_tensor *const *in, const nb_op_args *a);
+void nb__cpu_optim_end(nb_tensor *const *in);
 
 /* for (int64_t VAR = 0; VAR < N; VAR++) BODY, in parallel over `threads` threads when
    threads > 1 and with no OpenMP region otherwise: an if(false) clause still builds a team,

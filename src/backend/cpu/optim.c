@@ -111,7 +111,6 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
     case NB_UPDATE_ADAGRAD: a->f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
     default: break;
     }
-    a->i[NB_MAX_DIMS + 1] = step; /* kept for nb__cpu_optim_end */
     for (int k = 0; k < nin; k++)
         if (k != 1 && k != 3) atomic_fetch_add_explicit(&in[k]->storage->version, 1, memory_order_relaxed);
 }
@@ -121,7 +120,7 @@ void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, 
     else update_float(in, nin, lo, hi, a);
 }
 
-void nb__cpu_optim_end(nb_tensor *const *in, const nb_op_args *a) { *(int64_t *)nb__data(in[2]) = a->i[NB_MAX_DIMS + 1]; }
+void nb__cpu_optim_end(nb_tensor *const *in) { (*(int64_t *)nb__data(in[2]))++; }
 
 int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     nb_op_args a;
@@ -133,6 +132,6 @@ int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_
         int64_t lo = c * UPDATE_CHUNK, hi = lo + UPDATE_CHUNK < n ? lo + UPDATE_CHUNK : n;
         nb__cpu_optim_range(in, nin, lo, hi, ap);
     );
-    nb__cpu_optim_end(in, &a);
+    nb__cpu_optim_end(in);
     return 0;
 }
