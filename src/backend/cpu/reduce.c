@@ -2,6 +2,7 @@
    Each output is reduced serially, in a fixed order; a single large reduction is split into
    chunks of a fixed size combined in order, so results never depend on the thread count. */
 #include "iter.h"
+#include "kmath.h"
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -252,12 +253,51 @@ int cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
             }                                                                                       \
         );                                                                                          \
     }
-SOFTMAX_FN(float, expf, log)
+SOFTMAX_FN(float, nbk_expf, log)
 SOFTMAX_FN(double, exp, log)
+
+/* Softmax over one contiguous row in float, the attention case: the max, exp and sum loops
+   vectorise (kmath.h's exp; the sum in double in simd lanes, an order fixed by the build, never
+   by the thread count). */
+static void softmax_row_float(const float *x, float *y, int64_t n, bool log_out) {
+    float m = x[0];
+    #pragma omp simd reduction(max : m)
+    for (int64_t j = 1; j < n; j++) m = x[j] > m ? x[j] : m;
+    if (m == -INFINITY) m = 0;
+    double s = 0;
+    #pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < n; j++) {
+        float e = nbk_expf(x[j] - m);
+        s += e;
+        y[j] = e;
+    }
+    if (log_out) {
+        float ls = (float)log(s);
+        #pragma omp simd
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] - m - ls;
+    } else {
+        float inv = (float)(1.0 / s);
+        #pragma omp simd
+        for (int64_t j = 0; j < n; j++) y[j] *= inv;
+    }
+}
+
+static void softmax_rows_float(nb_tensor *t, nb_tensor *out, bool log_out) {
+    int64_t n = t->shape.dim[t->shape.ndim - 1], rows = t->numel / n;
+    const float *base = (const float *)nb__data(t);
+    float *obase = (float *)nb__data(out);
+    int threads = t->numel >= NB_PARALLEL_GRAIN && rows > 1 ? nb__threads() : 1;
+    NB_PARALLEL_FOR(threads, r, rows, softmax_row_float(base + r * n, obase + r * n, n, log_out););
+}
 
 static int run_softmax(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, bool log_out) {
     if (in[0]->numel == 0) return 0;
-    if (in[0]->dtype == NB_F32) softmax_float(in[0], out, (int)args->i[0], log_out);
+    nb_tensor *t = in[0];
+    int axis = (int)args->i[0];
+    if (t->dtype == NB_F32 && t->shape.ndim > 0 && axis == t->shape.ndim - 1 && nb_is_contiguous(t) &&
+        nb_is_contiguous(out))
+        softmax_rows_float(t, out, log_out);
+    else if (t->dtype == NB_F32) softmax_float(in[0], out, axis, log_out);
     else softmax_double(in[0], out, (int)args->i[0], log_out);
     return 0;
 }
