@@ -23,10 +23,8 @@
     static void adam_##T(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, const nb_op_args *a) {      \
         const T b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                                    \
         const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]), decay = (T)(1 - a->f[0] * a->f[4]);  \
-        const double step = (double)a->i[1];                                                           \
         const bool decoupled = a->i[2] != 0;                                                           \
-        const T bc2_sqrt = (T)sqrt(1 - pow(a->f[2], step));                                            \
-        const T step_size = (T)(a->f[0] / (1 - pow(a->f[1], step)));                                   \
+        const T bc2_sqrt = (T)a->f[6], step_size = (T)a->f[7]; /* set once per step by begin */         \
         for (int64_t i = 0; i < n; i++) {                                                              \
             T gi = g[i], pi = p[i];                                                                    \
             if (decoupled) pi *= decay;                                                                \
@@ -107,7 +105,13 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
     for (int k = 0; k < 6; k++) a->f[k] = coef[k];
     switch ((int)a->i[0]) {
     case NB_UPDATE_SGD: a->i[2] = step == 1; break;
-    case NB_UPDATE_ADAM: a->i[1] = step; break;
+    case NB_UPDATE_ADAM:
+        /* the bias corrections, once per step rather than once per range (a GEMM epilogue runs
+           the update in hundreds of ranges) */
+        a->i[1] = step;
+        a->f[6] = sqrt(1 - pow(coef[2], (double)step));
+        a->f[7] = coef[0] / (1 - pow(coef[1], (double)step));
+        break;
     case NB_UPDATE_ADAGRAD: a->f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
     default: break;
     }
