@@ -6,7 +6,7 @@
      compile  the first call of each compiled function (trace, passes, code generation, the C
           compiler and loading) with an empty kernel cache (cold) and again with the cache that
           run filled (warm); *_compile_s is the part after the trace.
-   Usage: bench_compile [--quick] */
+   Usage: bench_compile [--quick] [--only mlp|gpt]  (--only runs one side's comparison, for a profiler) */
 #include "bench_util.h"
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #undef main
 
 static bool quick;
+static const char *only;
 
 typedef struct {
     nb_module *model;
@@ -94,8 +95,11 @@ static void first_call(const char *name, const char *label, nb_graph_fn fn, void
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "mlp") || !strcmp(argv[i + 1], "gpt")))
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_compile [--quick]\n");
+            fprintf(stderr, "usage: bench_compile [--quick] [--only mlp|gpt]\n");
             return 2;
         }
     }
@@ -136,7 +140,7 @@ int main(int argc, char **argv) {
     nb_compiled *cm = nb_compile(train_step, &t, (nb_graph_opts){ .cache_dir = dir });
     batches = mlp_batches;
     nbatches = NB;
-    compare("mlp", train_step, &t, cm, mlp_in, 2, 5, quick ? 30 : 400);
+    if (!only || !strcmp(only, "mlp")) compare("mlp", train_step, &t, cm, mlp_in, 2, 5, quick ? 30 : 400);
     batches = NULL;
 
     /* gpt */
@@ -145,7 +149,7 @@ int main(int argc, char **argv) {
     first_call("gpt", "cold", forward, gpt, &idx, 1, dir);
     first_call("gpt", "warm", forward, gpt, &idx, 1, dir);
     nb_compiled *cg = nb_compile(forward, gpt, (nb_graph_opts){ .cache_dir = dir });
-    compare("gpt", forward, gpt, cg, &idx, 1, 2, quick ? 10 : 100);
+    if (!only || !strcmp(only, "gpt")) compare("gpt", forward, gpt, cg, &idx, 1, 2, quick ? 10 : 100);
 
     nb_compiled_free(cm);
     nb_compiled_free(cg);
