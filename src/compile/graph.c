@@ -1028,7 +1028,9 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             for (int k = 0; k < u->nin; k++) uin[k] = vt[u->in[k]];
             optim_ctx oc = { .in = uin, .nin = u->nin, .cols = vt[nd->out]->shape.dim[1] };
             nb__cpu_optim_begin(uin, u->nin, &u->args, &oc.a);
-            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_optim, &oc);
+            /* whole rows: the update streams through its parameter and state, which column pieces
+               would cut into short runs the prefetcher cannot follow */
+            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_optim, &oc, true);
             nb__cpu_optim_end(uin);
             continue;
         }
@@ -1037,7 +1039,7 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             nb_tensor *fin[64];
             for (int k = 0; k < f->nin; k++) fin[k] = vt[f->in[k]];
             tile_ctx tc = { f->fk, vt[f->out], fin };
-            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_tile, &tc);
+            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_tile, &tc, false);
             continue;
         }
         nb_kernel_fn kernel = nb__cpu_kernels[nd->op];

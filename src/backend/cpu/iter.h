@@ -30,8 +30,9 @@ void nb__iter_run(nb_iter *it, nb_inner_fn fn, const void *ctx);
 /* Called after each piece of a product: rows [r0, r1) and columns [c0, c1) of product `batch`
    (flattened over the batch dimensions) are final. */
 typedef void (*nb_gemm_epilogue)(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
-/* The CPU matmul kernel with an epilogue run on each finished piece, on the thread that made it. */
-int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *ctx);
+/* The CPU matmul kernel with an epilogue run on each finished piece, on the thread that made it;
+   whole_rows asks for pieces of whole rows, so the epilogue streams through contiguous memory. */
+int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *ctx, bool whole_rows);
 
 /* The fused optimizer update in three parts, so a graph can run it on the pieces of the GEMM that
    makes the gradient: read the step and coefficients into *a (and mark the tensors written), update

@@ -79,11 +79,12 @@ typedef struct {
     void *epi_ctx;
 } gemm_plan;
 
-/* The chunking of one product: along its longer side, in at most 8 pieces. It depends on the shapes only,
-   never on the thread count, so every element is computed by the same single-threaded BLAS
-   call whatever the number of threads: results are bit-identical with 1 or N threads. */
-static void plan_chunks(gemm_plan *p) {
-    p->split_rows = p->n >= p->m;
+/* The chunking of one product: along its longer side (or along rows when asked), in at most 8
+   pieces. It depends on the shapes only, never on the thread count, so every element is computed
+   by the same single-threaded BLAS call whatever the number of threads: results are bit-identical
+   with 1 or N threads. */
+static void plan_chunks(gemm_plan *p, bool whole_rows) {
+    p->split_rows = whole_rows || p->n >= p->m;
     int64_t d = p->split_rows ? p->n : p->m;
     /* pieces of 128 or more where the side allows (each piece packs the other operand again),
        of 64 for short sides, at most 8 */
@@ -165,10 +166,10 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
 
 int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
-    return nb__cpu_matmul_epilogue(out, in, NULL, NULL);
+    return nb__cpu_matmul_epilogue(out, in, NULL, NULL, false);
 }
 
-int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *epi_ctx) {
+int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *epi_ctx, bool whole_rows) {
     nb_tensor *a = in[0], *b = in[1];
     int na = a->shape.ndim, nbd = b->shape.ndim, no = out->shape.ndim;
     int64_t n = out->shape.dim[no - 2], m = out->shape.dim[no - 1], k = a->shape.dim[na - 1];
@@ -198,7 +199,7 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     size_t es = nb_dtype_size(out->dtype);
     char *pa = nb__data(a), *pb = nb__data(b), *pc = nb__data(out);
     gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc, false, 0, 0, epi, epi_ctx };
-    plan_chunks(&plan);
+    plan_chunks(&plan, whole_rows);
     int64_t units = batches * plan.chunks;
     /* BLAS runs single-threaded (see threads.c); the pieces run in parallel here */
     /* a parallel region costs a few microseconds (far more when the machine is busy): only
