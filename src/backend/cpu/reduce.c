@@ -259,7 +259,7 @@ SOFTMAX_FN(double, exp, log)
 /* Softmax over one contiguous row in float, the attention case: the max, exp and sum loops
    vectorise (kmath.h's exp; the sum in double in simd lanes, an order fixed by the build, never
    by the thread count). */
-static void softmax_row_float(const float *x, float *y, int64_t n, bool log_out) {
+NB_WIDE_CLONES static void softmax_row_float(const float *x, float *y, int64_t n, bool log_out) {
     float m = x[0];
     #pragma omp simd reduction(max : m)
     for (int64_t j = 1; j < n; j++) m = x[j] > m ? x[j] : m;
