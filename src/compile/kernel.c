@@ -128,7 +128,7 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
     float reg[k->n][BLK]; /* at most a few hundred registers: see MAX_GROUP in graph.c */
     const double *sc = k->scal;
     for (int64_t r = r0; r < r1; r++) {
-        double row_acc = 0;
+        double lane[8] = { 0 }; /* row and whole sums: element j in lane j % 8, as sum_lanes_float */
         for (int64_t j0 = 0; j0 < cols; j0 += BLK) {
             int n = (int)(cols - j0 < BLK ? cols - j0 : BLK);
             for (int i = 0; i < k->n; i++) {
@@ -186,9 +186,10 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
                 double *acc = (double *)p[0] + j0;
                 for (int e = 0; e < n; e++) acc[e] += (double)res[e];
             } else {
-                for (int e = 0; e < n; e++) row_acc += (double)res[e];
+                for (int e = 0; e < n; e++) lane[e & 7] += (double)res[e]; /* BLK is a multiple of 8 */
             }
         }
+        double row_acc = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         if (k->red == RED_ROWS) ((float *)p[0])[r] = (float)row_acc;
         else if (k->red == RED_ALL) *(double *)p[0] += row_acc;
     }
@@ -344,26 +345,12 @@ static const char *c_type(nb_dtype d) {
     }
 }
 
-static void gen_kernel(nb_text *t, const fkernel *k) {
-    nb__text_printf(t, "/* %s */\nvoid nbk%d(int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs, "
-           "const int64_t *cs, const double *sc) {\n", k->label, k->index);
-    nb__text_printf(t, "    (void)cs; (void)sc;\n");
-    for (int s = 0; s < k->nscal; s++) nb__text_printf(t, "    const double s%d = sc[%d];\n", s, s);
-    nb__text_printf(t, "    for (int64_t r = r0; r < r1; r++) {\n");
-    if (k->red == RED_NONE) nb__text_printf(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
-    else if (k->red == RED_COLS) nb__text_printf(t, "        double *acc = (double *)p[0];\n");
-    else nb__text_printf(t, "        double acc = 0;\n");
-    for (int j = 0; j < k->nin; j++)
-        nb__text_printf(t, "        const %s *i%d = (const %s *)(p[%d] + r * rs[%d]);\n", c_type(k->in_dtype[j]), j,
-            c_type(k->in_dtype[j]), j + 1, j + 1);
-    /* elementwise (also column sums): each j is independent, and an output that is an operand is
-       read at the same j it is written; a row or whole sum keeps its order, so no simd there */
-    if (k->red == RED_NONE || k->red == RED_COLS) nb__text_printf(t, "        #pragma omp simd\n");
-    nb__text_printf(t, "        for (int64_t j = 0; j < cols; j++) {\n");
+/* The loop body of a fused kernel: t0..tn-1 for element j, at the given indent. */
+static void gen_body(nb_text *t, const fkernel *k, const char *ind) {
     for (int i = 0; i < k->n; i++) {
         const finstr *c = &k->code[i];
         int a = c->a, b = c->b, w = c->c, s = c->s;
-        nb__text_printf(t, "            const float t%d = ", i);
+        nb__text_printf(t, "%sconst float t%d = ", ind, i);
         switch (c->op) {
         case FI_LOAD: {
             const char *ty = c_type(k->in_dtype[a]);
@@ -401,11 +388,42 @@ static void gen_kernel(nb_text *t, const fkernel *k) {
         }
         nb__text_printf(t, ";\n");
     }
-    if (k->red == RED_NONE) nb__text_printf(t, "            o[j] = t%d;\n        }\n", k->n - 1);
-    else if (k->red == RED_COLS) nb__text_printf(t, "            acc[j] += (double)t%d;\n        }\n", k->n - 1);
-    else nb__text_printf(t, "            acc += (double)t%d;\n        }\n", k->n - 1);
-    if (k->red == RED_ROWS) nb__text_printf(t, "        ((float *)p[0])[r] = (float)acc;\n");
-    if (k->red == RED_ALL) nb__text_printf(t, "        *(double *)p[0] += acc;\n");
+}
+
+static void gen_kernel(nb_text *t, const fkernel *k) {
+    nb__text_printf(t, "/* %s */\nvoid nbk%d(int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs, "
+           "const int64_t *cs, const double *sc) {\n", k->label, k->index);
+    nb__text_printf(t, "    (void)cs; (void)sc;\n");
+    for (int s = 0; s < k->nscal; s++) nb__text_printf(t, "    const double s%d = sc[%d];\n", s, s);
+    nb__text_printf(t, "    for (int64_t r = r0; r < r1; r++) {\n");
+    if (k->red == RED_NONE) nb__text_printf(t, "        float *o = (float *)(p[0] + r * rs[0]);\n");
+    else if (k->red == RED_COLS) nb__text_printf(t, "        double *acc = (double *)p[0];\n");
+    else nb__text_printf(t, "        double acc[8] = { 0 };\n");
+    for (int j = 0; j < k->nin; j++)
+        nb__text_printf(t, "        const %s *i%d = (const %s *)(p[%d] + r * rs[%d]);\n", c_type(k->in_dtype[j]), j,
+            c_type(k->in_dtype[j]), j + 1, j + 1);
+    if (k->red == RED_NONE || k->red == RED_COLS) {
+        /* elementwise (also column sums): each j is independent, and an output that is an
+           operand is read at the same j it is written */
+        nb__text_printf(t, "        #pragma omp simd\n        for (int64_t j = 0; j < cols; j++) {\n");
+        gen_body(t, k, "            ");
+        if (k->red == RED_NONE) nb__text_printf(t, "            o[j] = t%d;\n        }\n", k->n - 1);
+        else nb__text_printf(t, "            acc[j] += (double)t%d;\n        }\n", k->n - 1);
+    } else {
+        /* row and whole sums: element j in running sum j % 8, combined pairwise, the order of
+           the eager sum (sum_lanes_float in backend/cpu/reduce.c); blocks of 8 vectorise */
+        nb__text_printf(t, "        int64_t j0 = 0;\n        for (; j0 + 8 <= cols; j0 += 8) {\n"
+                           "            #pragma omp simd\n            for (int64_t q = 0; q < 8; q++) {\n"
+                           "                const int64_t j = j0 + q;\n");
+        gen_body(t, k, "                ");
+        nb__text_printf(t, "                acc[q] += (double)t%d;\n            }\n        }\n", k->n - 1);
+        nb__text_printf(t, "        for (int64_t j = j0, q = 0; j < cols; j++, q++) {\n");
+        gen_body(t, k, "            ");
+        nb__text_printf(t, "            acc[q] += (double)t%d;\n        }\n", k->n - 1);
+        nb__text_printf(t, "        const double sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));\n");
+        if (k->red == RED_ROWS) nb__text_printf(t, "        ((float *)p[0])[r] = (float)sum;\n");
+        else nb__text_printf(t, "        *(double *)p[0] += sum;\n");
+    }
     nb__text_printf(t, "    }\n}\n\n");
 }
 

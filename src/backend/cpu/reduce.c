@@ -51,13 +51,25 @@ static int64_t kept_offset(const red_plan *p, int64_t o) {
 
 enum { R_SUM, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN };
 
+/* The sum of n contiguous floats in double, in eight running sums (element j in sum j % 8)
+   combined pairwise: it vectorises, and its order depends on n alone. The graph compiler's fused
+   row sums (compile/kernel.c) add in the same order, so compiled sums equal eager ones. */
+NB_WIDE_CLONES static double sum_lanes_float(const float *x, int64_t n) {
+    double a[8] = { 0 };
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) a[k] += (double)x[j + k];
+    for (int k = 0; j < n; j++, k++) a[k] += (double)x[j];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 /* Reduces one 1-D run; for max/min it also reports the run index of the first extreme
    (NaN counts as the extreme, as torch does). */
-#define ROW_FN(T, ACC)                                                                            \
+#define ROW_FN(T, ACC, CONTIGUOUS_SUM)                                                            \
     static void row_##T(int op, const T *x, int64_t n, int64_t st, ACC *acc, T *ext, int64_t *arg) { \
         if (op == R_SUM) {                                                                        \
             ACC s = 0;                                                                            \
-            if (st == 1) for (int64_t j = 0; j < n; j++) s += (ACC)x[j];                         \
+            if (st == 1) s = CONTIGUOUS_SUM;                                                      \
             else for (int64_t j = 0; j < n; j++) s += (ACC)x[j * st];                            \
             *acc = s;                                                                             \
             return;                                                                               \
@@ -75,11 +87,22 @@ enum { R_SUM, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN };
         *arg = a;                                                                                 \
     }
 
-ROW_FN(float, double)
-ROW_FN(double, double)
-ROW_FN(int64_t, int64_t)
-ROW_FN(int32_t, int64_t)
-ROW_FN(uint8_t, int64_t)
+/* The sum of x[0..n) in order, in ACC. */
+#define SEQ_SUM_FN(T, ACC)                                                                        \
+    static inline ACC seq_sum_##T(const T *x, int64_t n) {                                        \
+        ACC s = 0;                                                                                \
+        for (int64_t j = 0; j < n; j++) s += (ACC)x[j];                                           \
+        return s;                                                                                 \
+    }
+SEQ_SUM_FN(double, double)
+SEQ_SUM_FN(int64_t, int64_t)
+SEQ_SUM_FN(int32_t, int64_t)
+SEQ_SUM_FN(uint8_t, int64_t)
+ROW_FN(float, double, sum_lanes_float(x, n))
+ROW_FN(double, double, seq_sum_double(x, n))
+ROW_FN(int64_t, int64_t, seq_sum_int64_t(x, n))
+ROW_FN(int32_t, int64_t, seq_sum_int32_t(x, n))
+ROW_FN(uint8_t, int64_t, seq_sum_uint8_t(x, n))
 
 /* out_f / out_i receive sums (f32/f64 or i64), extremes (input type) or indices (i64). */
 #define REDUCE_FN(T, ACC, OUT_SUM_T)                                                                 \
