@@ -390,6 +390,64 @@ static void test_fuse_into_reductions(void **state) {
     nb_release(x);
 }
 
+/* Row groups: a layer norm's five kernels (row sum, centring, sum of squares, scale, affine)
+   run together, chunk of rows by chunk; a sum read across rows (s[j] added to row i) must not. */
+static nb_tensor *norm_ctx[2];
+
+static nb_tensor *layer_norm_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_layer_norm(in[0], norm_ctx[0], norm_ctx[1], 1e-5);
+}
+
+static nb_tensor *sum_across_rows(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_relu(nb_add(in[0], nb_sum(in[0], -1, false))); /* [64, 64] + [64]: sum i into column i */
+}
+
+static void test_row_groups(void **state) {
+    (void)state;
+    nb_shape shapes[3] = { NB_SHAPE(37, 129), NB_SHAPE(3, 37, 129), NB_SHAPE(1, 5) };
+    for (int t = 0; t < 3; t++) {
+        nb_tensor *x = nb_randn(shapes[t], NB_F32);
+        int64_t c = shapes[t].dim[shapes[t].ndim - 1];
+        norm_ctx[0] = nb_randn(NB_SHAPE(c), NB_F32);
+        norm_ctx[1] = nb_randn(NB_SHAPE(c), NB_F32);
+        pass_result off = run_small(layer_norm_fn, x, NB_PASS_FUSE, false);
+        pass_result on = run_small(layer_norm_fn, x, 0, false), interp = run_small(layer_norm_fn, x, 0, true);
+        assert_int_equal(off.st.row_groups, 0);
+        assert_int_equal(on.st.row_groups, 1);
+        assert_int_equal(interp.st.row_groups, 1);
+        assert_int_equal(on.st.kernels, 5); /* the lone row sum became a kernel of the group */
+        /* each row computes what it computed alone: the same bits as eager */
+        if (on.rel != 0 || interp.rel != 0) fail_msg("shape %d: compiled %g, interpreted %g", t, on.rel, interp.rel);
+        assert_true(off.rel == 0);
+        nb_release(x);
+        nb_release(norm_ctx[0]);
+        nb_release(norm_ctx[1]);
+    }
+    nb_tensor *sq = nb_randn(NB_SHAPE(64, 64), NB_F32);
+    pass_result across = run_small(sum_across_rows, sq, 0, false);
+    assert_int_equal(across.st.row_groups, 0);
+    assert_true(across.rel <= 1e-6);
+    nb_release(sq);
+    /* the dump says which kernels run as a group */
+    norm_ctx[0] = nb_randn(NB_SHAPE(16), NB_F32);
+    norm_ctx[1] = nb_randn(NB_SHAPE(16), NB_F32);
+    nb_tensor *x = nb_randn(NB_SHAPE(8, 16), NB_F32);
+    nb_compiled *c = nb_compile(layer_norm_fn, NULL, test_opts());
+    nb_scope *s = nb_scope_begin();
+    assert_non_null(nb_compiled_run(c, &x, 1));
+    nb_scope_end(s);
+    char *text = dump_text(c);
+    assert_non_null(strstr(text, "fused[sum]"));
+    assert_non_null(strstr(text, "row group of"));
+    free(text);
+    nb_compiled_free(c);
+    nb_release(x);
+    nb_release(norm_ctx[0]);
+    nb_release(norm_ctx[1]);
+}
+
 /* An elementwise chain on a product that only it reads runs inside the GEMM, piece by piece. */
 static nb_tensor *linear_relu_softmax(nb_tensor *const *in, int n, void *ctx) {
     (void)n; (void)ctx;
@@ -647,6 +705,7 @@ int main(void) {
         cmocka_unit_test_setup(test_pass_fuse, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_broadcast_and_strides, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_into_reductions, clear_error_setup),
+        cmocka_unit_test_setup(test_row_groups, clear_error_setup),
         cmocka_unit_test_setup(test_gemm_epilogue, clear_error_setup),
         cmocka_unit_test_setup(test_memory_planning, clear_error_setup),
         cmocka_unit_test_setup(test_warm_step_allocates_nothing, clear_error_setup),

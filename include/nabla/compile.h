@@ -48,6 +48,7 @@ typedef struct nb_compiled_stats {
     int kernels;           /* fused kernels */
     int kernels_native;    /* of which run as compiled C (the rest interpreted) */
     int kernels_built;     /* C compiler runs this variant needed (0 when the disk cache had them) */
+    int row_groups;        /* runs of kernels over the same rows run together, chunk of rows by chunk */
     int64_t arena_bytes;   /* bytes of the planned buffer */
     int64_t unplanned_bytes; /* bytes the same values would take without reuse */
     double compile_seconds; /* passes, code generation and loading (the trace run excluded) */

@@ -112,6 +112,7 @@ static void take_counters(nb_compiled *c, const cgraph *g) {
     s->kernels = g->kernels;
     s->kernels_native = g->kernels_native;
     s->kernels_built = g->kernels_built;
+    s->row_groups = g->row_groups;
     s->arena_bytes = g->arena_bytes;
     s->unplanned_bytes = g->unplanned_bytes;
     s->compile_seconds = g->compile_seconds;

@@ -54,6 +54,7 @@ typedef struct cnode {
     int epi;                /* a matmul: the fused node run on each finished piece, else -1 */
     int opt_epi;            /* a matmul: the optimizer update run on each finished piece, else -1 */
     bool deferred;          /* a fused node that runs inside its matmul */
+    int rgroup;             /* in a row group: the group's first node, else -1 */
 } cnode;
 
 #define NODE_FUSED (-1)
@@ -87,6 +88,7 @@ struct fkernel {
     nb_shape loop;          /* the shape iterated (the elementwise result's) */
     bool epilogue;          /* runs in place on the buffer a GEMM just wrote */
     bool tile;              /* runs inside the GEMM, piece by piece: the loop keeps every axis */
+    bool rows;              /* in a row group: laid out as [rows, cols] like a reduction */
     /* per specialization: the loop collapsed to (outer..., rows, cols) and each operand's strides */
     int nd;
     int64_t dim[NB_MAX_DIMS];
@@ -110,7 +112,7 @@ typedef struct cgraph {
     char *dump_before;      /* the graph as traced, printed */
     nb_tensor *arena;       /* the planned buffer (u8) */
     nb_tensor **hdr;        /* per value: a tensor header built at plan time, or NULL */
-    int ops_traced, removed_dce, removed_cse, folded, fused_ops, kernels, kernels_native, kernels_built;
+    int ops_traced, removed_dce, removed_cse, folded, fused_ops, kernels, kernels_native, kernels_built, row_groups;
     int64_t arena_bytes, unplanned_bytes;
     double compile_seconds;
     void *dl;               /* the loaded kernel library */
@@ -134,6 +136,9 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n);
 int nb__kernels_build(cgraph *g, const nb_graph_opts *opts, char **note);
 /* Runs fused kernel k for the values' runtime tensors. */
 int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in);
+/* Runs the n kernels of a row group chunk of rows by chunk of rows: out[i] and in[i] are kernel
+   i's tensors. */
+void nb__kernel_run_group(fkernel *const *k, int n, nb_tensor *const *out, nb_tensor *const *const *in);
 /* Collapses the kernel's loop dimensions for its operands' strides in g (plan time). 0 or -1. */
 int nb__kernel_layout(fkernel *k, const cgraph *g, int out);
 /* Runs fused kernel k on rows [r0, r1) and columns [c0, c1) of product `batch` (tile layout). */

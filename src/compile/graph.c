@@ -149,7 +149,7 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
         v->delta = out->offset - in0->offset;
         v->root = g->v[ids[0]].root;
     }
-    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1, .opt_epi = -1 };
+    g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1, .opt_epi = -1, .rgroup = -1 };
     g->nn++;
     if (map_put(&tr->tensors, out, vid) < 0) return -1;
     if (!(flags & (NB_F_VIEW | NB_F_INPLACE)) && map_put(&tr->storages, out->storage, vid) < 0) return -1;
@@ -659,6 +659,141 @@ static void mark_epilogues(cgraph *g) {
     }
 }
 
+/* ------------------------------------------------------------------ row groups */
+
+#define MAX_ROW_GROUP 16
+
+/* The loop's leading axes (all but the last) as row coordinates. */
+static bool same_rows(const nb_shape *a, const nb_shape *b) {
+    int64_t ra = 1, rb = 1;
+    for (int d = 0; d < a->ndim - 1; d++) ra *= a->dim[d];
+    for (int d = 0; d < b->ndim - 1; d++) rb *= b->dim[d];
+    if (ra != rb || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim - 1; d++)
+        if (a->dim[d] != b->dim[d]) return false;
+    return true;
+}
+
+/* How value x is read by a loop over `loop`: 'r' one row of x per row of the loop, 'i' the same
+   for every row (it broadcasts over the leading axes), 0 neither. */
+static char row_access(const cval *x, const nb_shape *loop) {
+    bool aligned = true, invariant = true;
+    for (int d = 0; d < loop->ndim - 1; d++) {
+        if (loop->dim[d] == 1) continue;
+        int di = d - (loop->ndim - x->shape.ndim);
+        int64_t n = di < 0 ? 1 : x->shape.dim[di];
+        aligned = aligned && n == loop->dim[d];
+        invariant = invariant && n == 1;
+    }
+    return aligned ? 'r' : invariant ? 'i' : 0;
+}
+
+/* A lone f32 sum over the last axis becomes a one-load fused kernel, so it can join a row group. */
+static fkernel *sum_kernel(const cgraph *g, const cnode *s) {
+    const cval *x = &g->v[s->in[0]];
+    if (s->op != NB_OP_SUM || x->dtype != NB_F32 || g->v[s->out].dtype != NB_F32 || reduction_of(s, x) != RED_ROWS)
+        return NULL;
+    fkernel *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->in = malloc(sizeof(int));
+    k->in_dtype = malloc(sizeof(nb_dtype));
+    k->code = malloc(sizeof(finstr));
+    k->scal = malloc(sizeof(double));
+    k->label = dup_str("sum");
+    if (!k->in || !k->in_dtype || !k->code || !k->scal || !k->label) { kernel_free(k); return NULL; }
+    k->nin = 1;
+    k->in[0] = s->in[0];
+    k->in_dtype[0] = NB_F32;
+    k->code[0] = (finstr){ .op = FI_LOAD, .a = 0 };
+    k->n = 1;
+    k->nops = 1;
+    k->red = RED_ROWS;
+    k->loop = x->shape;
+    return k;
+}
+
+/* The loop of a node that may join a row group (a fused kernel, or a lone row sum), else NULL. */
+static const nb_shape *group_loop(const cgraph *g, const cnode *n) {
+    if (n->dead) return NULL;
+    if (n->op == NODE_FUSED)
+        return n->fk->epilogue || n->fk->tile || (n->fk->red != RED_NONE && n->fk->red != RED_ROWS) ? NULL : &n->fk->loop;
+    if (n->op == NB_OP_SUM && g->v[n->in[0]].dtype == NB_F32 && g->v[n->out].dtype == NB_F32 &&
+        reduction_of(n, &g->v[n->in[0]]) == RED_ROWS)
+        return &g->v[n->in[0]].shape;
+    return NULL;
+}
+
+/* Row groups: runs of consecutive fused kernels over the same rows where each reads what the
+   others make only in the row it computes, the rest only as values shared by every row (a layer
+   norm: the row sum, the centring, the sum of squares, the scale, the affine map). They run
+   chunk of rows by chunk of rows, chunks in parallel, so a row stays in cache from the first
+   kernel to the last and five small serial loops become one parallel one. Each row computes
+   exactly what it did alone. Returns the number of groups. */
+static int pass_row_groups(cgraph *g) {
+    int groups = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const nb_shape *loop = group_loop(g, &g->nodes[i]);
+        if (!loop || loop->ndim < 2 || g->nodes[i].rgroup >= 0) continue;
+        int member[MAX_ROW_GROUP], n = 0;
+        for (int j = i; j < g->nn && n < MAX_ROW_GROUP; j++) {
+            cnode *c = &g->nodes[j];
+            if (c->dead) continue;
+            const nb_shape *l = group_loop(g, c);
+            if (!l || !same_rows(l, loop)) break;
+            /* every operand: a row per row, or shared by every row and made outside the group */
+            bool ok = true;
+            for (int a = -1; a < c->nin && ok; a++) {
+                int v = a < 0 ? c->out : c->in[a];
+                const cval *x = &g->v[v];
+                char acc = a < 0 ? 'r' : row_access(x, l);
+                if (acc == 'r' && a < 0 && c->op == NODE_FUSED && c->fk->red == RED_NONE)
+                    acc = nb__shape_eq(&x->shape, l) ? 'r' : 0;
+                if (acc == 'i')
+                    for (int m = 0; m < n && ok; m++) ok = g->v[v].root != g->v[g->nodes[member[m]].out].root;
+                ok = ok && acc != 0;
+            }
+            if (!ok) break;
+            member[n++] = j;
+        }
+        if (n < 2) continue;
+        /* lone sums become kernels; every member must walk its operands as [rows, cols] */
+        fkernel *made[MAX_ROW_GROUP] = { 0 };
+        bool ok = true;
+        for (int m = 0; m < n && ok; m++) {
+            cnode *c = &g->nodes[member[m]];
+            fkernel *k = c->fk;
+            if (c->op != NODE_FUSED && !(k = made[m] = sum_kernel(g, c))) {
+                for (int q = 0; q < m; q++) kernel_free(made[q]);
+                return -1;
+            }
+            k->rows = true;
+            int rc = nb__kernel_layout(k, g, k->red != RED_NONE ? -1 : c->out);
+            k->rows = false;
+            if (rc < 0) {
+                for (int q = 0; q <= m; q++) kernel_free(made[q]);
+                return -1;
+            }
+            ok = rc == 0;
+        }
+        if (!ok) {
+            for (int m = 0; m < n; m++) kernel_free(made[m]);
+            continue;
+        }
+        for (int m = 0; m < n; m++) {
+            cnode *c = &g->nodes[member[m]];
+            if (made[m]) {
+                c->op = NODE_FUSED;
+                c->fk = made[m];
+            }
+            c->rgroup = member[0];
+            c->fk->rows = true;
+        }
+        groups++;
+        i = member[n - 1];
+    }
+    return groups;
+}
+
 /* ------------------------------------------------------------------ memory planning */
 
 static int64_t value_bytes(const cval *v) { return nb__shape_numel(&v->shape) * (int64_t)nb__esize(v->dtype); }
@@ -686,12 +821,20 @@ static int plan(cgraph *g, bool reuse) {
     count_uses(g);
     int *order = malloc(sizeof(int) * ((size_t)g->nn + 1));
     if (!order) return -1;
+    /* a row group runs its kernels interleaved: every value it touches lives through all of it */
+    int *span = malloc(sizeof(int) * ((size_t)g->nn + 1) * 2);
+    if (!span) { free(order); return -1; }
     int pos = 0;
     for (int i = 0; i < g->nn; i++) {
         if (g->nodes[i].dead) continue;
         order[pos] = i;
+        int h = g->nodes[i].rgroup;
+        if (h == i) span[2 * h] = pos;
+        if (h >= 0) span[2 * h + 1] = pos;
         g->v[g->nodes[i].out].first = pos++;
     }
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && g->nodes[i].rgroup >= 0) g->v[g->nodes[i].out].first = span[2 * g->nodes[i].rgroup];
     int end = pos;
     for (int i = 0; i < g->nv; i++) {
         cval *v = &g->v[i];
@@ -711,12 +854,15 @@ static int plan(cgraph *g, bool reuse) {
     /* lifetimes: a use of a view keeps its root alive */
     for (int p = 0; p < end; p++) {
         cnode *n = &g->nodes[order[p]];
+        int until = n->rgroup >= 0 ? span[2 * n->rgroup + 1] : p;
         for (int k = 0; k < n->nin; k++) {
             int v = n->in[k];
             for (int w = v; w >= 0; w = g->v[w].base)
-                if (g->v[w].last < p) g->v[w].last = p;
+                if (g->v[w].last < until) g->v[w].last = until;
         }
+        if (n->rgroup >= 0 && g->v[n->out].last < until) g->v[n->out].last = until;
     }
+    free(span);
     for (int k = 0; k < g->ngrads; k++)
         for (int w = g->grad_val[k]; w >= 0; w = g->v[w].base) g->v[w].last = end; /* read after the run */
     for (int i = 0; i < g->nv; i++) /* views made before their base is written still need it */
@@ -925,6 +1071,8 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         if ((rc = pass_fuse_reductions(g)) < 0) goto oom;
         g->fused_ops += rc;
         mark_epilogues(g);
+        if ((rc = pass_row_groups(g)) < 0) goto oom;
+        g->row_groups = rc;
     }
     /* values that no longer need their trace-time tensor let it go */
     for (int i = 0; i < g->nv; i++) {
@@ -1017,6 +1165,24 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
         if (nd->dead || nd->deferred) continue;
         if (nd->nin > 64) { nb__error("nb_compiled_run: node with %d inputs", nd->nin); rc = -1; break; }
         for (int k = 0; k < nd->nin; k++) scratch[k] = vt[nd->in[k]];
+        if (nd->op == NODE_FUSED && nd->rgroup == i) { /* a row group: all its kernels at once */
+            fkernel *gk[MAX_ROW_GROUP];
+            nb_tensor *gout[MAX_ROW_GROUP], *gin[MAX_ROW_GROUP][64], *const *gins[MAX_ROW_GROUP];
+            int n = 0;
+            for (int j = i; j < g->nn; j++) {
+                cnode *c = &g->nodes[j];
+                if (c->dead) continue;
+                if (c->rgroup != i) break;
+                gk[n] = c->fk;
+                gout[n] = vt[c->out];
+                for (int k = 0; k < c->nin; k++) gin[n][k] = vt[c->in[k]];
+                gins[n] = gin[n];
+                n++;
+            }
+            nb__kernel_run_group(gk, n, gout, gins);
+            continue;
+        }
+        if (nd->op == NODE_FUSED && nd->rgroup >= 0) continue; /* ran with its group */
         if (nd->op == NODE_FUSED) {
             rc = nb__kernel_run(nd->fk, vt[nd->out], scratch);
             continue;
@@ -1119,6 +1285,7 @@ char *nb__graph_print(const cgraph *g, const char *title) {
             if (n->fk->epilogue) nb__text_printf(&b, n->fk->tile ? ", GEMM epilogue (inside the GEMM, per piece)" : ", after a GEMM");
             if (n->fk->red != RED_NONE)
                 nb__text_printf(&b, ", reduces %s", n->fk->red == RED_ALL ? "all" : n->fk->red == RED_ROWS ? "rows" : "columns");
+            if (n->rgroup >= 0) nb__text_printf(&b, ", row group of %%%d", g->nodes[n->rgroup].out);
         }
         if (o->share >= 0) nb__text_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
         if (n->deferred && n->op == NB_OP_OPTIM_UPDATE) nb__text_printf(&b, "  # inside the GEMM of its gradient, per piece");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #define MAX_OPERANDS 64
+#define MAX_ROW_KERNELS 16 /* as MAX_ROW_GROUP in graph.c */
 
 /* ------------------------------------------------------------------ layout */
 
@@ -25,30 +26,31 @@ static int64_t axis_stride(const fkernel *k, const cgraph *g, int out, int j, in
     return di < 0 || v->shape.dim[di] == 1 ? 0 : v->stride[di] * (int64_t)nb__esize(v->dtype);
 }
 
-/* A reduction walks [rows, cols]: the leading axes as one, the last axis. 1 when an operand's
-   leading axes cannot be walked with one stride. */
-static int layout_reduction(fkernel *k, const cgraph *g) {
+/* A reduction (or a member of a row group) walks [rows, cols]: the leading axes as one, the
+   last axis. 1 when an operand's leading axes cannot be walked with one stride. out: the
+   output value, or -1 for a reduction (which writes its result by row index). */
+static int layout_rows(fkernel *k, const cgraph *g, int out) {
     const nb_shape *S = &k->loop;
     int nd = S->ndim, nops = k->nin + 1;
     int64_t rows = 1;
     for (int d = 0; d < nd - 1; d++) rows *= S->dim[d];
     k->nd = 2;
     k->dim[0] = rows;
-    k->dim[1] = S->dim[nd - 1];
-    for (int j = 1; j < nops; j++) {
+    k->dim[1] = nd ? S->dim[nd - 1] : 1;
+    for (int j = out < 0 ? 1 : 0; j < nops; j++) {
         int64_t rs = 0, span = 1; /* the stride of the innermost leading axis, and what it covers */
         bool set = false;
         for (int d = nd - 2; d >= 0; d--) {
             if (S->dim[d] == 1) continue;
-            int64_t st = axis_stride(k, g, -1, j, d);
+            int64_t st = axis_stride(k, g, out, j, d);
             if (!set) { rs = st; set = true; }
             else if (st != rs * span) return 1;
             span *= S->dim[d];
         }
         k->st[j][0] = rs;
-        k->st[j][1] = axis_stride(k, g, -1, j, nd - 1);
+        k->st[j][1] = nd ? axis_stride(k, g, out, j, nd - 1) : 0;
     }
-    k->st[0][0] = k->st[0][1] = 0;
+    if (out < 0) k->st[0][0] = k->st[0][1] = 0;
     return 0;
 }
 
@@ -62,8 +64,8 @@ int nb__kernel_layout(fkernel *k, const cgraph *g, int out) {
     if (!k->st || !k->cls) return -1;
     int m = 0;
     int64_t dim[NB_MAX_DIMS];
-    if (k->red != RED_NONE) {
-        if (layout_reduction(k, g) != 0) return 1;
+    if (k->red != RED_NONE || k->rows) {
+        if (layout_rows(k, g, k->red != RED_NONE ? -1 : out) != 0) return 1;
         m = 2;
         memcpy(dim, k->dim, sizeof(int64_t) * 2);
     } else if (k->tile) { /* every axis kept: the GEMM hands out rectangles of its last two */
@@ -282,6 +284,34 @@ static int run_reduction(fkernel *k, nb_tensor *out, char **base, int64_t *rs, i
     }
     nb__free(acc, sizeof(double) * (size_t)nacc);
     return 0;
+}
+
+#define GROUP_CHUNK_ELEMS 2048 /* elements of the widest kernel per chunk of rows: ~8 KiB an operand */
+
+void nb__kernel_run_group(fkernel *const *k, int n, nb_tensor *const *out, nb_tensor *const *const *in) {
+    char *base[MAX_ROW_KERNELS][MAX_OPERANDS + 1];
+    int64_t rs[MAX_ROW_KERNELS][MAX_OPERANDS + 1], cs[MAX_ROW_KERNELS][MAX_OPERANDS + 1];
+    int64_t rows = k[0]->dim[0], widest = 1, total = 0;
+    for (int i = 0; i < n; i++) {
+        base[i][0] = nb__data(out[i]);
+        rs[i][0] = k[i]->st[0][0];
+        cs[i][0] = k[i]->st[0][1];
+        for (int j = 1; j <= k[i]->nin; j++) {
+            base[i][j] = nb__data(in[i][j - 1]);
+            rs[i][j] = k[i]->st[j][0];
+            cs[i][j] = k[i]->st[j][1];
+        }
+        if (k[i]->dim[1] > widest) widest = k[i]->dim[1];
+        total += rows * k[i]->dim[1];
+    }
+    /* chunks fixed by shape; a row computes the same whatever chunk it falls in */
+    int64_t chunk = GROUP_CHUNK_ELEMS / widest > 1 ? GROUP_CHUNK_ELEMS / widest : 1;
+    int64_t nchunks = (rows + chunk - 1) / chunk;
+    int threads = nchunks > 1 && total >= NB_PARALLEL_GRAIN / 4 ? nb__threads() : 1;
+    NB_PARALLEL_FOR(threads, c, nchunks,
+        int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        for (int i = 0; i < n; i++) run_rows(k[i], r0, r1, 0, k[i]->dim[1], base[i], rs[i], cs[i]);
+    );
 }
 
 int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
