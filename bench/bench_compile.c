@@ -1,6 +1,7 @@
 /* Graph-mode benchmarks, nabla side, printed as "key value" lines (bench/run_compile.sh reads them):
      mlp  the seed MLP's training step (flatten, 784-128-10, AdamW lr 1e-3, batch 64, cross
-          entropy): eager against compiled, alternating loops in one process
+          entropy): eager against compiled, alternating loops in one process; again with
+          denormals flushed to zero (mlp_flush_*)
      gpt  the char GPT of examples/char_gpt.c (vocabulary 86, context 128, 4 layers, 4 heads,
           width 128) forward at batch 1 in eval mode: eager against compiled
      compile  the first call of each compiled function (trace, passes, code generation, the C
@@ -140,7 +141,15 @@ int main(int argc, char **argv) {
     nb_compiled *cm = nb_compile(train_step, &t, (nb_graph_opts){ .cache_dir = dir });
     batches = mlp_batches;
     nbatches = NB;
-    if (!only || !strcmp(only, "mlp")) compare("mlp", train_step, &t, cm, mlp_in, 2, 5, quick ? 30 : 400);
+    if (!only || !strcmp(only, "mlp")) {
+        compare("mlp", train_step, &t, cm, mlp_in, 2, 5, quick ? 30 : 400);
+        /* the same with denormals flushed (nb_set_flush_denormal): this training underflows
+           gradients and Adam's second moments, and each denormal operation costs ~100 cycles */
+        if (nb_set_flush_denormal(true)) {
+            compare("mlp_flush", train_step, &t, cm, mlp_in, 2, 5, quick ? 30 : 400);
+            nb_set_flush_denormal(false);
+        }
+    }
     batches = NULL;
 
     /* gpt */

@@ -53,6 +53,9 @@ def row(name, fig, floor, ok):
 print(f"MLP step, batch 64: eager {me:.3f} ms, compiled {mc:.3f} ms, PyTorch eager {tt:.3f} ms")
 row("  compiled speed-up over eager nabla", f"{me / mc:.2f}x", ">= 1.3x", me / mc >= 1.3)
 print(f"  {'compiled speed-up over PyTorch eager':<42}{tt / mc:>14.2f}x")
+if "mlp_flush_eager_ms" in n[0]:
+    fe, fc = med(n, "mlp_flush_eager_ms"), med(n, "mlp_flush_compiled_ms")
+    print(f"  with denormals flushed (nb_set_flush_denormal): eager {fe:.3f} ms, compiled {fc:.3f} ms ({fe / fc:.2f}x)")
 print(f"GPT forward, batch 1: eager {ge:.3f} ms, compiled {gc:.3f} ms")
 row("  compiled speed-up over eager nabla", f"{ge / gc:.2f}x", ">= 1.3x", ge / gc >= 1.3)
 for m in ("mlp", "gpt"):

@@ -329,6 +329,36 @@ static void test_assign(void **state) {
     nb_scope_end(s);
 }
 
+/* nb_set_flush_denormal: denormal inputs read as zero and denormal results become zero on every
+   kernel thread (the tensors are large enough to run in parallel); off restores IEEE. */
+static float last_of(nb_tensor *t) { return ((const float *)nb_data_ptr(t))[nb_numel(t) - 1]; }
+static float first_of(nb_tensor *t) { return ((const float *)nb_data_ptr(t))[0]; }
+
+static void test_flush_denormal(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_set_num_threads(2);
+    nb_tensor *tiny = nb_full(NB_SHAPE(200000), 1e-39, NB_F32), *small = nb_full(NB_SHAPE(200000), 1e-30, NB_F32);
+    nb_tensor *r = nb_mul_scalar(tiny, 1.0);
+    assert_true(first_of(r) > 0 && last_of(r) > 0); /* IEEE by default */
+    if (!nb_set_flush_denormal(true)) {
+        nb_scope_end(s);
+        skip(); /* not an x86 CPU */
+    }
+    r = nb_mul_scalar(tiny, 1.0);
+    assert_true(first_of(r) == 0 && last_of(r) == 0); /* denormal inputs read as zero */
+    r = nb_mul_scalar(small, 1e-10);
+    assert_true(first_of(r) == 0 && last_of(r) == 0); /* denormal results become zero */
+    r = nb_mul_scalar(small, 1e-5);
+    const float normal = 1e-30f * 1e-5f;
+    assert_true(first_of(r) == normal && last_of(r) == normal); /* normal numbers unchanged */
+    assert_true(nb_set_flush_denormal(false));
+    r = nb_mul_scalar(small, 1e-10);
+    assert_true(first_of(r) > 0 && last_of(r) > 0);
+    nb_set_num_threads(0);
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_creation, clear_error_setup),
@@ -341,6 +371,7 @@ int main(void) {
         cmocka_unit_test_setup(test_error_handler, clear_error_setup),
         cmocka_unit_test_setup(test_random, clear_error_setup),
         cmocka_unit_test_setup(test_threads_do_not_change_results, clear_error_setup),
+        cmocka_unit_test_setup(test_flush_denormal, clear_error_setup),
         cmocka_unit_test_setup(test_half_types, clear_error_setup),
         cmocka_unit_test_setup(test_assign, clear_error_setup),
     };

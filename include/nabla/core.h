@@ -143,6 +143,11 @@ NB_API nb_tensor *nb_keep(nb_tensor *t);
 NB_API void nb_set_num_threads(int n);
 /* Threads kernels and BLAS use. */
 NB_API int nb_get_num_threads(void);
+/* Treats denormal floats as zero, as inputs and as results (x86's DAZ and FTZ), in the calling
+   thread and the kernel threads, like torch.set_flush_denormal: off by default (IEEE). Each
+   operation on a denormal costs ~100 cycles, and underflowing gradients and optimizer state
+   make many. Returns false, changing nothing, where the CPU has no such mode. */
+NB_API bool nb_set_flush_denormal(bool on);
 /* Returns every cached free buffer to the system. */
 NB_API void nb_empty_cache(void);
 /* Allocator counters: bytes held from the system, bytes in use (exact when other threads are

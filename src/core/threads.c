@@ -1,10 +1,15 @@
 /* The thread count of the OpenMP kernels (BLAS calls among them): nb_set_num_threads, else
-   NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use. */
+   NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use; and the
+   denormal mode of those threads. */
 #define _GNU_SOURCE
 #include "core_impl.h"
 #include <sched.h>
 #include <stdlib.h>
 #include <omp.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define NB_HAVE_MXCSR 1
+#endif
 
 void openblas_set_num_threads(int num_threads);
 
@@ -56,3 +61,25 @@ int nb__threads(void) {
 }
 
 int nb_get_num_threads(void) { return nb__threads(); }
+
+#ifdef NB_HAVE_MXCSR
+/* MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6) on this thread. */
+static void flush_mode(bool on) {
+    unsigned m = _mm_getcsr();
+    _mm_setcsr(on ? m | 0x8040u : m & ~0x8040u);
+}
+#endif
+
+bool nb_set_flush_denormal(bool on) {
+#ifdef NB_HAVE_MXCSR
+    /* the pool's threads are reused by every later region; threads it adds later are made by
+       this thread and inherit its mode */
+    flush_mode(on);
+    int n = nb__threads();
+    _Pragma("omp parallel num_threads(n)") flush_mode(on);
+    return true;
+#else
+    (void)on;
+    return false;
+#endif
+}
