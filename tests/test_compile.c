@@ -156,6 +156,46 @@ static void test_cnn_training_matches_eager(void **state) {
     compare_training(cnn_model, NB_SHAPE(4, 1, 28, 28), 100, false);
 }
 
+/* The char GPT's training step (layer norms forward and backward run as row groups). */
+static nb_tensor *gpt_train_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    trainer *t = ctx;
+    nb_tensor *logits = nb_reshape(nb_forward(t->model, in[0]), NB_SHAPE(-1, 65));
+    nb_tensor *loss = nb_cross_entropy(logits, nb_reshape(in[1], NB_SHAPE(-1)), (nb_ce_opts){ 0 });
+    nb_optim_zero_grad(t->opt);
+    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
+    return loss;
+}
+
+static void test_gpt_training_matches_eager(void **state) {
+    (void)state;
+    nb_manual_seed(4);
+    nb_module *ma = gpt_new(65);
+    nb_manual_seed(4);
+    nb_module *mb = gpt_new(65);
+    trainer ta = { ma, nb_optim_adamw(ma, (nb_adamw_opts){ .lr = 1e-3 }) };
+    trainer tb = { mb, nb_optim_adamw(mb, (nb_adamw_opts){ .lr = 1e-3 }) };
+    nb_compiled *c = nb_compile(gpt_train_step, &tb, test_opts());
+    nb_tensor *x = random_labels(NB_SHAPE(2, CONTEXT), 65), *y = random_labels(NB_SHAPE(2, CONTEXT), 65);
+    for (int i = 0; i < 5; i++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *le = gpt_train_step((nb_tensor *[]){ x, y }, 2, &ta);
+        nb_tensor *lc = nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2);
+        if (!lc) fail_msg("compiled step %d: %s", i, nb_error());
+        assert_true(fabs(nb_item(le) - nb_item(lc)) <= 1e-5 * fabs(nb_item(le)));
+        nb_scope_end(s);
+    }
+    assert_true(params_rel(ma, mb) <= 1e-5);
+    assert_true(nb_compiled_get_stats(c).row_groups > 0);
+    nb_compiled_free(c);
+    nb_optim_free(ta.opt);
+    nb_optim_free(tb.opt);
+    nb_module_free(ma);
+    nb_module_free(mb);
+    nb_release(x);
+    nb_release(y);
+}
+
 /* examples/mlp_synthetic.c's loop: raw parameters updated with nb_assign, gradients dropped. */
 static nb_tensor *raw_sgd_step(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
@@ -697,6 +737,7 @@ int main(void) {
         cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_mlp_training_with_schedule, clear_error_setup),
         cmocka_unit_test_setup(test_cnn_training_matches_eager, clear_error_setup),
+        cmocka_unit_test_setup(test_gpt_training_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_raw_sgd_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_example_forwards, clear_error_setup),
         cmocka_unit_test_setup(test_pass_dce, clear_error_setup),
