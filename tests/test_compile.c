@@ -69,6 +69,17 @@ static char *dump_text(const nb_compiled *c) {
 
 static nb_graph_opts test_opts(void) { return (nb_graph_opts){ .cache_dir = NULL }; }
 
+/* The dump of fn compiled and run once on x (malloc'ed). */
+static char *dump_after_one_run(nb_graph_fn fn, nb_tensor *x) {
+    nb_compiled *c = nb_compile(fn, NULL, test_opts());
+    nb_scope *s = nb_scope_begin();
+    assert_non_null(nb_compiled_run(c, &x, 1));
+    nb_scope_end(s);
+    char *text = dump_text(c);
+    nb_compiled_free(c);
+    return text;
+}
+
 /* ---------------------------------------------------------------- training steps */
 
 typedef struct {
@@ -85,20 +96,19 @@ static nb_tensor *train_step(nb_tensor *const *in, int n, void *ctx) {
     return loss;
 }
 
-/* Trains two copies of a model on the same batches, one eagerly and one compiled, and checks
-   loss and parameters agree at every step. Each step reseeds, so dropout draws the same masks. */
-static void compare_training(nb_module *(*make)(void), nb_shape xshape, int steps, bool schedule) {
+/* Trains two copies of a model on the batch (x, y), one eagerly and one compiled with `step`,
+   and checks loss, parameters and gradients agree at every step. Each step reseeds, so dropout
+   draws the same masks. Takes x and y; returns the compiled function's counters. */
+static nb_compiled_stats compare_training_with(nb_module *(*make)(void), nb_graph_fn step, nb_tensor *x, nb_tensor *y, int steps,
+                                  bool schedule) {
     nb_manual_seed(3);
     nb_module *ma = make();
     nb_manual_seed(3);
     nb_module *mb = make();
     trainer ta = { ma, nb_optim_adamw(ma, (nb_adamw_opts){ .lr = 1e-3 }) };
     trainer tb = { mb, nb_optim_adamw(mb, (nb_adamw_opts){ .lr = 1e-3 }) };
-    nb_compiled *c = nb_compile(train_step, &tb, test_opts());
+    nb_compiled *c = nb_compile(step, &tb, test_opts());
     assert_non_null(c);
-    nb_manual_seed(11);
-    nb_tensor *x = nb_randn(xshape, NB_F32);
-    nb_tensor *y = random_labels(NB_SHAPE(xshape.dim[0]), 10);
     double worst_loss = 0;
     for (int i = 0; i < steps; i++) {
         if (schedule) { /* a learning rate that changes every step reaches the compiled graph */
@@ -107,7 +117,7 @@ static void compare_training(nb_module *(*make)(void), nb_shape xshape, int step
         }
         nb_scope *s = nb_scope_begin();
         nb_manual_seed(100 + (uint64_t)i);
-        nb_tensor *le = train_step((nb_tensor *[]){ x, y }, 2, &ta);
+        nb_tensor *le = step((nb_tensor *[]){ x, y }, 2, &ta);
         nb_manual_seed(100 + (uint64_t)i);
         nb_tensor *lc = nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2);
         if (!lc) fail_msg("compiled step %d: %s", i, nb_error());
@@ -122,10 +132,10 @@ static void compare_training(nb_module *(*make)(void), nb_shape xshape, int step
     assert_true(worst_loss <= 1e-5);
     assert_true(params_rel(ma, mb) <= 1e-5);
     /* the compiled step hands the leaves their gradients, as the eager one does */
-    nb_named_tensor pa[16], pb[16];
-    int np = nb_module_named_parameters(ma, pa, 16);
-    nb_module_named_parameters(mb, pb, 16);
-    for (int i = 0; i < np; i++) {
+    nb_named_tensor pa[64], pb[64];
+    int np = nb_module_named_parameters(ma, pa, 64);
+    nb_module_named_parameters(mb, pb, 64);
+    for (int i = 0; i < np && i < 64; i++) {
         assert_non_null(nb_grad_of(pb[i].tensor));
         assert_true(max_rel(nb_grad_of(pa[i].tensor), nb_grad_of(pb[i].tensor)) <= 1e-4);
     }
@@ -136,6 +146,13 @@ static void compare_training(nb_module *(*make)(void), nb_shape xshape, int step
     nb_module_free(mb);
     nb_release(x);
     nb_release(y);
+    return st;
+}
+
+static void compare_training(nb_module *(*make)(void), nb_shape xshape, int steps, bool schedule) {
+    nb_manual_seed(11);
+    nb_tensor *x = nb_randn(xshape, NB_F32);
+    compare_training_with(make, train_step, x, random_labels(NB_SHAPE(xshape.dim[0]), 10), steps, schedule);
 }
 
 static nb_module *mlp_model(void) { return net_new(); }
@@ -167,33 +184,12 @@ static nb_tensor *gpt_train_step(nb_tensor *const *in, int n, void *ctx) {
     return loss;
 }
 
+static nb_module *gpt_model(void) { return gpt_new(65); }
+
 static void test_gpt_training_matches_eager(void **state) {
     (void)state;
-    nb_manual_seed(4);
-    nb_module *ma = gpt_new(65);
-    nb_manual_seed(4);
-    nb_module *mb = gpt_new(65);
-    trainer ta = { ma, nb_optim_adamw(ma, (nb_adamw_opts){ .lr = 1e-3 }) };
-    trainer tb = { mb, nb_optim_adamw(mb, (nb_adamw_opts){ .lr = 1e-3 }) };
-    nb_compiled *c = nb_compile(gpt_train_step, &tb, test_opts());
     nb_tensor *x = random_labels(NB_SHAPE(2, CONTEXT), 65), *y = random_labels(NB_SHAPE(2, CONTEXT), 65);
-    for (int i = 0; i < 5; i++) {
-        nb_scope *s = nb_scope_begin();
-        nb_tensor *le = gpt_train_step((nb_tensor *[]){ x, y }, 2, &ta);
-        nb_tensor *lc = nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2);
-        if (!lc) fail_msg("compiled step %d: %s", i, nb_error());
-        assert_true(fabs(nb_item(le) - nb_item(lc)) <= 1e-5 * fabs(nb_item(le)));
-        nb_scope_end(s);
-    }
-    assert_true(params_rel(ma, mb) <= 1e-5);
-    assert_true(nb_compiled_get_stats(c).row_groups > 0);
-    nb_compiled_free(c);
-    nb_optim_free(ta.opt);
-    nb_optim_free(tb.opt);
-    nb_module_free(ma);
-    nb_module_free(mb);
-    nb_release(x);
-    nb_release(y);
+    assert_true(compare_training_with(gpt_model, gpt_train_step, x, y, 5, false).row_groups > 0);
 }
 
 /* examples/mlp_synthetic.c's loop: raw parameters updated with nb_assign, gradients dropped. */
@@ -474,15 +470,10 @@ static void test_row_groups(void **state) {
     norm_ctx[0] = nb_randn(NB_SHAPE(16), NB_F32);
     norm_ctx[1] = nb_randn(NB_SHAPE(16), NB_F32);
     nb_tensor *x = nb_randn(NB_SHAPE(8, 16), NB_F32);
-    nb_compiled *c = nb_compile(layer_norm_fn, NULL, test_opts());
-    nb_scope *s = nb_scope_begin();
-    assert_non_null(nb_compiled_run(c, &x, 1));
-    nb_scope_end(s);
-    char *text = dump_text(c);
+    char *text = dump_after_one_run(layer_norm_fn, x);
     assert_non_null(strstr(text, "fused[sum]"));
     assert_non_null(strstr(text, "row group of"));
     free(text);
-    nb_compiled_free(c);
     nb_release(x);
     nb_release(norm_ctx[0]);
     nb_release(norm_ctx[1]);
@@ -716,11 +707,7 @@ static void test_compiler_failure_falls_back(void **state) {
 static void test_dump(void **state) {
     (void)state;
     nb_tensor *x = nb_randn(NB_SHAPE(4, 8), NB_F32);
-    nb_compiled *c = nb_compile(chain, NULL, test_opts());
-    nb_scope *s = nb_scope_begin();
-    assert_non_null(nb_compiled_run(c, &x, 1));
-    nb_scope_end(s);
-    char *text = dump_text(c);
+    char *text = dump_after_one_run(chain, x);
     assert_non_null(strstr(text, "graph (traced): 9 ops"));
     assert_non_null(strstr(text, "%0 : f32[4, 8] = input 0"));
     assert_non_null(strstr(text, "= sigmoid(%"));
@@ -728,7 +715,6 @@ static void test_dump(void **state) {
     assert_non_null(strstr(text, "fused[mul_scalar+add_scalar+sigmoid"));
     assert_non_null(strstr(text, "return %"));
     free(text);
-    nb_compiled_free(c);
     nb_release(x);
 }
 
