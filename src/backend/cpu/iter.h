@@ -54,4 +54,13 @@ void nb__cpu_optim_end(nb_tensor *const *in);
         }                                                                                        \
     } while (0)
 
+/* On a hot loop of double-precision math (kmath.h) or costly float arithmetic: also built for
+   AVX-512 (chosen at load time where the CPU has it), as the generated kernels are with
+   -march=native; the same operations in wider lanes, so the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define NB_WIDE_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
+#else
+#define NB_WIDE_CLONES
+#endif
+
 #endif

@@ -83,15 +83,6 @@
         return xf == xf ? (float)(e * scale) : xf;                                                 \
     }
 
-/* On a function with a kmath.h loop: also built for AVX-512 (chosen at load time where the CPU
-   has it), as the generated kernels are with -march=native; the same operations in wider lanes,
-   so the same bits. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define NB_WIDE_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
-#else
-#define NB_WIDE_CLONES
-#endif
-
 #define NBK_STR_(...) #__VA_ARGS__
 #define NBK_STR(...) NBK_STR_(__VA_ARGS__)
 /* The functions as C source, for the generated kernels. */
