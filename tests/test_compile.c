@@ -173,14 +173,15 @@ static void test_cnn_training_matches_eager(void **state) {
     compare_training(cnn_model, NB_SHAPE(4, 1, 28, 28), 100, false);
 }
 
-/* The char GPT's training step (layer norms forward and backward run as row groups). */
+/* The char GPT's training step with gradient clipping, as examples/char_gpt.c trains (layer
+   norms forward and backward run as row groups; the clipping reads nothing on the host). */
 static nb_tensor *gpt_train_step(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     trainer *t = ctx;
     nb_tensor *logits = nb_reshape(nb_forward(t->model, in[0]), NB_SHAPE(-1, 65));
     nb_tensor *loss = nb_cross_entropy(logits, nb_reshape(in[1], NB_SHAPE(-1)), (nb_ce_opts){ 0 });
     nb_optim_zero_grad(t->opt);
-    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
+    if (nb_backward(loss) < 0 || !nb_clip_grad_norm_tensor(t->model, 0.5) || nb_optim_step(t->opt) < 0) return NULL;
     return loss;
 }
 

@@ -61,6 +61,9 @@ NB_API void nb_optim_free(nb_optimizer *opt);
 /* Scales every gradient of module so their global L2 norm is at most max_norm; returns the
    norm before clipping (negative on error), as torch.nn.utils.clip_grad_norm_. */
 NB_API double nb_clip_grad_norm(nb_module *module, double max_norm);
+/* The same, returning the norm before clipping as an f64 0-d tensor (in the current scope; NULL
+   on error): tensor ops only, nothing read on the host, so a compiled step (nb_compile) can clip. */
+NB_API nb_tensor *nb_clip_grad_norm_tensor(nb_module *module, double max_norm);
 /* The global L2 norm of the module's gradients. */
 NB_API double nb_grad_norm(nb_module *module);
 

@@ -437,55 +437,84 @@ void nb_optim_free(nb_optimizer *o) {
 
 /* ---------- gradient clipping ---------- */
 typedef struct {
-    double sumsq;
+    nb_tensor *sumsq; /* f64 0-d, in the current scope */
     bool failed;
 } norm_acc;
 
 static void add_sq(nb_tensor *p, void *ctx) {
     norm_acc *a = ctx;
     nb_tensor *g = nb_grad_of(p);
-    if (!g) return;
-    nb_scope *s = nb_scope_begin();
+    if (!g || a->failed) return;
     nb_tensor *gd = nb_cast(g, NB_F64);
-    double v = nb_item(nb_sum_all(nb_mul(gd, gd)));
-    nb_scope_end(s);
-    if (isnan(v) && nb__has_error()) a->failed = true;
-    a->sumsq += v;
+    nb_tensor *sq = nb_sum_all(nb_mul(gd, gd));
+    a->sumsq = a->sumsq ? nb_add(a->sumsq, sq) : sq;
+    if (!a->sumsq) a->failed = true;
+}
+
+/* The global L2 norm of m's gradients as an f64 0-d tensor in the current scope (squares summed
+   in double, parameter by parameter in order), with tensor ops only; NULL on error. */
+static nb_tensor *grad_norm_tensor(nb_module *m) {
+    norm_acc a = { NULL, false };
+    nb__module_each_param(m, add_sq, &a);
+    if (a.failed) return NULL;
+    return a.sumsq ? nb_sqrt(a.sumsq) : nb_zeros(NB_SHAPE(), NB_F64);
 }
 
 double nb_grad_norm(nb_module *m) {
     if (!m) return -1;
-    norm_acc a = { 0, false };
     bool prev = nb_set_grad_enabled(false);
-    nb__module_each_param(m, add_sq, &a);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = grad_norm_tensor(m);
+    double v = t ? nb_item(t) : -1;
+    nb_scope_end(s);
     nb_set_grad_enabled(prev);
-    return a.failed ? -1 : sqrt(a.sumsq);
+    return v;
 }
+
+typedef struct {
+    nb_tensor *coef;
+    bool failed;
+} scaling;
 
 static void scale_grad(nb_tensor *p, void *ctx) {
+    scaling *sc = ctx;
     nb_tensor *g = nb_grad_of(p);
-    if (!g) return;
-    nb_scope *s = nb_scope_begin();
-    nb_set_grad(p, nb_mul_scalar(g, *(double *)ctx)); /* a new tensor: gradients may be shared */
-    nb_scope_end(s);
+    if (!g || sc->failed) return;
+    nb_tensor *scaled = nb_mul(g, sc->coef); /* a new tensor: gradients may be shared */
+    if (scaled) nb_set_grad(p, scaled);
+    else sc->failed = true;
 }
 
-double nb_clip_grad_norm(nb_module *m, double max_norm) {
+nb_tensor *nb_clip_grad_norm_tensor(nb_module *m, double max_norm) {
     if (!m) {
         if (!nb__has_error()) nb__error("nb_clip_grad_norm: module is NULL");
-        return -1;
+        return NULL;
     }
     if (!(max_norm > 0)) {
         nb__error("nb_clip_grad_norm: max_norm must be positive, got %g", max_norm);
-        return -1;
+        return NULL;
     }
-    double total = nb_grad_norm(m);
-    if (total < 0) return -1;
-    double coef = max_norm / (total + 1e-6);
-    if (coef < 1.0) { /* torch clamps the coefficient at 1 */
-        bool prev = nb_set_grad_enabled(false);
-        nb__module_each_param(m, scale_grad, &coef);
-        nb_set_grad_enabled(prev);
+    bool prev = nb_set_grad_enabled(false);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *total = grad_norm_tensor(m);
+    if (total) {
+        /* as torch: the coefficient clamped at 1 multiplies every gradient, so no value is read
+           on the host and a compiled step can clip */
+        scaling sc = { nb_clamp(nb_div(nb_full(NB_SHAPE(), max_norm, NB_F64), nb_add_scalar(total, 1e-6)), -INFINITY, 1.0),
+                       false };
+        if (sc.coef) nb__module_each_param(m, scale_grad, &sc);
+        if (!sc.coef || sc.failed) total = NULL;
     }
-    return total;
+    nb_keep(total);
+    nb_scope_end(s);
+    nb_set_grad_enabled(prev);
+    return nb__own(total);
+}
+
+double nb_clip_grad_norm(nb_module *m, double max_norm) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_clip_grad_norm_tensor(m, max_norm);
+    double v = t ? nb_item(t) : -1;
+    nb_scope_end(s);
+    return v;
 }
