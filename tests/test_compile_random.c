@@ -10,8 +10,7 @@
    compiled run (the trace, a replay, a replay on new inputs) is checked against an eager run
    of the same step; a difference prints the program as C code.
 
-   Bugs the programs found that are not fixed yet have tests of their own at the end, run with
-   NABLA_KNOWN_BUGS=1; the random programs that hit them are listed in known_bad.
+   Bugs the programs found have regression tests of their own at the end.
 
    NABLA_RANDOM_PROGRAMS=n runs n programs of each kind instead of the default and
    NABLA_RANDOM_SEED=s starts from another seed (for hunting; the defaults are what CI runs).
@@ -709,24 +708,6 @@ static int env_int(const char *name, int dflt) {
     return v && *v ? atoi(v) : dflt;
 }
 
-/* Programs of the default seeds that hit a library bug that is known and not fixed yet: they
-   still run, a difference is printed but does not fail the test (and a pass says the entry can
-   go). Each has a test of its own below, run with NABLA_KNOWN_BUGS=1. */
-static const struct {
-    bool grad;
-    int id;
-    const char *bug;
-} known_bad[] = {
-    { false, 73, "test_known_bug_row_sum_in_place_of_operand_read_across_columns" },
-};
-
-static const char *known_bug(bool grad, int id) {
-    if (getenv("NABLA_RANDOM_SEED") && atoi(getenv("NABLA_RANDOM_SEED")) != 0) return NULL;
-    for (size_t k = 0; k < sizeof known_bad / sizeof known_bad[0]; k++)
-        if (known_bad[k].grad == grad && known_bad[k].id == id) return known_bad[k].bug;
-    return NULL;
-}
-
 /* Runs `count` programs from seed0 on; fails listing every program that differed, or when
    fewer than min_groups of the default programs formed a row group (so the generator keeps
    reaching the pass it is here for). */
@@ -743,12 +724,7 @@ static void run_many(bool grad, int count, uint64_t seed0, int min_groups) {
     for (int i = 0; i < count; i++) {
         if (only >= 0 && i != only) continue;
         program_generate(p, i, seed0 + (uint64_t)i, grad);
-        const char *bug = known_bug(grad, i);
         bool ok = check_program(p, cov);
-        if (bug) {
-            print_message("program %d %s the known bug of %s\n", i, ok ? "no longer shows (remove it from known_bad):" : "shows", bug);
-            continue;
-        }
         if (!ok) {
             size_t w = strlen(ids);
             snprintf(ids + w, sizeof ids - w, "%s%d", failed ? ", " : "", i);
@@ -854,15 +830,14 @@ static void test_row_group_and_transposed_member(void **state) {
     assert_true(hand_check(b, NULL));
 }
 
-/* ---------------------------------------------------------------- known bugs (NABLA_KNOWN_BUGS=1) */
+/* ---------------------------------------------------------------- regressions: bugs the programs found */
 
-/* Memory planning lets a fused row reduction write its [R] result over an operand of the same
+/* Memory planning let a fused row reduction write its [R] result over an operand of the same
    shape that it reads along the reduced axis: y[i] = sum_j x[i][j] * s[j] with s = sum(x, -1)
-   (x of ones [4, 4]: eager 16 16 16 16, compiled 16 28 52 100; the dump says "in place of" s).
-   Found by program 73 of the forward programs. */
-static void test_known_bug_row_sum_in_place_of_operand_read_across_columns(void **state) {
+   (x of ones [4, 4]: eager 16 16 16 16, compiled was 16 28 52 100; the dump said "in place of"
+   s). Found by program 73 of the forward programs; reductions now never run in place. */
+static void test_row_sum_not_in_place_of_operand_read_across_columns(void **state) {
     (void)state;
-    if (!getenv("NABLA_KNOWN_BUGS")) skip();
     builder *b = hand_begin(2000, false);
     int x = hand_input(b, NB_SHAPE(4, 4));
     int s = hand_sum(b, x, -1, false, NB_SHAPE(4));
@@ -873,8 +848,8 @@ static void test_known_bug_row_sum_in_place_of_operand_read_across_columns(void 
     assert_true(hand_check(b, NULL));
 }
 
-/* An input marked requires_grad gets its gradient from the eager run and from the trace, but
-   no replay hands it one (only captures get theirs): after a replay nb_grad_of(x) is NULL
+/* An input marked requires_grad got its gradient from the eager run and from the trace, but
+   no replay handed it one (only captures got theirs): after a replay nb_grad_of(x) was NULL
    where eager code leaves d(sum(tanh(x)^2))/dx. */
 static nb_tensor *input_grad_fn(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
@@ -885,9 +860,8 @@ static nb_tensor *input_grad_fn(nb_tensor *const *in, int n, void *ctx) {
     return y;
 }
 
-static void test_known_bug_replay_gives_inputs_no_gradient(void **state) {
+static void test_replay_gives_inputs_their_gradient(void **state) {
     (void)state;
-    if (!getenv("NABLA_KNOWN_BUGS")) skip();
     nb_tensor *x = nb_set_requires_grad(nb_randn(NB_SHAPE(4, 4), NB_F32), true);
     nb_scope *s = nb_scope_begin();
     assert_non_null(input_grad_fn(&x, 1, NULL));
@@ -911,10 +885,10 @@ static void test_known_bug_replay_gives_inputs_no_gradient(void **state) {
     if (bad) fail_msg("run %d (%s): the input's gradient is %s", bad, bad == 1 ? "the trace" : "a replay", what);
 }
 
-/* A gradient that a replay handed to a capture changes when the next replay runs: the graph
-   writes the next gradient into the same tensor, so a reference kept from run k (nb_retain of
-   nb_grad_of) reads run k+1's values, where an eager run leaves the old gradient tensor alone
-   ("gradients are never written in place"). */
+/* A gradient that a replay handed to a capture changed when the next replay ran: the graph
+   wrote the next gradient into the same tensor, so a reference kept from run k (nb_retain of
+   nb_grad_of) read run k+1's values, where an eager run leaves the old gradient tensor alone
+   ("gradients are never written in place"). Gradients are now new tensors each run. */
 static nb_tensor *kept_grad_w;
 
 static nb_tensor *kept_grad_fn(nb_tensor *const *in, int n, void *ctx) {
@@ -926,9 +900,8 @@ static nb_tensor *kept_grad_fn(nb_tensor *const *in, int n, void *ctx) {
     return y;
 }
 
-static void test_known_bug_replay_rewrites_kept_gradient(void **state) {
+static void test_replay_keeps_old_gradients(void **state) {
     (void)state;
-    if (!getenv("NABLA_KNOWN_BUGS")) skip();
     kept_grad_w = nb_set_requires_grad(nb_randn(NB_SHAPE(4, 4), NB_F32), true);
     nb_tensor *x1 = nb_randn(NB_SHAPE(4, 4), NB_F32), *x2 = nb_randn(NB_SHAPE(4, 4), NB_F32);
     nb_compiled *c = nb_compile(kept_grad_fn, NULL, (nb_graph_opts){ 0 });
@@ -957,9 +930,9 @@ int main(void) {
         cmocka_unit_test_setup(test_random_training_programs, clear_error_setup),
         cmocka_unit_test_setup(test_row_group_and_sum_read_across_rows, clear_error_setup),
         cmocka_unit_test_setup(test_row_group_and_transposed_member, clear_error_setup),
-        cmocka_unit_test_setup(test_known_bug_row_sum_in_place_of_operand_read_across_columns, clear_error_setup),
-        cmocka_unit_test_setup(test_known_bug_replay_gives_inputs_no_gradient, clear_error_setup),
-        cmocka_unit_test_setup(test_known_bug_replay_rewrites_kept_gradient, clear_error_setup),
+        cmocka_unit_test_setup(test_row_sum_not_in_place_of_operand_read_across_columns, clear_error_setup),
+        cmocka_unit_test_setup(test_replay_gives_inputs_their_gradient, clear_error_setup),
+        cmocka_unit_test_setup(test_replay_keeps_old_gradients, clear_error_setup),
     };
     if (getenv("NABLA_TEST_FILTER")) cmocka_set_test_filter(getenv("NABLA_TEST_FILTER")); /* one test, by name */
     return cmocka_run_group_tests(tests, NULL, NULL);

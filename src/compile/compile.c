@@ -18,6 +18,7 @@ typedef struct variant {
     int n;
     bool grad;
     nb_dtype dtype[MAX_INPUTS];
+    bool requires_grad[MAX_INPUTS]; /* a graph that gives an input its gradient, or not */
     nb_shape shape[MAX_INPUTS];
     int64_t stride[MAX_INPUTS][NB_MAX_DIMS];
     spec specs[MAX_SPECS];
@@ -64,12 +65,14 @@ nb_compiled *nb_compile(nb_graph_fn fn, void *ctx, nb_graph_opts opts) {
     return c;
 }
 
-/* The guard: dtype, rank, sizes (dimension 0 aside when it is dynamic) and strides of each input. */
+/* The guard: dtype, requires_grad, rank, sizes (dimension 0 aside when it is dynamic) and
+   strides of each input. */
 static bool guard_holds(const nb_compiled *c, const variant *v, nb_tensor *const *in, int n) {
     if (v->n != n || v->grad != nb_is_grad_enabled()) return false;
     for (int k = 0; k < n; k++) {
         const nb_tensor *t = in[k];
-        if (t->dtype != v->dtype[k] || t->shape.ndim != v->shape[k].ndim) return false;
+        if (t->dtype != v->dtype[k] || t->requires_grad != v->requires_grad[k] || t->shape.ndim != v->shape[k].ndim)
+            return false;
         for (int d = 0; d < t->shape.ndim; d++) {
             if (t->shape.dim[d] != v->shape[k].dim[d] && !(d == 0 && c->opts.dynamic_batch)) return false;
             if (t->stride[d] != v->stride[k][d] && t->shape.dim[d] != 1) return false;
@@ -158,6 +161,7 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
         v->grad = nb_is_grad_enabled();
         for (int k = 0; k < n; k++) {
             v->dtype[k] = in[k]->dtype;
+            v->requires_grad[k] = in[k]->requires_grad;
             v->shape[k] = in[k]->shape;
             memcpy(v->stride[k], in[k]->stride, sizeof v->stride[k]);
         }

@@ -212,10 +212,11 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
                   host_reads, host_reads == 1 ? "" : "s");
         goto fail;
     }
-    /* leaves whose gradient the traced code made: the replay hands them their new gradient */
+    /* leaves whose gradient the traced code made (captured parameters, and inputs that require
+       grad): the replay hands them their new gradient */
     for (int i = 0; i < g->nv; i++) {
         cval *v = &g->v[i];
-        if (v->kind != VAL_CAPTURE || !v->t->grad) continue;
+        if ((v->kind != VAL_CAPTURE && v->kind != VAL_INPUT) || !v->t || !v->t->grad) continue;
         int gv = map_find(&tr.tensors, v->t->grad);
         if (gv < 0 || g->v[gv].kind != VAL_NODE) continue;
         int *a = realloc(g->grad_leaf, sizeof(int) * (size_t)(g->ngrads + 1));
@@ -845,11 +846,15 @@ static int plan(cgraph *g, bool reuse) {
         else if (v->base >= 0) v->loc = LOC_VIEW;
         else v->loc = reuse ? LOC_ARENA : LOC_OWN;
     }
-    /* the result's storage is new each run; so is anything it is a view of */
-    int r = g->out;
-    if (g->v[r].loc == LOC_VIEW || g->v[r].loc == LOC_ARENA || g->v[r].loc == LOC_OWN) {
-        int root = g->v[r].root;
-        if (g->v[root].loc == LOC_ARENA || g->v[root].loc == LOC_OWN) g->v[root].loc = LOC_FRESH;
+    /* the result's storage is new each run, and so are the gradients handed to leaves (as
+       eager, which never writes a gradient in place: one kept from a run stays as it was); so is
+       anything they are views of */
+    for (int k = -1; k < g->ngrads; k++) {
+        int r = k < 0 ? g->out : g->grad_val[k];
+        if (g->v[r].loc == LOC_VIEW || g->v[r].loc == LOC_ARENA || g->v[r].loc == LOC_OWN) {
+            int root = g->v[r].root;
+            if (g->v[root].loc == LOC_ARENA || g->v[root].loc == LOC_OWN) g->v[root].loc = LOC_FRESH;
+        }
     }
     /* lifetimes: a use of a view keeps its root alive */
     for (int p = 0; p < end; p++) {
@@ -867,11 +872,13 @@ static int plan(cgraph *g, bool reuse) {
         for (int w = g->grad_val[k]; w >= 0; w = g->v[w].base) g->v[w].last = end; /* read after the run */
     for (int i = 0; i < g->nv; i++) /* views made before their base is written still need it */
         if (g->v[i].loc == LOC_VIEW && g->v[i].first > g->v[g->v[i].root].last) g->v[g->v[i].root].last = g->v[i].first;
-    /* in place: a fused kernel writes over an operand that dies at it */
+    /* in place: a fused elementwise kernel writes over an operand that dies at it (read at the
+       element it writes). Never a reduction: its result may have an operand's shape and still
+       be read across (a [R] sum of x * s with s [R] broadcast along the columns) */
     if (reuse)
         for (int p = 0; p < end; p++) {
             cnode *n = &g->nodes[order[p]];
-            if (n->op != NODE_FUSED) continue;
+            if (n->op != NODE_FUSED || n->fk->red != RED_NONE) continue;
             cval *o = &g->v[n->out];
             if (o->loc != LOC_ARENA) continue;
             for (int k = 0; k < n->nin; k++) {
@@ -1221,7 +1228,8 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
     }
     if (rc == 0) {
         for (int k = 0; k < g->ngrads; k++) {
-            nb_tensor *leaf = g->v[g->grad_leaf[k]].t, *gr = vt[g->grad_val[k]];
+            const cval *lv = &g->v[g->grad_leaf[k]];
+            nb_tensor *leaf = lv->kind == VAL_INPUT ? inputs[lv->input] : lv->t, *gr = vt[g->grad_val[k]];
             if (leaf->grad == gr) continue;
             nb_tensor *old = leaf->grad;
             leaf->grad = nb_retain(gr);
