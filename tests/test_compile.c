@@ -740,6 +740,5 @@ int main(void) {
         cmocka_unit_test_setup(test_compiler_failure_falls_back, clear_error_setup),
         cmocka_unit_test_setup(test_dump, clear_error_setup),
     };
-    if (getenv("NABLA_TEST_FILTER")) cmocka_set_test_filter(getenv("NABLA_TEST_FILTER")); /* one test, by name */
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_TESTS(tests);
 }

@@ -934,6 +934,5 @@ int main(void) {
         cmocka_unit_test_setup(test_replay_gives_inputs_their_gradient, clear_error_setup),
         cmocka_unit_test_setup(test_replay_keeps_old_gradients, clear_error_setup),
     };
-    if (getenv("NABLA_TEST_FILTER")) cmocka_set_test_filter(getenv("NABLA_TEST_FILTER")); /* one test, by name */
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_TESTS(tests);
 }

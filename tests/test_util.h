@@ -45,4 +45,9 @@ static inline char *read_whole_file(const char *path) {
     return buf;
 }
 
+/* Runs a cmocka group, or only the test that NABLA_TEST_FILTER names. */
+#define RUN_TESTS(tests)                                                                          \
+    (getenv("NABLA_TEST_FILTER") ? cmocka_set_test_filter(getenv("NABLA_TEST_FILTER")) : (void)0, \
+     cmocka_run_group_tests(tests, NULL, NULL))
+
 #endif
