@@ -58,6 +58,7 @@ typedef struct cnode {
 } cnode;
 
 #define NODE_FUSED (-1)
+#define MAX_ROW_GROUP 16 /* kernels in one row group */
 
 /* Fused elementwise code: registers in SSA form, one instruction each. */
 enum {

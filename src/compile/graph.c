@@ -662,14 +662,9 @@ static void mark_epilogues(cgraph *g) {
 
 /* ------------------------------------------------------------------ row groups */
 
-#define MAX_ROW_GROUP 16
-
-/* The loop's leading axes (all but the last) as row coordinates. */
+/* Whether two loops have the same leading axes (all but the last): the same rows. */
 static bool same_rows(const nb_shape *a, const nb_shape *b) {
-    int64_t ra = 1, rb = 1;
-    for (int d = 0; d < a->ndim - 1; d++) ra *= a->dim[d];
-    for (int d = 0; d < b->ndim - 1; d++) rb *= b->dim[d];
-    if (ra != rb || a->ndim != b->ndim) return false;
+    if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim - 1; d++)
         if (a->dim[d] != b->dim[d]) return false;
     return true;
@@ -689,11 +684,10 @@ static char row_access(const cval *x, const nb_shape *loop) {
     return aligned ? 'r' : invariant ? 'i' : 0;
 }
 
-/* A lone f32 sum over the last axis becomes a one-load fused kernel, so it can join a row group. */
+/* A lone f32 sum over the last axis (group_loop said so) becomes a one-load fused kernel, so it
+   can join a row group. NULL when out of memory. */
 static fkernel *sum_kernel(const cgraph *g, const cnode *s) {
     const cval *x = &g->v[s->in[0]];
-    if (s->op != NB_OP_SUM || x->dtype != NB_F32 || g->v[s->out].dtype != NB_F32 || reduction_of(s, x) != RED_ROWS)
-        return NULL;
     fkernel *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     k->in = malloc(sizeof(int));
@@ -1117,12 +1111,11 @@ typedef struct {
     int64_t cols;
 } optim_ctx;
 
+/* The GEMM hands out pieces of whole rows (whole_rows below), so a piece is one contiguous range. */
 static void run_optim(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    (void)batch;
+    (void)batch; (void)c0; (void)c1;
     optim_ctx *o = ctx;
-    if (c0 == 0 && c1 == o->cols) nb__cpu_optim_range(o->in, o->nin, r0 * o->cols, r1 * o->cols, &o->a);
-    else
-        for (int64_t r = r0; r < r1; r++) nb__cpu_optim_range(o->in, o->nin, r * o->cols + c0, r * o->cols + c1, &o->a);
+    nb__cpu_optim_range(o->in, o->nin, r0 * o->cols, r1 * o->cols, &o->a);
 }
 
 static void run_tile(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #define MAX_OPERANDS 64
-#define MAX_ROW_KERNELS 16 /* as MAX_ROW_GROUP in graph.c */
 
 /* ------------------------------------------------------------------ layout */
 
@@ -289,8 +288,8 @@ static int run_reduction(fkernel *k, nb_tensor *out, char **base, int64_t *rs, i
 #define GROUP_CHUNK_ELEMS 2048 /* elements of the widest kernel per chunk of rows: ~8 KiB an operand */
 
 void nb__kernel_run_group(fkernel *const *k, int n, nb_tensor *const *out, nb_tensor *const *const *in) {
-    char *base[MAX_ROW_KERNELS][MAX_OPERANDS + 1];
-    int64_t rs[MAX_ROW_KERNELS][MAX_OPERANDS + 1], cs[MAX_ROW_KERNELS][MAX_OPERANDS + 1];
+    char *base[MAX_ROW_GROUP][MAX_OPERANDS + 1];
+    int64_t rs[MAX_ROW_GROUP][MAX_OPERANDS + 1], cs[MAX_ROW_GROUP][MAX_OPERANDS + 1];
     int64_t rows = k[0]->dim[0], widest = 1, total = 0;
     for (int i = 0; i < n; i++) {
         base[i][0] = nb__data(out[i]);

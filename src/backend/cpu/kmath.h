@@ -65,7 +65,7 @@
         double r = __builtin_fma(k, -0.6931471805599453, x);                                       \
         double e = 2.505210838544172e-08;                                                          \
         e = __builtin_fma(e, r, 2.755731922398589e-07);                                            \
-        e = __builtin_fma(e, r, 2.7557319223985893e-06);\
+        e = __builtin_fma(e, r, 2.7557319223985893e-06);                                           \
         e = __builtin_fma(e, r, 2.48015873015873e-05);                                             \
         e = __builtin_fma(e, r, 0.0001984126984126984);                                            \
         e = __builtin_fma(e, r, 0.001388888888888889);                                             \

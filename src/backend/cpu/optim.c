@@ -5,7 +5,7 @@
 #include "iter.h"
 #include <math.h>
 
-#define UPDATE_FNS(T, SQRT, ATTR)                                                                            \
+#define UPDATE_FNS(T, SQRT, ATTR)                                                                      \
     static void sgd_##T(T *p, const T *g, T *buf, int64_t n, const nb_op_args *a) {                    \
         const T lr = (T)a->f[0], mom = (T)a->f[1], keep = (T)(1 - a->f[2]), wd = (T)a->f[3];           \
         const bool nesterov = a->i[1] != 0, first = a->i[2] != 0;                                      \
@@ -112,7 +112,6 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
     case NB_UPDATE_ADAM:
         /* the bias corrections, once per step rather than once per range (a GEMM epilogue runs
            the update in hundreds of ranges) */
-        a->i[1] = step;
         a->f[6] = sqrt(1 - pow(coef[2], (double)step));
         a->f[7] = coef[0] / (1 - pow(coef[1], (double)step));
         break;
