@@ -78,7 +78,7 @@ void nb__trace_set(nb_trace_record_fn rec, void *ctx);
 bool nb__trace_suspend(bool suspend);
 
 /* Inference of ops defined outside infer.c (src/ops/optim_ops.c). */
-int infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 
 /* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
 enum { NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD };

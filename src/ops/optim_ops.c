@@ -11,7 +11,7 @@
      ADAGRAD  coef: lr, eps, weight_decay, lr_decay         state: sum */
 #include "ops_impl.h"
 
-int infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
     char d0[200], d[200];
     if (nin < 4) {
         nb__error("nb_%s: needs a parameter, its gradient, a step count and coefficients", fn);

@@ -174,7 +174,7 @@ static void *cols_alloc(const conv_geom *g, size_t es, int threads, size_t *byte
     return p;
 }
 
-int cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     conv_geom g = make_geom(&in[0]->shape, &in[1]->shape, &out->shape, args);
     if (out->numel == 0) return 0;
     if (g.K == 0) memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype)); /* then y = b */
@@ -227,7 +227,7 @@ done:
 }
 
 /* conv2d_backward_input(dy, w) -> dx with args->shape */
-int cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     conv_geom g = make_geom(&out->shape, &in[1]->shape, &in[0]->shape, args);
     size_t es = nb_dtype_size(out->dtype), bytes = 0;
@@ -285,7 +285,7 @@ static bool wgrad_dnnl_double(const conv_geom *g, const double *dy, const double
 #define WGRAD_MIN_CHUNK 8
 
 /* conv2d_backward_weight(dy, x) -> dw with args->shape */
-int cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     conv_geom g = make_geom(&in[1]->shape, &out->shape, &in[0]->shape, args);
     size_t es = nb_dtype_size(out->dtype), cbytes = 0, pbytes = 0;

@@ -114,19 +114,19 @@ static int run_typed(const char *fn, const typed_fns *f, nb_dtype d, nb_tensor *
 }
 
 #define ARITH_KERNEL(OPN)                                                                           \
-    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {         \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {         \
         (void)args;                                                                                \
         static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL }; \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                              \
     }
 #define FLOAT_BINARY_KERNEL(OPN)                                                              \
-    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {   \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {   \
         (void)args;                                                                          \
         static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };         \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                        \
     }
 #define COMPARE_KERNEL(OPN)                                                                           \
-    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {           \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {           \
         (void)args;                                                                                  \
         static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b }; \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                                \
@@ -159,7 +159,7 @@ WHERE_FN(where_i64, int64_t)
 WHERE_FN(where_i32, int32_t)
 WHERE_FN(where_u8, uint8_t)
 
-int cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)args;
     static const typed_fns f = { where_f32, where_f64, where_i64, where_i32, where_u8, where_u8 };
     return run_typed("where", &f, out->dtype, out, in, nin, NULL);
@@ -207,14 +207,14 @@ static inline double gelu_(double x) { return 0.5 * x * (1.0 + erf(x * 0.7071067
     UNARY_FN(OPN##_i64, int64_t, EXPR)                                                                 \
     UNARY_FN(OPN##_i32, int32_t, EXPR)                                                                 \
     UNARY_FN(OPN##_u8, uint8_t, EXPR)                                                                  \
-    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {            \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {            \
         static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL };    \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                                 \
     }
 #define UNARY_FLOAT(OPN, EXPR_F, EXPR_D)                                                         \
     UNARY_FN(OPN##_f32, float, EXPR_F)                                                           \
     UNARY_FN(OPN##_f64, double, EXPR_D)                                                          \
-    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
         static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
@@ -222,7 +222,7 @@ static inline double gelu_(double x) { return 0.5 * x * (1.0 + erf(x * 0.7071067
 #define UNARY_FLOAT_WIDE(OPN, EXPR_F, EXPR_D)                                                    \
     UNARY_FN_ATTR(OPN##_f32, float, EXPR_F, NB_WIDE_CLONES)                                      \
     UNARY_FN(OPN##_f64, double, EXPR_D)                                                          \
-    int cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
         static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
@@ -319,7 +319,7 @@ nb_inner_fn nb__cpu_copy_fn(size_t esize) {
     }
 }
 
-int cpu_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)args;
     nb_dtype s = in[0]->dtype, d = out->dtype;
     nb_inner_fn fn = s == d ? nb__cpu_copy_fn(nb_dtype_size(s)) : cast_table[s][d];
@@ -330,7 +330,7 @@ int cpu_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
     return 0;
 }
 
-int cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)args;
     nb_iter it;
     nb__iter_init(&it, out, in, nin);
@@ -338,12 +338,12 @@ int cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
     return 0;
 }
 
-int cpu_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
     nb_tensor *src = in[1], *tmp = NULL;
     if (src->storage == out->storage) { /* the source may overlap the destination: copy it first */
         if (!(tmp = nb__tensor_new(src->shape, src->dtype))) return -1;
-        cpu_copy(tmp, &src, 1, NULL);
+        nb__cpu_copy(tmp, &src, 1, NULL);
         src = tmp;
     }
     atomic_fetch_add_explicit(&out->storage->version, 1, memory_order_relaxed);
@@ -356,12 +356,12 @@ int cpu_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
 }
 
 /* ---------- creation ---------- */
-int cpu_empty(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_empty(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)out; (void)in; (void)nin; (void)args;
     return 0;
 }
 
-int cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin;
     void *p = nb__data(out);
     int64_t n = out->numel;
@@ -381,7 +381,7 @@ int cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
     return 0;
 }
 
-int cpu_arange(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_arange(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin;
     void *p = nb__data(out);
     for (int64_t i = 0; i < out->numel; i++) nb__store(p, out->dtype, i, args->f[0] + (double)i * args->f[1]);
@@ -396,7 +396,7 @@ static inline double u53(uint32_t hi, uint32_t lo) {
 
 /* Element i uses counter offset + i/4 (f32) or offset + i/2 (f64): values depend on the seed
    and the element's position only, never on the thread that computes them. */
-int cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin; (void)args;
     int64_t n = out->numel;
     bool f64 = out->dtype == NB_F64;
@@ -417,7 +417,7 @@ int cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *ar
     return 0;
 }
 
-int cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin; (void)args;
     int64_t n = out->numel;
     bool f64 = out->dtype == NB_F64;

@@ -36,7 +36,7 @@ static void split_axis(const nb_shape *s, int axis, int64_t *outer, int64_t *inn
     for (int d = axis + 1; d < s->ndim; d++) *inner *= s->dim[d];
 }
 
-int cpu_index_select(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_index_select(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *t = in[0], *idx = in[1];
     int axis = (int)args->i[0];
@@ -75,7 +75,7 @@ int cpu_index_select(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_
     return 0;
 }
 
-int cpu_index_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_index_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *src = in[0], *idx = in[1];
     int axis = (int)args->i[0];
@@ -119,7 +119,7 @@ int cpu_index_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     return 0;
 }
 
-int cpu_gather(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_gather(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *t = in[0], *idx = in[1];
     int axis = (int)args->i[0], nd = t->shape.ndim;
@@ -142,7 +142,7 @@ int cpu_gather(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *
     return 0;
 }
 
-int cpu_scatter_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_scatter_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *src = in[0], *idx = in[1];
     int axis = (int)args->i[0], nd = out->shape.ndim;
@@ -174,7 +174,7 @@ int cpu_scatter_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_a
     return 0;
 }
 
-int cpu_cat(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_cat(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     int axis = (int)args->i[0];
     int64_t at = 0;
     for (int k = 0; k < nin; k++) {
@@ -184,7 +184,7 @@ int cpu_cat(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *arg
     return 0;
 }
 
-int cpu_slice_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_slice_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
     int axis = (int)args->i[0];

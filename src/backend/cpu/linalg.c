@@ -164,7 +164,7 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
     }
 }
 
-int cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
     return nb__cpu_matmul_epilogue(out, in, NULL, NULL, false);
 }

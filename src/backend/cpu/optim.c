@@ -129,7 +129,7 @@ void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, 
 
 void nb__cpu_optim_end(nb_tensor *const *in) { (*(int64_t *)nb__data(in[2]))++; }
 
-int cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     nb_op_args a;
     nb__cpu_optim_begin(in, nin, args, &a);
     int64_t n = out->numel, chunks = (n + UPDATE_CHUNK - 1) / UPDATE_CHUNK;

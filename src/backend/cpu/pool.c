@@ -142,18 +142,18 @@ static int max_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mo
     return 0;
 }
 
-int cpu_max_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_max_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     return max_pool(out, in[0], args, 0);
 }
 
-int cpu_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     return max_pool(out, in[0], args, 1);
 }
 
 /* max_pool2d_backward(dy, x) -> dx */
-int cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *dy = in[0], *x = in[1];
     pool_geom g = make_geom(&x->shape, &dy->shape, args, false);
@@ -216,19 +216,19 @@ static int avg_pool_backward(nb_tensor *out, nb_tensor *dy, const nb_op_args *ar
     return 0;
 }
 
-int cpu_avg_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_avg_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     return avg_pool(out, in[0], args, false);
 }
-int cpu_avg_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_avg_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     return avg_pool_backward(out, in[0], args, false);
 }
-int cpu_adaptive_avg_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_adaptive_avg_pool2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     return avg_pool(out, in[0], args, true);
 }
-int cpu_adaptive_avg_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+int nb__cpu_adaptive_avg_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     return avg_pool_backward(out, in[0], args, true);
 }

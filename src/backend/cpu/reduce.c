@@ -237,11 +237,11 @@ static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_
     return 0;
 }
 
-int cpu_sum(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_SUM, out, in, args); }
-int cpu_max(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_MAX, out, in, args); }
-int cpu_min(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_MIN, out, in, args); }
-int cpu_argmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_ARGMAX, out, in, args); }
-int cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_ARGMIN, out, in, args); }
+int nb__cpu_sum(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_SUM, out, in, args); }
+int nb__cpu_max(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_MAX, out, in, args); }
+int nb__cpu_min(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_MIN, out, in, args); }
+int nb__cpu_argmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_ARGMAX, out, in, args); }
+int nb__cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_reduce(R_ARGMIN, out, in, args); }
 
 /* ---------- softmax ---------- */
 #define SOFTMAX_FN(T, EXP, LOG)                                                                      \
@@ -324,5 +324,5 @@ static int run_softmax(nb_tensor *out, nb_tensor *const *in, const nb_op_args *a
     else softmax_double(in[0], out, (int)args->i[0], log_out);
     return 0;
 }
-int cpu_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_softmax(out, in, args, false); }
-int cpu_log_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_softmax(out, in, args, true); }
+int nb__cpu_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_softmax(out, in, args, false); }
+int nb__cpu_log_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { (void)nin; return run_softmax(out, in, args, true); }

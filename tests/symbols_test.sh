@@ -1,0 +1,21 @@
+#!/bin/sh
+# Every global symbol that libnabla.a defines and libnabla.so exports starts with nb_ (nb__ for
+# internals), so a user's own cpu_add or infer_x cannot collide with ours when linking statically.
+set -eu
+static="$1"; shared="$2"
+bad=0
+check() {
+    what="$1"; shift
+    # nm prints "ADDRESS TYPE NAME" for defined symbols; archive member headers end with ':'
+    others=$("$@" | awk 'NF >= 2 && $0 !~ /:$/ { print $NF }' | grep -v '^nb_' | sort -u || true)
+    count=$("$@" | awk 'NF >= 2 && $0 !~ /:$/' | wc -l)
+    if [ "$count" -eq 0 ]; then echo "$what: no symbols read"; bad=1; return; fi
+    if [ -n "$others" ]; then
+        echo "$what: global symbols without the nb_ prefix:"; echo "$others"; bad=1
+    else
+        echo "$what: $count global symbols, all nb_-prefixed"
+    fi
+}
+check "$static" nm -g --defined-only "$static"
+check "$shared" nm -D --defined-only "$shared"
+exit $bad
