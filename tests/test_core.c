@@ -359,6 +359,41 @@ static void test_flush_denormal(void **state) {
     nb_scope_end(s);
 }
 
+/* Sizes computed from user shapes are checked for overflow: each is an error naming the shape,
+   never a tensor whose element count wrapped to something small. */
+static void expect_too_large(nb_tensor *t, const char *fn) {
+    assert_null(t);
+    assert_non_null(nb_error());
+    if (!strstr(nb_error(), fn) || !strstr(nb_error(), "too large")) fail_msg("unexpected error: %s", nb_error());
+    nb_error_clear();
+}
+
+static void test_size_overflow(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    expect_too_large(nb_zeros(NB_SHAPE(1LL << 32, 1LL << 32, 4), NB_F32), "[4294967296, 4294967296, 4]");
+    expect_too_large(nb_ones(NB_SHAPE(1LL << 62, 4), NB_F32), "nb_full");
+    expect_too_large(nb_empty(NB_SHAPE(1LL << 61, 2), NB_F64), "nb_empty"); /* elements fit, bytes do not */
+    /* a zero dimension beside huge ones: numel 0, but the strides would overflow */
+    expect_too_large(nb_zeros(NB_SHAPE(0, 1LL << 40, 1LL << 40), NB_F32), "nb_full");
+    nb_tensor *b = nb_ones(NB_SHAPE(1, 8), NB_F32);
+    expect_too_large(nb_expand(b, NB_SHAPE(1LL << 62, 8)), "nb_expand");
+    expect_too_large(nb_expand(b, NB_SHAPE(1LL << 40, 1LL << 40, 8)), "nb_expand");
+    /* slice bounds at the ends of int64 are clamped, without overflow */
+    nb_tensor *v = nb_slice(b, 1, INT64_MIN, INT64_MAX, INT64_MAX);
+    assert_non_null(v);
+    assert_int_equal(nb_dim(v, 1), 1);
+    v = nb_slice(b, 1, 3, INT64_MAX, INT64_MAX - 1);
+    assert_int_equal(nb_dim(v, 1), 1);
+    assert_true(nb_item(v) == 1.0);
+    v = nb_slice(b, 1, INT64_MAX, INT64_MIN, 1);
+    assert_int_equal(nb_dim(v, 1), 0);
+    v = nb_slice(b, 1, 1, 8, 3); /* 1, 4, 7 */
+    assert_int_equal(nb_dim(v, 1), 3);
+    assert_null(nb_error());
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_creation, clear_error_setup),
@@ -374,6 +409,7 @@ int main(void) {
         cmocka_unit_test_setup(test_flush_denormal, clear_error_setup),
         cmocka_unit_test_setup(test_half_types, clear_error_setup),
         cmocka_unit_test_setup(test_assign, clear_error_setup),
+        cmocka_unit_test_setup(test_size_overflow, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,8 +64,17 @@ static inline void *nb__data(const nb_tensor *t) {
 }
 /* Row-major contiguous strides of shape. */
 void nb__contiguous_strides(const nb_shape *shape, int64_t *stride);
-/* Product of the dimensions. */
+/* Product of the dimensions of a shape already checked by nb__shape_check. */
 int64_t nb__shape_numel(const nb_shape *shape);
+/* a * b into *out; true when the product overflows int64 (*out is then meaningless). The one
+   checked multiply for every size computed from user data: counts, strides, byte sizes. */
+static inline bool nb__mul_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin_mul_overflow(a, b, out); }
+/* a + b into *out; true when the sum overflows int64. */
+static inline bool nb__add_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin_add_overflow(a, b, out); }
+/* Checks a shape made from user data: 0..NB_MAX_DIMS dimensions, none negative, and the product
+   of the dimensions (zeros counted as ones, so strides fit too) times esize bytes within int64.
+   Sets *numel (when not NULL) and returns true; otherwise records "fn: ..." naming the shape. */
+bool nb__shape_check(const char *fn, const nb_shape *shape, size_t esize, int64_t *numel);
 /* Whether a and b are the same shape. */
 bool nb__shape_eq(const nb_shape *a, const nb_shape *b);
 /* Whether the dtype is f32, f64, f16 or bf16. */

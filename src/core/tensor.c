@@ -66,6 +66,33 @@ int64_t nb__shape_numel(const nb_shape *s) {
     return n;
 }
 
+bool nb__shape_check(const char *fn, const nb_shape *s, size_t esize, int64_t *numel) {
+    char sh[160];
+    if (s->ndim < 0 || s->ndim > NB_MAX_DIMS) {
+        nb__error("%s: %d dimensions (at most %d are supported)", fn, s->ndim, NB_MAX_DIMS);
+        return false;
+    }
+    int64_t n = 1, span = 1; /* span: the product with zeros as ones, the largest stride's reach */
+    bool zero = false;
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->dim[i] < 0) {
+            nb__error("%s: negative dimension in shape %s", fn, nb_shape_str(*s, sh, sizeof sh));
+            return false;
+        }
+        if (s->dim[i] == 0) zero = true;
+        else if (nb__mul_overflows(span, s->dim[i], &span)) goto too_large;
+    }
+    int64_t bytes;
+    if (nb__mul_overflows(span, esize ? (int64_t)esize : 1, &bytes)) goto too_large;
+    n = zero ? 0 : span;
+    if (numel) *numel = n;
+    return true;
+too_large:
+    nb__error("%s: shape %s is too large (its element count or byte size overflows 64 bits)", fn,
+              nb_shape_str(*s, sh, sizeof sh));
+    return false;
+}
+
 bool nb__shape_eq(const nb_shape *a, const nb_shape *b) {
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)
@@ -96,22 +123,14 @@ static nb_tensor *tensor_header(void) {
 }
 
 nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
-    if (shape.ndim < 0 || shape.ndim > NB_MAX_DIMS) {
-        nb__error("nb_empty: %d dimensions (at most %d are supported)", shape.ndim, NB_MAX_DIMS);
-        return NULL;
-    }
-    for (int i = 0; i < shape.ndim; i++)
-        if (shape.dim[i] < 0) {
-            char sh[160];
-            nb__error("nb_empty: negative dimension in shape %s", nb_shape_str(shape, sh, sizeof sh));
-            return NULL;
-        }
     if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return NULL; }
-    int64_t numel = nb__shape_numel(&shape);
     size_t esize = nb_dtype_size(dtype);
-    if (numel > 0 && (uint64_t)numel > ((uint64_t)1 << 46) / esize) {
+    int64_t numel;
+    if (!nb__shape_check("nb_empty", &shape, esize, &numel)) return NULL;
+    if (numel > 0 && (uint64_t)numel > ((uint64_t)1 << 46) / esize) { /* past any machine's memory */
         char sh[160];
-        nb__error("nb_empty: shape %s is too large", nb_shape_str(shape, sh, sizeof sh));
+        nb__error("nb_empty: shape %s %s needs %llu bytes, more than the 64 TiB nabla allocates at most",
+                  nb_shape_str(shape, sh, sizeof sh), nb_dtype_name(dtype), (unsigned long long)numel * esize);
         return NULL;
     }
     size_t nbytes = (size_t)numel * esize;
@@ -140,13 +159,15 @@ nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
 }
 
 nb_tensor *nb__tensor_view(nb_tensor *base, nb_shape shape, const int64_t *stride, int64_t offset) {
+    int64_t numel;
+    if (!nb__shape_check("nb_view", &shape, nb__esize(base->dtype), &numel)) return NULL;
     nb_tensor *t = tensor_header();
     if (!t) { nb__error("nb_view: out of memory"); return NULL; }
     t->dtype = base->dtype;
     t->shape = shape;
     memcpy(t->stride, stride, sizeof(int64_t) * (size_t)shape.ndim);
     t->offset = offset;
-    t->numel = nb__shape_numel(&shape);
+    t->numel = numel;
     t->storage = base->storage;
     atomic_fetch_add_explicit(&base->storage->refcount, 1, memory_order_relaxed);
     return t;

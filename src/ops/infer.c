@@ -225,7 +225,7 @@ static int64_t slice_len(int64_t n, int64_t *start, int64_t *end, int64_t step) 
     if (e > n) e = n;
     *start = s;
     *end = e;
-    return (e - s + step - 1) / step;
+    return e == s ? 0 : (e - s - 1) / step + 1; /* no e - s + step: it overflows for a huge step */
 }
 
 static int infer_slice(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
@@ -247,7 +247,8 @@ static int infer_slice(const char *fn, nb_tensor *const *in, int nin, nb_op_args
     out->shape = t->shape;
     out->shape.dim[a] = len;
     memcpy(out->stride, t->stride, sizeof(int64_t) * (size_t)nd);
-    out->stride[a] = t->stride[a] * args->i[3];
+    /* with two or more elements the step is below the axis size, so the product fits */
+    out->stride[a] = len > 1 ? t->stride[a] * args->i[3] : t->stride[a];
     out->offset = t->offset + (len > 0 ? args->i[1] * t->stride[a] : 0);
     out->dtype = t->dtype;
     return 0;
