@@ -9,4 +9,4 @@ cmd="$(awk '/^## Quickstart/{f=1} f&&/^```sh/{c=1;next} c{print; exit}' README.m
 out="$($cmd 2>&1)"
 echo "$out" | tail -n 6
 grep -q "^test accuracy 0\.[89]" <<<"$out"
-test -s runs/mlp/model.safetensors && test -s runs/mlp/curves.svg && test -s runs/mlp/checkpoint.safetensors
+test -s runs/mlp/latest/model.safetensors && test -s runs/mlp/latest/curves.svg && test -s runs/mlp/latest/checkpoint.safetensors

@@ -1,7 +1,9 @@
 /* The nabla command: `nabla train` (the main job: a model trained on Fashion-MNIST with a
    progress line, TensorBoard logs, a saved state dict, an SVG of the curves and the test
    accuracy), `nabla eval`, `nabla predict`, `nabla info FILE...` and `nabla plot LOGDIR...`. */
+#include "train_args.h"
 #include <nabla.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,44 +15,19 @@
 int nabla_info_main(int argc, char **argv, FILE *out, FILE *err);
 int nabla_plot_main(int argc, char **argv);
 
-typedef struct {
-    const char *model, *optimizer, *logdir, *out, *data, *resume;
-    int epochs, workers;
-    int64_t batch, limit;
-    double lr;
-    uint64_t seed;
-    bool quiet;
-} train_opts;
-
-static void train_usage(FILE *f) {
-    fprintf(f, "usage: nabla train [options]\n"
-               "  Trains a model on Fashion-MNIST and reports the test accuracy.\n"
-               "  --model mlp|cnn          the 784-128-10 MLP (default) or the TF tutorial convnet\n"
-               "  --epochs N               epochs (default 5)\n"
-               "  --batch-size N           samples per batch (default 64)\n"
-               "  --lr X                   learning rate (default 1e-3)\n"
-               "  --optimizer adamw|adam|sgd   (default adamw)\n"
-               "  --workers N              data-loader threads (default 2)\n"
-               "  --seed N                 seed of the run (default 0)\n"
-               "  --logdir DIR             TensorBoard run folder (default runs/<model>)\n"
-               "  --out FILE               state dict to save (default <logdir>/model.safetensors)\n"
-               "  --data DIR               Fashion-MNIST folder (default $NABLA_DATA, else Debian's)\n"
-               "  --limit N                train and test on the first N samples only\n"
-               "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
-               "                           written after every epoch); --epochs counts the epochs done\n"
-               "  --quiet                  no progress output\n");
-}
-
-/* After each epoch: the checkpoint a run resumes from (model, optimizer, RNG, loader position). */
+/* What the run's callbacks need: the checkpoint written after each epoch (model, optimizer, RNG,
+   loader position) and, with --log-every, the writer of per-step losses. */
 typedef struct {
     nb_optimizer *opt;
     nb_data_loader *loader;
     const char *path;
-} ckpt_ctx;
+    nb_summary_writer *w;
+    int64_t log_every;
+} run_ctx;
 
 static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user) {
     (void)names; (void)values; (void)n;
-    ckpt_ctx *c = user;
+    run_ctx *c = user;
     nb_metadata *md = nb_metadata_new();
     int64_t loader_epoch, batch;
     nb_data_loader_position(c->loader, &loader_epoch, &batch);
@@ -63,6 +40,14 @@ static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, co
     return rc == 0; /* a failed save stops training; fit reports the error */
 }
 
+static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
+    (void)m;
+    run_ctx *c = user;
+    if (c->log_every > 0 && (step + 1) % c->log_every == 0)
+        return nb_summary_scalar(c->w, "step/loss", loss, step + 1) == 0;
+    return true;
+}
+
 static nb_module *make_model(const char *name) {
     if (!strcmp(name, "mlp"))
         return nb_nn_sequential(nb_nn_flatten(), nb_nn_linear(784, 128), nb_nn_relu(), nb_nn_linear(128, 10), NULL);
@@ -72,11 +57,65 @@ static nb_module *make_model(const char *name) {
         nb_nn_flatten(), nb_nn_linear(7 * 7 * 64, 1024), nb_nn_relu(), nb_nn_dropout(0.4), nb_nn_linear(1024, 10), NULL);
 }
 
+/* splitmix64: the CLI's own small generator, so the split depends on --seed alone. */
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Of the first `limit` samples of ds (all when 0): a seeded shuffle, the last val_frac of it as
+   *val and the rest as *train, each kept in the order of the original indices. */
+static int split_samples(nb_dataset *ds, int64_t limit, double val_frac, uint64_t seed, nb_dataset **train,
+                         nb_dataset **val) {
+    int64_t len = nb_dataset_len(ds);
+    if (limit > 0 && limit < len) len = limit;
+    int64_t nval = (int64_t)(val_frac * (double)len);
+    if (val_frac > 0 && nval == 0) nval = 1;
+    if (nval >= len) {
+        fprintf(stderr, "nabla train: --val-split %g leaves no training samples of %lld\n", val_frac, (long long)len);
+        return -1;
+    }
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(len ? len : 1));
+    bool *is_val = calloc((size_t)(len ? len : 1), 1);
+    if (!idx || !is_val) {
+        free(idx);
+        free(is_val);
+        fprintf(stderr, "nabla train: out of memory splitting %lld samples\n", (long long)len);
+        return -1;
+    }
+    for (int64_t i = 0; i < len; i++) idx[i] = i;
+    uint64_t s = seed ^ 0x5EEDC0DEull;
+    for (int64_t i = len - 1; i > 0; i--) { /* Fisher-Yates */
+        int64_t j = (int64_t)(splitmix(&s) % (uint64_t)(i + 1));
+        int64_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+    for (int64_t i = len - nval; i < len; i++) is_val[idx[i]] = true;
+    int64_t nt = 0, nv = 0;
+    for (int64_t i = 0; i < len; i++) { /* train indices first, then val, both ascending */
+        if (!is_val[i]) idx[nt++] = i;
+    }
+    for (int64_t i = 0; i < len; i++)
+        if (is_val[i]) idx[nt + nv++] = i;
+    *train = nb_data_subset(ds, idx, nt);
+    *val = nv ? nb_data_subset(ds, idx + nt, nv) : NULL;
+    free(idx);
+    free(is_val);
+    if (!*train || (nv && !*val)) {
+        fprintf(stderr, "nabla train: %s\n", nb_error());
+        return -1;
+    }
+    return 0;
+}
+
 /* The first n samples of ds (all when n is 0), as a new handle. */
 static nb_dataset *first_samples(nb_dataset *ds, int64_t n) {
     int64_t len = nb_dataset_len(ds);
     if (n <= 0 || n > len) n = len;
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!idx) return NULL;
     for (int64_t i = 0; i < n; i++) idx[i] = i;
     nb_dataset *sub = nb_data_subset(ds, idx, n);
@@ -86,7 +125,10 @@ static nb_dataset *first_samples(nb_dataset *ds, int64_t n) {
 
 static int mkdirs(const char *path) {
     char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = 0;
@@ -96,41 +138,175 @@ static int mkdirs(const char *path) {
     return mkdir(buf, 0777) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Whether the folder at path holds anything (false when it does not exist). */
+static bool folder_has_files(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return false;
+    bool any = false;
+    for (struct dirent *e; !any && (e = readdir(d));) any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return any;
+}
+
+/* Removes the event files of an earlier run in path, so --overwrite starts the curves afresh. */
+static int remove_event_files(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "events.out.tfevents.", 20)) continue;
+        char f[1400];
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        if (unlink(f) < 0) {
+            fprintf(stderr, "nabla train: cannot remove %s: %s\n", f, strerror(errno));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The run folder: --logdir as asked (new or empty unless --overwrite or --resume), or a new
+   runs/<model>/YYYYmmdd-HHMMSS (with -2, -3, ... when a run of the same second holds it) and the
+   link runs/<model>/latest to it. */
+static int choose_logdir(const train_opts *o, char *logdir, size_t size) {
+    if (o->logdir) {
+        if (snprintf(logdir, size, "%s", o->logdir) >= (int)size) {
+            fprintf(stderr, "nabla train: --logdir is too long\n");
+            return -1;
+        }
+        struct stat st;
+        if (stat(logdir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "nabla train: --logdir %s exists and is not a folder\n", logdir);
+            return -1;
+        }
+        if (!o->resume && folder_has_files(logdir)) {
+            if (!o->overwrite) {
+                fprintf(stderr, "nabla train: --logdir %s holds an earlier run; its events would mix with this run's "
+                                "(give a new folder, --overwrite to replace it, or --resume to continue it)\n", logdir);
+                return -1;
+            }
+            if (remove_event_files(logdir) < 0) return -1;
+        }
+        if (mkdirs(logdir) < 0) {
+            fprintf(stderr, "nabla train: cannot create the log folder %s: %s\n", logdir, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    char parent[256], stamp[32];
+    snprintf(parent, sizeof parent, "runs/%s", o->model);
+    if (mkdirs(parent) < 0) {
+        fprintf(stderr, "nabla train: cannot create the log folder %s: %s\n", parent, strerror(errno));
+        return -1;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1) snprintf(logdir, size, "%s/%s", parent, stamp);
+        else snprintf(logdir, size, "%s/%s-%d", parent, stamp, k);
+        if (mkdir(logdir, 0777) == 0) { /* mkdir claims the name: two runs at once get two folders */
+            char link[300], tmp[320];
+            snprintf(link, sizeof link, "%s/latest", parent);
+            snprintf(tmp, sizeof tmp, "%s/.latest.%ld", parent, (long)getpid());
+            unlink(tmp);
+            if (symlink(logdir + strlen(parent) + 1, tmp) == 0 && rename(tmp, link) < 0) unlink(tmp);
+            return 0;
+        }
+        if (errno != EEXIST) break;
+    }
+    fprintf(stderr, "nabla train: cannot create a run folder in %s: %s\n", parent, strerror(errno));
+    return -1;
+}
+
+/* Counts predictions of m over l into confusion[true][predicted]; 0, or -1 with a message
+   (a label outside 0..9 is an error naming it, never dropped from the count). */
+static int confusion_of(nb_module *m, nb_data_loader *l, int64_t confusion[10][10], const char *cmd) {
+    bool prev = nb_set_grad_enabled(false);
+    int rc = 0;
+    int64_t seen = 0;
+    nb_batch b;
+    while (rc == 0 && nb_data_loader_next(l, &b)) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *pred = nb_argmax(nb_forward(m, b.x), 1, false);
+        int64_t n = nb_dim(b.y, 0), p[500], y[500];
+        if (!pred || n > 500 || nb_copy_to(pred, p, sizeof(int64_t) * (size_t)n) < 0 ||
+            nb_copy_to(b.y, y, sizeof(int64_t) * (size_t)n) < 0) {
+            fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "evaluation failed");
+            rc = -1;
+        }
+        for (int64_t i = 0; rc == 0 && i < n; i++) {
+            if (y[i] < 0 || y[i] >= 10) {
+                fprintf(stderr, "nabla %s: label %lld of sample %lld is outside the 10 classes 0..9\n", cmd,
+                        (long long)y[i], (long long)(seen + i));
+                rc = -1;
+            } else confusion[y[i]][p[i]]++;
+        }
+        seen += n;
+        nb_scope_end(s);
+    }
+    nb_set_grad_enabled(prev);
+    if (rc == 0 && nb_error()) {
+        fprintf(stderr, "nabla %s: %s\n", cmd, nb_error());
+        rc = -1;
+    }
+    return rc;
+}
+
+/* Accuracy of a confusion matrix (0 when empty). */
+static double accuracy_of(int64_t confusion[10][10], int64_t *right, int64_t *all) {
+    *right = *all = 0;
+    for (int i = 0; i < 10; i++)
+        for (int j = 0; j < 10; j++) {
+            *all += confusion[i][j];
+            if (i == j) *right += confusion[i][j];
+        }
+    return *all ? (double)*right / (double)*all : 0.0;
+}
+
 static int train(train_opts o) {
     struct stat st;
     if (o.data && (stat(o.data, &st) < 0 || !S_ISDIR(st.st_mode))) {
         fprintf(stderr, "nabla train: --data %s is not a folder\n", o.data);
         return 1;
     }
+    if (o.threads > 0) nb_set_num_threads(o.threads);
     char logdir[512], out[640], svg[640];
-    snprintf(logdir, sizeof logdir, "%s", o.logdir ? o.logdir : (!strcmp(o.model, "mlp") ? "runs/mlp" : "runs/cnn"));
+    if (choose_logdir(&o, logdir, sizeof logdir) < 0) return 1;
     snprintf(out, sizeof out, "%s", o.out ? o.out : "");
     if (!o.out) snprintf(out, sizeof out, "%s/model.safetensors", logdir);
     snprintf(svg, sizeof svg, "%s/curves.svg", logdir);
-    if (mkdirs(logdir) < 0) {
-        fprintf(stderr, "nabla train: cannot create the log folder %s: %s\n", logdir, strerror(errno));
-        return 1;
-    }
     nb_manual_seed(o.seed);
-    nb_dataset *train_all = nb_data_fashion_mnist(o.data, true), *test_all = nb_data_fashion_mnist(o.data, false);
-    nb_dataset *train_ds = train_all ? first_samples(train_all, o.limit) : NULL;
-    nb_dataset *test_ds = test_all ? first_samples(test_all, o.limit) : NULL;
-    nb_data_loader *loader = nb_data_loader_new(train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
-                                                                            .num_workers = o.workers, .seed = o.seed + 1 });
-    nb_data_loader *test_loader = nb_data_loader_new(test_ds, (nb_loader_opts){ .batch_size = 500 });
-    nb_module *mod = make_model(o.model);
+    nb_dataset *train_all = nb_data_fashion_mnist(o.data, true), *test_all = NULL;
+    nb_dataset *train_ds = NULL, *val_ds = NULL, *test_ds = NULL;
+    nb_data_loader *loader = NULL, *val_loader = NULL, *test_loader = NULL;
+    nb_module *mod = NULL;
     nb_optimizer *opt = NULL;
+    nb_model *model = NULL;
+    nb_summary_writer *w = NULL;
+    int rc = 1;
+    if (!train_all || !(test_all = nb_data_fashion_mnist(o.data, false))) {
+        fprintf(stderr, "nabla train: %s\n", nb_error());
+        goto done;
+    }
+    if (split_samples(train_all, o.limit, o.val_split, o.seed, &train_ds, &val_ds) < 0) goto done;
+    test_ds = first_samples(test_all, o.limit);
+    loader = nb_data_loader_new(train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
+                                                            .num_workers = o.workers, .seed = o.seed + 1 });
+    if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500 });
+    test_loader = nb_data_loader_new(test_ds, (nb_loader_opts){ .batch_size = 500 });
+    mod = make_model(o.model);
     if (mod) {
         if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(mod, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
         else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(mod, (nb_adam_opts){ .lr = o.lr });
         else opt = nb_optim_adamw(mod, (nb_adamw_opts){ .lr = o.lr });
     }
-    nb_model *model = mod && opt ? nb_model_new(mod) : NULL;
-    nb_summary_writer *w = model ? nb_summary_open(logdir) : NULL;
-    int rc = 0;
+    model = mod && opt && test_loader && (val_loader || !val_ds) ? nb_model_new(mod) : NULL;
+    w = model ? nb_summary_open(logdir) : NULL;
     if (!w || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
-        rc = 1;
         goto done;
     }
     nb_optimizer *model_opt = opt;
@@ -144,26 +320,27 @@ static int train(train_opts o) {
             nb_metadata_get_int(md, "data.batch", &batch) < 0 || nb_data_loader_set_position(loader, loader_epoch, batch) < 0) {
             fprintf(stderr, "nabla train: cannot resume from %s: %s\n", o.resume, nb_error() ? nb_error() : "no loader position");
             nb_metadata_free(md);
-            rc = 1;
             goto done;
         }
         nb_metadata_free(md);
         initial_epoch = (int)ck.epoch;
         if (initial_epoch >= o.epochs) {
             fprintf(stderr, "nabla train: %s already holds %d epochs; ask for more with --epochs\n", o.resume, initial_epoch);
-            rc = 1;
             goto done;
         }
     }
     char ckpt_path[640];
     snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint.safetensors", logdir);
-    ckpt_ctx cc = { model_opt, loader, ckpt_path };
-    nb_callback cb = { .on_epoch_end = save_checkpoint, .user = &cc };
+    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every };
+    nb_callback cb = { .on_epoch_end = save_checkpoint, .on_batch_end = o.log_every ? log_step : NULL, .user = &cc };
     if (!o.quiet)
-        printf("nabla train: %s on Fashion-MNIST (%lld training samples), %s lr %g, batch %lld, %d epochs, %d workers\n",
-               o.model, (long long)nb_dataset_len(train_ds), o.optimizer, o.lr, (long long)o.batch, o.epochs, o.workers);
-    /* the held-out test set validates each epoch; the best epoch's weights are saved */
-    nb_history *h = nb_model_fit_loader(model, loader, test_loader,
+        printf("nabla train: %s on Fashion-MNIST (%lld training samples, %lld held out for validation), %s lr %g, "
+               "batch %lld, %d epochs, %d workers, logs in %s\n",
+               o.model, (long long)nb_dataset_len(train_ds), (long long)(val_ds ? nb_dataset_len(val_ds) : 0),
+               o.optimizer, o.lr, (long long)o.batch, o.epochs, o.workers, logdir);
+    /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
+       touched once, at the end, by the model that was saved */
+    nb_history *h = nb_model_fit_loader(model, loader, val_loader,
                                         (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch,
                                                        .verbose = o.quiet ? -1 : 0, .tensorboard = w,
                                                        .checkpoint_path = out, .callbacks = &cb, .n_callbacks = 1 });
@@ -171,85 +348,51 @@ static int train(train_opts o) {
     w = NULL;
     if (!h) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
-        rc = 1;
         goto done;
     }
-    double test_acc = nb_history_get(h, "val_accuracy", nb_history_epochs(h) - 1);
     nb_history_free(h);
+    int64_t confusion[10][10] = { { 0 } }, right, all;
+    if (nb_load_state_dict(mod, out, (nb_load_opts){ 0 }) < 0) {
+        fprintf(stderr, "nabla train: cannot read back the saved model: %s\n", nb_error());
+        goto done;
+    }
+    nb_module_train(mod, false);
+    if (confusion_of(mod, test_loader, confusion, "train") < 0) goto done;
+    double test_acc = accuracy_of(confusion, &right, &all);
     nb_scalar_log *log = nb_scalar_log_read(logdir);
     const char *name = logdir;
+    rc = 0;
     if (!log || nb_plot_svg((const nb_scalar_log *const *)&log, &name, 1, svg, (nb_plot_opts){ 0 }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         rc = 1;
     }
     nb_scalar_log_free(log);
     if (rc == 0 && !o.quiet)
-        printf("test accuracy %.4f\nsaved %s (the best epoch) and %s; TensorBoard logs and curves.svg in %s\n", test_acc,
-               out, ckpt_path, logdir);
+        printf("test accuracy %.4f (%lld of %lld, the saved model)\nsaved %s (the %s) and %s; TensorBoard logs "
+               "and curves.svg in %s\n",
+               test_acc, (long long)right, (long long)all, out,
+               val_ds ? "best epoch by validation loss" : "best epoch by training loss", ckpt_path, logdir);
 done:
     nb_summary_close(w);
     nb_optim_free(opt);
     if (model) nb_model_free(model); /* frees the module and the optimizer it owns */
     else nb_module_free(mod);
     nb_data_loader_free(loader);
+    nb_data_loader_free(val_loader);
     nb_data_loader_free(test_loader);
     nb_dataset_free(train_ds);
+    nb_dataset_free(val_ds);
     nb_dataset_free(test_ds);
     nb_dataset_free(train_all);
     nb_dataset_free(test_all);
     return rc;
 }
 
-/* Parses a number option; false (with a message) when it is not one. */
-static bool number(const char *opt, const char *text, double lo, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text ? text : "", &end);
-    if (!text || !*text || *end || errno || !(v >= lo)) {
-        fprintf(stderr, "nabla train: %s needs a number >= %g, got \"%s\"\n", opt, lo, text ? text : "");
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 static int train_main(int argc, char **argv) {
-    train_opts o = { .model = "mlp", .optimizer = "adamw", .epochs = 5, .workers = 2, .batch = 64, .lr = 1e-3 };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double x;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            train_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quiet")) o.quiet = true;
-        else if (!strcmp(a, "--model") && v) {
-            if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
-                fprintf(stderr, "nabla train: --model is mlp or cnn, got \"%s\"\n", v);
-                return 2;
-            }
-            o.model = argv[++i];
-        } else if (!strcmp(a, "--optimizer") && v) {
-            if (strcmp(v, "adamw") && strcmp(v, "adam") && strcmp(v, "sgd")) {
-                fprintf(stderr, "nabla train: --optimizer is adamw, adam or sgd, got \"%s\"\n", v);
-                return 2;
-            }
-            o.optimizer = argv[++i];
-        } else if (!strcmp(a, "--logdir") && v) o.logdir = argv[++i];
-        else if (!strcmp(a, "--out") && v) o.out = argv[++i];
-        else if (!strcmp(a, "--data") && v) o.data = argv[++i];
-        else if (!strcmp(a, "--resume") && v) o.resume = argv[++i];
-        else if (!strcmp(a, "--epochs")) { if (!number(a, v, 1, &x)) return 2; o.epochs = (int)x; i++; }
-        else if (!strcmp(a, "--batch-size")) { if (!number(a, v, 1, &x)) return 2; o.batch = (int64_t)x; i++; }
-        else if (!strcmp(a, "--lr")) { if (!number(a, v, 1e-12, &x)) return 2; o.lr = x; i++; }
-        else if (!strcmp(a, "--workers")) { if (!number(a, v, 0, &x)) return 2; o.workers = (int)x; i++; }
-        else if (!strcmp(a, "--seed")) { if (!number(a, v, 0, &x)) return 2; o.seed = (uint64_t)x; i++; }
-        else if (!strcmp(a, "--limit")) { if (!number(a, v, 1, &x)) return 2; o.limit = (int64_t)x; i++; }
-        else {
-            fprintf(stderr, "nabla train: unknown or incomplete option \"%s\"\n", a);
-            train_usage(stderr);
-            return 2;
-        }
-    }
+    train_opts o = train_defaults();
+    int rc = train_parse_args(argc, argv, &o, stdout, stderr);
+    if (rc == 1) return 0;
+    if (rc) return 2;
     return train(o);
 }
 
@@ -270,12 +413,26 @@ static nb_module *load_model(const char *arch, const char *path, const char *cmd
 
 /* Parses "--model mlp|cnn" and "--data DIR" among args; the rest are positional. */
 static int common_args(const char *cmd, int argc, char **argv, const char **arch, const char **data, int *top,
-                       const char **pos, int max_pos) {
+                       int64_t *limit, const char **pos, int max_pos) {
     int n = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) *arch = argv[++i];
+        else if (limit && !strcmp(argv[i], "--limit") && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            long long k = strtoll(argv[++i], &end, 10);
+            if (!*argv[i] || *end || errno || k < 1) {
+                fprintf(stderr, "nabla %s: --limit needs a whole number >= 1, got \"%s\"\n", cmd, argv[i]);
+                return -1;
+            }
+            *limit = k;
+        }
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) *data = argv[++i];
-        else if (top && !strcmp(argv[i], "--top") && i + 1 < argc) *top = atoi(argv[++i]);
+        else if (top && !strcmp(argv[i], "--top") && i + 1 < argc) {
+            char *end;
+            long k = strtol(argv[++i], &end, 10);
+            *top = *argv[i] && !*end && k >= 1 && k <= 10 ? (int)k : 0; /* 0: refused below */
+        }
         else if (argv[i][0] == '-' || n == max_pos) {
             fprintf(stderr, "nabla %s: unknown or extra argument \"%s\"\n", cmd, argv[i]);
             return -1;
@@ -296,48 +453,30 @@ static int common_args(const char *cmd, int argc, char **argv, const char **arch
 static int eval_main(int argc, char **argv) {
     const char *arch = "mlp", *data = NULL, *pos[1];
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR]\n"
-               "  test-set accuracy, per-class accuracy and the confusion matrix of a saved model\n");
+        printf("usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR] [--limit N]\n"
+               "  test-set accuracy, per-class accuracy and the confusion matrix of a saved model\n"
+               "  (on the first N test samples with --limit, as nabla train --limit N reports it)\n");
         return 0;
     }
-    if (common_args("eval", argc, argv, &arch, &data, NULL, pos, 1) != 1) {
-        fprintf(stderr, "usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR]\n");
+    int64_t limit = 0;
+    if (common_args("eval", argc, argv, &arch, &data, NULL, &limit, pos, 1) != 1) {
+        fprintf(stderr, "usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR] [--limit N]\n");
         return 2;
     }
     nb_module *m = load_model(arch, pos[0], "eval");
     if (!m) return 1;
-    nb_dataset *test = nb_data_fashion_mnist(data, false);
+    nb_dataset *test_all = nb_data_fashion_mnist(data, false), *test = test_all ? first_samples(test_all, limit) : NULL;
     nb_data_loader *l = test ? nb_data_loader_new(test, (nb_loader_opts){ .batch_size = 500 }) : NULL;
     int64_t confusion[10][10] = { { 0 } };
     int rc = 0;
-    if (!l) rc = 1;
-    bool prev = nb_set_grad_enabled(false);
-    nb_batch b;
-    while (l && nb_data_loader_next(l, &b)) {
-        nb_scope *s = nb_scope_begin();
-        nb_tensor *pred = nb_argmax(nb_forward(m, b.x), 1, false);
-        int64_t n = nb_dim(b.y, 0), p[500], y[500];
-        if (!pred || n > 500 || nb_copy_to(pred, p, sizeof(int64_t) * (size_t)n) < 0 ||
-            nb_copy_to(b.y, y, sizeof(int64_t) * (size_t)n) < 0)
-            rc = 1;
-        for (int64_t i = 0; rc == 0 && i < n; i++)
-            if (y[i] >= 0 && y[i] < 10 && p[i] >= 0 && p[i] < 10) confusion[y[i]][p[i]]++;
-        nb_scope_end(s);
-        if (rc) break;
-    }
-    nb_set_grad_enabled(prev);
-    if (rc || nb_error()) {
-        fprintf(stderr, "nabla eval: %s\n", nb_error() ? nb_error() : "evaluation failed");
+    if (!l) {
+        fprintf(stderr, "nabla eval: %s\n", nb_error());
         rc = 1;
-    } else {
-        int64_t right = 0, all = 0;
-        for (int i = 0; i < 10; i++)
-            for (int j = 0; j < 10; j++) {
-                all += confusion[i][j];
-                if (i == j) right += confusion[i][j];
-            }
-        printf("test accuracy %.4f (%lld of %lld)\n\nper class:\n", all ? (double)right / (double)all : 0.0,
-               (long long)right, (long long)all);
+    } else if (confusion_of(m, l, confusion, "eval") < 0) rc = 1;
+    else {
+        int64_t right, all;
+        double acc = accuracy_of(confusion, &right, &all);
+        printf("test accuracy %.4f (%lld of %lld)\n\nper class:\n", acc, (long long)right, (long long)all);
         for (int i = 0; i < 10; i++) {
             int64_t row = 0;
             for (int j = 0; j < 10; j++) row += confusion[i][j];
@@ -354,6 +493,7 @@ static int eval_main(int argc, char **argv) {
     }
     nb_data_loader_free(l);
     nb_dataset_free(test);
+    nb_dataset_free(test_all);
     nb_module_free(m);
     return rc;
 }
@@ -367,7 +507,7 @@ static int predict_main(int argc, char **argv) {
                "  IMAGES: an IDX image file (plain or gzip) or a 28x28 grayscale PNG\n");
         return 0;
     }
-    if (common_args("predict", argc, argv, &arch, &data, &top, pos, 2) != 2) {
+    if (common_args("predict", argc, argv, &arch, &data, &top, NULL, pos, 2) != 2) {
         fprintf(stderr, "usage: nabla predict MODEL.safetensors IMAGES [--model mlp|cnn] [--top K]\n");
         return 2;
     }

@@ -1,0 +1,59 @@
+#!/bin/sh
+# nabla train's run folders, validation split and argument checks, as a user meets them.
+# Usage: cli_train_test.sh NABLA_BINARY
+set -eu
+nabla="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+
+# numbers are checked whole and in range, never cast: each of these is refused with exit 2
+for args in "--epochs 1e30" "--epochs 0" "--epochs 2.5" "--batch-size 99999999999999999999" "--seed -1" \
+            "--lr nan" "--lr inf" "--val-split 1" "--val-split -0.1" "--workers 1000" "--threads 0" \
+            "--log-every x" "--device cuda" "--model resnet50" "--epochs" "--bogus" "--limit ''" \
+            "--resume a --overwrite"; do
+  set +e; eval "\"$nabla\" train $args" >out.txt 2>err.txt; rc=$?; set -e
+  [ "$rc" -eq 2 ] || fail "train $args: exit $rc, expected 2"
+  [ -s err.txt ] || fail "train $args: no message"
+  [ ! -e runs ] || fail "train $args: made a run folder"
+done
+echo "bad arguments: refused with a message"
+
+# two runs with the default log folder get two folders, and runs/mlp/latest names the second
+"$nabla" train --epochs 1 --limit 600 --quiet
+"$nabla" train --epochs 1 --limit 600 --quiet
+[ "$(ls -d runs/mlp/2* | wc -l)" -eq 2 ] || fail "two default runs did not get two folders: $(ls runs/mlp)"
+[ "$(readlink runs/mlp/latest)" = "$(basename "$(ls -d runs/mlp/2* | tail -n 1)")" ] || fail "latest does not name the newest run"
+for d in runs/mlp/2*; do
+  [ "$(ls "$d"/events.out.tfevents.* | wc -l)" -eq 1 ] || fail "$d holds more than one run's events"
+done
+echo "default run folders: one per run"
+
+# a --logdir that holds a run is refused, then replaced with --overwrite (one events file left)
+"$nabla" train --epochs 1 --limit 600 --logdir mine --quiet
+set +e; "$nabla" train --epochs 1 --limit 600 --logdir mine --quiet 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "mine holds an earlier run" err.txt || fail "a second run into --logdir mine was not refused"
+"$nabla" train --epochs 1 --limit 600 --logdir mine --overwrite --quiet
+[ "$(ls mine/events.out.tfevents.* | wc -l)" -eq 1 ] || fail "--overwrite left the old run's events"
+echo "--logdir: refused when used, replaced with --overwrite"
+
+# the accuracy printed is the saved model's: nabla eval of the file on the same test samples agrees
+"$nabla" train --limit 2000 --epochs 4 --lr 0.3 --optimizer sgd --logdir sv --seed 3 >train.txt
+"$nabla" eval sv/model.safetensors --limit 2000 >eval.txt
+a="$(awk '/^test accuracy/ { print $3 }' train.txt)"; b="$(awk '/^test accuracy/ { print $3 }' eval.txt)"
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "train printed $a, eval of the saved model gives $b"
+grep -q "1800 training samples, 200 held out for validation" train.txt || fail "no 10% validation split: $(head -n 1 train.txt)"
+echo "printed accuracy $a is the saved model's"
+
+# --val-split 0 keeps every sample for training; --log-every writes per-step losses
+"$nabla" train --limit 640 --epochs 1 --val-split 0 --log-every 2 --logdir ls --threads 1 >ls.txt
+grep -q "640 training samples, 0 held out" ls.txt || fail "--val-split 0: $(head -n 1 ls.txt)"
+"$nabla" plot ls --text | grep -q "step/loss  *step 10 " || fail "--log-every 2 logged no step/loss at step 10"
+echo "--val-split 0 and --log-every: ok"
+
+# a named data folder without the data is an error naming it
+mkdir empty
+set +e; "$nabla" train --data empty --quiet 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "empty" err.txt || fail "--data of an empty folder: exit $rc, $(cat err.txt)"
+echo "cli_train_test: all passed"

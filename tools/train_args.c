@@ -1,0 +1,158 @@
+/* The parser of `nabla train`'s options: every number is checked whole and in range, so
+   `--epochs 1e30` or `--batch-size 99999999999999999999` is an error, never a wrapped cast. */
+#include "train_args.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+train_opts train_defaults(void) {
+    return (train_opts){ .model = "mlp", .optimizer = "adamw", .device = "cpu", .epochs = 5, .workers = 2,
+                         .batch = 64, .lr = 1e-3, .val_split = 0.1 };
+}
+
+void train_usage(FILE *f) {
+    fprintf(f, "usage: nabla train [options]\n"
+               "  Trains a model on Fashion-MNIST, validating on a split held out from the training\n"
+               "  set, and reports the test accuracy of the model it saved.\n"
+               "  --model mlp|cnn          the 784-128-10 MLP (default) or the TF tutorial convnet\n"
+               "  --epochs N               epochs (default 5)\n"
+               "  --batch-size N           samples per batch (default 64)\n"
+               "  --lr X                   learning rate (default 1e-3)\n"
+               "  --optimizer adamw|adam|sgd   (default adamw)\n"
+               "  --val-split X            fraction of the training set held out to pick the best\n"
+               "                           epoch (default 0.1, drawn with --seed; 0: keep the last)\n"
+               "  --workers N              data-loader threads (default 2)\n"
+               "  --threads N              compute threads (default: NABLA_NUM_THREADS, else the cores)\n"
+               "  --device cpu             where to train (only cpu in this build)\n"
+               "  --seed N                 seed of the run: weights, split, shuffling (default 0)\n"
+               "  --logdir DIR             run folder (default runs/<model>/YYYYmmdd-HHMMSS); must be\n"
+               "                           empty or new unless --overwrite or --resume\n"
+               "  --overwrite              reuse a --logdir that holds an earlier run (its event\n"
+               "                           files are removed first, so curves do not mix)\n"
+               "  --log-every N            also log the training loss every N steps (default: per epoch)\n"
+               "  --out FILE               state dict to save (default <logdir>/model.safetensors)\n"
+               "  --data DIR               Fashion-MNIST folder (default $NABLA_DATA, else Debian's)\n"
+               "  --limit N                train and test on the first N samples only\n"
+               "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
+               "                           written after every epoch); --epochs counts the epochs done\n"
+               "  --quiet                  no progress output\n");
+}
+
+/* A whole number in [lo, hi]; false (with a message) when text is not one. */
+static bool whole(FILE *err, const char *opt, const char *text, long long lo, long long hi, long long *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = text && *text && *text != ' ' ? strtoll(text, &end, 10) : 0;
+    if (!text || !*text || !end || *end || errno || v < lo || v > hi) {
+        fprintf(err, "nabla train: %s needs a whole number from %lld to %lld, got \"%s\"\n", opt, lo, hi,
+                text ? text : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* A finite number in [lo, hi]; false (with a message) when text is not one. */
+static bool real(FILE *err, const char *opt, const char *text, double lo, double hi, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = text && *text ? strtod(text, &end) : 0;
+    if (!text || !*text || !end || *end || errno || !(v >= lo && v <= hi)) {
+        fprintf(err, "nabla train: %s needs a number from %g to %g, got \"%s\"\n", opt, lo, hi, text ? text : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* The seed: any 64-bit unsigned whole number. */
+static bool seed_of(FILE *err, const char *text, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = text && *text >= '0' && *text <= '9' ? strtoull(text, &end, 10) : 0;
+    if (!text || !end || *end || errno) {
+        fprintf(err, "nabla train: --seed needs a whole number from 0 to %llu, got \"%s\"\n", (unsigned long long)UINT64_MAX,
+                text ? text : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Whether text is one of the '|'-separated words of choices. */
+static bool one_of(const char *text, const char *choices) {
+    size_t n = strlen(text);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && !strncmp(c, text, n)) return true;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return false;
+}
+
+int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long n;
+        if (!a) break;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            train_usage(out);
+            return 1;
+        }
+        if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
+        if (!strcmp(a, "--overwrite")) { o->overwrite = true; continue; }
+        /* every other option takes a value */
+        static const char *const valued[] = { "--model", "--optimizer", "--logdir", "--out", "--data", "--resume",
+                                              "--device", "--epochs", "--batch-size", "--lr", "--workers",
+                                              "--threads", "--seed", "--limit", "--val-split", "--log-every" };
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
+        if (!known) {
+            fprintf(err, "nabla train: unknown option \"%s\"\n", a);
+            train_usage(err);
+            return 2;
+        }
+        if (!v) {
+            fprintf(err, "nabla train: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--model")) {
+            if (!one_of(v, "mlp|cnn")) { fprintf(err, "nabla train: --model is mlp or cnn, got \"%s\"\n", v); return 2; }
+            o->model = v;
+        } else if (!strcmp(a, "--optimizer")) {
+            if (!one_of(v, "adamw|adam|sgd")) {
+                fprintf(err, "nabla train: --optimizer is adamw, adam or sgd, got \"%s\"\n", v);
+                return 2;
+            }
+            o->optimizer = v;
+        } else if (!strcmp(a, "--device")) {
+            if (strcmp(v, "cpu")) {
+                fprintf(err, "nabla train: --device %s: this build of nabla trains on the cpu only\n", v);
+                return 2;
+            }
+            o->device = v;
+        } else if (!strcmp(a, "--logdir") || !strcmp(a, "--out") || !strcmp(a, "--data") || !strcmp(a, "--resume")) {
+            if (!*v) { fprintf(err, "nabla train: %s needs a path, got \"\"\n", a); return 2; }
+            if (!strcmp(a, "--logdir")) o->logdir = v;
+            else if (!strcmp(a, "--out")) o->out = v;
+            else if (!strcmp(a, "--data")) o->data = v;
+            else o->resume = v;
+        } else if (!strcmp(a, "--epochs")) { if (!whole(err, a, v, 1, 1000000, &n)) return 2; o->epochs = (int)n; }
+        else if (!strcmp(a, "--batch-size")) { if (!whole(err, a, v, 1, 1 << 30, &n)) return 2; o->batch = n; }
+        else if (!strcmp(a, "--workers")) { if (!whole(err, a, v, 0, 256, &n)) return 2; o->workers = (int)n; }
+        else if (!strcmp(a, "--threads")) { if (!whole(err, a, v, 1, 1024, &n)) return 2; o->threads = (int)n; }
+        else if (!strcmp(a, "--limit")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->limit = n; }
+        else if (!strcmp(a, "--log-every")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->log_every = n; }
+        else if (!strcmp(a, "--seed")) { if (!seed_of(err, v, &o->seed)) return 2; }
+        else if (!strcmp(a, "--lr")) { if (!real(err, a, v, 1e-12, 1e6, &o->lr)) return 2; }
+        else if (!strcmp(a, "--val-split")) { if (!real(err, a, v, 0, 0.9, &o->val_split)) return 2; }
+    }
+    if (o->resume && o->overwrite) {
+        fprintf(err, "nabla train: --resume continues a run and --overwrite starts one afresh; give one of them\n");
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,27 @@
+/* The options of `nabla train` and their parser, apart from main so a fuzz target can drive it. */
+#ifndef NABLA_TRAIN_ARGS_H
+#define NABLA_TRAIN_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct train_opts {
+    const char *model, *optimizer, *logdir, *out, *data, *resume, *device;
+    int epochs, workers, threads;
+    int64_t batch, limit, log_every;
+    double lr, val_split;
+    uint64_t seed;
+    bool quiet, overwrite;
+} train_opts;
+
+/* The defaults of `nabla train`. */
+train_opts train_defaults(void);
+/* Prints the usage of `nabla train` to f. */
+void train_usage(FILE *f);
+/* Parses argv[1..argc-1] into *o (which holds the defaults); 0 when parsed, 1 when --help was
+   printed to out, 2 on a bad argument (the message goes to err). Reads argv only; keeps pointers
+   into it. */
+int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err);
+
+#endif
