@@ -485,6 +485,70 @@ static void test_case(void **state) {
     nb_error_clear();
 }
 
+/* ---- fixed cases, beside the reference file (which carries values as doubles, so cannot
+   hold int64 values beyond 2^53): each expected value is what torch 1.13 gives ---- */
+
+static void expect_i64(const char *what, nb_tensor *t, const int64_t *want, int64_t n) {
+    if (!t) fail_msg("%s: no result: %s", what, nb_error() ? nb_error() : "(no error)");
+    if (nb_dtype_of(t) != NB_I64) fail_msg("%s: dtype %s, torch gives i64", what, nb_dtype_name(nb_dtype_of(t)));
+    if (nb_numel(t) != n) fail_msg("%s: %lld elements, want %lld", what, (long long)nb_numel(t), (long long)n);
+    int64_t got[8];
+    assert_true(n <= 8);
+    assert_int_equal(nb_copy_to(t, got, sizeof(int64_t) * (size_t)n), 0);
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i]) fail_msg("%s: element %lld is %lld, torch gives %lld", what, (long long)i, (long long)got[i], (long long)want[i]);
+}
+
+/* i64 arithmetic wraps around as torch's does (two's complement), and without undefined
+   behaviour: the sanitizer build (UBSan fatal) runs this too. */
+static void test_int64_wraps(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    const int64_t M = INT64_MAX, m = INT64_MIN;
+    const int64_t av[] = { M, m, M, 3, m }, bv[] = { 1, -1, M, M, m };
+    nb_tensor *a = nb_from_data(av, NB_SHAPE(5), NB_I64), *b = nb_from_data(bv, NB_SHAPE(5), NB_I64);
+    expect_i64("add", nb_add(a, b), (int64_t[]){ m, M, -2, m + 2, 0 }, 5);
+    expect_i64("sub", nb_sub(a, b), (int64_t[]){ M - 1, m + 1, 0, -(M - 3), 0 }, 5);
+    expect_i64("mul", nb_mul(a, b), (int64_t[]){ M, m, 1, M - 2, 0 }, 5);
+    expect_i64("neg", nb_neg(a), (int64_t[]){ -M, m, -M, -3, m }, 5);
+    expect_i64("abs", nb_abs(a), (int64_t[]){ M, m, M, 3, m }, 5);
+    /* strided and broadcast operands take the kernels' other loops */
+    expect_i64("add bcast", nb_add(a, nb_full(NB_SHAPE(), 1, NB_I64)), (int64_t[]){ m, m + 1, m, 4, m + 1 }, 5);
+    expect_i64("add strided", nb_add(nb_slice(a, 0, 0, 5, 2), nb_slice(b, 0, 0, 5, 2)), (int64_t[]){ m, -2, 0 }, 3);
+    expect_i64("add_scalar", nb_add_scalar(nb_slice(a, 0, 0, 1, 1), 5), (int64_t[]){ m + 4 }, 1);
+    expect_i64("mul_scalar", nb_mul_scalar(nb_slice(a, 0, 0, 1, 1), 2), (int64_t[]){ -2 }, 1);
+    /* sums: short, and long enough for the chunked path */
+    expect_i64("sum_all", nb_sum_all(nb_from_data((int64_t[]){ M, 1, 1 }, NB_SHAPE(3), NB_I64)), (int64_t[]){ m + 1 }, 1);
+    expect_i64("sum axis", nb_sum(nb_from_data((int64_t[]){ M, M, M }, NB_SHAPE(1, 3), NB_I64), 1, false),
+               (int64_t[]){ M - 2 }, 1);
+    expect_i64("sum long", nb_sum_all(nb_full(NB_SHAPE(40000), (double)M, NB_I64)), (int64_t[]){ -40000 }, 1);
+    expect_i64("matmul", nb_matmul(nb_from_data((int64_t[]){ M, 2 }, NB_SHAPE(1, 2), NB_I64),
+                                   nb_from_data((int64_t[]){ 2, M }, NB_SHAPE(2, 1), NB_I64)), (int64_t[]){ -4 }, 1);
+    /* i32 wraps at its own width */
+    int32_t big = INT32_MAX;
+    nb_tensor *c = nb_from_data(&big, NB_SHAPE(1), NB_I32);
+    int32_t got[2];
+    nb_copy_to(nb_add(c, c), got, sizeof(int32_t));
+    nb_copy_to(nb_mul(c, nb_from_data((int32_t[]){ 3 }, NB_SHAPE(1), NB_I32)), got + 1, sizeof(int32_t));
+    assert_int_equal(got[0], -2);
+    assert_int_equal(got[1], 2147483645);
+    assert_null(nb_error());
+    nb_scope_end(s);
+}
+
+static int clear_error(void **state) {
+    (void)state;
+    nb_error_clear();
+    return 0;
+}
+
+static int run_fixed_tests(void) {
+    const struct CMUnitTest fixed[] = {
+        cmocka_unit_test_setup(test_int64_wraps, clear_error),
+    };
+    return cmocka_run_group_tests_name("ops_fixed", fixed, NULL, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
@@ -529,6 +593,7 @@ int main(int argc, char **argv) {
     nb_scope_end(warm);
     nb_error_clear();
     int failed = _cmocka_run_group_tests("ops_vs_torch", tests, nt, NULL, NULL);
+    if (argc <= 2) failed += run_fixed_tests();
     printf("test_ops_torch: %zu cases (%d with a backward), %d non-contiguous inputs, %d failed\n", nt, n_backward_cases,
            n_noncontig_inputs, failed);
     for (int64_t i = 0; i < n; i++) {

@@ -12,6 +12,20 @@
 #define OP_ADD(x, y) ((x) + (y))
 #define OP_SUB(x, y) ((x) - (y))
 #define OP_MUL(x, y) ((x) * (y))
+/* Integer add, sub and mul wrap around (two's complement) as PyTorch's do; they are computed in
+   the unsigned type of the same width, where overflow is defined. (u8 operands promote to int,
+   which cannot overflow, and the store truncates.) */
+#define WRAP_(T, UT, OP, x, y) ((T)((UT)(x) OP (UT)(y)))
+#define OP_ADD_I64(x, y) WRAP_(int64_t, uint64_t, +, x, y)
+#define OP_SUB_I64(x, y) WRAP_(int64_t, uint64_t, -, x, y)
+#define OP_MUL_I64(x, y) WRAP_(int64_t, uint64_t, *, x, y)
+#define OP_ADD_I32(x, y) WRAP_(int32_t, uint32_t, +, x, y)
+#define OP_SUB_I32(x, y) WRAP_(int32_t, uint32_t, -, x, y)
+#define OP_MUL_I32(x, y) WRAP_(int32_t, uint32_t, *, x, y)
+/* The same, chosen by the element type (the unary kernels are written once for every type). */
+#define WADD(x, y) _Generic((x), int64_t: OP_ADD_I64(x, y), int32_t: OP_ADD_I32(x, y), default: (x) + (y))
+#define WMUL(x, y) _Generic((x), int64_t: OP_MUL_I64(x, y), int32_t: OP_MUL_I32(x, y), default: (x) * (y))
+#define WNEG(x) _Generic((x), int64_t: OP_SUB_I64(0, x), int32_t: OP_SUB_I32(0, x), default: -(x))
 #define OP_DIV(x, y) ((x) / (y))
 #define OP_MAXIMUM(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) > (y) ? (x) : (y))))
 #define OP_MINIMUM(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) < (y) ? (x) : (y))))
@@ -43,12 +57,13 @@
         }                                                                                        \
     }
 
-#define ARITH_FNS(OPN, EXPR)                                \
+#define ARITH_FNS_INT(OPN, EXPR, EXPR_I64, EXPR_I32)       \
     BINARY_FN(OPN##_f32, float, float, EXPR)                \
     BINARY_FN(OPN##_f64, double, double, EXPR)              \
-    BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR)            \
-    BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR)            \
+    BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR_I64)        \
+    BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR_I32)        \
     BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)
+#define ARITH_FNS(OPN, EXPR) ARITH_FNS_INT(OPN, EXPR, EXPR, EXPR)
 #define COMPARE_FNS(OPN, EXPR)                              \
     BINARY_FN(OPN##_f32, float, uint8_t, EXPR)              \
     BINARY_FN(OPN##_f64, double, uint8_t, EXPR)             \
@@ -57,9 +72,9 @@
     BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)             \
     BINARY_FN(OPN##_b, uint8_t, uint8_t, EXPR)
 
-ARITH_FNS(add, OP_ADD)
-ARITH_FNS(sub, OP_SUB)
-ARITH_FNS(mul, OP_MUL)
+ARITH_FNS_INT(add, OP_ADD, OP_ADD_I64, OP_ADD_I32)
+ARITH_FNS_INT(sub, OP_SUB, OP_SUB_I64, OP_SUB_I32)
+ARITH_FNS_INT(mul, OP_MUL, OP_MUL_I64, OP_MUL_I32)
 ARITH_FNS(maximum, OP_MAXIMUM)
 ARITH_FNS(minimum, OP_MINIMUM)
 BINARY_FN(div_f32, float, float, OP_DIV)
@@ -173,6 +188,13 @@ static inline double sigmoid_(double x) { return 1.0 / (1.0 + exp(-x)); }
 static inline float geluf_(float x) { return 0.5f * x * (1.0f + nbk_erff(x * 0.70710678118654752440f)); }
 static inline double gelu_(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
 #define SIGN(x) (((x) > 0) - ((x) < 0))
+/* A double scalar as an integer operand without undefined conversions: saturated to int64,
+   then wrapped to the element's width (as torch wraps an integer scalar). */
+static inline int64_t sat_i64(double v) {
+    return v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+}
+#define SCALAR_AS(x, v) _Generic((x), int64_t: sat_i64(v), int32_t: (int32_t)(uint32_t)(uint64_t)sat_i64(v), \
+                                 uint8_t: (uint8_t)(uint64_t)sat_i64(v), default: (__typeof__(x))(v))
 #define RELU(x) ((x) > 0 ? (x) : 0)
 
 /* Unary inner function; F0 and F1 are the op's scalar arguments, elem_t its type (clamp bounds, scalar operand).
@@ -227,13 +249,13 @@ static inline double gelu_(double x) { return 0.5 * x * (1.0 + erf(x * 0.7071067
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
 
-UNARY_NUM(neg, -x)
-UNARY_NUM(abs, x < 0 ? -x : x)
+UNARY_NUM(neg, WNEG(x))
+UNARY_NUM(abs, x < 0 ? WNEG(x) : x)
 UNARY_NUM(sign, SIGN(x))
 UNARY_NUM(relu, RELU(x))
-UNARY_NUM(add_scalar, x + (elem_t)F0)
-UNARY_NUM(mul_scalar, x * (elem_t)F0)
-UNARY_NUM(clamp, (double)x < F0 ? (elem_t)F0 : ((double)x > F1 ? (elem_t)F1 : x))
+UNARY_NUM(add_scalar, WADD(x, SCALAR_AS(x, F0)))
+UNARY_NUM(mul_scalar, WMUL(x, SCALAR_AS(x, F0)))
+UNARY_NUM(clamp, (double)x < F0 ? SCALAR_AS(x, F0) : ((double)x > F1 ? SCALAR_AS(x, F1) : x))
 UNARY_FLOAT(pow_scalar, powf(x, (float)F0), pow(x, F0))
 UNARY_FLOAT_WIDE(exp, nbk_expf(x), exp(x))
 UNARY_FLOAT(log, logf(x), log(x))
@@ -369,8 +391,8 @@ int nb__cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
     switch (out->dtype) {
     case NB_F32: { float x = (float)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
     case NB_F64: { double *o = p; for (int64_t i = 0; i < n; i++) o[i] = v; break; }
-    case NB_I64: { int64_t x = (int64_t)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
-    case NB_I32: { int32_t x = (int32_t)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_I64: { int64_t x = sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_I32: { int32_t x = (int32_t)(uint32_t)(uint64_t)sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
     default:
         if (n > 0) {
             nb__store(p, out->dtype, 0, v);

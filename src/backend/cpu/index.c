@@ -106,8 +106,8 @@ int nb__cpu_index_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op
         switch (out->dtype) {
         case NB_F32: ((float *)o)[ooff] += ((const float *)s)[soff]; break;
         case NB_F64: ((double *)o)[ooff] += ((const double *)s)[soff]; break;
-        case NB_I64: ((int64_t *)o)[ooff] += ((const int64_t *)s)[soff]; break;
-        case NB_I32: ((int32_t *)o)[ooff] += ((const int32_t *)s)[soff]; break;
+        case NB_I64: ((int64_t *)o)[ooff] = (int64_t)((uint64_t)((int64_t *)o)[ooff] + (uint64_t)((const int64_t *)s)[soff]); break;
+        case NB_I32: ((int32_t *)o)[ooff] = (int32_t)((uint32_t)((int32_t *)o)[ooff] + (uint32_t)((const int32_t *)s)[soff]); break;
         default: ((uint8_t *)o)[ooff] += ((const uint8_t *)s)[soff]; break;
         }
         for (int d = nd - 1; d >= 0; d--) {
@@ -162,8 +162,8 @@ int nb__cpu_scatter_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_
         switch (out->dtype) {
         case NB_F32: ((float *)o)[ooff] += ((const float *)s)[soff]; break;
         case NB_F64: ((double *)o)[ooff] += ((const double *)s)[soff]; break;
-        case NB_I64: ((int64_t *)o)[ooff] += ((const int64_t *)s)[soff]; break;
-        case NB_I32: ((int32_t *)o)[ooff] += ((const int32_t *)s)[soff]; break;
+        case NB_I64: ((int64_t *)o)[ooff] = (int64_t)((uint64_t)((int64_t *)o)[ooff] + (uint64_t)((const int64_t *)s)[soff]); break;
+        case NB_I32: ((int32_t *)o)[ooff] = (int32_t)((uint32_t)((int32_t *)o)[ooff] + (uint32_t)((const int32_t *)s)[soff]); break;
         default: ((uint8_t *)o)[ooff] += ((const uint8_t *)s)[soff]; break;
         }
         for (int d = nd - 1; d >= 0; d--) {

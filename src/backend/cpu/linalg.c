@@ -51,19 +51,21 @@ static int64_t batch_offset(const nb_tensor *t, const nb_shape *bshape, int64_t 
     return off;
 }
 
-#define INT_MATMUL(T)                                                                                    \
+/* Integer products wrap around as torch's do: computed in the unsigned type UT (no undefined
+   overflow), the same bits as two's complement. */
+#define INT_MATMUL(T, UT)                                                                                \
     static void matmul_##T(const T *a, const T *b, T *c, int64_t n, int64_t k, int64_t m, int64_t ldc,   \
                            int64_t ars, int64_t acs, int64_t brs, int64_t bcs) {                         \
         for (int64_t i = 0; i < n; i++)                                                                  \
             for (int64_t j = 0; j < m; j++) {                                                            \
-                T s = 0;                                                                                 \
-                for (int64_t q = 0; q < k; q++) s += a[i * ars + q * acs] * b[q * brs + j * bcs];        \
-                c[i * ldc + j] = s;                                                                      \
+                UT s = 0;                                                                                \
+                for (int64_t q = 0; q < k; q++) s += (UT)a[i * ars + q * acs] * (UT)b[q * brs + j * bcs]; \
+                c[i * ldc + j] = (T)s;                                                                   \
             }                                                                                            \
     }
-INT_MATMUL(int64_t)
-INT_MATMUL(int32_t)
-INT_MATMUL(uint8_t)
+INT_MATMUL(int64_t, uint64_t)
+INT_MATMUL(int32_t, uint32_t)
+INT_MATMUL(uint8_t, unsigned)
 
 typedef struct {
     const nb_tensor *a, *b, *out;

@@ -95,14 +95,14 @@ NB_WIDE_CLONES static double sum_lanes_float(const float *x, int64_t n) {
         return s;                                                                                 \
     }
 SEQ_SUM_FN(double, double)
-SEQ_SUM_FN(int64_t, int64_t)
-SEQ_SUM_FN(int32_t, int64_t)
-SEQ_SUM_FN(uint8_t, int64_t)
+SEQ_SUM_FN(int64_t, uint64_t)
+SEQ_SUM_FN(int32_t, uint64_t)
+SEQ_SUM_FN(uint8_t, uint64_t)
 ROW_FN(float, double, sum_lanes_float(x, n))
 ROW_FN(double, double, seq_sum_double(x, n))
-ROW_FN(int64_t, int64_t, seq_sum_int64_t(x, n))
-ROW_FN(int32_t, int64_t, seq_sum_int32_t(x, n))
-ROW_FN(uint8_t, int64_t, seq_sum_uint8_t(x, n))
+ROW_FN(int64_t, uint64_t, seq_sum_int64_t(x, n))
+ROW_FN(int32_t, uint64_t, seq_sum_int32_t(x, n))
+ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
 
 /* out_f / out_i receive sums (f32/f64 or i64), extremes (input type) or indices (i64). */
 #define REDUCE_FN(T, ACC, OUT_SUM_T)                                                                 \
@@ -206,9 +206,11 @@ static bool leading_rows(const nb_tensor *t, const red_plan *p) {
 
 REDUCE_FN(float, double, float)
 REDUCE_FN(double, double, double)
-REDUCE_FN(int64_t, int64_t, int64_t)
-REDUCE_FN(int32_t, int64_t, int64_t)
-REDUCE_FN(uint8_t, int64_t, int64_t)
+/* integer sums accumulate in uint64_t: they wrap around as torch's i64 sums do, with no
+   undefined overflow, and the i64 result is the same bits */
+REDUCE_FN(int64_t, uint64_t, int64_t)
+REDUCE_FN(int32_t, uint64_t, int64_t)
+REDUCE_FN(uint8_t, uint64_t, int64_t)
 
 static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
     const nb_tensor *t = in[0];
