@@ -14,6 +14,6 @@ set_tests_properties(data_ref_generate PROPERTIES FIXTURES_SETUP data_ref TIMEOU
 
 add_executable(test_data test_data.c)
 target_include_directories(test_data PRIVATE ${CMOCKA_INCLUDE_DIR})
-target_link_libraries(test_data PRIVATE nabla ${CMOCKA_LIBRARY} m)
+target_link_libraries(test_data PRIVATE nabla ${CMOCKA_LIBRARY} ${ZLIB_LIBRARIES} m) # zlib: the test gzips a hostile header
 add_test(NAME test_data COMMAND test_data ${NABLA_DATA_REF})
 set_tests_properties(test_data PROPERTIES FIXTURES_REQUIRED data_ref TIMEOUT 120)

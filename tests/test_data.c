@@ -2,7 +2,12 @@
    readers against files written by NumPy, Python's csv module, Pillow and Debian's Fashion-MNIST,
    and bad input giving errors that name the file and the place. Usage: test_data REF_DIR */
 #include "test_util.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -326,7 +331,7 @@ static void test_fashion_mnist(void **state) {
     (void)state;
     static const int64_t first_train[] = { 9, 0, 0, 3, 0, 2, 7, 2, 5, 5 }, first_test[] = { 9, 2, 1, 1, 6, 1, 4, 6, 5, 7 };
     for (int train = 1; train >= 0; train--) {
-        nb_dataset *ds = nb_data_fashion_mnist(train ? FMNIST : "/nonexistent-root-falls-back", train);
+        nb_dataset *ds = nb_data_fashion_mnist(train ? FMNIST : NULL, train); /* NULL: $NABLA_DATA, then Debian's */
         assert_non_null(ds);
         assert_int_equal(nb_dataset_len(ds), train ? 60000 : 10000);
         nb_batch b;
@@ -513,11 +518,257 @@ static void test_bad_input(void **state) {
     ASSERT_ERROR_CONTAINS("zbad.png: not a PNG file");
     nb_data_loader_free(l);
     nb_dataset_free(ds);
-    /* a missing Fashion-MNIST names every place it looked */
+    /* with no root, a missing $NABLA_DATA falls back to Debian's copy */
     setenv("NABLA_DATA", "/nonexistent-env", 1);
-    ds = nb_data_fashion_mnist("/nonexistent-root", true);
+    ds = nb_data_fashion_mnist(NULL, true);
     unsetenv("NABLA_DATA");
-    assert_non_null(ds); /* Debian's copy is found last */
+    assert_non_null(ds);
+    nb_dataset_free(ds);
+    assert_null(nb_error());
+}
+
+/* A root that was named is the only place looked in: no data there is an error naming the folder
+   and the files looked for, even when $NABLA_DATA and Debian's folder hold the data. */
+static void test_fashion_mnist_named_root(void **state) {
+    (void)state;
+    setenv("NABLA_DATA", FMNIST, 1);
+    assert_null(nb_data_fashion_mnist("/nonexistent", true));
+    ASSERT_ERROR_CONTAINS("nb_data_fashion_mnist: /nonexistent does not exist");
+    assert_null(nb_data_fashion_mnist("/nonexistent", false));
+    ASSERT_ERROR_CONTAINS("t10k-images-idx3-ubyte(.gz) and t10k-labels-idx1-ubyte(.gz)");
+    char dir[512], p[1024];
+    snprintf(dir, sizeof dir, "%s/empty_root", tmpdir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_null(nb_data_fashion_mnist(dir, true));
+    const char *e = nb_error();
+    assert_non_null(e);
+    assert_non_null(strstr(e, dir));
+    assert_non_null(strstr(e, "holds no Fashion-MNIST"));
+    ASSERT_ERROR_CONTAINS("train-images-idx3-ubyte(.gz) and train-labels-idx1-ubyte(.gz)");
+    /* only the images there: still an error, not a fallback */
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", dir);
+    write_bytes(p, "x", 1);
+    assert_null(nb_data_fashion_mnist(dir, true));
+    ASSERT_ERROR_CONTAINS(dir);
+    write_bytes(path_in(tmpdir, "a_file", p, sizeof p), "x", 1);
+    assert_null(nb_data_fashion_mnist(p, true));
+    ASSERT_ERROR_CONTAINS("is not a folder");
+    unsetenv("NABLA_DATA");
+    assert_null(nb_error());
+}
+
+/* Every size computed from an IDX header is checked: dimensions whose product overflows 64 bits
+   are an error naming the file and the shape, not a tensor of 0 elements over a 1-byte buffer. */
+static void test_idx_sizes_checked(void **state) {
+    (void)state;
+    char p[1024];
+    /* 00 00 08 03, dims 2^20, 2^20, 2^25 (their product is 2^65), and no data */
+    const unsigned char big[16] = { 0, 0, 0x08, 3, 0, 0x10, 0, 0, 0, 0x10, 0, 0, 0x02, 0, 0, 0 };
+    write_bytes(path_in(tmpdir, "overflow.idx", p, sizeof p), big, sizeof big);
+    assert_null(nb_read_idx(p));
+    const char *e = nb_error();
+    assert_non_null(e);
+    assert_non_null(strstr(e, p));
+    ASSERT_ERROR_CONTAINS("[1048576, 1048576, 33554432]");
+    assert_null(nb_parse_idx(big, sizeof big, "mem.idx"));
+    ASSERT_ERROR_CONTAINS("mem.idx");
+    /* a product that fits but promises more than the file holds names the shape too */
+    const unsigned char fits[16] = { 0, 0, 0x0D, 3, 0, 0x10, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 2 };
+    assert_null(nb_parse_idx(fits, sizeof fits, "fits.idx"));
+    ASSERT_ERROR_CONTAINS("[1048576, 1048576, 2]");
+    /* the same header gzip-compressed: its bound is checked without overflow too */
+    unsigned char gz[128];
+    z_stream z = { 0 };
+    assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = (Bytef *)big;
+    z.avail_in = sizeof big;
+    z.next_out = gz;
+    z.avail_out = sizeof gz;
+    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+    size_t gzn = sizeof gz - z.avail_out;
+    deflateEnd(&z);
+    assert_null(nb_parse_idx(gz, gzn, "big.idx.gz"));
+    ASSERT_ERROR_CONTAINS("[1048576, 1048576, 33554432]");
+    /* one empty dimension is a valid empty tensor */
+    const unsigned char empty[12] = { 0, 0, 0x08, 2, 0, 0, 0, 0, 0, 0, 0, 5 };
+    nb_tensor *t = nb_parse_idx(empty, sizeof empty, "empty.idx");
+    assert_non_null(t);
+    assert_int_equal(nb_numel(t), 0);
+    nb_release(t);
+    assert_null(nb_error());
+}
+
+/* Sizes in the loader: a batch_size near INT64_MAX gives one batch of everything (no
+   len + batch_size - 1 overflow), and num_workers * prefetch is checked. */
+static void test_loader_sizes(void **state) {
+    (void)state;
+    nb_dataset *ds = small_images(10);
+    int64_t sizes[] = { INT64_MAX, INT64_MAX - 1, INT64_MAX / 2 + 1, 11 };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (int w = 0; w <= 2; w += 2) {
+            nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = sizes[k], .num_workers = w });
+            assert_non_null(l);
+            assert_int_equal(nb_data_loader_len(l), 1);
+            nb_batch b;
+            assert_true(nb_data_loader_next(l, &b));
+            assert_int_equal(nb_dim(b.x, 0), 10);
+            assert_false(nb_data_loader_next(l, &b));
+            assert_false(nb_data_loader_failed(l));
+            nb_data_loader_free(l);
+            l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = sizes[k], .num_workers = w, .drop_last = true });
+            assert_non_null(l);
+            assert_int_equal(nb_data_loader_len(l), 0);
+            assert_false(nb_data_loader_next(l, &b));
+            nb_data_loader_free(l);
+        }
+    assert_null(nb_error());
+    assert_null(nb_data_loader_new(ds, (nb_loader_opts){ .num_workers = 2, .prefetch = INT32_MAX }));
+    ASSERT_ERROR_CONTAINS("prefetch 2147483647");
+    assert_null(nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = -1 }));
+    ASSERT_ERROR_CONTAINS("batch_size -1");
+    nb_dataset_free(ds);
+    /* lengths that sum past INT64_MAX (and wrap to the dataset's length) are refused */
+    ds = small_images(2);
+    int64_t lens[3] = { INT64_MAX, INT64_MAX, 4 }; /* wraps to 2 */
+    nb_dataset *parts[3];
+    assert_int_equal(nb_data_random_split(ds, lens, 3, 1, parts), -1);
+    ASSERT_ERROR_CONTAINS("overflow");
+    nb_dataset_free(ds);
+    assert_null(nb_error());
+}
+
+/* A NUL byte inside a CSV field would end the field early (so "1\0 2" read as 1): an error naming
+   the line and column, quoted or not. */
+static void test_csv_nul(void **state) {
+    (void)state;
+    const char plain[] = "a,b\n1,2\n3,1\0 2\n";
+    assert_null(nb_data_csv_parse(plain, sizeof plain - 1, "nul.csv", (nb_csv_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("nul.csv: a NUL byte inside the field at line 3, column 2");
+    const char quoted[] = "a,b\n\"1\0 2\",2\n";
+    assert_null(nb_data_csv_parse(quoted, sizeof quoted - 1, "q.csv", (nb_csv_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("line 2, column 1");
+    const char head[] = "a\0x,b\n1,2\n";
+    assert_null(nb_data_csv_parse(head, sizeof head - 1, "h.csv", (nb_csv_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("line 1, column 1");
+    assert_null(nb_error());
+}
+
+/* A child that opens the FIFO at path for writing (waiting for a reader), then closes it: a
+   reader that opened the FIFO would then read an empty file instead of waiting forever. */
+static pid_t fifo_with_writer(const char *path) {
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        int fd = open(path, O_WRONLY);
+        if (fd >= 0) close(fd);
+        _exit(0);
+    }
+    return pid;
+}
+
+static void end_child(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* The data readers refuse what is not a regular file (a FIFO would block them forever, a
+   folder reads as nonsense), with an error naming the path. */
+static void test_readers_refuse_special_files(void **state) {
+    (void)state;
+    char p[1024];
+    path_in(tmpdir, "fifo", p, sizeof p);
+    pid_t pid = fifo_with_writer(p);
+    nb_tensor *t = nb_read_idx(p);
+    end_child(pid);
+    assert_null(t);
+    const char *e = nb_error();
+    assert_non_null(e);
+    assert_non_null(strstr(e, p));
+    ASSERT_ERROR_CONTAINS("not a regular file (it is a FIFO)");
+    pid = fifo_with_writer(p);
+    nb_dataset *ds = nb_data_csv(p, (nb_csv_opts){ 0 });
+    end_child(pid);
+    assert_null(ds);
+    ASSERT_ERROR_CONTAINS("not a regular file");
+    pid = fifo_with_writer(p);
+    t = nb_read_png(p);
+    end_child(pid);
+    assert_null(t);
+    ASSERT_ERROR_CONTAINS("not a regular file");
+    unlink(p);
+    assert_null(nb_read_idx(tmpdir));
+    ASSERT_ERROR_CONTAINS("not a regular file (it is a folder)");
+    assert_null(nb_data_csv("/dev/null", (nb_csv_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("/dev/null is not a regular file (it is a character device)");
+    assert_null(nb_error());
+}
+
+/* The order of each epoch: y is the sample index, so the labels of the batches are the order. */
+static void epoch_orders(nb_dataset *ds, int64_t n, int workers, uint64_t seed, int epochs, int64_t *out) {
+    nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 5, .shuffle = true, .num_workers = workers,
+                                                                 .seed = seed });
+    assert_non_null(l);
+    for (int e = 0; e < epochs; e++) {
+        nb_batch b;
+        int64_t k = 0;
+        while (nb_data_loader_next(l, &b)) {
+            int64_t m = nb_numel(b.y);
+            assert_true(k + m <= n);
+            assert_int_equal(nb_copy_to(b.y, out + e * n + k, sizeof(int64_t) * (size_t)m), 0);
+            k += m;
+        }
+        assert_false(nb_data_loader_failed(l));
+        assert_int_equal(k, n);
+    }
+    nb_data_loader_free(l);
+}
+
+/* Shuffling, tested on the order itself: every epoch is a permutation of all indices, a new one
+   each epoch, the same under the same seed whatever the number of workers, another under
+   another seed. */
+static void test_loader_shuffle_order(void **state) {
+    (void)state;
+    enum { N = 37, E = 3 };
+    int64_t idx[N];
+    for (int64_t i = 0; i < N; i++) idx[i] = i;
+    nb_tensor *x = nb_from_data(idx, NB_SHAPE(N, 1), NB_I64), *y = nb_from_data(idx, NB_SHAPE(N), NB_I64);
+    nb_dataset *ds = nb_data_tensors(x, y);
+    nb_release(x);
+    nb_release(y);
+    static int64_t ref[E * N], got[E * N];
+    epoch_orders(ds, N, 0, 42, E, ref);
+    for (int e = 0; e < E; e++) {
+        bool seen[N] = { false };
+        bool identity = true;
+        for (int64_t i = 0; i < N; i++) {
+            int64_t v = ref[e * N + i];
+            assert_true(v >= 0 && v < N);
+            assert_false(seen[v]);
+            seen[v] = true;
+            identity = identity && v == i;
+        }
+        assert_false(identity);
+        for (int f = 0; f < e; f++) assert_memory_not_equal(ref + e * N, ref + f * N, sizeof(int64_t) * N);
+    }
+    for (int w = 0; w <= 3; w++) {
+        memset(got, 0xff, sizeof got);
+        epoch_orders(ds, N, w, 42, E, got);
+        assert_memory_equal(ref, got, sizeof ref);
+    }
+    epoch_orders(ds, N, 2, 43, E, got);
+    assert_memory_not_equal(ref, got, sizeof(int64_t) * N);
+    /* set_position to epoch 2 serves epoch 2's order */
+    nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 5, .shuffle = true, .seed = 42 });
+    assert_int_equal(nb_data_loader_set_position(l, 2, 0), 0);
+    nb_batch b;
+    assert_true(nb_data_loader_next(l, &b));
+    int64_t first[5];
+    nb_copy_to(b.y, first, sizeof first);
+    assert_memory_equal(first, ref + 2 * N, sizeof first);
+    nb_data_loader_free(l);
     nb_dataset_free(ds);
     assert_null(nb_error());
 }
@@ -536,8 +787,14 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_fashion_mnist, clear_error_setup),
         cmocka_unit_test_setup(test_readers_written_by_others, clear_error_setup),
         cmocka_unit_test_setup(test_bad_input, clear_error_setup),
+        cmocka_unit_test_setup(test_fashion_mnist_named_root, clear_error_setup),
+        cmocka_unit_test_setup(test_idx_sizes_checked, clear_error_setup),
+        cmocka_unit_test_setup(test_loader_sizes, clear_error_setup),
+        cmocka_unit_test_setup(test_csv_nul, clear_error_setup),
+        cmocka_unit_test_setup(test_readers_refuse_special_files, clear_error_setup),
+        cmocka_unit_test_setup(test_loader_shuffle_order, clear_error_setup),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = RUN_TESTS(tests);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) rc = rc ? rc : 1;

@@ -65,8 +65,9 @@ NB_API nb_tensor *nb_read_idx(const char *path);
 NB_API nb_tensor *nb_parse_idx(const void *data, size_t size, const char *name);
 /* Images and labels from two IDX files: x f32 [1, rows, cols] in [0, 1], y i64 0-d. */
 NB_API nb_dataset *nb_data_idx(const char *images_path, const char *labels_path);
-/* Fashion-MNIST (train or test split) from root, else $NABLA_DATA, else /usr/share/datasets/fashion-mnist
-   (Debian's dataset-fashion-mnist): samples x f32 [1, 28, 28] in [0, 1] and y i64 0-d, as torchvision. */
+/* Fashion-MNIST (train or test split) from root (only there, when root is not NULL), else $NABLA_DATA, else
+   /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist): samples x f32 [1, 28, 28] in [0, 1] and
+   y i64 0-d, as torchvision. */
 NB_API nb_dataset *nb_data_fashion_mnist(const char *root, bool train);
 
 /* CSV options; zero fields are the defaults. */

@@ -32,6 +32,17 @@ static int buf_put(csv_reader *r, char c) {
     return 0;
 }
 
+/* Adds a character of the current field (the r->nf-th); a NUL byte, which would end the field
+   early, is an error naming the line and column. */
+static int field_put(csv_reader *r, char c) {
+    if (c == 0) {
+        nb__error("%s: %s: a NUL byte inside the field at line %lld, column %lld", r->who, r->name, (long long)r->line,
+                  (long long)r->nf);
+        return -1;
+    }
+    return buf_put(r, c);
+}
+
 static int field_start(csv_reader *r) {
     if (r->nf == r->off_cap) {
         int64_t cap = r->off_cap ? r->off_cap * 2 : 16;
@@ -72,8 +83,8 @@ static int next_record(csv_reader *r) {
                     if (r->p < r->end && *r->p == '"') { r->p++; if (buf_put(r, '"') < 0) return -1; continue; }
                     break;
                 }
+                if (field_put(r, c) < 0) return -1;
                 if (c == '\n') r->line++;
-                if (buf_put(r, c) < 0) return -1;
             }
             if (r->p < r->end && *r->p != r->delim && *r->p != '\n' && *r->p != '\r') {
                 nb__error("%s: %s: unexpected character '%c' after a closing quote at line %lld, field %lld", r->who,
@@ -83,7 +94,7 @@ static int next_record(csv_reader *r) {
         } else {
             while (r->p < r->end && *r->p != r->delim && *r->p != '\n' &&
                    !(*r->p == '\r' && (r->p + 1 >= r->end || r->p[1] == '\n'))) {
-                if (buf_put(r, *r->p++) < 0) return -1;
+                if (field_put(r, *r->p++) < 0) return -1;
             }
         }
         if (buf_put(r, 0) < 0) return -1;
@@ -167,8 +178,14 @@ nb_dataset *nb_data_csv_parse(const char *text, size_t size, const char *name, n
             goto done;
         }
         if (rows == cap) {
-            cap = cap ? cap * 2 : 1024;
-            float *gx = realloc(x, sizeof(float) * (size_t)(cap * nfeat));
+            int64_t xbytes;
+            if (nb__mul_overflows(cap ? cap : 512, 2, &cap) || nb__mul_overflows(cap, nfeat, &xbytes) ||
+                nb__mul_overflows(xbytes, (int64_t)sizeof(float), &xbytes) || (uint64_t)xbytes > SIZE_MAX) {
+                nb__error("%s: %s: out of memory at line %lld (%lld rows of %lld features)", who, r.name,
+                          (long long)r.record_line, (long long)rows, (long long)nfeat);
+                goto done;
+            }
+            float *gx = realloc(x, (size_t)xbytes);
             if (gx) x = gx;
             double *gy = realloc(y, sizeof(double) * (size_t)cap);
             if (gy) y = gy;

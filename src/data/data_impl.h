@@ -4,6 +4,7 @@
 #define NB_DATA_IMPL_H
 
 #include "../core/core_impl.h"
+#include <stdlib.h>
 
 struct nb_dataset {
     atomic_int refcount;
@@ -21,6 +22,14 @@ int nb__ds_get_batch(nb_dataset *ds, const int64_t *indices, int64_t n, uint64_t
 int nb__collate(const nb_batch *samples, int64_t n, nb_batch *out, const char *who);
 /* A dataset over in-memory x (and y); when x_scale > 0, u8 x is given as f32 times x_scale. */
 nb_dataset *nb__data_tensors_scaled(nb_tensor *x, nb_tensor *y, double x_scale);
+/* malloc of n (>= 0; 0 counts as 1) int64_t values; NULL, recording nothing, when the byte count
+   overflows or memory runs out. */
+static inline int64_t *nb__alloc_i64(int64_t n) {
+    int64_t bytes;
+    if (n < 0 || nb__mul_overflows(n > 0 ? n : 1, (int64_t)sizeof(int64_t), &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return NULL;
+    return malloc((size_t)bytes);
+}
 /* Reads a whole file into a malloc'd buffer; NULL with an error naming the function and path. */
 void *nb__read_file(const char *who, const char *path, size_t *size);
 

@@ -2,9 +2,12 @@
    splits, concatenation, mapping with a transform, batch collation and the data keys. */
 #include "data_impl.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- keys ---- */
 uint64_t nb_data_key(uint64_t key, uint64_t a) {
@@ -282,7 +285,7 @@ static int subset_get(void *self, int64_t index, uint64_t key, nb_batch *out) {
 
 static int subset_get_batch(void *self, const int64_t *idx, int64_t n, uint64_t key, nb_batch *out) {
     subset_ds *s = self;
-    int64_t *mapped = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    int64_t *mapped = nb__alloc_i64(n);
     if (!mapped) { nb__error("nb_data_subset: out of memory"); return -1; }
     for (int64_t i = 0; i < n; i++) mapped[i] = s->idx[idx[i]];
     int rc = nb__ds_get_batch(s->base, mapped, n, key, out);
@@ -311,7 +314,7 @@ nb_dataset *nb_data_subset(nb_dataset *ds, const int64_t *indices, int64_t n) {
             return NULL;
         }
     subset_ds *s = calloc(1, sizeof *s);
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    int64_t *idx = nb__alloc_i64(n);
     if (!s || !idx) { free(s); free(idx); nb__error("nb_data_subset: out of memory"); return NULL; }
     if (n) memcpy(idx, indices, sizeof(int64_t) * (size_t)n);
     s->base = ds_ref(ds);
@@ -340,13 +343,16 @@ int nb_data_random_split(nb_dataset *ds, const int64_t *lengths, int n, uint64_t
     for (int i = 0; i < n; i++) {
         out[i] = NULL;
         if (lengths[i] < 0) { nb__error("nb_data_random_split: length %d is negative (%lld)", i, (long long)lengths[i]); return -1; }
-        total += lengths[i];
+        if (nb__add_overflows(total, lengths[i], &total)) {
+            nb__error("nb_data_random_split: the lengths overflow 64 bits at length %d (%lld)", i, (long long)lengths[i]);
+            return -1;
+        }
     }
     if (total != len) {
         nb__error("nb_data_random_split: the lengths sum to %lld but the dataset has %lld samples", (long long)total, (long long)len);
         return -1;
     }
-    int64_t *order = malloc(sizeof(int64_t) * (size_t)(len > 0 ? len : 1));
+    int64_t *order = nb__alloc_i64(len);
     if (!order) { nb__error("nb_data_random_split: out of memory"); return -1; }
     nb__data_permutation(order, len, nb_data_key(seed, 0x73706c6974ull));
     int64_t at = 0;
@@ -412,10 +418,16 @@ nb_dataset *nb_data_concat(nb_dataset *const *ds, int n) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         c->ds[i] = ds_ref(ds[i]);
-        total += nb_dataset_len(ds[i]);
+        c->n = i + 1;
+        int64_t len = nb_dataset_len(ds[i]);
+        if (len < 0 || nb__add_overflows(total, len, &total)) {
+            nb__error("nb_data_concat: dataset %d has %lld samples, %s", i, (long long)len,
+                      len < 0 ? "a negative count" : "and the total overflows 64 bits");
+            concat_free(c);
+            return NULL;
+        }
         c->end[i] = total;
     }
-    c->n = n;
     nb_dataset *out = nb_dataset_new(&CONCAT, c);
     if (!out) concat_free(c);
     return out;
@@ -498,35 +510,64 @@ nb_dataset *nb_data_map(nb_dataset *ds, nb_transform *tx) {
 }
 
 /* ---- files ---- */
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : "not a regular file";
+}
+
 void *nb__read_file(const char *who, const char *path, size_t *size) {
     *size = 0;
     if (!path) { nb__error("%s: path is NULL", who); return NULL; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { nb__error("%s: cannot open %s: %s", who, path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, n = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long end = ftell(f);
-        if (end > 0) cap = (size_t)end + 1;
-        fseek(f, 0, SEEK_SET);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { nb__error("%s: cannot open %s: %s", who, path, strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        nb__error("%s: cannot stat %s: %s", who, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        nb__error("%s: %s is not a regular file (it is %s)", who, path, file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    size_t cap = (size_t)1 << 16, n = 0;
+    if (st.st_size > 0) {
+        if ((uint64_t)st.st_size >= SIZE_MAX) {
+            nb__error("%s: %s is too large to read (%lld bytes)", who, path, (long long)st.st_size);
+            close(fd);
+            return NULL;
+        }
+        cap = (size_t)st.st_size + 1; /* one more byte, to see the end at once */
     }
     char *buf = malloc(cap);
+    int err = 0;
     while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *grown = realloc(buf, cap * 2);
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            err = errno;
+            break;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+        if (n < cap) continue;
+        char *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL; /* the file grew while read */
         if (!grown) { free(buf); buf = NULL; break; }
         buf = grown;
         cap *= 2;
     }
-    if (!buf) { fclose(f); nb__error("%s: out of memory reading %s", who, path); return NULL; }
-    if (ferror(f)) {
-        nb__error("%s: cannot read %s: %s (at byte %zu)", who, path, strerror(errno), n);
-        fclose(f);
+    close(fd);
+    if (!buf) { nb__error("%s: out of memory reading %s", who, path); return NULL; }
+    if (err) {
+        nb__error("%s: cannot read %s: %s (at byte %zu)", who, path, strerror(err), n);
         free(buf);
         return NULL;
     }
-    fclose(f);
     *size = n;
     return buf;
 }

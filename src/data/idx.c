@@ -125,43 +125,39 @@ static nb_tensor *parse_idx(const char *who, const void *data, size_t size, cons
         goto done;
     }
     nb_shape sh = { .ndim = nd };
-    uint64_t numel = 1;
-    for (int i = 0; i < nd; i++) {
-        sh.dim[i] = be32(head + 4 + 4 * i);
-        numel *= (uint64_t)sh.dim[i];
-        if (numel > ((uint64_t)1 << 40)) {
-            nb__error("%s: %s: dimensions too large at offset %d", who, s.name, 4 + 4 * i);
-            goto done;
-        }
-    }
-    uint64_t bytes = numel * (uint64_t)esize;
-    uint64_t header = 4 + 4 * (uint64_t)nd;
+    for (int i = 0; i < nd; i++) sh.dim[i] = be32(head + 4 + 4 * i);
+    char where[1200], sb[200];
+    snprintf(where, sizeof where, "%s: %s: the header at offset 4", who, s.name);
+    int64_t numel, bytes, header = 4 + 4 * (int64_t)nd, total, bound;
+    if (!nb__shape_check(where, &sh, (size_t)esize, &numel)) goto done;
     /* A plain file must hold the data; a gzip one can promise at most ~1032x its size. */
-    uint64_t bound = s.gz ? (uint64_t)size * 1040 + 1024 : (uint64_t)size;
-    if (header + bytes > bound) {
-        nb__error("%s: %s: truncated: the header at offset 0 promises %llu bytes of data after offset %llu, but the file "
-                  "holds %llu%s", who, s.name, (unsigned long long)bytes, (unsigned long long)header,
-                  (unsigned long long)(s.gz ? (uint64_t)size : (uint64_t)size - header), s.gz ? " compressed bytes" : "");
+    if (nb__mul_overflows(numel, esize, &bytes) || nb__add_overflows(header, bytes, &total) ||
+        (s.gz ? nb__mul_overflows((int64_t)size, 1040, &bound) || nb__add_overflows(bound, 1024, &bound)
+              : (bound = (int64_t)size, false)) ||
+        total > bound) {
+        nb__error("%s: %s: truncated: the header at offset 0 promises shape %s, %lld bytes of data after offset %lld, but "
+                  "the file holds %llu%s", who, s.name, nb_shape_str(sh, sb, sizeof sb), (long long)bytes,
+                  (long long)header, (unsigned long long)(s.gz ? (uint64_t)size : (uint64_t)size - (uint64_t)header),
+                  s.gz ? " compressed bytes" : "");
         goto done;
     }
     t = nb__tensor_new(sh, dt);
     if (!t) goto done;
-    void *dst = esize == (int)nb__esize(dt) ? nb__data(t) : malloc(bytes ? bytes : 1);
+    void *dst = esize == (int)nb__esize(dt) ? nb__data(t) : malloc(bytes ? (size_t)bytes : 1);
     if (!dst) { nb__error("%s: %s: out of memory", who, s.name); nb_release(t); t = NULL; goto done; }
-    got = src_read(&s, dst, bytes);
-    if (got >= 0 && (uint64_t)got < bytes)
+    got = src_read(&s, dst, (size_t)bytes);
+    if (got >= 0 && got < bytes)
         nb__error("%s: %s: truncated: data ends at offset %llu, %llu bytes short of the %llu the header promises", who,
-                  s.name, (unsigned long long)(header + (uint64_t)got), (unsigned long long)(bytes - (uint64_t)got),
-                  (unsigned long long)bytes);
+                  s.name, (unsigned long long)(header + got), (unsigned long long)(bytes - got), (unsigned long long)bytes);
     uint8_t extra;
-    if (got >= 0 && (uint64_t)got == bytes) {
+    if (got >= 0 && got == bytes) {
         int64_t more = src_read(&s, &extra, 1); /* also checks the gzip trailer (CRC, length) */
         if (more > 0)
             nb__error("%s: %s: unexpected bytes after the data at offset %llu", who, s.name,
                       (unsigned long long)(header + bytes));
         if (more != 0) got = -1;
     }
-    if (got < 0 || (uint64_t)got < bytes) {
+    if (got < 0 || got < bytes) {
         if (dst != nb__data(t)) free(dst);
         nb_release(t);
         t = NULL;
@@ -170,13 +166,13 @@ static nb_tensor *parse_idx(const char *who, const void *data, size_t size, cons
     /* Big-endian to host order, widening i8/i16. */
     if (dst != nb__data(t)) {
         int32_t *o = nb__data(t);
-        for (uint64_t i = 0; i < numel; i++)
+        for (int64_t i = 0; i < numel; i++)
             o[i] = esize == 1 ? (int32_t)(int8_t)((uint8_t *)dst)[i]
                               : (int32_t)(int16_t)((uint16_t)((uint8_t *)dst)[2 * i] << 8 | ((uint8_t *)dst)[2 * i + 1]);
         free(dst);
     } else if (esize > 1) {
         uint8_t *p = dst;
-        for (uint64_t i = 0; i < numel; i++, p += esize)
+        for (int64_t i = 0; i < numel; i++, p += esize)
             for (int a = 0, b = esize - 1; a < b; a++, b--) { uint8_t c = p[a]; p[a] = p[b]; p[b] = c; }
     }
 done:
@@ -271,17 +267,25 @@ static bool find_in(const char *dir, const char *name, char *out, size_t size) {
 nb_dataset *nb_data_fashion_mnist(const char *root, bool train) {
     const char *img = train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
     const char *lab = train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
+    char ip[1200], lp[1200];
+    if (root) {
+        /* a folder that was named is the only place looked in */
+        if (find_in(root, img, ip, sizeof ip) && find_in(root, lab, lp, sizeof lp)) return nb_data_idx(ip, lp);
+        struct stat st;
+        nb__error("nb_data_fashion_mnist: %s %s: looked there for %s(.gz) and %s(.gz)", root,
+                  stat(root, &st) != 0 ? "does not exist" : !S_ISDIR(st.st_mode) ? "is not a folder" : "holds no Fashion-MNIST",
+                  img, lab);
+        return NULL;
+    }
     const char *env = getenv("NABLA_DATA");
-    char places[4][1024];
-    const char *what[4];
+    char places[3][1024];
+    const char *what[3];
     int n = 0;
-    if (root) { snprintf(places[n], sizeof places[n], "%s", root); what[n++] = "root"; }
     if (env && *env) {
         snprintf(places[n], sizeof places[n], "%s", env); what[n++] = "$NABLA_DATA";
         snprintf(places[n], sizeof places[n], "%s/fashion-mnist", env); what[n++] = "$NABLA_DATA";
     }
     snprintf(places[n], sizeof places[n], "/usr/share/datasets/fashion-mnist"); what[n++] = "Debian's dataset-fashion-mnist";
-    char ip[1200], lp[1200];
     for (int i = 0; i < n; i++)
         if (find_in(places[i], img, ip, sizeof ip) && find_in(places[i], lab, lp, sizeof lp)) return nb_data_idx(ip, lp);
     char msg[1800];

@@ -70,9 +70,10 @@ static int make_batch(nb_data_loader *l, const int64_t *idx, int64_t n, uint64_t
     return rc;
 }
 
+/* The samples in batch b (< nbatches, so b * batch_size < len: nothing here overflows). */
 static int64_t batch_size(const nb_data_loader *l, int64_t b) {
     int64_t bs = l->opts.batch_size, start = b * bs;
-    return start + bs <= l->len ? bs : l->len - start;
+    return bs <= l->len - start ? bs : l->len - start;
 }
 
 static char *format_failure(int64_t b, const int64_t *idx, int64_t n) {
@@ -101,7 +102,7 @@ static void *worker_main(void *arg) {
     int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
     if (errno == 0)
         (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + WORKER_NICE > 19 ? 19 : nice_now + WORKER_NICE);
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)l->opts.batch_size);
+    int64_t *idx = nb__alloc_i64(l->opts.batch_size < l->len ? l->opts.batch_size : l->len);
     pthread_mutex_lock(&l->lock);
     for (;;) {
         while (!l->stop && !(l->next_dispatch < l->nbatches && l->next_dispatch < l->next_return + l->nslots)) {
@@ -190,7 +191,7 @@ static void start_epoch(nb_data_loader *l) { start_epoch_at(l, 0); }
 
 int nb_data_loader_set_position(nb_data_loader *l, int64_t epoch, int64_t batch) {
     if (!l) return -1;
-    if (epoch < 0 || batch < 0 || batch > l->nbatches) {
+    if (epoch < 0 || epoch == INT64_MAX || batch < 0 || batch > l->nbatches) {
         nb__error("nb_data_loader_set_position: epoch %lld, batch %lld is not a position of this loader (%lld batches an epoch)",
                   (long long)epoch, (long long)batch, (long long)l->nbatches);
         return -1;
@@ -209,12 +210,19 @@ void nb_data_loader_position(const nb_data_loader *l, int64_t *epoch, int64_t *b
 nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
     if (!ds) { if (!nb__has_error()) nb__error("nb_data_loader_new: dataset is NULL"); return NULL; }
     if (opts.batch_size < 0 || opts.num_workers < 0 || opts.prefetch < 0 || opts.num_workers > 1024) {
-        nb__error("nb_data_loader_new: batch_size %lld, num_workers %d and prefetch %d must be >= 0",
+        nb__error("nb_data_loader_new: batch_size %lld, num_workers %d and prefetch %d must be >= 0 (num_workers at most 1024)",
                   (long long)opts.batch_size, opts.num_workers, opts.prefetch);
         return NULL;
     }
     if (opts.batch_size == 0) opts.batch_size = 1;
     if (opts.prefetch == 0) opts.prefetch = 2;
+    /* the ring holds num_workers * prefetch batches: at most 65536 of them */
+    int64_t nslots;
+    if (nb__mul_overflows(opts.num_workers, opts.prefetch, &nslots) || nslots > 65536) {
+        nb__error("nb_data_loader_new: prefetch %d times num_workers %d is %lld batches in flight; at most 65536",
+                  opts.prefetch, opts.num_workers, (long long)nslots);
+        return NULL;
+    }
     if (opts.seed == 0) {
         uint64_t seed, offset;
         nb__rng_reserve(4, &seed, &offset);
@@ -231,11 +239,17 @@ nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
     l->opts = opts;
     l->len = len;
     l->awaited = -1;
-    l->nbatches = opts.drop_last ? len / opts.batch_size : (len + opts.batch_size - 1) / opts.batch_size;
-    l->order = malloc(sizeof(int64_t) * (size_t)(len > 0 ? len : 1));
-    if (!l->order) goto oom;
+    /* batches an epoch, rounded up unless drop_last: no len + batch_size - 1, which overflows
+       for a batch_size near INT64_MAX */
+    l->nbatches = len / opts.batch_size + (!opts.drop_last && len % opts.batch_size ? 1 : 0);
+    l->order = nb__alloc_i64(len);
+    if (!l->order) {
+        nb__error("nb_data_loader_new: out of memory for the order of %lld samples", (long long)len);
+        nb_data_loader_free(l);
+        return NULL;
+    }
     if (opts.num_workers > 0) {
-        l->nslots = opts.num_workers * opts.prefetch;
+        l->nslots = (int)nslots;
         l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
         l->threads = calloc((size_t)opts.num_workers, sizeof *l->threads);
         if (!l->slots || !l->threads) goto oom;

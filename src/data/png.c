@@ -38,15 +38,15 @@ static nb_tensor *decode_png(const char *who, const void *data, size_t size, con
         ch = img.format & PNG_FORMAT_FLAG_ALPHA ? 2 : 1;
         img.format = ch == 2 ? PNG_FORMAT_GA : PNG_FORMAT_GRAY;
     }
-    uint64_t h = img.height, w = img.width;
-    if (h == 0 || w == 0 || h * w > MAX_PIXELS) {
+    int64_t h = img.height, w = img.width, pixels = 0, bytes = 0;
+    if (h == 0 || w == 0 || nb__mul_overflows(h, w, &pixels) || pixels > (int64_t)MAX_PIXELS ||
+        nb__mul_overflows(pixels, ch, &bytes)) {
         nb__error("%s: %s: image size %llux%llu (IHDR at offset 8) is out of range", who, name, (unsigned long long)w,
                   (unsigned long long)h);
         png_image_free(&img);
         return NULL;
     }
-    size_t bytes = (size_t)(h * w * (uint64_t)ch);
-    uint8_t *hwc = malloc(bytes);
+    uint8_t *hwc = malloc((size_t)bytes);
     if (!hwc) { png_image_free(&img); nb__error("%s: %s: out of memory", who, name); return NULL; }
     if (!png_image_finish_read(&img, NULL, hwc, 0, NULL)) {
         nb__error("%s: %s: corrupt PNG data: %s", who, name, img.message);
@@ -55,11 +55,11 @@ static nb_tensor *decode_png(const char *who, const void *data, size_t size, con
         return NULL;
     }
     png_image_free(&img);
-    nb_tensor *t = nb__tensor_new(NB_SHAPE(ch, (int64_t)h, (int64_t)w), NB_U8);
+    nb_tensor *t = nb__tensor_new(NB_SHAPE(ch, h, w), NB_U8);
     if (t) {
         uint8_t *o = nb__data(t);
-        size_t plane = (size_t)(h * w);
-        if (ch == 1) memcpy(o, hwc, bytes);
+        size_t plane = (size_t)pixels;
+        if (ch == 1) memcpy(o, hwc, (size_t)bytes);
         else
             for (size_t i = 0; i < plane; i++)
                 for (int c = 0; c < ch; c++) o[(size_t)c * plane + i] = hwc[i * (size_t)ch + (size_t)c];
