@@ -6,6 +6,28 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* Under ASan a block on a free list is poisoned, so a use after free (a tensor read through a
+   kept pointer, an optimizer stepping a freed module) is reported instead of reading a block
+   that the cache may already have handed to someone else. A block handed out is unpoisoned only
+   up to the bytes asked for, so an overrun into the size class's slack is reported too. The
+   list link lives in the block's first bytes: it is unpoisoned just while the list code uses it. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NB_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(NB_ASAN)
+#define NB_ASAN 1
+#endif
+#ifdef NB_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define NB_CLASSES 200 /* up to blocks of 2^57 bytes */
 #define NB_ALIGN 64
 #define SMALL_CLASSES 16 /* classes 0..15: blocks of at most 1 KiB */
@@ -29,6 +51,28 @@ typedef struct thread_cache {
 } thread_cache;
 
 static thread_cache *registry;
+
+/* The link of a listed (poisoned) block. */
+static free_block *next_of(free_block *b) {
+    UNPOISON(b, sizeof *b);
+    free_block *next = b->next;
+    POISON(b, sizeof *b);
+    return next;
+}
+
+/* Links b in front of head; b is then poisoned whole. */
+static void link_block(free_block *b, free_block *next, size_t class_bytes) {
+    UNPOISON(b, sizeof *b);
+    b->next = next;
+    POISON(b, class_bytes);
+}
+
+/* A block leaving the cache for a caller of nb__alloc(bytes). */
+static void *hand_out(free_block *b, size_t bytes, size_t class_bytes) {
+    POISON(b, class_bytes);
+    UNPOISON(b, bytes);
+    return b;
+}
 
 static NB_TLS thread_cache cache;
 static pthread_key_t cache_key;
@@ -63,8 +107,8 @@ static void flush_cache(thread_cache *tc) {
     for (int c = 0; c < SMALL_CLASSES; c++) {
         while (tc->head[c]) {
             free_block *b = tc->head[c];
-            tc->head[c] = b->next;
-            b->next = free_lists[c];
+            tc->head[c] = next_of(b);
+            link_block(b, free_lists[c], class_size(c));
             free_lists[c] = b;
             free_counts[c]++;
         }
@@ -102,19 +146,19 @@ void *nb__alloc(size_t bytes) {
     if (cls < 0) return NULL;
     if (cls < SMALL_CLASSES && cache.head[cls]) {
         free_block *b = cache.head[cls];
-        cache.head[cls] = b->next;
+        cache.head[cls] = next_of(b);
         cache.count[cls]--;
-        return b;
+        return hand_out(b, bytes, class_bytes);
     }
     pthread_mutex_lock(&alloc_lock);
     free_block *b = free_lists[cls];
     if (b) {
-        free_lists[cls] = b->next;
+        free_lists[cls] = next_of(b);
         free_counts[cls]--;
     }
     pthread_mutex_unlock(&alloc_lock);
     if (!b) b = system_alloc(class_bytes);
-    return b;
+    return b ? hand_out(b, bytes, class_bytes) : NULL;
 }
 
 void nb__free(void *p, size_t bytes) {
@@ -122,6 +166,10 @@ void nb__free(void *p, size_t bytes) {
     size_t class_bytes;
     int cls = size_class(bytes, &class_bytes);
     free_block *b = p;
+#ifdef NB_ASAN
+    /* a block freed twice is already poisoned: touching it makes ASan report the double free */
+    if (bytes) (void)*(volatile unsigned char *)p;
+#endif
     if (cls < SMALL_CLASSES && cache.count[cls] < THREAD_CACHE_MAX) {
         if (!cache.registered) { /* first small free on this thread: flush the cache when it exits */
             pthread_once(&cache_key_once, make_key);
@@ -134,13 +182,13 @@ void nb__free(void *p, size_t bytes) {
             cache.registered = true;
             pthread_mutex_unlock(&alloc_lock);
         }
-        b->next = cache.head[cls];
+        link_block(b, cache.head[cls], class_bytes);
         cache.head[cls] = b;
         cache.count[cls]++;
         return;
     }
     pthread_mutex_lock(&alloc_lock);
-    b->next = free_lists[cls];
+    link_block(b, free_lists[cls], class_bytes);
     free_lists[cls] = b;
     free_counts[cls]++;
     pthread_mutex_unlock(&alloc_lock);
@@ -152,7 +200,8 @@ void nb_empty_cache(void) {
     for (int c = 0; c < NB_CLASSES; c++) {
         size_t bytes = class_size(c);
         while (free_lists[c]) {
-            free_block *next = free_lists[c]->next;
+            free_block *next = next_of(free_lists[c]);
+            UNPOISON(free_lists[c], bytes); /* back to the system allocator, which tracks it itself */
             free(free_lists[c]);
             held_bytes -= bytes;
             free_lists[c] = next;
