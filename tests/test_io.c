@@ -11,13 +11,16 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nabla.h>
@@ -651,6 +654,160 @@ static void test_atomic_writes(void **state) {
     nb_module_free(b);
 }
 
+/* ---------------- special files, killed writers ---------------- */
+/* Reads path with reader `which`: nb_load_npy, nb_safetensors_open, nb_load_state_dict,
+   nb_checkpoint_load; 0 or <0. */
+static int open_special(int which, const char *path, nb_module *m) {
+    nb_checkpoint ck = { .model = m };
+    switch (which) {
+    case 0: return nb_load_npy(path) ? 0 : -1;
+    case 1: {
+        nb_safetensors *f = nb_safetensors_open(path);
+        nb_safetensors_close(f);
+        return f ? 0 : -1;
+    }
+    case 2: return nb_load_state_dict(m, path, (nb_load_opts){ 0 });
+    default: return nb_checkpoint_load(&ck, path);
+    }
+}
+
+/* Runs reader `which` on the FIFO at path in a child process, with no writer there: a reader that
+   does not refuse FIFOs waits forever for one. True when the child came back (failing) within 10 s. */
+static bool returns_in_time(int which, const char *path, nb_module *m) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        _exit(open_special(which, path, m) < 0 ? 0 : 1);
+    }
+    for (int i = 0; i < 1000; i++) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return false;
+}
+
+/* Every reader refuses what is not a regular file, naming the path: a FIFO (which blocked
+   nb_load_state_dict forever), a folder, a device. */
+static void test_special_files_refused(void **state) {
+    const char *fifo = tpath("fifo");
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    nb_module *m = net_new(4, 3, 2, false);
+    for (int which = 0; which < 4; which++) {
+        if (!returns_in_time(which, fifo, m)) fail_msg("reader %d blocked on the FIFO %s", which, fifo);
+        nb_error_clear();
+        assert_true(open_special(which, fifo, m) < 0); /* it returns: now in this process, for the message */
+        assert_error_has(fifo, "not a regular file (it is a FIFO)", NULL);
+        nb_error_clear();
+    }
+    unlink(fifo);
+    assert_true(nb_load_state_dict(m, tmpdir, (nb_load_opts){ 0 }) < 0);
+    assert_error_has("nb_load_state_dict", tmpdir, "it is a folder", NULL);
+    nb_error_clear();
+    assert_null(nb_load_npy("/dev/zero"));
+    assert_error_has("nb_load_npy", "/dev/zero", "it is a character device", NULL);
+    nb_error_clear();
+    nb_module_free(m);
+}
+
+/* Whether process pid holds a file descriptor open on something in folder dir. */
+static bool child_has_file_in(pid_t pid, const char *dir) {
+    char fds[64], link[600], target[1200];
+    snprintf(fds, sizeof fds, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(fds);
+    if (!d) return false;
+    bool found = false;
+    size_t dl = strlen(dir);
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        snprintf(link, sizeof link, "%s/%s", fds, e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        found = strncmp(target, dir, dl) == 0 && target[dl] == '/';
+    }
+    closedir(d);
+    return found;
+}
+
+/* The names in dir, but . and .. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+/* A writer killed (SIGKILL) in the middle of a save leaves nothing behind: the folder holds the
+   old file, intact, and no temporary (the data goes to an O_TMPFILE file, named only at commit). */
+static void test_killed_writer_leaves_nothing(void **state) {
+    char dir[300], path[400];
+    snprintf(dir, sizeof dir, "%s/killed", tmpdir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    nb_manual_seed(3);
+    nb_module *small = net_new(4, 3, 2, false);
+    assert_int_equal(nb_save_state_dict(small, path), 0);
+    size_t n0;
+    unsigned char *old = read_bytes(path, &n0);
+    nb_module *big = nb_nn_linear(4096, 4096); /* 64 MiB of weights: a save long enough to catch */
+    bool caught = false;
+    for (int attempt = 0; attempt < 10 && !caught; attempt++) {
+        int done[2];
+        assert_int_equal(pipe(done), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(done[0]);
+            alarm(60);
+            int rc = nb_save_state_dict(big, path);
+            if (write(done[1], rc == 0 ? "y" : "n", 1) != 1) _exit(2);
+            pause();
+            _exit(0);
+        }
+        close(done[1]);
+        /* wait until the child has its temporary file open, then kill it */
+        bool seen = false, finished = false;
+        while (!seen && !finished) {
+            seen = child_has_file_in(pid, dir);
+            struct pollfd pfd = { .fd = done[0], .events = POLLIN };
+            finished = !seen && poll(&pfd, 1, 0) > 0;
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(done[0]);
+        size_t n1;
+        unsigned char *now = read_bytes(path, &n1);
+        assert_non_null(now);
+        bool same = n1 == n0 && memcmp(old, now, n0) == 0;
+        free(now);
+        if (seen && same) {
+            caught = true;
+            assert_int_equal(count_entries(dir), 1); /* the old file and nothing else */
+        } else {
+            /* the save finished before the kill: start again from the old file */
+            assert_int_equal(count_entries(dir), 1);
+            write_bytes(path, old, n0);
+        }
+    }
+    assert_true(caught);
+    /* and the old file still loads */
+    nb_module *again = net_new(4, 3, 2, false);
+    assert_int_equal(nb_load_state_dict(again, path, (nb_load_opts){ 0 }), 0);
+    nb_module_free(again);
+    free(old);
+    nb_module_free(small);
+    nb_module_free(big);
+}
+
 /* ---------------- hostile safetensors ---------------- */
 static size_t st_bytes(unsigned char *out, const char *json, size_t data) {
     size_t hl = strlen(json);
@@ -878,7 +1035,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_safetensors_hostile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interop_torch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interop_numpy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_special_files_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_writer_leaves_nothing, setup, teardown),
     };
+    if (getenv("NABLA_TEST_FILTER")) cmocka_set_test_filter(getenv("NABLA_TEST_FILTER"));
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -1,5 +1,6 @@
-/* Atomic file writes (temporary file, fsync, rename), read-only mappings, the write-limit test
-   hook, dtype conversion and the nb_metadata string map. */
+/* Atomic file writes (an unnamed or named temporary file, fsync, link or rename), read-only
+   mappings, the write-limit test hook, dtype conversion and the nb_metadata string map. */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include "io_impl.h"
 
 #include <errno.h>
@@ -31,6 +32,27 @@ static void afile_reset(nb__afile *f) {
     free(f->tmp);
     f->path = f->tmp = NULL;
     f->fd = -1;
+    f->unnamed = f->tmp_exists = false;
+}
+
+/* The folder holding path (malloc'ed): "." for a bare name, "/" for a file at the root. */
+static char *folder_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return dup_str(".");
+    if (slash == path) return dup_str("/");
+    char *d = malloc((size_t)(slash - path) + 1);
+    if (d) {
+        memcpy(d, path, (size_t)(slash - path));
+        d[slash - path] = 0;
+    }
+    return d;
+}
+
+/* Sets f->tmp to a fresh name beside the destination, unique per process and attempt. */
+static void next_tmp_name(nb__afile *f, size_t n) {
+    static atomic_uint counter;
+    unsigned c = atomic_fetch_add(&counter, 1);
+    snprintf(f->tmp, n, "%s.tmp.%ld.%u", f->path, (long)getpid(), c);
 }
 
 int nb__afile_open(nb__afile *f, const char *fn, const char *path) {
@@ -44,18 +66,31 @@ int nb__afile_open(nb__afile *f, const char *fn, const char *path) {
     f->path = dup_str(path);
     size_t n = strlen(path) + 64;
     f->tmp = malloc(n);
-    if (!f->path || !f->tmp) {
+    char *dir = f->path ? folder_of(path) : NULL;
+    if (!f->path || !f->tmp || !dir) {
+        free(dir);
         nb__error("%s: out of memory for '%s'", fn, path);
         afile_reset(f);
         return -1;
     }
-    /* A name beside the destination (so rename stays on one file system), unique per process
-       and attempt; O_EXCL never reuses a file that is there already. The mode is 0666 less the
-       umask, as for any new file. */
-    static atomic_uint counter;
+#ifdef O_TMPFILE
+    /* An unnamed file in the destination's folder (so linking it in stays on one file system):
+       until commit names it, a writer that dies leaves nothing on disk. Naming it goes through
+       /proc/self/fd, so that must be there. The mode is 0666 less the umask, as for any new file. */
+    if (access("/proc/self/fd", X_OK) == 0) {
+        f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+        if (f->fd >= 0) {
+            f->unnamed = true;
+            free(dir);
+            return 0;
+        }
+    }
+#endif
+    free(dir);
+    /* The file system has no O_TMPFILE (or the folder is not there: the error comes below): a
+       named temporary; O_EXCL never reuses a file that is there already. */
     for (int attempt = 0; attempt < 100; attempt++) {
-        unsigned c = atomic_fetch_add(&counter, 1);
-        snprintf(f->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), c);
+        next_tmp_name(f, n);
         f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (f->fd >= 0 || errno != EEXIST) break;
     }
@@ -65,12 +100,13 @@ int nb__afile_open(nb__afile *f, const char *fn, const char *path) {
         afile_reset(f);
         return -1;
     }
+    f->tmp_exists = true;
     return 0;
 }
 
 void nb__afile_abort(nb__afile *f) {
     if (f->fd >= 0) close(f->fd);
-    if (f->tmp) unlink(f->tmp);
+    if (f->tmp && f->tmp_exists) unlink(f->tmp);
     afile_reset(f);
 }
 
@@ -113,6 +149,38 @@ int nb__afile_write(nb__afile *f, const void *p, size_t n) {
     return 0;
 }
 
+/* Gives the unnamed file its name: linked in at path directly when nothing is there, else
+   linked in under a temporary name and renamed over path (between the two, a writer killed
+   would leave the named temporary: two system calls after all the data is written and synced). */
+static int link_unnamed(nb__afile *f) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", f->fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, f->path, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno != EEXIST) {
+        nb__error("%s: cannot write '%s': cannot link the file in: %s", f->fn, f->path, strerror(errno));
+        return -1;
+    }
+    size_t n = strlen(f->path) + 64;
+    int rc = -1;
+    for (int attempt = 0; attempt < 100 && rc < 0; attempt++) {
+        next_tmp_name(f, n);
+        rc = linkat(AT_FDCWD, proc, AT_FDCWD, f->tmp, AT_SYMLINK_FOLLOW);
+        if (rc < 0 && errno != EEXIST) break;
+    }
+    if (rc < 0) {
+        nb__error("%s: cannot write '%s': cannot link the file in under a temporary name: %s", f->fn, f->path,
+                  strerror(errno));
+        return -1;
+    }
+    f->tmp_exists = true;
+    if (rename(f->tmp, f->path) != 0) {
+        nb__error("%s: cannot write '%s': rename failed: %s", f->fn, f->path, strerror(errno));
+        return -1;
+    }
+    f->tmp_exists = false;
+    return 0;
+}
+
 int nb__afile_commit(nb__afile *f) {
     if (f->fd < 0) return -1;
     if (fsync(f->fd) != 0) {
@@ -120,26 +188,37 @@ int nb__afile_commit(nb__afile *f) {
         nb__afile_abort(f);
         return -1;
     }
-    int rc = close(f->fd);
-    f->fd = -1;
-    if (rc != 0) {
-        nb__error("%s: cannot write '%s': close failed: %s", f->fn, f->path, strerror(errno));
-        nb__afile_abort(f);
-        return -1;
+    if (f->unnamed) {
+        if (link_unnamed(f) < 0) {
+            nb__afile_abort(f);
+            return -1;
+        }
+        int rc = close(f->fd);
+        f->fd = -1;
+        if (rc != 0) { /* the data was synced above; a local file system does not fail here */
+            nb__error("%s: cannot write '%s': close failed: %s", f->fn, f->path, strerror(errno));
+            nb__afile_abort(f);
+            return -1;
+        }
+    } else {
+        int rc = close(f->fd);
+        f->fd = -1;
+        if (rc != 0) {
+            nb__error("%s: cannot write '%s': close failed: %s", f->fn, f->path, strerror(errno));
+            nb__afile_abort(f);
+            return -1;
+        }
+        if (rename(f->tmp, f->path) != 0) {
+            nb__error("%s: cannot write '%s': rename failed: %s", f->fn, f->path, strerror(errno));
+            nb__afile_abort(f);
+            return -1;
+        }
+        f->tmp_exists = false;
     }
-    if (rename(f->tmp, f->path) != 0) {
-        nb__error("%s: cannot write '%s': rename failed: %s", f->fn, f->path, strerror(errno));
-        nb__afile_abort(f);
-        return -1;
-    }
-    /* make the rename itself durable: fsync the folder (best effort; some file systems refuse) */
-    char *dir = dup_str(f->path);
+    /* make the new name itself durable: fsync the folder (best effort; some file systems refuse) */
+    char *dir = folder_of(f->path);
     if (dir) {
-        char *slash = strrchr(dir, '/');
-        const char *d = ".";
-        if (slash == dir) d = "/";
-        else if (slash) { *slash = 0; d = dir; }
-        int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             (void)fsync(dfd);
             close(dfd);
@@ -157,7 +236,8 @@ int nb__map_open(nb__map *m, const char *fn, const char *path) {
         nb__error("%s: path is NULL", fn);
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         nb__error("%s: cannot open '%s': %s", fn, path, strerror(errno));
         return -1;
@@ -169,7 +249,10 @@ int nb__map_open(nb__map *m, const char *fn, const char *path) {
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        nb__error("%s: '%s' is not a regular file", fn, path);
+        mode_t md = st.st_mode;
+        nb__error("%s: '%s' is not a regular file (it is %s)", fn, path,
+                  S_ISDIR(md) ? "a folder" : S_ISFIFO(md) ? "a FIFO" : S_ISSOCK(md) ? "a socket"
+                  : S_ISCHR(md) ? "a character device" : S_ISBLK(md) ? "a block device" : "something else");
         close(fd);
         return -1;
     }

@@ -6,12 +6,16 @@
 #include "../core/core_impl.h"
 #include <stdio.h>
 
-/* A file being written atomically: a temporary beside path, renamed over it on commit. */
+/* A file being written atomically: an unnamed file (O_TMPFILE) in path's folder, linked in on
+   commit, so a writer killed midway leaves nothing behind; where the file system has no
+   O_TMPFILE, a named temporary beside path, renamed over it on commit. */
 typedef struct nb__afile {
     int fd;
     const char *fn;   /* the public function, for messages */
     char *path;       /* destination */
-    char *tmp;        /* temporary file in the same folder */
+    char *tmp;        /* the named temporary in the same folder (a name for the unnamed file at commit) */
+    bool unnamed;     /* fd is an O_TMPFILE file: no name until commit */
+    bool tmp_exists;  /* tmp names a file this writer made (removed on abort) */
     uint64_t written;
 } nb__afile;
 
@@ -19,8 +23,9 @@ typedef struct nb__afile {
 int nb__afile_open(nb__afile *f, const char *fn, const char *path);
 /* Writes n bytes (all of them, retrying short writes); 0 or <0 with an error (the file is aborted). */
 int nb__afile_write(nb__afile *f, const void *p, size_t n);
-/* Flushes, fsyncs, closes and renames over the destination, then fsyncs the folder; 0 or <0
-   (the temporary is removed and the destination left as it was). */
+/* Flushes, fsyncs, gives the file its name (linking the unnamed file in, or renaming the named
+   temporary over the destination), closes, then fsyncs the folder; 0 or <0 (the temporary is
+   removed and the destination left as it was). */
 int nb__afile_commit(nb__afile *f);
 /* Closes and removes the temporary file (after an error elsewhere). Safe to call twice. */
 void nb__afile_abort(nb__afile *f);

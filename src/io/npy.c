@@ -241,23 +241,16 @@ nb_tensor *nb_npy_parse(const void *data, size_t size) {
         nb__error("nb_npy_parse: bad header: %s", why);
         return NULL;
     }
-    /* the product of the non-zero dimensions bounds every stride: it must fit too, even when a
-       zero dimension makes the array empty */
-    int64_t numel = 1, span = 1;
-    for (int i = 0; i < shape.ndim; i++) {
-        int64_t d = shape.dim[i] > 1 ? shape.dim[i] : 1;
-        if (span > INT64_MAX / 8 / d) {
-            nb__error("nb_npy_parse: shape is too large");
-            return NULL;
-        }
-        span *= d;
-        numel *= shape.dim[i];
-    }
+    /* the element count and byte size must fit (nb__shape_check also bounds every stride, even
+       when a zero dimension makes the array empty), for the file's elements and the tensor's */
+    int64_t numel, bytes;
+    size_t esize = nb__esize(t.dtype) > (size_t)t.size ? nb__esize(t.dtype) : (size_t)t.size;
+    if (!nb__shape_check("nb_npy_parse: header", &shape, esize, &numel)) return NULL;
     size_t avail = size - pre - hlen;
-    if (numel > (int64_t)(SIZE_MAX / 8) || (size_t)numel * (size_t)t.size > avail) {
+    if (nb__mul_overflows(numel, t.size, &bytes) || (uint64_t)bytes > avail) {
         char sb[200];
-        nb__error("nb_npy_parse: shape %s of %d-byte elements needs %llu bytes, the file holds %zu",
-                  nb_shape_str(shape, sb, sizeof sb), t.size, (unsigned long long)numel * (unsigned)t.size, avail);
+        nb__error("nb_npy_parse: shape %s of %d-byte elements needs %lld bytes, the file holds %zu",
+                  nb_shape_str(shape, sb, sizeof sb), t.size, (long long)bytes, avail);
         return NULL;
     }
     nb_tensor *out = nb__tensor_new(shape, t.dtype);

@@ -160,21 +160,26 @@ static int parse(nb_safetensors *f, char *why, size_t wsz) {
             goto done;
         }
         e->shape.ndim = (int)nd;
-        uint64_t numel = 1, span = 1; /* span: the product of the non-zero dimensions (bounds strides) */
-        bool overflow = false;
+        /* span: the product of the dimensions with zeros as ones (it bounds every stride); it, the
+           element count and the byte sizes of the file's and the tensor's elements must fit */
+        int64_t numel, span = 1, nbytes = 0;
+        bool overflow = false, zero = false;
         for (size_t i = 0; i < nd; i++) {
             json_t *x = json_array_get(js, i);
             if (!json_is_integer(x) || json_integer_value(x) < 0) {
                 snprintf(why, wsz, "entry '%.60s' has a shape that is not non-negative integers", key);
                 goto done;
             }
-            uint64_t v = (uint64_t)json_integer_value(x);
-            e->shape.dim[i] = (int64_t)v;
-            if (v && numel > UINT64_MAX / v) overflow = true;
-            numel *= v;
-            if (v > 1 && span > (uint64_t)(INT64_MAX / 8) / v) overflow = true;
-            else if (v > 1) span *= v;
+            int64_t v = (int64_t)json_integer_value(x);
+            e->shape.dim[i] = v;
+            if (v == 0) zero = true;
+            else if (nb__mul_overflows(span, v, &span)) overflow = true;
         }
+        numel = zero ? 0 : span;
+        int64_t widest = e->dt->dtype >= 0 && (int)nb__esize((nb_dtype)e->dt->dtype) > e->dt->size
+                             ? (int64_t)nb__esize((nb_dtype)e->dt->dtype) : e->dt->size, span_bytes;
+        if (!overflow && (nb__mul_overflows(span, widest, &span_bytes) || nb__mul_overflows(numel, e->dt->size, &nbytes)))
+            overflow = true;
         json_t *b = json_array_get(jo, 0), *en = json_array_get(jo, 1);
         if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
             json_integer_value(en) < json_integer_value(b)) {
@@ -188,7 +193,7 @@ static int parse(nb_safetensors *f, char *why, size_t wsz) {
                      (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)f->data_size);
             goto done;
         }
-        if (overflow || numel > INT64_MAX / 8 || numel * (uint64_t)e->dt->size != e->end - e->begin) {
+        if (overflow || (uint64_t)nbytes != e->end - e->begin) {
             char sb[200];
             snprintf(why, wsz, "entry '%.60s': %s %s needs %s bytes but data_offsets hold %llu", key, dn,
                      nb_shape_str(e->shape, sb, sizeof sb), overflow ? "too many" : "a different number of",
