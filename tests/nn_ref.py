@@ -194,6 +194,20 @@ def losses():
         loss_case('bce_pw_' + red,
                   lambda a, b, r=red: F.binary_cross_entropy_with_logits(a, b, reduction=r, pos_weight=pw), x, y,
                   {'pos_weight': pw})
+    # non-finite and zero logits against targets 0, 1 and 0.5: what torch's stable form gives
+    # (NaN where it takes 0 * inf), and the gradient sigmoid(x) - y at x = 0
+    inf, nan = float('inf'), float('nan')
+    x = torch.tensor([[-inf, inf, nan, -inf, inf, nan], [-inf, inf, nan, 0.0, 0.0, 0.0]])
+    y = torch.tensor([[1.0, 0.0, 1.0, 0.0, 1.0, 0.0], [0.5, 0.5, 0.5, 1.0, 0.0, 0.5]])
+    seed('bce_nonfinite')
+    loss_case('bce_nonfinite', lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction='none'), x, y)
+    pw = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25, 1.5])
+    loss_case('bce_pw_nonfinite',
+              lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction='none', pos_weight=pw), x, y,
+              {'pos_weight': pw})
+    seed('bce_zero')
+    loss_case('bce_zero_mean', lambda a, b: F.binary_cross_entropy_with_logits(a, b), torch.zeros(2, 3),
+              torch.tensor([[1.0, 0.0, 0.5], [0.25, 1.0, 0.0]]))
 
 
 # ---------------------------------------------------------------- optimizers and schedules

@@ -715,6 +715,81 @@ static void test_dump(void **state) {
     nb_release(x);
 }
 
+/* ---------------------------------------------------------------- NaN through fused relu */
+
+/* Whether a and b hold the same f32 values, NaN where the other has NaN (bit patterns aside). */
+static bool same_values(nb_tensor *a, nb_tensor *b) {
+    int64_t n = nb_numel(a);
+    if (n != nb_numel(b) || n > 64) return false;
+    float x[64], y[64];
+    nb_copy_to(a, x, sizeof(float) * (size_t)n);
+    nb_copy_to(b, y, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        if (!(x[i] == y[i] || (isnan(x[i]) && isnan(y[i])))) return false;
+    return true;
+}
+
+static const float NAN_INPUT[16] = { NAN, -1, 2, INFINITY, -INFINITY, -0.0f, 0.5f, 3,
+                                     -2, NAN, 0, 1e-30f, -1e-30f, 7, NAN, -INFINITY };
+
+static nb_tensor *relu_chain(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_add_scalar(nb_relu(nb_mul_scalar(in[0], 2.0)), 1.0);
+}
+
+/* loss = sum(relu(w * in0) * in1); returns dloss/dw, whose relu backward sees a NaN output */
+static nb_tensor *relu_grad_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor *w = ctx;
+    nb_tensor *loss = nb_sum_all(nb_mul(nb_relu(nb_mul(w, in[0])), in[1]));
+    if (nb_backward(loss) < 0) return NULL;
+    nb_tensor *gw = nb_mul_scalar(nb_grad_of(w), 1.0);
+    nb_zero_grad(w);
+    return gw;
+}
+
+/* relu(NaN) is NaN, as torch, in the eager kernel, the generated C and the interpreter; and its
+   backward passes the gradient where the output is NaN (torch's threshold_backward). */
+static void test_relu_nan_compiled(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_from_data(NAN_INPUT, NB_SHAPE(2, 8), NB_F32);
+    nb_tensor *e = relu_chain(&x, 1, NULL);
+    float v[16];
+    nb_copy_to(e, v, sizeof v);
+    assert_true(isnan(v[0]) && isnan(v[9]) && isnan(v[14]));
+    assert_true(v[1] == 1 && v[2] == 5 && v[3] == INFINITY && v[4] == 1);
+    for (int interp = 0; interp < 2; interp++) {
+        nb_compiled *c = nb_compile(relu_chain, NULL, (nb_graph_opts){ .interpret = interp });
+        assert_non_null(nb_compiled_run(c, &x, 1));
+        nb_tensor *r = nb_compiled_run(c, &x, 1);
+        if (!r) fail_msg("%s", nb_error());
+        assert_int_equal(nb_compiled_get_stats(c).kernels, 1);
+        if (!same_values(r, e)) fail_msg("compiled relu (%s) differs from eager on NaN/inf input", interp ? "interpreted" : "C");
+        nb_compiled_free(c);
+    }
+    nb_tensor *w = nb_set_requires_grad(nb_from_data(NAN_INPUT, NB_SHAPE(2, 8), NB_F32), true);
+    nb_tensor *two = nb_full(NB_SHAPE(2, 8), 2.0, NB_F32), *g = nb_randn(NB_SHAPE(2, 8), NB_F32);
+    nb_tensor *in[2] = { two, g };
+    nb_tensor *ge = relu_grad_step(in, 2, w);
+    assert_non_null(ge);
+    float gv[16], gg[16];
+    nb_copy_to(ge, gv, sizeof gv);
+    nb_copy_to(g, gg, sizeof gg);
+    assert_true(gv[0] == 2 * gg[0] && gv[9] == 2 * gg[9]); /* NaN output: the gradient passes */
+    assert_true(gv[1] == 0 && gv[5] == 0 && gv[2] == 2 * gg[2]);
+    for (int interp = 0; interp < 2; interp++) {
+        nb_compiled *c = nb_compile(relu_grad_step, w, (nb_graph_opts){ .interpret = interp });
+        assert_non_null(nb_compiled_run(c, in, 2));
+        nb_tensor *r = nb_compiled_run(c, in, 2);
+        if (!r) fail_msg("%s", nb_error());
+        if (!same_values(r, ge)) fail_msg("compiled relu backward (%s) differs from eager", interp ? "interpreted" : "C");
+        nb_compiled_free(c);
+    }
+    assert_null(nb_error());
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
@@ -739,6 +814,7 @@ int main(void) {
         cmocka_unit_test_setup(test_bad_functions, clear_error_setup),
         cmocka_unit_test_setup(test_compiler_failure_falls_back, clear_error_setup),
         cmocka_unit_test_setup(test_dump, clear_error_setup),
+        cmocka_unit_test_setup(test_relu_nan_compiled, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

@@ -522,6 +522,9 @@ static const loss_case LOSSES[] = {
     { "bce_pw_mean", L_BCE, R_MEAN, 0, 0, false, 0, true },
     { "bce_pw_sum", L_BCE, R_SUM, 0, 0, false, 0, true },
     { "bce_pw_none", L_BCE, R_NONE, 0, 0, false, 0, true },
+    { "bce_nonfinite", L_BCE, R_NONE, 0, 0, false, 0, false },
+    { "bce_pw_nonfinite", L_BCE, R_NONE, 0, 0, false, 0, true },
+    { "bce_zero_mean", L_BCE, R_MEAN, 0, 0, false, 0, false },
 };
 
 static void test_loss(void **state) {

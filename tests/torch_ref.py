@@ -364,6 +364,24 @@ case('relu_int', 'relu', [In((2, 3), kind='int')], dtypes=('i64',))
 case('clamp', 'clamp', [In((3, 5))], fa=[-0.6, 0.7])
 case('clamp_t', 'clamp', [T((4, 5))], fa=[-0.3, 1.2])
 case('clamp_int', 'clamp', [In((3, 4), kind='int')], fa=[-2, 3], dtypes=('i64',))
+# gradient at the bounds: torch passes it where lo <= x <= hi, both bounds included
+case('clamp_at_bounds', 'clamp', [In((7,), kind=('val', [-0.5, -0.25, 0.0, 0.75, 1.0, 1.5, 0.5]))], fa=[-0.25, 1.0])
+case('clamp_at_bounds_int_bounds', 'clamp', [In((5,), kind=('val', [-2.0, -1.0, 0.0, 1.0, 2.0]))], fa=[-1.0, 1.0])
+case('clamp_point', 'clamp', [In((3,), kind=('val', [0.5, 1.0, 1.5]))], fa=[1.0, 1.0])
+
+# Non-finite inputs: NaN, +-inf, signed zeros, pass through every elementwise op as in torch,
+# forward and backward (a NaN is NaN, not 0).
+NONFINITE = [float('nan'), float('inf'), -float('inf'), 0.0, -0.0, 2.0, -3.0, 1e-30]
+for op in ('neg', 'exp', 'log', 'sqrt', 'abs', 'tanh', 'sigmoid', 'relu', 'gelu', 'erf', 'sign'):
+    case(f'{op}_nonfinite', op, [In((8,), kind=('val', NONFINITE))])
+case('relu_nonfinite_t', 'relu', [T((2, 4), kind=('val', [NONFINITE[:4], NONFINITE[4:]]))])
+case('clamp_nonfinite', 'clamp', [In((8,), kind=('val', NONFINITE))], fa=[-1.0, 1.0])
+for op in ('add', 'sub', 'mul', 'div', 'maximum', 'minimum'):
+    case(f'{op}_nonfinite', op, [In((8,), kind=('val', NONFINITE)), In((8,), kind=('val', NONFINITE[::-1]))])
+for op in ('max', 'min', 'sum', 'argmax', 'argmin', 'softmax', 'log_softmax', 'logsumexp'):
+    ia = [0] if op in ('softmax', 'log_softmax') else [0, 0]
+    case(f'{op}_nonfinite_nan', op, [In((8,), kind=('val', NONFINITE))], ia=ia)
+    case(f'{op}_nonfinite_inf', op, [In((7,), kind=('val', NONFINITE[1:]))], ia=ia)
 
 # Matmul: every rank combination of torch.matmul, broadcast batch dims, transposed operands.
 MM = [

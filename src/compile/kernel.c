@@ -164,8 +164,8 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
                 case FI_SIGN: for (int e = 0; e < n; e++) o[e] = (float)((a[e] > 0) - (a[e] < 0)); break;
                 case FI_TANH: for (int e = 0; e < n; e++) o[e] = tanhf(a[e]); break;
                 case FI_SIGMOID: for (int e = 0; e < n; e++) o[e] = 1.0f / (1.0f + nbk_expf(-a[e])); break;
-                case FI_RELU: for (int e = 0; e < n; e++) o[e] = a[e] > 0 ? a[e] : 0; break;
-                case FI_RELU_BW: for (int e = 0; e < n; e++) o[e] = b[e] > 0 ? a[e] : 0; break;
+                case FI_RELU: for (int e = 0; e < n; e++) o[e] = a[e] < 0 ? 0 : a[e]; break;
+                case FI_RELU_BW: for (int e = 0; e < n; e++) o[e] = b[e] <= 0 ? 0 : a[e]; break;
                 case FI_GELU:
                     for (int e = 0; e < n; e++) o[e] = 0.5f * a[e] * (1.0f + nbk_erff(a[e] * 0.70710678118654752440f));
                     break;
@@ -407,8 +407,8 @@ static void gen_body(nb_text *t, const fkernel *k, const char *ind) {
         case FI_SIGN: nb__text_printf(t, "(float)((t%d > 0) - (t%d < 0))", a, a); break;
         case FI_TANH: nb__text_printf(t, "tanhf(t%d)", a); break;
         case FI_SIGMOID: nb__text_printf(t, "1.0f / (1.0f + nbk_expf(-t%d))", a); break;
-        case FI_RELU: nb__text_printf(t, "t%d > 0 ? t%d : 0", a, a); break;
-        case FI_RELU_BW: nb__text_printf(t, "t%d > 0 ? t%d : 0", b, a); break;
+        case FI_RELU: nb__text_printf(t, "t%d < 0 ? 0 : t%d", a, a); break;
+        case FI_RELU_BW: nb__text_printf(t, "t%d <= 0 ? 0 : t%d", b, a); break;
         case FI_GELU: nb__text_printf(t, "0.5f * t%d * (1.0f + nbk_erff(t%d * 0.70710678118654752440f))", a, a); break;
         case FI_ERF: nb__text_printf(t, "nbk_erff(t%d)", a); break;
         case FI_CLAMP: nb__text_printf(t, "(double)t%d < s%d ? (float)s%d : (double)t%d > s%d ? (float)s%d : t%d", a, s, s, a, s + 1, s + 1, a); break;

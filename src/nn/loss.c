@@ -201,9 +201,13 @@ nb_tensor *nb_smooth_l1_loss(nb_tensor *x, nb_tensor *y, nb_reduction reduction,
 
 nb_tensor *nb_bce_with_logits(nb_tensor *x, nb_tensor *y, nb_reduction reduction, nb_tensor *pos_weight) {
     if (!same_shape("nb_bce_with_logits", x, y, reduction)) return NULL;
-    /* log(1 + e^-|x|) + max(-x, 0) is log(1 + e^-x) without overflow */
+    /* torch's stable form: (1 - y) x + softplus(-x), softplus(-x) = max(-x, 0) + log(1 + e^-|x|)
+       (so NaN where it takes 0 * inf, as torch). The max is nb_maximum, whose tie at x = 0 splits
+       the gradient in halves: with |x|'s zero gradient there, d/dx is sigmoid(x) - y exactly,
+       where relu's one-sided zero would drop the -1/2. */
     nb_tensor *softplus_neg;
-    LOSS_BODY((softplus_neg = nb_add(nb_log(nb_add_scalar(nb_exp(nb_neg(nb_abs(x))), 1.0)), nb_relu(nb_neg(x))),
+    LOSS_BODY((softplus_neg = nb_add(nb_log(nb_add_scalar(nb_exp(nb_neg(nb_abs(x))), 1.0)),
+                                     nb_maximum(nb_neg(x), nb_zeros(NB_SHAPE(), nb_dtype_of(x)))),
                pos_weight ? nb_add(nb_mul(nb_add_scalar(nb_neg(y), 1.0), x),
                                    nb_mul(nb_add_scalar(nb_mul(nb_add_scalar(pos_weight, -1.0), y), 1.0), softplus_neg))
                           : nb_add(nb_mul(nb_add_scalar(nb_neg(y), 1.0), x), softplus_neg)))

@@ -81,7 +81,8 @@ BINARY_FN(div_f32, float, float, OP_DIV)
 BINARY_FN(div_f64, double, double, OP_DIV)
 BINARY_FN(pow_f32, float, float, OP_POW_F)
 BINARY_FN(pow_f64, double, double, OP_POW_D)
-#define OP_RELU_BACKWARD(g, y) ((y) > 0 ? (g) : 0)
+/* as torch's threshold_backward: zero where the output is <= 0, so a NaN output passes g */
+#define OP_RELU_BACKWARD(g, y) ((y) <= 0 ? 0 : (g))
 BINARY_FN(relu_backward_f32, float, float, OP_RELU_BACKWARD)
 BINARY_FN(relu_backward_f64, double, double, OP_RELU_BACKWARD)
 COMPARE_FNS(eq, OP_EQ)
@@ -195,7 +196,8 @@ static inline int64_t sat_i64(double v) {
 }
 #define SCALAR_AS(x, v) _Generic((x), int64_t: sat_i64(v), int32_t: (int32_t)(uint32_t)(uint64_t)sat_i64(v), \
                                  uint8_t: (uint8_t)(uint64_t)sat_i64(v), default: (__typeof__(x))(v))
-#define RELU(x) ((x) > 0 ? (x) : 0)
+/* as torch: NaN stays NaN (and -0 stays -0); the fused kernels (compile/kernel.c) use the same test */
+#define RELU(x) ((x) < 0 ? 0 : (x))
 
 /* Unary inner function; F0 and F1 are the op's scalar arguments, elem_t its type (clamp bounds, scalar operand).
    ATTR: NB_WIDE_CLONES for the kmath.h functions, whose double-precision polynomials run twice
