@@ -268,6 +268,145 @@ static void test_misuse(void **state) {
     nb_model_free(model);
 }
 
+/* ---- a model with more than 512 state entries: early stopping restores all of them ---- */
+
+/* A loss that grows by one each call (on top of the mean output, which gives every weight a
+   gradient): the first epoch is the best, so early stopping ends the run and restores it. */
+static nb_tensor *growing_loss(nb_tensor *pred, nb_tensor *target, void *ctx) {
+    (void)target;
+    double *calls = ctx;
+    *calls += 1;
+    return nb_add_scalar(nb_mean_all(pred), *calls);
+}
+
+typedef struct {
+    int epoch;      /* copy the weights at the end of this epoch */
+    int n;          /* state entries */
+    float **copies; /* their values then */
+} weights_at;
+
+static nb_named_tensor *entries_of(nb_module *m, int *n) {
+    *n = nb_module_state_entries(m, NULL, 0);
+    nb_named_tensor *e = calloc((size_t)*n, sizeof *e);
+    assert_int_equal(nb_module_state_entries(m, e, *n), *n);
+    return e;
+}
+
+static bool copy_weights(nb_model *m, int epoch, const char *const *names, const double *values, int k, void *user) {
+    weights_at *w = user;
+    if (epoch != w->epoch) return true;
+    nb_named_tensor *e = entries_of(nb_model_module(m), &w->n);
+    w->copies = calloc((size_t)w->n, sizeof *w->copies);
+    for (int i = 0; i < w->n; i++) {
+        size_t bytes = sizeof(float) * (size_t)nb_numel(e[i].tensor);
+        w->copies[i] = malloc(bytes);
+        assert_int_equal(nb_copy_to(e[i].tensor, w->copies[i], bytes), 0);
+    }
+    free(e);
+    return true;
+}
+
+static void test_restore_best_many_entries(void **state) {
+    (void)state;
+    enum { LAYERS = 300 }; /* 600 state entries, past the 512 the best-weights copy once held */
+    nb_manual_seed(11);
+    nb_module *seq = nb_nn_sequential(NULL);
+    for (int i = 0; i < LAYERS; i++) nb_nn_sequential_add(seq, nb_nn_linear(2, 2));
+    nb_model *model = nb_model_new(seq);
+    double calls = 0;
+    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 0.1,
+                                                                 .loss_fn = growing_loss, .loss_ctx = &calls }), 0);
+    nb_tensor *x = nb_randn(NB_SHAPE(8, 2), NB_F32), *y = nb_zeros(NB_SHAPE(8), NB_I64);
+    weights_at best = { .epoch = 1 };
+    nb_callback cb = { .on_epoch_end = copy_weights, .user = &best };
+    nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 10, .batch_size = 8, .verbose = -1,
+                                                             .early_stopping_patience = 2, .restore_best_weights = true,
+                                                             .callbacks = &cb, .n_callbacks = 1 });
+    assert_non_null(h);
+    assert_int_equal(nb_history_epochs(h), 3); /* epoch 1 is the best; 2 and 3 are worse */
+    int n;
+    nb_named_tensor *e = entries_of(seq, &n);
+    assert_int_equal(n, 2 * LAYERS);
+    assert_int_equal(best.n, n);
+    int restored = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = sizeof(float) * (size_t)nb_numel(e[i].tensor);
+        float *now = malloc(bytes);
+        nb_copy_to(e[i].tensor, now, bytes);
+        restored += memcmp(now, best.copies[i], bytes) == 0;
+        free(now);
+        free(best.copies[i]);
+    }
+    assert_int_equal(restored, n); /* every entry, the 513th and on too */
+    free(best.copies);
+    free(e);
+    nb_history_free(h);
+    nb_release(x);
+    nb_release(y);
+    nb_model_free(model);
+    assert_null(nb_error());
+}
+
+/* A loss that ignores its target, so only the accuracy metric sees the labels. */
+static nb_tensor *mean_loss(nb_tensor *pred, nb_tensor *target, void *ctx) {
+    (void)target, (void)ctx;
+    return nb_mean_all(nb_mul(pred, pred));
+}
+
+/* Labels outside [0, classes) are an error naming the first bad label and where it is, not
+   silently left out of the accuracy; negative batch sizes are errors; NULL models are named. */
+static void test_bad_labels_and_sizes(void **state) {
+    (void)state;
+    nb_manual_seed(12);
+    nb_model *model = nb_model_new(nb_nn_linear(4, 3));
+    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .loss_fn = mean_loss, .metrics = NB_METRIC_ACCURACY }), 0);
+    nb_tensor *x = nb_randn(NB_SHAPE(10, 4), NB_F32);
+    int64_t lab[10] = { 0, 1, 2, 0, 1, 7, 2, -1, 0, 1 };
+    nb_tensor *y = nb_from_data(lab, NB_SHAPE(10), NB_I64);
+    assert_null(nb_model_fit(model, x, y, (nb_fit_opts){ .batch_size = 4, .no_shuffle = true, .verbose = -1 }));
+    ASSERT_ERROR_CONTAINS("nb_model_fit: label 7 at row 1 of batch 1 is not a class index in [0, 3)");
+    const char *names[2];
+    double values[2];
+    assert_true(nb_model_evaluate(model, x, y, 0, names, values, 2) < 0);
+    ASSERT_ERROR_CONTAINS("nb_model_evaluate: label 7 at row 5 of batch 0");
+    lab[5] = 1;
+    nb_tensor *y2 = nb_from_data(lab, NB_SHAPE(10), NB_I64);
+    assert_true(nb_model_evaluate(model, x, y2, 3, names, values, 2) < 0);
+    ASSERT_ERROR_CONTAINS("label -1 at row 1 of batch 2");
+    lab[7] = 2;
+    nb_tensor *y3 = nb_from_data(lab, NB_SHAPE(10), NB_I64);
+    assert_int_equal(nb_model_evaluate(model, x, y3, 3, names, values, 2), 2);
+    assert_string_equal(names[1], "accuracy");
+    assert_null(nb_error());
+    /* negative batch sizes */
+    assert_null(nb_model_predict(model, x, -5));
+    ASSERT_ERROR_CONTAINS("nb_model_predict: batch_size -5");
+    assert_true(nb_model_evaluate(model, x, y3, -2, names, values, 2) < 0);
+    ASSERT_ERROR_CONTAINS("nb_model_evaluate: batch_size -2");
+    assert_null(nb_model_fit(model, x, y3, (nb_fit_opts){ .batch_size = -1, .verbose = -1 }));
+    ASSERT_ERROR_CONTAINS("nb_model_fit: batch_size -1");
+    assert_null(nb_model_fit(model, x, y3, (nb_fit_opts){ .epochs = -1, .verbose = -1 }));
+    ASSERT_ERROR_CONTAINS("epochs -1");
+    /* a huge batch size is one batch */
+    nb_tensor *p = nb_model_predict(model, x, INT64_MAX);
+    assert_non_null(p);
+    assert_int_equal(nb_dim(p, 0), 10);
+    nb_release(p);
+    /* NULL models: an error, not a bare failure */
+    assert_true(nb_model_compile(NULL, (nb_compile_opts){ 0 }) < 0);
+    ASSERT_ERROR_CONTAINS("nb_model_compile: model is NULL");
+    assert_null(nb_model_fit(NULL, x, y3, (nb_fit_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("nb_model_fit: model is NULL");
+    assert_true(nb_model_evaluate(NULL, x, y3, 0, names, values, 2) < 0);
+    ASSERT_ERROR_CONTAINS("nb_model_evaluate: model is NULL");
+    nb_release(x);
+    nb_release(y);
+    nb_release(y2);
+    nb_release(y3);
+    nb_model_free(model);
+    assert_null(nb_error());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_fit_matches_explicit_loop, clear_error_setup),
@@ -276,6 +415,9 @@ int main(void) {
         cmocka_unit_test_setup(test_ready_made_callbacks, clear_error_setup),
         cmocka_unit_test_setup(test_lr_schedule_callback, clear_error_setup),
         cmocka_unit_test_setup(test_misuse, clear_error_setup),
+        cmocka_unit_test_setup(test_restore_best_many_entries, clear_error_setup),
+        cmocka_unit_test_setup(test_bad_labels_and_sizes, clear_error_setup),
     };
+    if (getenv("NABLA_TEST_FILTER")) cmocka_set_test_filter(getenv("NABLA_TEST_FILTER"));
     return cmocka_run_group_tests(tests, load, unload);
 }

@@ -43,7 +43,10 @@ nb_model *nb_model_new(nb_module *module) {
 nb_module *nb_model_module(nb_model *m) { return m ? m->module : NULL; }
 
 int nb_model_compile(nb_model *m, nb_compile_opts o) {
-    if (!m) return -1;
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_model_compile: model is NULL");
+        return -1;
+    }
     if (o.loss < NB_LOSS_SPARSE_CE_LOGITS || o.loss > NB_LOSS_BCE_LOGITS || o.optimizer < NB_OPTIM_ADAMW ||
         o.optimizer > NB_OPTIM_ADAGRAD || !(o.lr >= 0)) {
         nb__error("nb_model_compile: invalid optimizer %d, loss %d or learning rate %g", (int)o.optimizer, (int)o.loss, o.lr);
@@ -76,9 +79,36 @@ static nb_tensor *compute_loss(nb_model *m, nb_tensor *pred, nb_tensor *y) {
     }
 }
 
+/* Checks that the labels y of a batch of class logits [N, C] are class indices in [0, C): a
+   label outside would count as wrong, or be dropped, without a word. Records an error naming
+   the first bad label, its row in the batch and the batch. */
+static bool labels_ok(const char *fn, nb_tensor *pred, nb_tensor *y, int64_t batch) {
+    int64_t classes = nb_dim(pred, 1), n = nb_numel(y);
+    if (nb_ndim(y) != 1 || nb_dim(y, 0) != nb_dim(pred, 0)) {
+        char dp[200], dy[200];
+        nb__error("%s: accuracy needs labels [N] beside logits [N, C]: got logits %s and labels %s (batch %lld)", fn,
+                  nb__describe(pred, dp, sizeof dp), nb__describe(y, dy, sizeof dy), (long long)batch);
+        return false;
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *yd = nb_contiguous(nb_to(nb_cast(y, NB_F64), (nb_device){ NB_CPU, 0 }));
+    const double *v = yd ? nb_data_ptr(yd) : NULL;
+    bool ok = v != NULL;
+    for (int64_t i = 0; ok && i < n; i++)
+        if (!(v[i] >= 0 && v[i] < (double)classes && v[i] == floor(v[i]))) {
+            nb__error("%s: label %.17g at row %lld of batch %lld is not a class index in [0, %lld)", fn, v[i],
+                      (long long)i, (long long)batch, (long long)classes);
+            ok = false;
+        }
+    nb_scope_end(s);
+    return ok;
+}
+
 /* Per-batch metric sums: correct predictions (top 1 and top 5) of class logits [N, C]. */
-static void count_metrics(nb_model *m, nb_tensor *pred, nb_tensor *y, double *top1, double *top5) {
+static void count_metrics(nb_model *m, const char *fn, int64_t batch, nb_tensor *pred, nb_tensor *y, double *top1,
+                          double *top5) {
     if (!(m->c.metrics & (NB_METRIC_ACCURACY | NB_METRIC_TOP5_ACCURACY)) || nb_ndim(pred) != 2) return;
+    if (!labels_ok(fn, pred, y, batch)) return;
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_scope_begin();
     if (m->c.metrics & NB_METRIC_ACCURACY) *top1 += nb_item(nb_sum_all(nb_eq(nb_argmax(pred, 1, false), y)));
@@ -111,20 +141,25 @@ static int metric_values(const nb_model *m, const totals *t, const char *prefix,
     return k;
 }
 
-static int evaluate_loader(nb_model *m, nb_data_loader *loader, totals *t) {
+static int evaluate_loader(nb_model *m, const char *fn, nb_data_loader *loader, totals *t) {
     bool prev = nb_set_grad_enabled(false);
     bool was_training = m->module->training;
     nb_module_train(m->module, false);
     memset(t, 0, sizeof *t);
     nb_batch b;
+    int64_t batch = 0;
     while (nb_data_loader_next(loader, &b)) {
         nb_scope *s = nb_scope_begin();
         nb_tensor *pred = nb_forward(m->module, b.x);
+        nb_tensor *loss = compute_loss(m, pred, b.y);
+        if (!loss && !nb__has_error())
+            nb__error("%s: the %s returned NULL for batch %lld", fn, pred ? "loss" : "module's forward", (long long)batch);
         int64_t n = nb_dim(b.y, 0);
-        t->loss += nb_item(compute_loss(m, pred, b.y)) * (double)n;
-        count_metrics(m, pred, b.y, &t->top1, &t->top5);
+        if (loss) t->loss += nb_item(loss) * (double)n;
+        if (pred) count_metrics(m, fn, batch, pred, b.y, &t->top1, &t->top5);
         t->n += n;
         nb_scope_end(s);
+        batch++;
         if (nb__has_error()) break;
     }
     nb_module_train(m->module, was_training);
@@ -169,24 +204,80 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Copies of the parameters and buffers (the best weights of early stopping). */
-static nb_tensor **snapshot(nb_module *mod, nb_tensor **old, int *n) {
-    nb_named_tensor e[512];
-    int count = nb_module_state_entries(mod, e, 512);
-    if (count < 0 || count > 512) return old;
-    nb_tensor **s = old ? old : calloc((size_t)count, sizeof *s);
-    if (!s) return NULL;
+/* The module's state entries (malloc'ed, however many there are); NULL with an error. */
+static nb_named_tensor *state_entries(nb_module *mod, int *count) {
+    *count = nb_module_state_entries(mod, NULL, 0);
+    if (*count < 0) {
+        if (!nb__has_error()) nb__error("nb_model_fit: cannot list the module's parameters and buffers");
+        return NULL;
+    }
+    nb_named_tensor *e = calloc((size_t)(*count ? *count : 1), sizeof *e);
+    if (!e) {
+        nb__error("nb_model_fit: out of memory for %d state entries", *count);
+        return NULL;
+    }
+    if (nb_module_state_entries(mod, e, *count) != *count) {
+        free(e);
+        nb__error("nb_model_fit: the module's state entries changed while being listed");
+        return NULL;
+    }
+    return e;
+}
+
+/* Copies of the parameters and buffers (the best weights of early stopping) into *snap (n
+   entries, made on the first call); 0, or <0 with an error. */
+static int snapshot(nb_module *mod, nb_tensor ***snap, int *n) {
+    int count;
+    nb_named_tensor *e = state_entries(mod, &count);
+    if (!e) return -1;
+    if (*snap && count != *n) {
+        free(e);
+        nb__error("nb_model_fit: the module had %d state entries at the best epoch so far and has %d now", *n, count);
+        return -1;
+    }
+    if (!*snap) {
+        *snap = calloc((size_t)(count ? count : 1), sizeof **snap);
+        if (!*snap) {
+            free(e);
+            nb__error("nb_model_fit: out of memory for a copy of %d state entries (restore_best_weights)", count);
+            return -1;
+        }
+        *n = count;
+    }
+    nb_tensor **s = *snap;
+    int rc = 0;
     bool prev = nb_set_grad_enabled(false);
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < count && rc == 0; i++) {
         if (!s[i]) {
             nb_scope *sc = nb_scope_begin();
             s[i] = nb_keep(nb_clone(e[i].tensor));
             nb_scope_end(sc);
-        } else nb_assign(s[i], e[i].tensor);
+            if (!s[i]) rc = -1;
+        } else if (nb_assign(s[i], e[i].tensor) < 0) rc = -1;
     }
     nb_set_grad_enabled(prev);
-    *n = count;
-    return s;
+    free(e);
+    if (rc < 0 && !nb__has_error()) nb__error("nb_model_fit: cannot copy the best weights");
+    return rc;
+}
+
+/* Puts the snapshot back into the module; 0, or <0 with an error. */
+static int restore(nb_module *mod, nb_tensor **snap, int n) {
+    int count;
+    nb_named_tensor *e = state_entries(mod, &count);
+    if (!e) return -1;
+    int rc = 0;
+    if (count != n) {
+        nb__error("nb_model_fit: the module had %d state entries at the best epoch and has %d now", n, count);
+        rc = -1;
+    }
+    bool prev = nb_set_grad_enabled(false);
+    for (int i = 0; i < count && rc == 0; i++)
+        if (nb_assign(e[i].tensor, snap[i]) < 0) rc = -1;
+    nb_set_grad_enabled(prev);
+    free(e);
+    if (rc < 0 && !nb__has_error()) nb__error("nb_model_fit: cannot restore the best weights");
+    return rc;
 }
 
 /* The ready-made callbacks of nb_fit_opts, after an epoch: TensorBoard scalars, a CSV row,
@@ -237,6 +328,11 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb__error("nb_model_fit: the model is not compiled (call nb_model_compile first)");
         return NULL;
     }
+    if (o.epochs < 0 || o.early_stopping_patience < 0 || o.n_callbacks < 0 || (o.n_callbacks > 0 && !o.callbacks)) {
+        nb__error("nb_model_fit: epochs %d, early_stopping_patience %d and n_callbacks %d must be >= 0%s", o.epochs,
+                  o.early_stopping_patience, o.n_callbacks, o.n_callbacks > 0 && !o.callbacks ? " (callbacks is NULL)" : "");
+        return NULL;
+    }
     int epochs = o.epochs > 0 ? o.epochs : 1;
     nb_history *h = calloc(1, sizeof *h);
     if (!h) {
@@ -278,7 +374,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             int64_t n = nb_dim(b.y, 0);
             double l = nb_item(loss);
             t.loss += l * (double)n;
-            count_metrics(m, pred, b.y, &t.top1, &t.top5);
+            if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &t.top1, &t.top5);
             t.n += n;
             nb_scope_end(s);
             done++;
@@ -299,7 +395,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         int k = metric_values(m, &t, "", names, values);
         if (val) {
             totals v;
-            if (evaluate_loader(m, val, &v) < 0) {
+            if (evaluate_loader(m, "nb_model_fit (validation)", val, &v) < 0) {
                 failed = true;
                 break;
             }
@@ -322,7 +418,10 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         if (monitored < best) {
             best = monitored;
             wait = 0;
-            if (o.early_stopping_patience > 0 && o.restore_best_weights) best_state = snapshot(m->module, best_state, &n_best);
+            if (o.early_stopping_patience > 0 && o.restore_best_weights && snapshot(m->module, &best_state, &n_best) < 0) {
+                failed = true;
+                break;
+            }
             if (o.checkpoint_path && nb_save_state_dict(m->module, o.checkpoint_path) < 0) {
                 failed = true;
                 break;
@@ -331,13 +430,8 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
     }
     if (csv) fclose(csv);
     if (best_state) {
-        if (!failed && stop) { /* stopped early: back to the best epoch's weights */
-            nb_named_tensor e[512];
-            int count = nb_module_state_entries(m->module, e, 512);
-            bool prev = nb_set_grad_enabled(false);
-            for (int i = 0; i < count && i < n_best; i++) nb_assign(e[i].tensor, best_state[i]);
-            nb_set_grad_enabled(prev);
-        }
+        /* stopped early: back to the best epoch's weights */
+        if (!failed && stop && restore(m->module, best_state, n_best) < 0) failed = true;
         for (int i = 0; i < n_best; i++) nb_release(best_state[i]);
         free(best_state);
     }
@@ -366,8 +460,15 @@ static bool check_xy(const char *fn, nb_tensor *x, nb_tensor *y) {
 }
 
 nb_history *nb_model_fit(nb_model *m, nb_tensor *x, nb_tensor *y, nb_fit_opts o) {
-    if (!m) return NULL;
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_model_fit: model is NULL");
+        return NULL;
+    }
     if (!check_xy("nb_model_fit", x, y)) return NULL;
+    if (o.batch_size < 0) {
+        nb__error("nb_model_fit: batch_size %lld must be >= 0 (0: 32)", (long long)o.batch_size);
+        return NULL;
+    }
     if (!(o.validation_split >= 0 && o.validation_split < 1)) {
         nb__error("nb_model_fit: validation_split must be in [0, 1), got %g", o.validation_split);
         return NULL;
@@ -393,7 +494,15 @@ nb_history *nb_model_fit(nb_model *m, nb_tensor *x, nb_tensor *y, nb_fit_opts o)
 }
 
 int nb_model_evaluate(nb_model *m, nb_tensor *x, nb_tensor *y, int64_t batch_size, const char **names, double *values, int cap) {
-    if (!m || !check_xy("nb_model_evaluate", x, y)) return -1;
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_model_evaluate: model is NULL");
+        return -1;
+    }
+    if (!check_xy("nb_model_evaluate", x, y)) return -1;
+    if (batch_size < 0) {
+        nb__error("nb_model_evaluate: batch_size %lld must be >= 0 (0: 256)", (long long)batch_size);
+        return -1;
+    }
     if (!m->compiled) {
         nb__error("nb_model_evaluate: the model is not compiled (call nb_model_compile first)");
         return -1;
@@ -401,7 +510,7 @@ int nb_model_evaluate(nb_model *m, nb_tensor *x, nb_tensor *y, int64_t batch_siz
     nb_dataset *ds = nb_data_tensors(x, y);
     nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = batch_size > 0 ? batch_size : 256 });
     totals t;
-    int rc = l ? evaluate_loader(m, l, &t) : -1;
+    int rc = l ? evaluate_loader(m, "nb_model_evaluate", l, &t) : -1;
     nb_data_loader_free(l);
     nb_dataset_free(ds);
     if (rc < 0) return -1;
@@ -420,12 +529,20 @@ nb_tensor *nb_model_predict(nb_model *m, nb_tensor *x, int64_t batch_size) {
         if (!nb__has_error()) nb__error("nb_model_predict: %s is NULL", m ? "x" : "model");
         return NULL;
     }
+    if (batch_size < 0) {
+        nb__error("nb_model_predict: batch_size %lld must be >= 0 (0: 256)", (long long)batch_size);
+        return NULL;
+    }
     int64_t n = nb_ndim(x) ? nb_dim(x, 0) : 0, batch = batch_size > 0 ? batch_size : 256;
     if (n == 0) {
         nb__error("nb_model_predict: x has no samples");
         return NULL;
     }
-    int64_t parts = (n + batch - 1) / batch;
+    int64_t parts = n / batch + (n % batch ? 1 : 0); /* no n + batch - 1: it overflows for a huge batch */
+    if (parts > INT32_MAX) {
+        nb__error("nb_model_predict: %lld batches of %lld samples are too many to join", (long long)parts, (long long)batch);
+        return NULL;
+    }
     nb_tensor **outs = calloc((size_t)parts, sizeof *outs);
     if (!outs) {
         nb__error("nb_model_predict: out of memory");
@@ -438,8 +555,11 @@ nb_tensor *nb_model_predict(nb_model *m, nb_tensor *x, int64_t batch_size) {
     nb_tensor *r = NULL;
     bool ok = true;
     for (int64_t i = 0; i < parts && ok; i++) {
-        int64_t a = i * batch, e = a + batch < n ? a + batch : n;
+        int64_t a = i * batch, e = batch < n - a ? a + batch : n;
         ok = (outs[i] = nb_forward(m->module, nb_slice(x, 0, a, e, 1))) != NULL;
+        if (!ok && !nb__has_error())
+            nb__error("nb_model_predict: the module's forward returned NULL for samples %lld..%lld", (long long)a,
+                      (long long)e);
     }
     if (ok) r = nb_keep(nb_cat(outs, (int)parts, 0));
     nb_scope_end(s);
