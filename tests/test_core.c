@@ -394,6 +394,37 @@ static void test_size_overflow(void **state) {
     nb_scope_end(s);
 }
 
+/* Non-finite values print as torch 1.13 prints them: the column width comes from the nonzero
+   finite values only, so inf, -inf and nan are padded to it, never widen it. */
+static void test_print_nonfinite(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    const float I = INFINITY, N = NAN;
+    struct { float v[3]; int n; const char *want; } cases[] = {
+        { { I, 1, -I }, 3, "tensor([inf, 1., -inf])" },
+        { { I, 1.5f, -I }, 3, "tensor([   inf, 1.5000,   -inf])" },
+        { { N, 1, -2 }, 3, "tensor([nan,  1., -2.])" },
+        { { N, I }, 2, "tensor([nan, inf])" },
+        { { I }, 1, "tensor([inf])" },
+        { { -I, 2, N }, 3, "tensor([-inf, 2., nan])" },
+        { { 1e-5f, I, 1000 }, 3, "tensor([1.0000e-05,        inf, 1.0000e+03])" },
+        { { 1e10f, I }, 2, "tensor([1.0000e+10,        inf])" },
+        { { 0, -I }, 2, "tensor([0., -inf])" },
+        { { N, -1.5f, 1e6f }, 3, "tensor([        nan, -1.5000e+00,  1.0000e+06])" },
+        { { 1e9f, N, -I }, 3, "tensor([1.0000e+09,        nan,       -inf])" },
+        { { 100, -I }, 2, "tensor([100., -inf])" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_format(nb_from_data(cases[i].v, NB_SHAPE(cases[i].n), NB_F32), cases[i].want);
+    float m[] = { I, -1, N, 12 };
+    expect_format(nb_from_data(m, NB_SHAPE(2, 2), NB_F32), "tensor([[inf, -1.],\n        [nan, 12.]])");
+    double d[] = { -INFINITY, 1 };
+    expect_format(nb_from_data(d, NB_SHAPE(2), NB_F64), "tensor([-inf, 1.], dtype=torch.float64)");
+    int64_t iv[] = { -12, 3, 100 };
+    expect_format(nb_from_data(iv, NB_SHAPE(3), NB_I64), "tensor([-12,   3, 100])");
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_creation, clear_error_setup),
@@ -410,6 +441,7 @@ int main(void) {
         cmocka_unit_test_setup(test_half_types, clear_error_setup),
         cmocka_unit_test_setup(test_assign, clear_error_setup),
         cmocka_unit_test_setup(test_size_overflow, clear_error_setup),
+        cmocka_unit_test_setup(test_print_nonfinite, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,6 +56,9 @@ static void scan(fmt_state *f, int64_t *idx, int d, double *amin, double *amax, 
                 if (a > *amax) *amax = a;
             }
         }
+        /* as torch's _Formatter: a float column is as wide as its nonzero finite values; nan,
+           inf and zeros are padded to that width (or overflow it), never set it */
+        if (f->floating && !(isfinite(v) && v != 0)) return;
         char s[64];
         format_value(f, v, s, sizeof s);
         int w = (int)strlen(s);
