@@ -597,6 +597,15 @@ case('promote_0d_i32_i64', 'add', [In((3,), kind='int', dtype='i32'), In((), kin
 case('promote_0d_f64_f32', 'sub', [In((2, 3), dtype='f64'), In((), dtype='f32')], dtypes=('f32',))
 case('promote_0d_where', 'where', [In((2, 3), kind='bool', dtype='bool'), In((2, 3), dtype='f32'), In((), dtype='f64')],
      dtypes=('f32',))
+# bool with bool: add is a logical or, mul an and, and sub an error, as in torch
+BOOLS = dict(dtype='bool', grad=False)
+case('add_bool', 'add', [In((3, 4), kind='bool', **BOOLS), In((4,), kind='bool', **BOOLS)], dtypes=('f32',))
+case('mul_bool', 'mul', [T((3, 4), kind='bool', **BOOLS), In((3, 4), kind='bool', **BOOLS)], dtypes=('f32',))
+case('add_bool_0d', 'add', [In((), kind='bool', **BOOLS), In((2, 3), kind='bool', **BOOLS)], dtypes=('f32',))
+case('sub_bool', 'sub', [In((3, 4), kind='bool', **BOOLS), In((3, 4), kind='bool', **BOOLS)], dtypes=('f32',),
+     error=True)
+case('add_bool_i64', 'add', [In((3, 4), kind='bool', **BOOLS), In((4,), kind='int', dtype='i64', grad=False)],
+     dtypes=('f32',))
 case('promote_0d_both', 'mul', [In((), dtype='f32'), In((), kind='int', dtype='i64')], dtypes=('f32',))
 
 

@@ -85,6 +85,11 @@ BINARY_FN(pow_f64, double, double, OP_POW_D)
 #define OP_RELU_BACKWARD(g, y) ((y) <= 0 ? 0 : (g))
 BINARY_FN(relu_backward_f32, float, float, OP_RELU_BACKWARD)
 BINARY_FN(relu_backward_f64, double, double, OP_RELU_BACKWARD)
+/* bool with bool, as torch: add is a logical or, mul a logical and (sub is refused by its dtypes) */
+#define OP_OR(x, y) ((x) | (y))
+#define OP_AND(x, y) ((x) & (y))
+BINARY_FN(add_b, uint8_t, uint8_t, OP_OR)
+BINARY_FN(mul_b, uint8_t, uint8_t, OP_AND)
 COMPARE_FNS(eq, OP_EQ)
 COMPARE_FNS(lt, OP_LT)
 COMPARE_FNS(gt, OP_GT)
@@ -148,9 +153,16 @@ static int run_typed(const char *fn, const typed_fns *f, nb_dtype d, nb_tensor *
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                                \
     }
 
-ARITH_KERNEL(add)
+#define ARITH_BOOL_KERNEL(OPN)                                                                         \
+    int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {            \
+        (void)args;                                                                                   \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b }; \
+        return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                                 \
+    }
+
+ARITH_BOOL_KERNEL(add)
 ARITH_KERNEL(sub)
-ARITH_KERNEL(mul)
+ARITH_BOOL_KERNEL(mul)
 ARITH_KERNEL(maximum)
 ARITH_KERNEL(minimum)
 FLOAT_BINARY_KERNEL(div)
