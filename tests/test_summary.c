@@ -587,6 +587,142 @@ static void test_plot(void **state) {
     assert_string_equal(nb_sparkline(up, 8, 2, spark, sizeof spark), "\u2581\u2588");
 }
 
+/* ---- a histogram read back with the library's own decoder ---- */
+
+/* The HistogramProto of the first histogram tagged tag in the event file at path. */
+static bool read_histogram(const char *path, const char *tag, nb_histo *h) {
+    size_t n;
+    unsigned char *d = read_all(path, &n);
+    bool found = false;
+    for (size_t at = 0; !found && at + 12 <= n;) {
+        uint64_t len = 0;
+        for (int i = 7; i >= 0; i--) len = len << 8 | d[at + (size_t)i];
+        assert_true(len <= n - at - 16);
+        nb_pb_reader ev = { d + at + 12, d + at + 12 + len, false };
+        at += 16 + (size_t)len;
+        nb_pb_field f;
+        while (!found && nb__pb_next(&ev, &f)) {
+            if (f.field != 5 || f.wire != 2) continue; /* Event.summary */
+            nb_pb_reader sm = { f.bytes, f.bytes + f.len, false };
+            nb_pb_field g;
+            while (!found && nb__pb_next(&sm, &g)) {
+                if (g.field != 1 || g.wire != 2) continue; /* Summary.value */
+                nb_pb_reader val = { g.bytes, g.bytes + g.len, false };
+                nb_pb_field v;
+                const unsigned char *histo = NULL;
+                size_t hlen = 0;
+                bool tagged = false;
+                while (nb__pb_next(&val, &v)) {
+                    if (v.field == 1 && v.wire == 2) tagged = v.len == strlen(tag) && memcmp(v.bytes, tag, v.len) == 0;
+                    if (v.field == 5 && v.wire == 2) histo = v.bytes, hlen = v.len;
+                }
+                if (!tagged || !histo) continue;
+                memset(h, 0, sizeof *h);
+                nb_pb_reader hr = { histo, histo + hlen, false };
+                double buckets = 0;
+                while (nb__pb_next(&hr, &v)) {
+                    if (v.wire == 1 && v.field >= 1 && v.field <= 5) {
+                        double x = nb__pb_as_double(&v);
+                        double *dst[] = { &h->min, &h->max, &h->num, &h->sum, &h->sum_squares };
+                        *dst[v.field - 1] = x;
+                    } else if (v.field == 7 && v.wire == 2) { /* packed bucket counts */
+                        for (size_t k = 0; k + 8 <= v.len; k += 8) {
+                            nb_pb_field c = { 0 };
+                            for (int i = 0; i < 8; i++) c.u |= (uint64_t)v.bytes[k + (size_t)i] << (8 * i);
+                            buckets += nb__pb_as_double(&c);
+                        }
+                    }
+                }
+                assert_false(hr.bad);
+                assert_true(buckets == h->num); /* the buckets hold every value counted */
+                found = true;
+            }
+        }
+    }
+    free(d);
+    return found;
+}
+
+/* min, max, num and sum of histograms as the event file holds them: values of both signs with
+   NaN and infinities left out, all positive (the minimum is not 0) and all negative (nor is the
+   maximum). */
+static void test_histogram_read_back(void **state) {
+    const char *dir = fresh_dir("histo_back");
+    nb_summary_writer *w = nb_summary_open(dir);
+    assert_non_null(w);
+    char path[1200];
+    snprintf(path, sizeof path, "%s", nb_summary_path(w));
+    const double mixed[] = { 3, NAN, -2.5, INFINITY, 0, 1e9, -INFINITY, -7 };
+    assert_int_equal(nb_summary_histogram_values(w, "mixed", mixed, 8, 1), 0);
+    const float pos[] = { 5, 2.5f, 9, 4 }, neg[] = { -5, -1.5f, -9 };
+    nb_tensor *tp = nb_from_data(pos, NB_SHAPE(2, 2), NB_F32), *tn = nb_from_data(neg, NB_SHAPE(3), NB_F32);
+    assert_int_equal(nb_summary_histogram(w, "positive", tp, 2), 0);
+    assert_int_equal(nb_summary_histogram(w, "negative", tn, 3), 0);
+    nb_release(tp);
+    nb_release(tn);
+    assert_int_equal(nb_summary_close(w), 0);
+    nb_histo h;
+    assert_true(read_histogram(path, "mixed", &h));
+    assert_true(h.min == -7 && h.max == 1e9 && h.num == 5 && h.sum == 1e9 - 6.5);
+    assert_true(h.sum_squares == 9 + 6.25 + 1e18 + 49);
+    assert_true(read_histogram(path, "positive", &h));
+    assert_true(h.min == 2.5 && h.max == 9 && h.num == 4 && h.sum == 20.5);
+    assert_true(read_histogram(path, "negative", &h));
+    assert_true(h.min == -9 && h.max == -1.5 && h.num == 3 && h.sum == -15.5);
+    assert_false(read_histogram(path, "absent", &h));
+}
+
+/* ---- plotting many tags ---- */
+
+/* 20000 tags, each its own panel, in 10 runs: gathering the tags and finding each in each run is
+   linear (a quadratic plotter scanned the tags gathered so far for each of the runs' 110000 tags,
+   and each run's tags for each panel). No time is asserted: the size alone makes a quadratic
+   plotter take minutes under a sanitizer. */
+static void test_plot_many_tags(void **state) {
+    const char *dir = fresh_dir("many_tags");
+    enum { NTAGS = 20000, NRUNS = 10 };
+    char paths[NRUNS][1100], svg[1200], tag[32];
+    nb_scalar_log *logs[NRUNS];
+    for (int r = 0; r < NRUNS; r++) {
+        snprintf(paths[r], sizeof paths[r], "%s/run%d", dir, r);
+        nb_summary_writer *w = nb_summary_open(paths[r]);
+        assert_non_null(w);
+        /* run 0 holds every tag, the others every other one (in reverse order) and one of their own */
+        for (int i = r ? NTAGS - 2 : 0; r ? i >= 0 : i < NTAGS; i += r ? -2 : 1) {
+            snprintf(tag, sizeof tag, "layer%05d/norm", i);
+            assert_int_equal(nb_summary_scalar(w, tag, r ? -i : i, r), 0);
+        }
+        snprintf(tag, sizeof tag, "only_in_%d", r);
+        assert_int_equal(nb_summary_scalar(w, tag, 1, 0), 0);
+        assert_int_equal(nb_summary_close(w), 0);
+        logs[r] = nb_scalar_log_read(paths[r]);
+        assert_non_null(logs[r]);
+    }
+    assert_int_equal(nb_scalar_log_num_tags(logs[0]), NTAGS + 1);
+    const nb_scalar_log *runs[NRUNS];
+    for (int r = 0; r < NRUNS; r++) runs[r] = logs[r];
+    snprintf(svg, sizeof svg, "%s/many.svg", dir);
+    assert_int_equal(nb_plot_svg(runs, NULL, NRUNS, svg, (nb_plot_opts){ .panel_width = 120, .panel_height = 80 }), 0);
+    size_t n;
+    char *text = (char *)read_all(svg, &n);
+    text[n] = 0;
+    int panels = 0;
+    for (const char *p = text; (p = strstr(p, "<g class=\"panel\">")); p++) panels++;
+    assert_int_equal(panels, NTAGS + NRUNS);
+    assert_non_null(strstr(text, ">layer19999/norm<"));
+    assert_non_null(strstr(text, ">only_in_9<"));
+    free(text);
+    /* a filter keeps the matching tags only */
+    assert_int_equal(nb_plot_svg(runs, NULL, NRUNS, svg, (nb_plot_opts){ .tag_filter = "layer1999" }), 0);
+    text = (char *)read_all(svg, &n);
+    text[n] = 0;
+    panels = 0;
+    for (const char *p = text; (p = strstr(p, "<g class=\"panel\">")); p++) panels++;
+    assert_int_equal(panels, 10); /* layer19990 .. layer19999 */
+    free(text);
+    for (int r = 0; r < NRUNS; r++) nb_scalar_log_free(logs[r]);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) fixture_dir = argv[1];
     mkdir(fixture_dir, 0755);
@@ -603,6 +739,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_truncated_and_corrupt, clear_error_setup),
         cmocka_unit_test_setup(test_threads, clear_error_setup),
         cmocka_unit_test_setup(test_plot, clear_error_setup),
+        cmocka_unit_test_setup(test_histogram_read_back, clear_error_setup),
+        cmocka_unit_test_setup(test_plot_many_tags, clear_error_setup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];

@@ -83,19 +83,64 @@ static void polyline(FILE *f, const int64_t *steps, const double *v, int64_t n, 
     if (open) fputs("\"/>\n", f);
 }
 
-typedef struct tag_list { const char **tags; int n, cap; } tag_list;
+/* The tags to plot, in first-seen order, with a hash set over them (open addressing, linear
+   probing) so that gathering the tags of many runs is linear in their number, not quadratic. */
+typedef struct tag_list {
+    const char **tags;
+    int n, cap;
+    int *slot;    /* nslot entries: 1 + an index into tags, 0 when empty */
+    size_t nslot; /* a power of two, kept above twice n */
+} tag_list;
 
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The index of t in l, or -1. */
+static int tag_find(const tag_list *l, const char *t) {
+    if (!l->nslot) return -1;
+    for (size_t i = (size_t)hash_str(t) & (l->nslot - 1);; i = (i + 1) & (l->nslot - 1)) {
+        int k = l->slot[i] - 1;
+        if (k < 0) return -1;
+        if (strcmp(l->tags[k], t) == 0) return k;
+    }
+}
+
+static void tag_list_free(tag_list *l) {
+    free(l->tags);
+    free(l->slot);
+}
+
+/* Adds t unless it is there; false when memory runs out. */
 static bool tag_add(tag_list *l, const char *t) {
-    for (int i = 0; i < l->n; i++)
-        if (strcmp(l->tags[i], t) == 0) return true;
+    if (tag_find(l, t) >= 0) return true;
     if (l->n == l->cap) {
+        if (l->cap > INT32_MAX / 2) return false;
         int cap = l->cap ? l->cap * 2 : 16;
         const char **n = realloc(l->tags, sizeof *n * (size_t)cap);
         if (!n) return false;
         l->tags = n;
         l->cap = cap;
     }
-    l->tags[l->n++] = t;
+    if ((size_t)(l->n + 1) * 2 > l->nslot) { /* grow and rehash */
+        size_t nslot = l->nslot ? l->nslot * 2 : 64;
+        int *slot = calloc(nslot, sizeof *slot);
+        if (!slot) return false;
+        for (int k = 0; k < l->n; k++) {
+            size_t i = (size_t)hash_str(l->tags[k]) & (nslot - 1);
+            while (slot[i]) i = (i + 1) & (nslot - 1);
+            slot[i] = k + 1;
+        }
+        free(l->slot);
+        l->slot = slot;
+        l->nslot = nslot;
+    }
+    size_t i = (size_t)hash_str(t) & (l->nslot - 1);
+    while (l->slot[i]) i = (i + 1) & (l->nslot - 1);
+    l->tags[l->n] = t;
+    l->slot[i] = ++l->n;
     return true;
 }
 
@@ -121,26 +166,50 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
             const char *t = nb_scalar_log_tag(runs[r], i);
             if (o.tag_filter && !strstr(t, o.tag_filter)) continue;
             if (!tag_add(&tl, t)) {
-                free(tl.tags);
-                nb__error("%s: out of memory", fn);
+                tag_list_free(&tl);
+                nb__error("%s: out of memory for %d tags", fn, tl.n);
                 return -1;
             }
         }
+    /* where each tag is in each run (-1: absent), found through the hash set: nb_scalar_log_find
+       per panel and run would make the whole plot quadratic in the number of tags */
+    int64_t cells;
+    int *where = NULL;
+    if (nb__mul_overflows(tl.n ? tl.n : 1, n_runs, &cells) || (uint64_t)cells > SIZE_MAX / sizeof *where ||
+        !(where = malloc((size_t)cells * sizeof *where))) {
+        tag_list_free(&tl);
+        nb__error("%s: out of memory for %d tags of %d runs", fn, tl.n, n_runs);
+        return -1;
+    }
+    for (int64_t c = 0; c < cells; c++) where[c] = -1;
+    for (int r = 0; r < n_runs; r++)
+        for (int i = 0; i < nb_scalar_log_num_tags(runs[r]); i++) {
+            int ti = tag_find(&tl, nb_scalar_log_tag(runs[r], i));
+            if (ti >= 0 && where[(int64_t)ti * n_runs + r] < 0) where[(int64_t)ti * n_runs + r] = i;
+        }
     int cols = o.columns > 0 ? o.columns : 2;
     if (cols > tl.n) cols = tl.n > 0 ? tl.n : 1;
-    int rows = (tl.n + cols - 1) / cols;
+    int rows = tl.n / cols + (tl.n % cols ? 1 : 0);
     if (rows == 0) rows = 1;
+    int64_t w64, h64;
+    if (nb__mul_overflows(cols, pw, &w64) || w64 > INT32_MAX / 2 || nb__mul_overflows(rows, ph, &h64) ||
+        h64 > INT32_MAX / 2 || n_runs > INT32_MAX / 64) {
+        free(where), tag_list_free(&tl);
+        nb__error("%s: %d panels of %dx%d pixels in %d columns make too large a picture", fn, tl.n, pw, ph, cols);
+        return -1;
+    }
     int W = cols * pw, title_h = o.title ? 30 : 0;
     /* legend entries flow left to right and wrap; a name's width is estimated at 6.5 px a character */
     int *lx = malloc(sizeof(int) * (size_t)n_runs), *ly = malloc(sizeof(int) * (size_t)n_runs);
     if (!lx || !ly) {
-        free(lx), free(ly), free(tl.tags);
+        free(lx), free(ly), free(where), tag_list_free(&tl);
         nb__error("%s: out of memory", fn);
         return -1;
     }
     int cx = 16, line = 0;
     for (int r = 0; r < n_runs; r++) {
-        int w = 28 + (int)(6.5 * (double)(names && names[r] ? strlen(names[r]) : 6)) + 24;
+        size_t len = names && names[r] ? strlen(names[r]) : 6;
+        int w = 28 + (int)(6.5 * (double)(len < 100000 ? len : 100000)) + 24;
         if (cx > 16 && cx + w > W - 8) cx = 16, line++;
         lx[r] = cx, ly[r] = title_h + 16 + 18 * line;
         cx += w;
@@ -149,7 +218,7 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
     int H = title_h + legend_h + rows * ph;
     FILE *f = fopen(path, "w");
     if (!f) {
-        free(tl.tags), free(lx), free(ly);
+        free(where), tag_list_free(&tl), free(lx), free(ly);
         nb__error("%s: cannot write '%s': %s", fn, path, strerror(errno));
         return -1;
     }
@@ -187,7 +256,7 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
         double x0 = px + ml, x1 = px + pw - mr, y0 = py + ph - mb, y1 = py + mt;
         double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
         for (int r = 0; r < n_runs; r++) {
-            int k = nb_scalar_log_find(runs[r], tag);
+            int k = where[(int64_t)ti * n_runs + r];
             if (k < 0) continue;
             const int64_t *st;
             const double *v;
@@ -241,7 +310,7 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
         fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" text-anchor=\"middle\" fill=\"#444\">value</text>\n",
                 px + 14, (y0 + y1) / 2);
         for (int r = 0; r < n_runs; r++) {
-            int k = nb_scalar_log_find(runs[r], tag);
+            int k = where[(int64_t)ti * n_runs + r];
             if (k < 0) continue;
             const int64_t *st;
             const double *v;
@@ -252,7 +321,8 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
                 sm = malloc(sizeof(double) * (size_t)(n ? n : 1));
                 if (!sm) {
                     fclose(f);
-                    free(tl.tags);
+                    free(where);
+                    tag_list_free(&tl);
                     nb__error("%s: out of memory", fn);
                     return -1;
                 }
@@ -267,7 +337,8 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
     }
     fputs("</svg>\n", f);
     free(sm);
-    free(tl.tags);
+    free(where);
+    tag_list_free(&tl);
     bool bad = ferror(f);
     if (fclose(f) != 0 || bad) {
         nb__error("%s: writing '%s' failed: %s", fn, path, strerror(errno));
