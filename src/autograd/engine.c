@@ -39,14 +39,32 @@ static int accumulate(nb_tensor **slot, nb_tensor *g) {
     return 0;
 }
 
-/* Whether t holds NaN or Inf, computed with ops so it runs on any backend. */
-static bool nonfinite(nb_tensor *t) {
+/* Whether t holds NaN (NB_NONFINITE_NAN), infinities but no NaN (_INF) or neither, computed
+   with ops so it runs on any backend: the sum of |t| is NaN, infinite or finite. */
+static int nonfinite(nb_tensor *t) {
+    if (!t || !nb__is_float(t->dtype)) return NB_NONFINITE_NONE;
     bool suspended = nb__anomaly_suspend(true);
     nb_scope *s = nb_scope_begin();
     double v = nb_item(nb_sum_all(nb_abs(nb_cast(t, NB_F64))));
     nb_scope_end(s);
     nb__anomaly_suspend(suspended);
-    return !isfinite(v);
+    return v != v ? NB_NONFINITE_NAN : isinf(v) ? NB_NONFINITE_INF : NB_NONFINITE_NONE;
+}
+
+/* Anomaly mode's rule for a gradient gin of node n, given the gradient g that reached it: an
+   anomaly when gin holds a NaN that neither g nor the node's inputs, output and arguments held,
+   or an infinity where all of them were finite (the same rule as the forward check's). */
+static bool backward_anomaly(nb_node *n, nb_tensor *g, nb_tensor *gin) {
+    int c = nonfinite(gin);
+    if (c == NB_NONFINITE_NONE) return false;
+    int held = nb__args_nonfinite_class(&n->args);
+    if (held < c) { int k = nonfinite(g); held = k > held ? k : held; }
+    if (held < c) { int k = nonfinite(n->saved_out); held = k > held ? k : held; }
+    for (int i = 0; i < n->nin && held < c; i++) {
+        int k = nonfinite(n->inputs[i]);
+        held = k > held ? k : held;
+    }
+    return c > held;
 }
 
 /* Leaf gradients are contiguous, of the leaf's dtype, and never alias another tensor's storage
@@ -180,7 +198,7 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
                 rc = -1;
                 break;
             }
-            if (anomaly && nonfinite(gin[i]) && !nonfinite(g)) {
+            if (anomaly && backward_anomaly(n, g, gin[i])) {
                 nb__error("nb_backward: anomaly detected: the backward of nb_%s produced NaN or Inf in the gradient of "
                           "input %d %s", def->name, i, nb__describe(in, d, sizeof d));
                 rc = -1;

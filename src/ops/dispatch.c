@@ -54,26 +54,45 @@ static bool is_data_input(const nb_op_def *def, int i) {
     return !(i == 1 && (def->flags & NB_F_INDEX1));
 }
 
-static bool has_nonfinite(const nb_tensor *t) {
-    if (!nb__is_float(t->dtype)) return false;
+/* What non-finite values t holds: NB_NONFINITE_NONE, _INF (infinities, no NaN) or _NAN. */
+static int value_class(double v) { return v != v ? NB_NONFINITE_NAN : isinf(v) ? NB_NONFINITE_INF : NB_NONFINITE_NONE; }
+static int nonfinite_class(const nb_tensor *t) {
+    if (!nb__is_float(t->dtype)) return NB_NONFINITE_NONE;
     const void *p = nb__data(t);
+    int c = NB_NONFINITE_NONE;
     if (nb_is_contiguous(t) && t->dtype == NB_F32) {
         const float *f = p;
         for (int64_t i = 0; i < t->numel; i++)
-            if (!isfinite(f[i])) return true;
-        return false;
+            if (!isfinite(f[i])) {
+                if (f[i] != f[i]) return NB_NONFINITE_NAN;
+                c = NB_NONFINITE_INF;
+            }
+        return c;
     }
     int64_t idx[NB_MAX_DIMS] = { 0 };
     for (int64_t k = 0; k < t->numel; k++) {
         int64_t off = 0;
         for (int d = 0; d < t->shape.ndim; d++) off += idx[d] * t->stride[d];
-        if (!isfinite(nb__load(p, t->dtype, off))) return true;
+        int v = value_class(nb__load(p, t->dtype, off));
+        if (v == NB_NONFINITE_NAN) return v;
+        if (v > c) c = v;
         for (int d = t->shape.ndim - 1; d >= 0; d--) {
             if (++idx[d] < t->shape.dim[d]) break;
             idx[d] = 0;
         }
     }
-    return false;
+    return c;
+}
+
+int nb__nonfinite_class(const nb_tensor *t) { return nonfinite_class(t); }
+
+int nb__args_nonfinite_class(const nb_op_args *args) {
+    int c = NB_NONFINITE_NONE;
+    for (int k = 0; k < 8; k++) {
+        int v = value_class(args->f[k]);
+        if (v > c) c = v;
+    }
+    return c;
 }
 
 nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args_in) {
@@ -184,15 +203,30 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
 
     if (trace_rec && !trace_paused) trace_rec(trace_ctx, op, conv, nin, &args, out);
 
-    if (nb__anomaly_enabled() && !(def->flags & NB_F_VIEW) && has_nonfinite(out)) {
-        bool input_bad = false;
-        for (int i = 0; i < nin; i++) input_bad = input_bad || has_nonfinite(conv[i]);
-        char d[200];
-        nb__error("nb_%s: anomaly detected: the forward output %s contains NaN or Inf%s", def->name,
-                  nb__describe(out, d, sizeof d), input_bad ? " (an input already did)" : "");
-        nb_release(out);
-        out = NULL;
-        goto done;
+    /* Anomaly mode flags an op whose output holds a non-finite value that it made: a NaN when no
+       input (nor scalar argument) held a NaN, an infinity when none held a non-finite value. What
+       an op was given passes (a -inf mask added to scores, a NaN carried along), and creation ops
+       are never checked: nb_empty's buffer is uninitialised, nb_full(-inf) makes what it was
+       asked for. Views make no values. */
+    int out_class;
+    if (nb__anomaly_enabled() && !(def->flags & (NB_F_VIEW | NB_F_CREATE)) &&
+        (out_class = nonfinite_class(out)) != NB_NONFINITE_NONE) {
+        int in_class = nb__args_nonfinite_class(&args);
+        for (int i = 0; i < nin && in_class < out_class; i++) {
+            int c = nonfinite_class(conv[i]);
+            if (c > in_class) in_class = c;
+        }
+        if (out_class > in_class) {
+            char d[200];
+            nb__error("nb_%s: anomaly detected: the forward output %s contains NaN or Inf (%s)", def->name,
+                      nb__describe(out, d, sizeof d),
+                      out_class == NB_NONFINITE_NAN ? (in_class == NB_NONFINITE_INF ? "NaN, where the inputs held infinities only"
+                                                                                    : "NaN, where the inputs were finite")
+                                                    : "an infinity, where the inputs were finite");
+            nb_release(out);
+            out = NULL;
+            goto done;
+        }
     }
 
     if (!(def->flags & NB_F_NONDIFF) && def->backward && nb__grad_enabled()) {

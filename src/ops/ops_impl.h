@@ -83,6 +83,13 @@ int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_
 /* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
 enum { NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD };
 
+/* Anomaly mode's classes of values, ordered: finite < infinities (no NaN) < NaN. */
+enum { NB_NONFINITE_NONE, NB_NONFINITE_INF, NB_NONFINITE_NAN };
+/* The class of t's values (scanned on the host: cpu tensors). */
+int nb__nonfinite_class(const nb_tensor *t);
+/* The class of an op's float arguments (a scalar operand, clamp's bounds). */
+int nb__args_nonfinite_class(const nb_op_args *args);
+
 /* Result dtype of combining a and b, by PyTorch's promotion (bool < integers < floats). */
 nb_dtype nb__promote(nb_dtype a, nb_dtype b);
 
