@@ -557,6 +557,23 @@ case('big_argmax_strided', 'argmax', [S((35000,), axis=0, kind='distinct')], ia=
 case('big_mean_all', 'mean_all', [In((200, 190), perm=(1, 0))], tol=100, **BIG)
 case('big_softmax_t', 'log_softmax', [T((190, 200))], ia=[0], tol=20, **BIG)
 
+# Ties in long reductions (the chunked path combines chunk results): the first extreme wins,
+# in argmax/argmin and in where max/min send the gradient.
+def ties(n, at, v):
+    x = [0.0] * n
+    for i in at:
+        x[i] = v
+    return x
+TIE_AT = (3, 30000)
+for op, v in (('argmax', 1.0), ('argmin', -1.0), ('max', 1.0), ('min', -1.0)):
+    case(f'tie_{op}_1d', op, [In((40000,), kind=('val', ties(40000, TIE_AT, v)))], ia=[0, 0], **BIG)
+    case(f'tie_{op}_zeros', op, [In((40000,), kind=('val', [0.0] * 40000))], ia=[0, 0], **BIG)
+    rows = [ties(40000, TIE_AT, v), ties(40000, (17, 39999), v)]
+    case(f'tie_{op}_rows', op, [In((2, 40000), kind=('val', rows))], ia=[1, 0], **BIG)
+    case(f'tie_{op}_cols', op, [In((40000, 2), kind=('val', rows), perm=(1, 0))], ia=[0, 1], **BIG)
+case('tie_argmax_i64', 'argmax', [In((40000,), kind=('val', [int(v) for v in ties(40000, TIE_AT, 1.0)]))],
+     ia=[0, 0], dtypes=('i64',))
+
 # Empty tensors and expanded (stride-0) matrix axes.
 case('add_empty', 'add', [In((0, 3)), In((3,))])
 case('matmul_k0', 'matmul', [In((3, 0)), In((0, 4))])
