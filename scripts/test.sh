@@ -11,5 +11,5 @@ cmake --build build -j"$jobs"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNABLA_SANITIZE=ON -DNABLA_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
-# the file parsers under libFuzzer for a bounded time (FUZZ_SECONDS each, 10 by default)
-FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh
+# the file parsers under libFuzzer for a bounded time (FUZZ_SECONDS each, 30 by default)
+FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh
