@@ -790,6 +790,52 @@ static void test_relu_nan_compiled(void **state) {
     nb_scope_end(s);
 }
 
+/* ---------------------------------------------------------------- CSE and random ops */
+
+static nb_tensor *rand_minus_rand(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_shape s = nb_shape_of(in[0]);
+    return nb_add(nb_mul_scalar(in[0], 0.0), nb_sub(nb_rand(s, NB_F32), nb_rand(s, NB_F32)));
+}
+
+/* two dropouts on same-shaped activations, in training mode */
+static nb_tensor *two_dropouts(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *h = nb_tanh(in[0]);
+    return nb_sub(nb_dropout(h, 0.5, true), nb_dropout(h, 0.5, true));
+}
+
+/* CSE never merges random draws: each run of the compiled graph equals eager under the same
+   seed, with and without fusion, and two draws of one shape differ. */
+static void check_random_graph(nb_graph_fn fn, unsigned disable) {
+    nb_manual_seed(7);
+    nb_tensor *x = nb_randn(NB_SHAPE(16, 24), NB_F32);
+    nb_compiled *c = nb_compile(fn, NULL, (nb_graph_opts){ .disable = disable });
+    for (int run = 0; run < 3; run++) { /* the trace, then replays */
+        nb_scope *s = nb_scope_begin();
+        nb_manual_seed(100 + (uint64_t)run);
+        nb_tensor *e = fn(&x, 1, NULL);
+        nb_manual_seed(100 + (uint64_t)run);
+        nb_tensor *r = nb_compiled_run(c, &x, 1);
+        if (!r) fail_msg("%s", nb_error());
+        if (max_rel(r, e) != 0) fail_msg("run %d: compiled differs from eager under the same seed", run);
+        double m = nb_item(nb_max(nb_abs(nb_reshape(r, NB_SHAPE(-1))), 0, false));
+        if (!(m > 0.1)) fail_msg("run %d: two random draws of one shape were merged (max |difference| %g)", run, m);
+        nb_scope_end(s);
+    }
+    nb_compiled_free(c);
+    nb_release(x);
+}
+
+static void test_cse_keeps_random_ops(void **state) {
+    (void)state;
+    check_random_graph(rand_minus_rand, 0);
+    check_random_graph(rand_minus_rand, NB_PASS_FUSE);
+    check_random_graph(two_dropouts, 0);
+    check_random_graph(two_dropouts, NB_PASS_FUSE);
+    assert_null(nb_error());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
@@ -815,6 +861,7 @@ int main(void) {
         cmocka_unit_test_setup(test_compiler_failure_falls_back, clear_error_setup),
         cmocka_unit_test_setup(test_dump, clear_error_setup),
         cmocka_unit_test_setup(test_relu_nan_compiled, clear_error_setup),
+        cmocka_unit_test_setup(test_cse_keeps_random_ops, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }
