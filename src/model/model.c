@@ -184,17 +184,33 @@ static int history_add(nb_history *h, const char **names, const double *values, 
     return 0;
 }
 
+/* A duration as "42s", "3m05s" or "1h02m", for ETAs. */
+static const char *duration(double secs, char *buf, size_t size) {
+    long s = secs > 0 && secs < 1e9 ? (long)(secs + 0.5) : 0;
+    if (s < 60) snprintf(buf, size, "%lds", s);
+    else if (s < 3600) snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, size, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    return buf;
+}
+
+/* The progress line: in place on a terminal with the epoch's ETA; once per epoch otherwise. Each
+   epoch's last line also gives the time left in the run, from the mean epoch so far
+   (run_secs over epochs_run), when epochs remain. */
 static void progress(int verbose, bool tty, int epoch, int epochs, int64_t done, int64_t total, double secs,
-                     const char **names, const double *values, int n, bool final) {
+                     const char **names, const double *values, int n, bool final, double run_secs, int epochs_run) {
     if (verbose < 0 || (!tty && !final)) return;
-    char bar[31];
+    char bar[31], eta[32];
     int filled = total > 0 ? (int)(30 * done / total) : 30;
     for (int i = 0; i < 30; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : '.');
     bar[30] = 0;
     printf("%sEpoch %d/%d  %lld/%lld [%s] %.1fs %.2fms/step", tty ? "\r" : "", epoch, epochs, (long long)done,
            (long long)total, bar, secs, done ? 1e3 * secs / (double)done : 0.0);
+    if (!final && done > 0 && done < total)
+        printf(" - ETA %s", duration(secs / (double)done * (double)(total - done), eta, sizeof eta));
     for (int i = 0; i < n; i++) printf(" - %s: %.4f", names[i], values[i]);
-    printf(final ? "\n" : "");
+    if (final && epoch < epochs && epochs_run > 0)
+        printf(" - run ETA %s", duration(run_secs / epochs_run * (epochs - epoch), eta, sizeof eta));
+    printf(final ? "\n" : "\033[K"); /* clear what a longer line left behind */
     fflush(stdout);
 }
 
@@ -354,6 +370,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb_history_free(h);
         return NULL;
     }
+    double run_t0 = now_s();
     for (int epoch = o.initial_epoch + 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
             if (o.callbacks[c].on_epoch_begin) o.callbacks[c].on_epoch_begin(m, epoch, o.callbacks[c].user);
@@ -387,7 +404,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
                 if (o.callbacks[c].on_batch_end && !o.callbacks[c].on_batch_end(m, step, l, o.callbacks[c].user)) stop = true;
             if (tty && done % 20 == 0) {
                 int k = metric_values(m, &t, "", names, values);
-                progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, false);
+                progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, false, 0, 0);
             }
         }
         if (nb_data_loader_failed(train)) failed = true;
@@ -401,7 +418,8 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             }
             k += metric_values(m, &v, "val_", names + k, values + k);
         }
-        progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, true);
+        progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, true, now_s() - run_t0,
+                 epoch - o.initial_epoch);
         if (history_add(h, names, values, k) < 0) {
             nb__error("nb_model_fit: out of memory");
             failed = true;
