@@ -183,6 +183,65 @@ static void test_anomaly_rule(void **state) {
     nb_scope_end(s);
 }
 
+/* Every failing call records a message naming its function, a NULL argument included (the first
+   message of a chain wins), and a gradient of the wrong kind is an error. */
+static void test_failures_record_errors(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_ones(NB_SHAPE(2, 3), NB_F32);
+#define EXPECT_NAMED(call, fn)                                                                            \
+    do {                                                                                                  \
+        nb_error_clear();                                                                                 \
+        (void)(call);                                                                                     \
+        if (!nb_error() || strncmp(nb_error(), fn ": ", strlen(fn) + 2) != 0)                             \
+            fail_msg("%s: expected an error naming %s, got \"%s\"", #call, fn, nb_error() ? nb_error() : "(none)"); \
+    } while (0)
+    EXPECT_NAMED(nb_stack((nb_tensor *[]){ a, NULL }, 2, 0), "nb_stack");
+    nb_module *lin = nb_nn_linear(3, 2);
+    EXPECT_NAMED(nb_forward(lin, NULL), "nb_forward");
+    EXPECT_NAMED(nb_forward(NULL, a), "nb_forward");
+    EXPECT_NAMED(nb_item(NULL), "nb_item");
+    EXPECT_NAMED(nb_dim(NULL, 0), "nb_dim");
+    EXPECT_NAMED(nb_copy_to(NULL, NULL, 0), "nb_copy_to");
+    EXPECT_NAMED(nb_add(a, NULL), "nb_add");
+    EXPECT_NAMED(nb_relu(NULL), "nb_relu");
+    EXPECT_NAMED(nb_sum(NULL, 0, false), "nb_sum");
+    EXPECT_NAMED(nb_mean(NULL, 0, false), "nb_mean");
+    EXPECT_NAMED(nb_sum_all(NULL), "nb_sum_all");
+    EXPECT_NAMED(nb_reshape(NULL, NB_SHAPE(6)), "nb_reshape");
+    EXPECT_NAMED(nb_transpose(NULL, 0, 1), "nb_transpose");
+    EXPECT_NAMED(nb_cast(NULL, NB_F64), "nb_cast");
+    EXPECT_NAMED(nb_max_pool2d(NULL, 2, (nb_pool_opts){ 0 }), "nb_max_pool2d");
+    EXPECT_NAMED(nb_dropout(NULL, 0.5, true), "nb_dropout");
+    EXPECT_NAMED(nb_backward(NULL), "nb_backward");
+    nb_optimizer *o = nb_optim_sgd(lin, (nb_sgd_opts){ .lr = 0.1 });
+    EXPECT_NAMED(nb_optim_get_lr(o, -5), "nb_optim_get_lr");
+    nb_error_clear();
+    assert_true(isnan(nb_optim_get_lr(o, 1)));
+    ASSERT_ERROR_CONTAINS("nb_optim_get_lr: group 1 is out of range");
+    EXPECT_NAMED(nb_optim_get_lr(NULL, 0), "nb_optim_get_lr");
+    /* the first message of a chain wins */
+    nb_error_clear();
+    assert_null(nb_relu(nb_sum(a, 5, false)));
+    ASSERT_ERROR_CONTAINS("nb_sum: axis 5 is out of range");
+    /* nb_backward_with: a gradient of another shape or a non-float dtype is an error */
+    nb_tensor *w = nb_set_requires_grad(nb_ones(NB_SHAPE(3), NB_F32), true);
+    nb_tensor *y = nb_mul(w, w);
+    int64_t gi[3] = { 1, 1, 1 };
+    nb_error_clear();
+    assert_int_equal(nb_backward_with(y, nb_from_data(gi, NB_SHAPE(3), NB_I64)), -1);
+    ASSERT_ERROR_CONTAINS("nb_backward: gradient [3] i64 must be a float tensor");
+    assert_null(nb_grad_of(w));
+    assert_int_equal(nb_backward_with(y, nb_ones(NB_SHAPE(1, 3), NB_F32)), -1);
+    ASSERT_ERROR_CONTAINS("nb_backward: gradient [1, 3] f32 does not match tensor [3] f32");
+    assert_int_equal(nb_backward_with(y, nb_ones(NB_SHAPE(3), NB_F32)), 0);
+    assert_null(nb_error());
+#undef EXPECT_NAMED
+    nb_optim_free(o);
+    nb_module_free(lin);
+    nb_scope_end(s);
+}
+
 static long rss_kb(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long pages = 0, resident = 0;
@@ -248,6 +307,7 @@ int main(void) {
         cmocka_unit_test_setup(test_anomaly_forward, clear_error_setup),
         cmocka_unit_test_setup(test_anomaly_backward, clear_error_setup),
         cmocka_unit_test_setup(test_anomaly_rule, clear_error_setup),
+        cmocka_unit_test_setup(test_failures_record_errors, clear_error_setup),
         cmocka_unit_test_setup(test_memory_flat_over_10000_steps, clear_error_setup),
     };
     return RUN_TESTS(tests);

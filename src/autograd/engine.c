@@ -100,6 +100,11 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         if (!nb__has_error()) nb__error("nb_backward: the gradient is NULL");
         return -1;
     }
+    if (!nb__is_float(seed->dtype)) {
+        nb__error("nb_backward: gradient %s must be a float tensor, for tensor %s", nb__describe(seed, ds, sizeof ds),
+                  nb__describe(root, d, sizeof d));
+        return -1;
+    }
     if (!nb__shape_eq(&seed->shape, &root->shape)) {
         nb__error("nb_backward: gradient %s does not match tensor %s", nb__describe(seed, ds, sizeof ds),
                   nb__describe(root, d, sizeof d));

@@ -289,7 +289,10 @@ nb_dtype nb_dtype_of(const nb_tensor *t) { return t ? t->dtype : NB_F32; }
 nb_device nb_device_of(const nb_tensor *t) { return t ? t->storage->device : (nb_device){ NB_CPU, 0 }; }
 
 int64_t nb_dim(const nb_tensor *t, int axis) {
-    if (!t) return -1;
+    if (!t) {
+        nb__error("nb_dim: input is NULL");
+        return -1;
+    }
     int a = nb__axis(axis, t->shape.ndim);
     if (a < 0 || t->shape.ndim == 0) {
         char d[200];
@@ -300,7 +303,10 @@ int64_t nb_dim(const nb_tensor *t, int axis) {
 }
 
 int64_t nb_stride(const nb_tensor *t, int axis) {
-    if (!t) return -1;
+    if (!t) {
+        nb__error("nb_stride: input is NULL");
+        return -1;
+    }
     int a = nb__axis(axis, t->shape.ndim);
     if (a < 0 || t->shape.ndim == 0) {
         char d[200];
@@ -328,7 +334,10 @@ bool nb_shares_storage(const nb_tensor *a, const nb_tensor *b) {
 NB_TLS unsigned nb__host_reads;
 
 void *nb_data_ptr(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_data_ptr: input is NULL");
+        return NULL;
+    }
     nb__host_reads++;
     if (!nb_is_contiguous(t) || t->storage->device.type != NB_CPU) {
         char d[200];
@@ -358,7 +367,10 @@ static void gather_dense(const nb_tensor *t, void *dst) {
 }
 
 int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
-    if (!t) return -1;
+    if (!t) {
+        nb__error("nb_copy_to: input is NULL");
+        return -1;
+    }
     size_t need = (size_t)t->numel * nb_dtype_size(t->dtype);
     if (bytes != need) {
         char d[200];
@@ -371,7 +383,10 @@ int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
 }
 
 double nb_item(const nb_tensor *t) {
-    if (!t) return NAN;
+    if (!t) {
+        nb__error("nb_item: input is NULL");
+        return NAN;
+    }
     nb__host_reads++;
     if (t->numel != 1) {
         char d[200];
@@ -382,7 +397,10 @@ double nb_item(const nb_tensor *t) {
 }
 
 nb_tensor *nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_set_requires_grad: input is NULL");
+        return NULL;
+    }
     if (t->grad_fn) {
         if (!requires_grad) {
             char d[200];

@@ -15,7 +15,10 @@ static int init_assign(nb_tensor *t, nb_tensor *value) {
 }
 
 int nb_init_uniform(nb_tensor *t, double lo, double hi) {
-    if (!t) return -1;
+    if (!t) {
+        nb__error("nb_init_uniform: input is NULL");
+        return -1;
+    }
     nb_scope *s = nb_scope_begin();
     int rc = init_assign(t, nb_add_scalar(nb_mul_scalar(nb_rand(nb_shape_of(t), nb_dtype_of(t)), hi - lo), lo));
     nb_scope_end(s);
@@ -23,7 +26,10 @@ int nb_init_uniform(nb_tensor *t, double lo, double hi) {
 }
 
 int nb_init_normal(nb_tensor *t, double mean, double std) {
-    if (!t) return -1;
+    if (!t) {
+        nb__error("nb_init_normal: input is NULL");
+        return -1;
+    }
     nb_scope *s = nb_scope_begin();
     int rc = init_assign(t, nb_add_scalar(nb_mul_scalar(nb_randn(nb_shape_of(t), nb_dtype_of(t)), std), mean));
     nb_scope_end(s);
@@ -31,7 +37,10 @@ int nb_init_normal(nb_tensor *t, double mean, double std) {
 }
 
 int nb_init_constant(nb_tensor *t, double value) {
-    if (!t) return -1;
+    if (!t) {
+        nb__error("nb_init_constant: input is NULL");
+        return -1;
+    }
     nb_scope *s = nb_scope_begin();
     int rc = init_assign(t, nb_full(NB_SHAPE(), value, nb_dtype_of(t)));
     nb_scope_end(s);
@@ -185,7 +194,10 @@ nb_module *nb_nn_dropout(double p) {
 }
 
 nb_tensor *nb_silu(nb_tensor *x) {
-    if (!x) return NULL;
+    if (!x) {
+        nb__error("nb_silu: input is NULL");
+        return NULL;
+    }
     nb_scope *s = nb_scope_begin();
     nb_tensor *r = nb_keep(nb_mul(x, nb_sigmoid(x)));
     nb_scope_end(s);
@@ -193,7 +205,10 @@ nb_tensor *nb_silu(nb_tensor *x) {
 }
 
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training) {
-    if (!x) return NULL;
+    if (!x) {
+        nb__error("nb_dropout: input is NULL");
+        return NULL;
+    }
     if (!(p >= 0 && p <= 1)) {
         nb__error("nb_dropout: probability must be in [0, 1], got %g", p);
         return NULL;
@@ -252,7 +267,10 @@ nb_module *nb_nn_embedding(int64_t num, int64_t dim) {
 
 /* ---------- layer norm ---------- */
 nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
-    if (!x) return NULL;
+    if (!x) {
+        nb__error("nb_layer_norm: input is NULL");
+        return NULL;
+    }
     nb_scope *s = nb_scope_begin();
     nb_tensor *mu = nb_mean(x, -1, true);
     nb_tensor *d = nb_sub(x, mu);

@@ -141,7 +141,10 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
         if (!nb__has_error()) nb__error("nb_forward: module is NULL");
         return NULL;
     }
-    if (!x) return NULL;
+    if (!x) {
+        nb__error("nb_forward: input is NULL");
+        return NULL;
+    }
     if (!m->cls->forward) {
         nb__error("nb_forward: %s has no forward", m->cls->name);
         return NULL;
@@ -150,7 +153,10 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
 }
 
 nb_module *nb_module_to(nb_module *m, nb_device device) {
-    if (!m) return NULL;
+    if (!m) {
+        nb__error("nb_module_to: module is NULL");
+        return NULL;
+    }
     if (device.type != NB_CPU || device.index < 0) {
         char dv[32];
         nb__error("nb_module_to: device %s is not available: this build of nabla has the cpu backend only",

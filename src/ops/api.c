@@ -111,7 +111,10 @@ nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi) {
 
 /* ---- reductions ---- */
 static nb_tensor *reduce(nb_op_id op, const char *fn, nb_tensor *t, int axis, bool keepdim) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_%s: input is NULL", fn);
+        return NULL;
+    }
     int a = nb__axis(axis, t->shape.ndim);
     if (a < 0) {
         char d[200];
@@ -128,7 +131,10 @@ nb_tensor *nb_argmax(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP
 nb_tensor *nb_argmin(nb_tensor *t, int axis, bool keepdim) { return reduce(NB_OP_ARGMIN, "argmin", t, axis, keepdim); }
 
 nb_tensor *nb_mean(nb_tensor *t, int axis, bool keepdim) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_mean: input is NULL");
+        return NULL;
+    }
     int a = nb__axis(axis, t->shape.ndim);
     int64_t n = a < 0 ? 1 : (t->shape.ndim ? t->shape.dim[a] : 1);
     COMPOSITE_BEGIN
@@ -138,13 +144,19 @@ nb_tensor *nb_mean(nb_tensor *t, int axis, bool keepdim) {
 }
 
 nb_tensor *nb_sum_all(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_sum_all: input is NULL");
+        return NULL;
+    }
     nb_op_args args = { .i = { t->shape.ndim ? ((int64_t)1 << t->shape.ndim) - 1 : 0, 0 } };
     return call1(NB_OP_SUM, t, &args);
 }
 
 nb_tensor *nb_mean_all(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_mean_all: input is NULL");
+        return NULL;
+    }
     COMPOSITE_BEGIN
     nb_tensor *x = nb__is_float(t->dtype) ? t : nb_cast(t, NB_F32);
     result_ = nb_mul_scalar(nb_sum_all(x), t->numel ? 1.0 / (double)t->numel : NAN);
@@ -152,7 +164,10 @@ nb_tensor *nb_mean_all(nb_tensor *t) {
 }
 
 nb_tensor *nb_sum_to(nb_tensor *t, nb_shape shape) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_sum_to: input is NULL");
+        return NULL;
+    }
     if (nb__shape_eq(&t->shape, &shape)) return nb__own(nb_retain(t));
     int nd = t->shape.ndim, lead = nd - shape.ndim;
     char sh[160], d[200];
@@ -178,7 +193,10 @@ nb_tensor *nb_sum_to(nb_tensor *t, nb_shape shape) {
 }
 
 nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_logsumexp: input is NULL");
+        return NULL;
+    }
     COMPOSITE_BEGIN
     /* shift by the detached max (so the gradient is softmax); an all -inf row shifts by 0 */
     nb_tensor *m = nb_detach(nb_max(t, axis, true));
@@ -189,7 +207,10 @@ nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim) {
 }
 
 nb_tensor *nb_var(nb_tensor *t, int axis, bool keepdim) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_var: input is NULL");
+        return NULL;
+    }
     int a = nb__axis(axis, t->shape.ndim);
     int64_t n = a < 0 ? 1 : (t->shape.ndim ? t->shape.dim[a] : 1);
     COMPOSITE_BEGIN
@@ -206,7 +227,10 @@ nb_tensor *nb_log_softmax(nb_tensor *t, int axis) { return call1(NB_OP_LOG_SOFTM
 nb_tensor *nb_view(nb_tensor *t, nb_shape shape) { return call1(NB_OP_VIEW, t, &(nb_op_args){ .shape = shape }); }
 
 nb_tensor *nb_reshape(nb_tensor *t, nb_shape shape) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_reshape: input is NULL");
+        return NULL;
+    }
     if (nb__resolve_shape("reshape", t, &shape) < 0) return NULL;
     if (nb__shape_eq(&t->shape, &shape)) return nb__own(nb_retain(t));
     int64_t stride[NB_MAX_DIMS];
@@ -217,7 +241,10 @@ nb_tensor *nb_reshape(nb_tensor *t, nb_shape shape) {
 }
 
 nb_tensor *nb_permute(nb_tensor *t, const int *perm) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_permute: input is NULL");
+        return NULL;
+    }
     if (!perm && t->shape.ndim > 0) { nb__error("nb_permute: perm is NULL"); return NULL; }
     nb_op_args a = { 0 };
     for (int i = 0; i < t->shape.ndim; i++) a.i[i] = perm[i];
@@ -225,7 +252,10 @@ nb_tensor *nb_permute(nb_tensor *t, const int *perm) {
 }
 
 nb_tensor *nb_transpose(nb_tensor *t, int axis0, int axis1) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_transpose: input is NULL");
+        return NULL;
+    }
     int nd = t->shape.ndim, a0 = nb__axis(axis0, nd), a1 = nb__axis(axis1, nd);
     if (a0 < 0 || a1 < 0) {
         char d[200];
@@ -246,7 +276,10 @@ nb_tensor *nb_expand(nb_tensor *t, nb_shape shape) {
 }
 
 nb_tensor *nb_squeeze(nb_tensor *t, int axis) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_squeeze: input is NULL");
+        return NULL;
+    }
     int a = nb__axis(axis, t->shape.ndim);
     if (a < 0) {
         char d[200];
@@ -261,7 +294,10 @@ nb_tensor *nb_squeeze(nb_tensor *t, int axis) {
 }
 
 nb_tensor *nb_unsqueeze(nb_tensor *t, int axis) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_unsqueeze: input is NULL");
+        return NULL;
+    }
     int nd = t->shape.ndim;
     int a = axis < 0 ? axis + nd + 1 : axis;
     if (a < 0 || a > nd || nd >= NB_MAX_DIMS) {
@@ -277,7 +313,10 @@ nb_tensor *nb_unsqueeze(nb_tensor *t, int axis) {
 }
 
 nb_tensor *nb_flatten(nb_tensor *t, int start_axis, int end_axis) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_flatten: input is NULL");
+        return NULL;
+    }
     int nd = t->shape.ndim;
     if (nd == 0) return nb_reshape(t, (nb_shape){ 1, { 1 } });
     int s = nb__axis(start_axis, nd), e = nb__axis(end_axis, nd);
@@ -313,7 +352,10 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {
         return NULL;
     }
     for (int k = 0; k < n; k++) {
-        if (!ts[k]) return NULL;
+        if (!ts[k]) {
+            nb__error("nb_stack: tensor %d is NULL", k);
+            return NULL;
+        }
         if (!nb__shape_eq(&ts[k]->shape, &ts[0]->shape)) {
             char d0[200], d[200];
             nb__error("nb_stack: tensor %d is %s but tensor 0 is %s (all must match)", k,
@@ -371,19 +413,28 @@ nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx) {
 
 /* ---- conversion ---- */
 nb_tensor *nb_contiguous(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_contiguous: input is NULL");
+        return NULL;
+    }
     if (nb_is_contiguous(t)) return nb__own(nb_retain(t));
     return call1(NB_OP_COPY, t, NULL);
 }
 nb_tensor *nb_clone(nb_tensor *t) { return call1(NB_OP_COPY, t, NULL); }
 nb_tensor *nb_detach(nb_tensor *t) { return call1(NB_OP_DETACH, t, NULL); }
 nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_cast: input is NULL");
+        return NULL;
+    }
     if (t->dtype == dtype) return nb__own(nb_retain(t));
     return call1(NB_OP_CAST, t, &(nb_op_args){ .dtype = dtype });
 }
 nb_tensor *nb_to(nb_tensor *t, nb_device device) {
-    if (!t) return NULL;
+    if (!t) {
+        nb__error("nb_to: input is NULL");
+        return NULL;
+    }
     char dv[32];
     if (device.index < 0) {
         nb__error("nb_to: invalid device (index %d)", device.index);

@@ -43,7 +43,10 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts
 }
 
 static nb_tensor *pool(nb_op_id op, const char *fn, nb_tensor *x, int kernel, nb_pool_opts opts) {
-    if (!x) return NULL;
+    if (!x) {
+        nb__error("nb_%s: input is NULL", fn);
+        return NULL;
+    }
     if (kernel < 1 || opts.stride < 0 || opts.padding < 0) {
         nb__error("nb_%s: kernel %d must be positive and stride %d and padding %d not negative", fn, kernel, opts.stride,
                   opts.padding);
@@ -63,7 +66,10 @@ nb_tensor *nb_avg_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts) {
 }
 
 nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int out_h, int out_w) {
-    if (!x) return NULL;
+    if (!x) {
+        nb__error("nb_adaptive_avg_pool2d: input is NULL");
+        return NULL;
+    }
     nb_op_args a = { .i = { out_h, out_w } };
     return run_batched(NB_OP_ADAPTIVE_AVG_POOL2D, &x, 1, &a);
 }

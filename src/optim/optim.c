@@ -171,7 +171,10 @@ nb_optimizer *nb_optim_adagrad(nb_module *m, nb_adagrad_opts opts) {
 }
 
 int nb_optim_add_param_group(nb_optimizer *o, nb_tensor *const *params, int n, nb_group_opts opts) {
-    if (!o) return -1;
+    if (!o) {
+        nb__error("nb_optim_add_param_group: optimizer is NULL");
+        return -1;
+    }
     const char *fn = "nb_optim_add_param_group";
     if (n < 0 || (n > 0 && !params)) {
         nb__error("%s: invalid parameter list", fn);
@@ -257,7 +260,10 @@ static void sync_hyper(nb_optimizer *o) {
 }
 
 int nb_optim_init_state(nb_optimizer *o) {
-    if (!o) return -1;
+    if (!o) {
+        nb__error("nb_optim_init_state: optimizer is NULL");
+        return -1;
+    }
     /* State is made once and kept: a tracer must capture it, not record its creation. */
     bool traced = nb__trace_suspend(true);
     int rc = 0;
@@ -348,7 +354,10 @@ void nb_optim_set_lr(nb_optimizer *o, double lr) {
 }
 
 int nb_optim_set_group_lr(nb_optimizer *o, int g, double lr) {
-    if (!o) return -1;
+    if (!o) {
+        nb__error("nb_optim_set_group_lr: optimizer is NULL");
+        return -1;
+    }
     if (g < 0 || g >= o->ngroups) {
         nb__error("nb_optim_set_group_lr: group %d does not exist (%d groups)", g, o->ngroups);
         return -1;
@@ -359,7 +368,14 @@ int nb_optim_set_group_lr(nb_optimizer *o, int g, double lr) {
 }
 
 double nb_optim_get_lr(const nb_optimizer *o, int g) {
-    if (!o || g < 0 || g >= o->ngroups) return NAN;
+    if (!o) {
+        nb__error("nb_optim_get_lr: optimizer is NULL");
+        return NAN;
+    }
+    if (g < 0 || g >= o->ngroups) {
+        nb__error("nb_optim_get_lr: group %d is out of range (the optimizer has %d)", g, o->ngroups);
+        return NAN;
+    }
     return o->groups[g].lr;
 }
 
@@ -385,7 +401,10 @@ static void free_state_names(nb_optimizer *o) {
 }
 
 int nb_optim_named_state(nb_optimizer *o, nb_named_tensor *out, int cap) {
-    if (!o) return -1;
+    if (!o) {
+        nb__error("nb_optim_named_state: optimizer is NULL");
+        return -1;
+    }
     free_state_names(o);
     int total = 0;
     for (int i = 0; i < o->nslots; i++) {
@@ -461,7 +480,10 @@ static nb_tensor *grad_norm_tensor(nb_module *m) {
 }
 
 double nb_grad_norm(nb_module *m) {
-    if (!m) return -1;
+    if (!m) {
+        nb__error("nb_grad_norm: module is NULL");
+        return -1;
+    }
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_scope_begin();
     nb_tensor *t = grad_norm_tensor(m);

@@ -207,7 +207,10 @@ nb_scheduler *nb_sched_one_cycle(nb_optimizer *opt, double max_lr, int total_ste
 }
 
 int nb_sched_step(nb_scheduler *s) {
-    if (!s) return -1;
+    if (!s) {
+        nb__error("nb_sched_step: scheduler is NULL");
+        return -1;
+    }
     s->last_epoch++;
     return apply(s);
 }
@@ -215,7 +218,10 @@ int nb_sched_step(nb_scheduler *s) {
 int nb_sched_last_epoch(const nb_scheduler *s) { return s ? s->last_epoch : -1; }
 
 int nb_sched_set_last_epoch(nb_scheduler *s, int epoch) {
-    if (!s) return -1;
+    if (!s) {
+        nb__error("nb_sched_set_last_epoch: scheduler is NULL");
+        return -1;
+    }
     if (epoch < 0) {
         nb__error("nb_sched_set_last_epoch: epoch must be non-negative, got %d", epoch);
         return -1;
