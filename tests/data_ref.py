@@ -37,3 +37,16 @@ for cls, mode in (("a", "L"), ("b", "RGB")):
         img = np.stack([(7 * i + 3 * j + 50 * c + k) % 256 for c in range(ch)], axis=-1).astype(np.uint8)
         Image.fromarray(img[..., 0] if ch == 1 else img, mode).save(os.path.join(out, "images", cls, f"img{k}.png"))
 print("wrote", out)
+
+# Resize and channel references from torch (not nabla): bilinear, align_corners=False, no
+# antialiasing, down and up; torchvision's luma weights for RGB -> gray.
+import torch
+import torch.nn.functional as F
+src = (torch.arange(2 * 5 * 7, dtype=torch.float32).reshape(2, 5, 7) * 0.37) % 3.1
+np.save(os.path.join(out, "resize_src.npy"), src.numpy())
+for h, w in ((3, 4), (9, 11), (5, 7)):
+    r = F.interpolate(src[None], size=(h, w), mode="bilinear", align_corners=False, antialias=False)[0]
+    np.save(os.path.join(out, f"resize_{h}x{w}.npy"), r.numpy())
+rgb = torch.rand(3, 4, 5, generator=torch.Generator().manual_seed(0))
+np.save(os.path.join(out, "rgb_src.npy"), rgb.numpy())
+np.save(os.path.join(out, "rgb_gray.npy"), (0.2989 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2])[None].numpy())

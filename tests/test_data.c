@@ -773,6 +773,74 @@ static void test_loader_shuffle_order(void **state) {
     assert_null(nb_error());
 }
 
+/* nb_transform_resize against torch's bilinear interpolate (down, up and the same size), and
+   nb_transform_channels against torchvision's luma weights; wrong samples are errors. */
+static double max_abs_diff(nb_tensor *a, nb_tensor *b) {
+    return nb_item(nb_max(nb_flatten(nb_abs(nb_sub(a, b)), 0, -1), 0, false));
+}
+
+static void test_resize_channels(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    char p[4200];
+    nb_tensor *src = nb_load_npy(path_in(ref_dir, "resize_src.npy", p, sizeof p));
+    assert_non_null(src);
+    const int64_t sizes[3][2] = { { 3, 4 }, { 9, 11 }, { 5, 7 } };
+    for (int k = 0; k < 3; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "resize_%lldx%lld.npy", (long long)sizes[k][0], (long long)sizes[k][1]);
+        nb_tensor *want = nb_load_npy(path_in(ref_dir, name, p, sizeof p));
+        nb_transform *t = nb_transform_resize(sizes[k][0], sizes[k][1]);
+        nb_tensor *got = nb_transform_apply(t, src, 0);
+        nb_transform_free(t);
+        assert_non_null(got);
+        assert_int_equal(nb_dim(got, 1), sizes[k][0]);
+        assert_int_equal(nb_dim(got, 2), sizes[k][1]);
+        double err = max_abs_diff(got, want);
+        if (!(err < 1e-5)) fail_msg("resize to %s: max error %g against torch", name, err);
+    }
+    nb_tensor *rgb = nb_load_npy(path_in(ref_dir, "rgb_src.npy", p, sizeof p));
+    nb_tensor *gray_want = nb_load_npy(path_in(ref_dir, "rgb_gray.npy", p, sizeof p));
+    nb_transform *g = nb_transform_channels(1), *c3 = nb_transform_channels(3);
+    nb_tensor *gray = nb_transform_apply(g, rgb, 0);
+    double err = max_abs_diff(gray, gray_want);
+    if (!(err < 1e-6)) fail_msg("rgb to gray: max error %g against torchvision's weights", err);
+    nb_tensor *back = nb_transform_apply(c3, gray, 0); /* gray repeated in three channels */
+    assert_int_equal(nb_dim(back, 0), 3);
+    assert_true(max_abs_diff(nb_slice(back, 0, 2, 3, 1), gray) == 0);
+    assert_true(nb_transform_apply(c3, rgb, 0) != NULL); /* already RGB: unchanged */
+    /* wrong samples and sizes are errors naming the transform */
+    assert_null(nb_transform_apply(g, nb_zeros(NB_SHAPE(5, 4, 4), NB_F32), 0));
+    ASSERT_ERROR_CONTAINS("nb_transform_channels");
+    nb_transform *r = nb_transform_resize(4, 4);
+    assert_null(nb_transform_apply(r, nb_zeros(NB_SHAPE(1, 4, 4), NB_U8), 0));
+    ASSERT_ERROR_CONTAINS("nb_transform_resize");
+    assert_null(nb_transform_resize(0, 4));
+    ASSERT_ERROR_CONTAINS("nb_transform_resize");
+    assert_null(nb_transform_channels(2));
+    ASSERT_ERROR_CONTAINS("nb_transform_channels");
+    nb_transform_free(r);
+    nb_transform_free(g);
+    nb_transform_free(c3);
+    /* the reference folder mixes gray and RGB images: mapped to RGB and resized, they batch, and
+       the batch equals the samples read one by one */
+    nb_dataset *folder = nb_data_image_folder(path_in(ref_dir, "images", p, sizeof p));
+    nb_dataset *mapped = nb_data_map(folder, nb_transform_compose(nb_transform_channels(3), nb_transform_resize(4, 4), NULL));
+    nb_dataset_free(folder);
+    const int64_t all[6] = { 0, 1, 2, 3, 4, 5 };
+    nb_batch b;
+    assert_int_equal(nb_dataset_get_batch(mapped, all, 6, &b), 0);
+    assert_int_equal(nb_dim(b.x, 0), 6);
+    assert_int_equal(nb_dim(b.x, 1), 3);
+    for (int64_t i = 0; i < 6; i++) {
+        nb_batch one;
+        assert_int_equal(nb_dataset_get(mapped, i, &one), 0);
+        assert_true(max_abs_diff(nb_slice(b.x, 0, i, i + 1, 1), nb_unsqueeze(one.x, 0)) == 0); /* the scope owns one */
+    }
+    nb_dataset_free(mapped);
+    nb_scope_end(s);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) ref_dir = argv[1];
     snprintf(tmpdir, sizeof tmpdir, "/tmp/nabla_test_data_XXXXXX");
@@ -793,6 +861,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_csv_nul, clear_error_setup),
         cmocka_unit_test_setup(test_readers_refuse_special_files, clear_error_setup),
         cmocka_unit_test_setup(test_loader_shuffle_order, clear_error_setup),
+        cmocka_unit_test_setup(test_resize_channels, clear_error_setup),
     };
     int rc = RUN_TESTS(tests);
     char cmd[400];

@@ -105,6 +105,11 @@ NB_API nb_transform *nb_transform_normalize(const float *mean, const float *std,
 NB_API nb_transform *nb_transform_random_crop(int64_t height, int64_t width, int64_t padding);
 /* Mirrors the last axis with probability p (0 means 0.5). */
 NB_API nb_transform *nb_transform_random_hflip(double p);
+/* Bilinear resize of an f32 [C, H, W] or [H, W] sample to height x width, as torch's
+   interpolate(mode="bilinear", align_corners=False) without antialiasing. */
+NB_API nb_transform *nb_transform_resize(int64_t height, int64_t width);
+/* An f32 [C, H, W] image to 1 channel (gray, torchvision's luma weights) or 3 (RGB); alpha is dropped. */
+NB_API nb_transform *nb_transform_channels(int channels);
 /* A user's transform: fn returns the new x (as a tensor function would); key seeds its randomness. */
 NB_API nb_transform *nb_transform_fn(nb_tensor *(*fn)(nb_tensor *x, uint64_t key, void *ctx), void *ctx);
 /* Applies first, then each next transform, up to a NULL; takes ownership of them. */

@@ -458,6 +458,21 @@ static int map_get(void *self, int64_t index, uint64_t key, nb_batch *out) {
    the labels are the base's, untouched, so they pass through as one tensor. */
 static int map_get_batch(void *self, const int64_t *idx, int64_t n, uint64_t key, nb_batch *out) {
     map_ds *m = self;
+    if (m->tx && !m->base->cls->get_batch) {
+        /* a base that reads sample by sample (an image folder) may hold samples of different
+           shapes, which only the transform makes alike: transform each, then stack, with the
+           same keys as map_get */
+        nb_batch *s = calloc((size_t)(n > 0 ? n : 1), sizeof *s);
+        if (!s) { nb__error("nb_data_map: out of memory"); return -1; }
+        int rc = 0;
+        for (int64_t i = 0; i < n && rc == 0; i++) rc = nb__ds_get(m->base, idx[i], nb_data_key(key, MAP_SALT_BASE), &s[i]);
+        uint64_t sk = nb_data_key(key, MAP_SALT_SAMPLE);
+        for (int64_t i = 0; i < n && rc == 0; i++)
+            if (!(s[i].x = nb__transform_run(m->tx, s[i].x, nb_data_key(sk, (uint64_t)idx[i])))) rc = -1;
+        if (rc == 0) rc = nb__collate(s, n, out, "nb_data_map");
+        free(s);
+        return rc;
+    }
     nb_batch b;
     if (nb__ds_get_batch(m->base, idx, n, nb_data_key(key, MAP_SALT_BASE), &b) < 0) return -1;
     if (!m->tx) { *out = b; return 0; }

@@ -1,12 +1,13 @@
 /* Per-sample transforms: to float and scale, per-channel normalisation, random crop with
-   padding, random horizontal flip, a user's function, and composition. Random ones draw from
+   padding, random horizontal flip, bilinear resize, gray/RGB conversion, a user's function, and
+   composition. Random ones draw from
    the sample's key only, so results never depend on which thread runs them. */
 #include "data_impl.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { TF_FLOAT, TF_NORMALIZE, TF_CROP, TF_FLIP, TF_FN, TF_COMPOSE };
+enum { TF_FLOAT, TF_NORMALIZE, TF_CROP, TF_FLIP, TF_RESIZE, TF_CHANNELS, TF_FN, TF_COMPOSE };
 
 struct nb_transform {
     int kind;
@@ -72,6 +73,26 @@ nb_transform *nb_transform_random_hflip(double p) {
     if (p < 0 || p > 1) { nb__error("nb_transform_random_hflip: p %g is not in [0, 1]", p); return NULL; }
     nb_transform *t = tf_new(TF_FLIP, "nb_transform_random_hflip");
     if (t) t->p = p == 0 ? 0.5 : p;
+    return t;
+}
+
+nb_transform *nb_transform_resize(int64_t height, int64_t width) {
+    if (height <= 0 || width <= 0 || height > (1 << 20) || width > (1 << 20)) {
+        nb__error("nb_transform_resize: size %lldx%lld must be from 1 to 2^20 on each side", (long long)height, (long long)width);
+        return NULL;
+    }
+    nb_transform *t = tf_new(TF_RESIZE, "nb_transform_resize");
+    if (t) { t->height = height; t->width = width; }
+    return t;
+}
+
+nb_transform *nb_transform_channels(int channels) {
+    if (channels != 1 && channels != 3) {
+        nb__error("nb_transform_channels: channels is 1 (gray) or 3 (RGB), got %d", channels);
+        return NULL;
+    }
+    nb_transform *t = tf_new(TF_CHANNELS, "nb_transform_channels");
+    if (t) t->height = channels;
     return t;
 }
 
@@ -214,6 +235,81 @@ static nb_tensor *run_flip(nb_transform *t, nb_tensor *x, uint64_t key) {
     return out;
 }
 
+/* Bilinear resampling with half-pixel centres, as torch's interpolate(mode="bilinear",
+   align_corners=False) without antialiasing: source coordinate (i + 0.5) * in / out - 0.5,
+   clamped at 0, blended between its two neighbours. */
+static nb_tensor *run_resize(nb_transform *t, nb_tensor *x) {
+    char d[200];
+    if ((x->shape.ndim != 2 && x->shape.ndim != 3) || x->dtype != NB_F32) {
+        nb__error("nb_transform_resize: expects an f32 [C, H, W] or [H, W] sample, got %s (put nb_transform_to_float "
+                  "first)", nb__describe(x, d, sizeof d));
+        return NULL;
+    }
+    int nd = x->shape.ndim;
+    int64_t c = nd == 3 ? x->shape.dim[0] : 1, h = x->shape.dim[nd - 2], w = x->shape.dim[nd - 1];
+    int64_t oh = t->height, ow = t->width;
+    if (h == 0 || w == 0) {
+        nb__error("nb_transform_resize: the sample %s has no pixels to resample", nb__describe(x, d, sizeof d));
+        return NULL;
+    }
+    if (oh == h && ow == w) return nb__own(nb_retain(x)); /* every source coordinate is a pixel */
+    nb_shape sh = x->shape;
+    sh.dim[nd - 2] = oh;
+    sh.dim[nd - 1] = ow;
+    nb_tensor *out = nb_empty(sh, NB_F32);
+    if (!out) return NULL;
+    const float *src = nb__data(x);
+    float *dst = nb__data(out);
+    float sy_scale = (float)h / (float)oh, sx_scale = (float)w / (float)ow;
+    for (int64_t i = 0; i < oh; i++) {
+        float sy = ((float)i + 0.5f) * sy_scale - 0.5f;
+        if (sy < 0) sy = 0;
+        int64_t y0 = (int64_t)sy, y1 = y0 + 1 < h ? y0 + 1 : h - 1;
+        float ly = sy - (float)y0;
+        for (int64_t j = 0; j < ow; j++) {
+            float sx = ((float)j + 0.5f) * sx_scale - 0.5f;
+            if (sx < 0) sx = 0;
+            int64_t x0 = (int64_t)sx, x1 = x0 + 1 < w ? x0 + 1 : w - 1;
+            float lx = sx - (float)x0;
+            for (int64_t ch = 0; ch < c; ch++) {
+                const float *p = src + ch * h * w;
+                float top = p[y0 * w + x0] * (1 - lx) + p[y0 * w + x1] * lx;
+                float bottom = p[y1 * w + x0] * (1 - lx) + p[y1 * w + x1] * lx;
+                dst[(ch * oh + i) * ow + j] = top * (1 - ly) + bottom * ly;
+            }
+        }
+    }
+    return out;
+}
+
+/* To gray: torchvision's weights 0.2989 R + 0.587 G + 0.114 B (alpha dropped); to RGB: gray
+   repeated (alpha dropped). A sample already of that many channels passes through. */
+static nb_tensor *run_channels(nb_transform *t, nb_tensor *x) {
+    char d[200];
+    int64_t c = x->shape.ndim == 3 ? x->shape.dim[0] : 0, want = t->height;
+    if (c < 1 || c > 4 || x->dtype != NB_F32) {
+        nb__error("nb_transform_channels: expects an f32 [C, H, W] sample of 1 to 4 channels, got %s",
+                  nb__describe(x, d, sizeof d));
+        return NULL;
+    }
+    if (c == want) return nb__own(nb_retain(x));
+    nb_shape sh = x->shape;
+    sh.dim[0] = want;
+    nb_tensor *out = nb_empty(sh, NB_F32);
+    if (!out) return NULL;
+    int64_t per = x->shape.dim[1] * x->shape.dim[2];
+    const float *p = nb__data(x);
+    float *o = nb__data(out);
+    bool color = c >= 3; /* 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA */
+    for (int64_t i = 0; i < per; i++) {
+        float g = color ? 0.2989f * p[i] + 0.587f * p[per + i] + 0.114f * p[2 * per + i] : p[i];
+        if (want == 1) o[i] = g;
+        else
+            for (int k = 0; k < 3; k++) o[k * per + i] = color ? p[k * per + i] : g;
+    }
+    return out;
+}
+
 static nb_tensor *run_leaf(nb_transform *t, nb_tensor *x, uint64_t key) {
     if (!x) return NULL;
     if (t->kind == TF_FN) return t->fn(x, key, t->ctx);
@@ -226,6 +322,8 @@ static nb_tensor *run_leaf(nb_transform *t, nb_tensor *x, uint64_t key) {
     case TF_NORMALIZE: return run_normalize(t, x);
     case TF_CROP: return run_crop(t, x, key);
     case TF_FLIP: return run_flip(t, x, key);
+    case TF_RESIZE: return run_resize(t, x);
+    case TF_CHANNELS: return run_channels(t, x);
     }
     return NULL;
 }
