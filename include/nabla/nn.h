@@ -209,6 +209,18 @@ NB_API nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_redu
 /* Binary cross entropy on logits, computed stably; pos_weight may be NULL. */
 NB_API nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction reduction, nb_tensor *pos_weight);
 
+/* ---- models from a config, residual blocks, summaries (src/nn/config.c) ---- */
+/* A residual block act(body(x) + shortcut(x)) with act relu or none; shortcut NULL is the
+   identity. Takes over body and shortcut (freed on failure); children "body" and "shortcut". */
+NB_API nb_module *nb_nn_residual(nb_module *body, nb_module *shortcut, bool relu);
+/* A sequential built from a Keras-like JSON config {"input": [C, H, W], "layers": [{"type": ...}]}
+   (docs in src/nn/config.c); sample_shape (no batch axis; ndim 0: the config's "input") sizes the layers. */
+NB_API nb_module *nb_nn_from_config(const char *json, nb_shape sample_shape);
+/* A malloc'ed Keras-style text (free() it): each top-level layer's output shape and parameters, then totals. */
+NB_API char *nb_nn_summary(nb_module *m, nb_shape sample_shape);
+/* The static JSON config of a built-in model, "mlp", "cnn" or "resnet" (10 classes, 1x28x28 input), or NULL. */
+NB_API const char *nb_nn_config_builtin(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

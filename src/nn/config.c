@@ -1,0 +1,1011 @@
+/* Models from a Keras-like JSON config (nb_nn_from_config), the residual block (nb_nn_residual),
+   a Keras-style text summary (nb_nn_summary) and the built-in configs of the CLI
+   (nb_nn_config_builtin).
+
+   A config is {"input": [C, H, W], "layers": [{"type": ..., fields...}, ...], "name": "..."}
+   ("name" optional, ignored), or the bare list of layers when the caller gives the sample shape.
+   "input" is one sample's shape without the batch axis. Each layer's input size (in_channels,
+   in_features, the norms' features) is inferred by propagating that shape through the layers
+   with the arithmetic of the modules' ops, checked for overflow, so a config that builds also
+   runs. The result is a sequential whose children are "0", "1", ... with PyTorch's parameter
+   names ("3.body.0.weight"). Types and fields (defaults in parentheses):
+     linear               out, bias (true); acts on the last axis, so after a conv it needs a flatten
+     conv2d               out, kernel (an integer: nb_nn_conv2d's kernels are square), stride (1),
+                          padding (0; an integer, "valid", or "same" for stride 1 and an odd
+                          dilated kernel), dilation (1), groups (1), bias (true)
+     max_pool2d           kernel, stride (kernel), padding (0, at most half the kernel)
+     avg_pool2d           the same (padding counted in the average, as torch)
+     adaptive_avg_pool2d  out (1): an integer or [height, width]
+     global_avg_pool      [C, H, W] -> [C], as Keras' GlobalAveragePooling2D (no flatten needed)
+     batch_norm           BatchNorm1d on [C] or [C, L], BatchNorm2d on [C, H, W]
+     layer_norm           over the last axis
+     dropout              p (0.5)
+     flatten, relu, gelu, silu, tanh, sigmoid
+     residual             layers (its body, a list as above), activation ("relu"; "gelu", "silu",
+                          "tanh", "sigmoid", "none" or null): act(body(x) + shortcut(x)); the
+                          shortcut is the identity when the body keeps the shape, else a
+                          projection: a 1x1 convolution (the stride that matches, no bias) and
+                          batch norm for [C, H, W] (torchvision's BasicBlock downsample), a
+                          linear without bias and batch norm for [features]; children "body"
+                          and "shortcut".
+   Every field is checked: a wrong type, a missing required field or an unknown one (a typo) is
+   an error naming the layer by index and type and the field:
+   nb_nn_from_config: layer 3 (conv2d): field "kernel" must be a positive integer, got "x". */
+#include "nn_impl.h"
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CFG "nb_nn_from_config"
+
+typedef nb_tensor *(*act_fn)(nb_tensor *);
+
+/* Re-records the message of a call that failed as "prefix: message" when the failure is the
+   first error since the caller cleared it (so the first message still wins otherwise). */
+static void rewrap_error(bool had, const char *prefix) {
+    if (had || !nb_error() || !strncmp(nb_error(), CFG ": ", strlen(CFG ": "))) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", nb_error());
+    nb_error_clear();
+    nb__error("%s: %s", prefix, msg);
+}
+
+/* ---------- residual ---------- */
+typedef struct {
+    nb_module base;
+    nb_module *body, *shortcut;
+    act_fn act;
+} residual;
+
+static nb_tensor *residual_forward(nb_module *self, nb_tensor *x) {
+    residual *r = (residual *)self;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *y = nb_forward(r->body, x);
+    nb_tensor *sc = r->shortcut ? nb_forward(r->shortcut, x) : x;
+    nb_tensor *out = NULL;
+    if (y && sc) {
+        nb_shape ys = nb_shape_of(y), ss = nb_shape_of(sc);
+        if (!nb__shape_eq(&ys, &ss)) {
+            char a[160], b[160], c[160];
+            nb__error("nb_nn_residual %s: the body gives %s for input %s but the %s gives %s; they must be equal", nb__layer_name(self),
+                      nb_shape_str(ys, a, sizeof a), nb_shape_str(nb_shape_of(x), b, sizeof b),
+                      r->shortcut ? "shortcut" : "identity shortcut", nb_shape_str(ss, c, sizeof c));
+        } else {
+            out = nb_add(y, sc);
+            if (out && r->act) out = r->act(out);
+        }
+    }
+    nb_keep(out);
+    nb_scope_end(s);
+    return nb__own(out);
+}
+
+static const nb_module_class RESIDUAL = { .name = "Residual", .forward = residual_forward };
+
+/* Takes over body and shortcut (both freed on failure). */
+static nb_module *make_residual(const char *fn, nb_module *body, nb_module *shortcut, act_fn act) {
+    if (!body) {
+        nb_module_free(shortcut);
+        if (!nb__has_error()) nb__error("%s: body is NULL", fn);
+        return NULL;
+    }
+    residual *r = (residual *)nb_module_new(&RESIDUAL, sizeof(residual));
+    if (!r) {
+        nb_module_free(body);
+        nb_module_free(shortcut);
+        return NULL;
+    }
+    r->act = act;
+    r->body = nb_module_child(&r->base, "body", body);
+    if (!r->body) {
+        nb_module_free(shortcut);
+        nb_module_free(&r->base);
+        return NULL;
+    }
+    if (shortcut) {
+        r->shortcut = nb_module_child(&r->base, "shortcut", shortcut);
+        if (!r->shortcut) {
+            nb_module_free(&r->base);
+            return NULL;
+        }
+    }
+    return &r->base;
+}
+
+nb_module *nb_nn_residual(nb_module *body, nb_module *shortcut, bool relu) {
+    return make_residual("nb_nn_residual", body, shortcut, relu ? nb_relu : NULL);
+}
+
+/* ---------- global average pooling (Keras' GlobalAveragePooling2D: [N, C, H, W] -> [N, C]) ---------- */
+static nb_tensor *global_avg_pool_forward(nb_module *self, nb_tensor *x) {
+    int nd = nb_ndim(x);
+    if (nd != 3 && nd != 4) {
+        char sh[160];
+        nb__error("nb_nn_global_avg_pool %s: expected input [N, C, H, W] or [C, H, W], got %s", nb__layer_name(self),
+                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
+        return NULL;
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x4 = nd == 3 ? nb_unsqueeze(x, 0) : x;
+    nb_tensor *y = nb_adaptive_avg_pool2d(x4, 1, 1);
+    y = nd == 3 ? nb_reshape(y, NB_SHAPE(nb_dim(x, 0))) : nb_flatten(y, 1, -1);
+    nb_keep(y);
+    nb_scope_end(s);
+    return nb__own(y);
+}
+
+static const nb_module_class GLOBAL_AVG_POOL = { .name = "GlobalAvgPool2d", .forward = global_avg_pool_forward };
+
+/* ---------- config: messages and fields ---------- */
+typedef struct {
+    char where[400]; /* "layer 3 (conv2d)", or "layer 2 (residual), layer 0 (conv2d)" nested */
+    const char *type;
+} layer_ctx;
+
+static void cfg_error(const layer_ctx *lc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cfg_error(const layer_ctx *lc, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (lc) nb__error(CFG ": %s: %s", lc->where, msg);
+    else nb__error(CFG ": %s", msg);
+}
+
+/* A JSON value as compact text for messages, cut at about 60 characters. */
+static const char *value_str(const json_t *v, char *buf, size_t size) {
+    char *d = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!d) {
+        snprintf(buf, size, "%s", v ? "(a value)" : "nothing");
+        return buf;
+    }
+    if (strlen(d) > 60) snprintf(buf, size, "%.57s...", d);
+    else snprintf(buf, size, "%s", d);
+    free(d);
+    return buf;
+}
+
+static const char *shape_str(nb_shape s, char *buf, size_t size) { return nb_shape_str(s, buf, size); }
+
+/* Reads an integer field in [lo, hi]; def when absent unless required. */
+static int get_int(const layer_ctx *lc, json_t *obj, const char *field, long long lo, long long hi, bool required, long long def,
+                   long long *out, const char *hint) {
+    json_t *v = json_object_get(obj, field);
+    char vs[96];
+    if (!v) {
+        if (required) {
+            cfg_error(lc, "missing required field \"%s\"", field);
+            return -1;
+        }
+        *out = def;
+        return 0;
+    }
+    const char *what = lo == 1 ? "a positive integer" : lo == 0 ? "a non-negative integer" : "an integer";
+    if (!json_is_integer(v)) {
+        cfg_error(lc, "field \"%s\" must be %s%s, got %s", field, what, hint ? hint : "", value_str(v, vs, sizeof vs));
+        return -1;
+    }
+    long long x = (long long)json_integer_value(v);
+    if (x < lo) {
+        cfg_error(lc, "field \"%s\" must be %s, got %lld", field, what, x);
+        return -1;
+    }
+    if (x > hi) {
+        cfg_error(lc, "field \"%s\" is too large: %lld (at most %lld)", field, x, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const layer_ctx *lc, json_t *obj, const char *field, bool def, bool *out) {
+    json_t *v = json_object_get(obj, field);
+    char vs[96];
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_boolean(v)) {
+        cfg_error(lc, "field \"%s\" must be true or false, got %s", field, value_str(v, vs, sizeof vs));
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* Unknown fields are errors (a typo such as "kernal" must not be ignored). fields: the names a
+   type takes, separated by spaces. */
+static int check_fields(const layer_ctx *lc, json_t *obj, const char *fields) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        if (!strcmp(key, "type")) continue;
+        size_t n = strlen(key);
+        bool known = false;
+        for (const char *p = fields; *p && !known;) {
+            const char *e = strchr(p, ' ');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            known = len == n && !strncmp(p, key, n);
+            p += len + (e ? 1 : 0);
+        }
+        if (!known) {
+            if (!*fields) cfg_error(lc, "unknown field \"%s\" (%s takes no fields besides \"type\")", key, lc->type);
+            else {
+                char list[200];
+                snprintf(list, sizeof list, "%s", fields);
+                for (char *c = list; *c; c++)
+                    if (*c == ' ') *c = ',';
+                cfg_error(lc, "unknown field \"%s\" (%s takes: %s)", key, lc->type, list);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The number of elements of a sample shape, or -1 when it, or its size in bytes at 8 bytes an
+   element, overflows int64. */
+static int64_t shape_numel(nb_shape s) {
+    int64_t n = 1, bytes;
+    for (int i = 0; i < s.ndim; i++)
+        if (nb__mul_overflows(n, s.dim[i], &n)) return -1;
+    return nb__mul_overflows(n, 8, &bytes) ? -1 : n;
+}
+
+/* Checks a new sample shape: no overflow of the element count (a batch of any size is the
+   caller's to check). */
+static int check_out_shape(const layer_ctx *lc, nb_shape s) {
+    if (shape_numel(s) < 0) {
+        char sh[160];
+        cfg_error(lc, "output %s per sample is too large", shape_str(s, sh, sizeof sh));
+        return -1;
+    }
+    return 0;
+}
+
+/* Needs an image-like [C, H, W] sample. */
+static int need_chw(const layer_ctx *lc, nb_shape s) {
+    if (s.ndim == 3) return 0;
+    char sh[160];
+    if (s.ndim == 2)
+        cfg_error(lc, "expects [channels, height, width] per sample, got %s: give the input a channel axis, as [1, %lld, %lld]",
+                  shape_str(s, sh, sizeof sh), (long long)s.dim[0], (long long)s.dim[1]);
+    else if (s.ndim == 1)
+        cfg_error(lc, "expects [channels, height, width] per sample, got flat features %s (after a flatten or a linear)",
+                  shape_str(s, sh, sizeof sh));
+    else cfg_error(lc, "expects [channels, height, width] per sample, got %s", shape_str(s, sh, sizeof sh));
+    return -1;
+}
+
+/* ---------- config: the layers ---------- */
+static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *shape);
+
+static nb_module *build_linear(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    long long out;
+    bool bias;
+    if (check_fields(lc, o, "out bias") < 0 || get_int(lc, o, "out", 1, INT_MAX, true, 0, &out, NULL) < 0 ||
+        get_bool(lc, o, "bias", true, &bias) < 0)
+        return NULL;
+    char sh[160];
+    if (s->ndim >= 3) {
+        cfg_error(lc, "expects flat features, but its input is %s per sample (from a convolution or pooling): add "
+                      "{\"type\": \"flatten\"} (or {\"type\": \"global_avg_pool\"}) before it",
+                  shape_str(*s, sh, sizeof sh));
+        return NULL;
+    }
+    if (s->ndim == 0) {
+        cfg_error(lc, "expects [features] per sample, got a scalar");
+        return NULL;
+    }
+    int64_t in = s->dim[s->ndim - 1];
+    nb_shape r = *s;
+    r.dim[r.ndim - 1] = out;
+    if (check_out_shape(lc, r) < 0) return NULL;
+    *s = r;
+    return bias ? nb_nn_linear(in, out) : nb_nn_linear_no_bias(in, out);
+}
+
+static nb_module *build_conv2d(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    long long out, k, stride, dil, groups, pad = 0;
+    bool bias;
+    if (check_fields(lc, o, "out kernel stride padding dilation groups bias") < 0 ||
+        get_int(lc, o, "out", 1, INT_MAX, true, 0, &out, NULL) < 0 ||
+        get_int(lc, o, "kernel", 1, INT_MAX, true, 0, &k, json_is_array(json_object_get(o, "kernel"))
+                    ? " (nb_nn_conv2d has square kernels only)" : NULL) < 0 ||
+        get_int(lc, o, "stride", 1, INT_MAX, false, 1, &stride, NULL) < 0 ||
+        get_int(lc, o, "dilation", 1, INT_MAX, false, 1, &dil, NULL) < 0 ||
+        get_int(lc, o, "groups", 1, INT_MAX, false, 1, &groups, NULL) < 0 || get_bool(lc, o, "bias", true, &bias) < 0)
+        return NULL;
+    int64_t span = dil * (k - 1); /* fits: both below 2^31 */
+    json_t *pv = json_object_get(o, "padding");
+    char vs[96], sh[160];
+    if (json_is_string(pv)) {
+        const char *p = json_string_value(pv);
+        if (!strcmp(p, "valid")) pad = 0;
+        else if (!strcmp(p, "same")) {
+            if (stride != 1) {
+                cfg_error(lc, "field \"padding\" \"same\" needs stride 1 (as torch), got stride %lld: give the padding as an integer",
+                          stride);
+                return NULL;
+            }
+            if (span % 2) {
+                cfg_error(lc, "field \"padding\" \"same\" needs an odd kernel (dilation x (kernel - 1) even), got kernel %lld "
+                              "with dilation %lld: give the padding as an integer", k, dil);
+                return NULL;
+            }
+            if (span / 2 > INT_MAX) {
+                cfg_error(lc, "field \"padding\" \"same\" gives a padding too large: %lld", (long long)(span / 2));
+                return NULL;
+            }
+            pad = span / 2;
+        } else {
+            cfg_error(lc, "field \"padding\" must be a non-negative integer, \"same\" or \"valid\", got %s", value_str(pv, vs, sizeof vs));
+            return NULL;
+        }
+    } else if (pv && !json_is_integer(pv)) {
+        cfg_error(lc, "field \"padding\" must be a non-negative integer, \"same\" or \"valid\", got %s", value_str(pv, vs, sizeof vs));
+        return NULL;
+    } else if (get_int(lc, o, "padding", 0, INT_MAX, false, 0, &pad, NULL) < 0)
+        return NULL;
+    if (need_chw(lc, *s) < 0) return NULL;
+    int64_t in = s->dim[0];
+    if (in % groups || out % groups) {
+        cfg_error(lc, "field \"groups\" (%lld) must divide the input channels (%lld) and \"out\" (%lld)", groups, (long long)in, out);
+        return NULL;
+    }
+    nb_shape r = *s;
+    r.dim[0] = out;
+    for (int a = 1; a <= 2; a++) {
+        int64_t padded = s->dim[a] + 2 * pad; /* dims come from checked shapes, pad below 2^31 */
+        if (padded < span + 1) {
+            cfg_error(lc, "kernel %lld%s is larger than the padded input: input %s per sample, padding %lld", k,
+                      dil > 1 ? " (dilated)" : "", shape_str(*s, sh, sizeof sh), pad);
+            return NULL;
+        }
+        r.dim[a] = (padded - span - 1) / stride + 1;
+    }
+    if (check_out_shape(lc, r) < 0) return NULL;
+    *s = r;
+    return nb_nn_conv2d(in, out, (int)k,
+                        (nb_conv2d_opts){ .stride = (int)stride, .padding = (int)pad, .dilation = (int)dil, .groups = (int)groups,
+                                          .no_bias = !bias });
+}
+
+static nb_module *build_pool(const layer_ctx *lc, json_t *o, nb_shape *s, bool max) {
+    long long k, stride, pad;
+    if (check_fields(lc, o, "kernel stride padding") < 0 ||
+        get_int(lc, o, "kernel", 1, INT_MAX, true, 0, &k, json_is_array(json_object_get(o, "kernel"))
+                    ? " (the pooling layers have square windows only)" : NULL) < 0 ||
+        get_int(lc, o, "stride", 1, INT_MAX, false, k, &stride, NULL) < 0 ||
+        get_int(lc, o, "padding", 0, INT_MAX, false, 0, &pad, NULL) < 0)
+        return NULL;
+    if (pad > k / 2) {
+        cfg_error(lc, "field \"padding\" must be at most half the kernel (%lld), got %lld", k / 2, pad);
+        return NULL;
+    }
+    if (need_chw(lc, *s) < 0) return NULL;
+    nb_shape r = *s;
+    for (int a = 1; a <= 2; a++) {
+        int64_t padded = s->dim[a] + 2 * pad;
+        if (padded < k) {
+            char sh[160];
+            cfg_error(lc, "kernel %lld is larger than the padded input: input %s per sample, padding %lld", k,
+                      shape_str(*s, sh, sizeof sh), pad);
+            return NULL;
+        }
+        r.dim[a] = (padded - k) / stride + 1;
+    }
+    *s = r;
+    nb_pool_opts po = { (int)stride, (int)pad };
+    return max ? nb_nn_max_pool2d((int)k, po) : nb_nn_avg_pool2d((int)k, po);
+}
+
+static nb_module *build_adaptive(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    if (check_fields(lc, o, "out") < 0) return NULL;
+    json_t *v = json_object_get(o, "out");
+    long long oh = 1, ow = 1;
+    if (json_is_array(v)) {
+        json_t *h = json_array_get(v, 0), *w = json_array_get(v, 1);
+        if (json_array_size(v) != 2 || !json_is_integer(h) || !json_is_integer(w) || json_integer_value(h) < 1 ||
+            json_integer_value(w) < 1 || json_integer_value(h) > INT_MAX || json_integer_value(w) > INT_MAX) {
+            char vs[96];
+            cfg_error(lc, "field \"out\" must be a positive integer or [height, width] of positive integers, got %s",
+                      value_str(v, vs, sizeof vs));
+            return NULL;
+        }
+        oh = json_integer_value(h);
+        ow = json_integer_value(w);
+    } else if (v && !json_is_integer(v)) {
+        char vs[96];
+        cfg_error(lc, "field \"out\" must be a positive integer or [height, width] of positive integers, got %s",
+                  value_str(v, vs, sizeof vs));
+        return NULL;
+    } else if (get_int(lc, o, "out", 1, INT_MAX, false, 1, &oh, NULL) < 0)
+        return NULL;
+    else ow = oh;
+    if (need_chw(lc, *s) < 0) return NULL;
+    nb_shape r = NB_SHAPE(s->dim[0], oh, ow);
+    if (check_out_shape(lc, r) < 0) return NULL;
+    *s = r;
+    return nb_nn_adaptive_avg_pool2d((int)oh, (int)ow);
+}
+
+static nb_module *build_global_pool(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    if (check_fields(lc, o, "") < 0 || need_chw(lc, *s) < 0) return NULL;
+    *s = NB_SHAPE(s->dim[0]);
+    return nb_module_new(&GLOBAL_AVG_POOL, sizeof(nb_module));
+}
+
+static nb_module *build_batch_norm(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    if (check_fields(lc, o, "") < 0) return NULL;
+    if (s->ndim < 1 || s->ndim > 3) {
+        char sh[160];
+        cfg_error(lc, "expects [features], [channels, length] or [channels, height, width] per sample, got %s",
+                  shape_str(*s, sh, sizeof sh));
+        return NULL;
+    }
+    return s->ndim == 3 ? nb_nn_batch_norm2d(s->dim[0]) : nb_nn_batch_norm1d(s->dim[0]);
+}
+
+static nb_module *build_layer_norm(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    if (check_fields(lc, o, "") < 0) return NULL;
+    if (s->ndim < 1) {
+        cfg_error(lc, "expects at least one axis per sample, got a scalar");
+        return NULL;
+    }
+    return nb_nn_layer_norm(s->dim[s->ndim - 1]);
+}
+
+static nb_module *build_dropout(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    (void)s;
+    if (check_fields(lc, o, "p") < 0) return NULL;
+    json_t *v = json_object_get(o, "p");
+    double p = 0.5;
+    if (v) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) < 1)) {
+            char vs[96];
+            cfg_error(lc, "field \"p\" must be a number in [0, 1), got %s", value_str(v, vs, sizeof vs));
+            return NULL;
+        }
+        p = json_number_value(v);
+    }
+    return nb_nn_dropout(p);
+}
+
+static nb_module *build_flatten(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    if (check_fields(lc, o, "") < 0) return NULL;
+    *s = NB_SHAPE(shape_numel(*s)); /* checked when the shape was made */
+    return nb_nn_flatten();
+}
+
+static const struct {
+    const char *name;
+    nb_module *(*make)(void);
+    act_fn fn;
+} ACTIVATIONS[] = {
+    { "relu", nb_nn_relu, nb_relu }, { "gelu", nb_nn_gelu, nb_gelu },          { "silu", nb_nn_silu, nb_silu },
+    { "tanh", nb_nn_tanh, nb_tanh }, { "sigmoid", nb_nn_sigmoid, nb_sigmoid },
+};
+#define N_ACTIVATIONS ((int)(sizeof ACTIVATIONS / sizeof ACTIVATIONS[0]))
+
+/* The stride of a 1x1 convolution taking [h, w] to [oh, ow], or 0 when none does. */
+static int64_t projection_stride(int64_t h, int64_t w, int64_t oh, int64_t ow) {
+    int64_t lo = 1, hi = INT_MAX;
+    int64_t in[2] = { h, w }, out[2] = { oh, ow };
+    for (int a = 0; a < 2; a++) { /* (in - 1) / s + 1 == out */
+        if (out[a] < 1 || out[a] > in[a]) return 0;
+        int64_t l, u;
+        if (out[a] == 1) {
+            l = in[a];
+            u = INT_MAX;
+        } else {
+            l = (in[a] - 1) / out[a] + 1;
+            u = (in[a] - 1) / (out[a] - 1);
+        }
+        if (l > lo) lo = l;
+        if (u < hi) hi = u;
+    }
+    return lo <= hi ? lo : 0;
+}
+
+static nb_module *build_residual(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    if (check_fields(lc, o, "layers activation") < 0) return NULL;
+    json_t *layers = json_object_get(o, "layers"), *av = json_object_get(o, "activation");
+    char vs[96], a[160], b[160];
+    if (!layers) {
+        cfg_error(lc, "missing required field \"layers\"");
+        return NULL;
+    }
+    if (!json_is_array(layers) || json_array_size(layers) == 0) {
+        cfg_error(lc, "field \"layers\" must be a non-empty list of layers, got %s", value_str(layers, vs, sizeof vs));
+        return NULL;
+    }
+    act_fn act = nb_relu;
+    if (av && json_is_null(av)) act = NULL;
+    else if (av) {
+        const char *name = json_is_string(av) ? json_string_value(av) : NULL;
+        act = NULL;
+        bool found = name && !strcmp(name, "none");
+        for (int i = 0; name && i < N_ACTIVATIONS && !found; i++)
+            if (!strcmp(name, ACTIVATIONS[i].name)) {
+                act = ACTIVATIONS[i].fn;
+                found = true;
+            }
+        if (!found) {
+            cfg_error(lc, "field \"activation\" must be \"relu\", \"gelu\", \"silu\", \"tanh\", \"sigmoid\" or \"none\", got %s",
+                      value_str(av, vs, sizeof vs));
+            return NULL;
+        }
+    }
+    char prefix[420];
+    snprintf(prefix, sizeof prefix, "%s, ", lc->where);
+    nb_shape in = *s, out = *s;
+    nb_module *body = build_layers(prefix, layers, &out);
+    if (!body) return NULL;
+    nb_module *shortcut = NULL;
+    if (!nb__shape_eq(&in, &out)) {
+        if (in.ndim == 3 && out.ndim == 3) {
+            int64_t st = projection_stride(in.dim[1], in.dim[2], out.dim[1], out.dim[2]);
+            if (!st) {
+                cfg_error(lc, "the body changes %s to %s per sample, which no 1x1 strided convolution shortcut matches",
+                          shape_str(in, a, sizeof a), shape_str(out, b, sizeof b));
+                nb_module_free(body);
+                return NULL;
+            }
+            shortcut = nb_nn_sequential(nb_nn_conv2d(in.dim[0], out.dim[0], 1, (nb_conv2d_opts){ .stride = (int)st, .no_bias = true }),
+                                        nb_nn_batch_norm2d(out.dim[0]), NULL);
+        } else if (in.ndim == 1 && out.ndim == 1) {
+            shortcut = nb_nn_sequential(nb_nn_linear_no_bias(in.dim[0], out.dim[0]), nb_nn_batch_norm1d(out.dim[0]), NULL);
+        } else {
+            cfg_error(lc, "the body changes %s to %s per sample; a projection shortcut needs [C, H, W] (1x1 convolution) or "
+                          "[features] (linear) both in and out",
+                      shape_str(in, a, sizeof a), shape_str(out, b, sizeof b));
+            nb_module_free(body);
+            return NULL;
+        }
+        if (!shortcut) { /* build_layers names the layer in the message */
+            nb_module_free(body);
+            return NULL;
+        }
+    }
+    *s = out;
+    return make_residual(CFG, body, shortcut, act);
+}
+
+static nb_module *build_activation(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    (void)s;
+    if (check_fields(lc, o, "") < 0) return NULL;
+    for (int i = 0; i < N_ACTIVATIONS; i++)
+        if (!strcmp(lc->type, ACTIVATIONS[i].name)) return ACTIVATIONS[i].make();
+    return NULL;
+}
+
+static nb_module *build_max_pool(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_pool(lc, o, s, true); }
+static nb_module *build_avg_pool(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_pool(lc, o, s, false); }
+
+static const struct {
+    const char *type;
+    nb_module *(*build)(const layer_ctx *lc, json_t *o, nb_shape *s);
+} TYPES[] = {
+    { "linear", build_linear },
+    { "conv2d", build_conv2d },
+    { "max_pool2d", build_max_pool },
+    { "avg_pool2d", build_avg_pool },
+    { "adaptive_avg_pool2d", build_adaptive },
+    { "global_avg_pool", build_global_pool },
+    { "batch_norm", build_batch_norm },
+    { "layer_norm", build_layer_norm },
+    { "dropout", build_dropout },
+    { "flatten", build_flatten },
+    { "relu", build_activation },
+    { "gelu", build_activation },
+    { "silu", build_activation },
+    { "tanh", build_activation },
+    { "sigmoid", build_activation },
+    { "residual", build_residual },
+};
+#define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
+
+/* A sequential of the layers, with *shape propagated through them; NULL with an error. */
+static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *shape) {
+    nb_module *seq = nb_nn_sequential(NULL);
+    if (!seq) return NULL;
+    size_t i;
+    json_t *o;
+    json_array_foreach(layers, i, o) {
+        layer_ctx lc = { .type = "?" };
+        char vs[96];
+        snprintf(lc.where, sizeof lc.where, "%slayer %zu", prefix, i);
+        if (!json_is_object(o)) {
+            cfg_error(&lc, "expected an object such as {\"type\": \"relu\"}, got %s", value_str(o, vs, sizeof vs));
+            goto fail;
+        }
+        json_t *tv = json_object_get(o, "type");
+        if (!tv) {
+            cfg_error(&lc, "missing required field \"type\"");
+            goto fail;
+        }
+        if (!json_is_string(tv)) {
+            cfg_error(&lc, "field \"type\" must be a string, got %s", value_str(tv, vs, sizeof vs));
+            goto fail;
+        }
+        lc.type = json_string_value(tv);
+        snprintf(lc.where, sizeof lc.where, "%slayer %zu (%.60s)", prefix, i, lc.type);
+        int t = 0;
+        while (t < N_TYPES && strcmp(TYPES[t].type, lc.type)) t++;
+        if (t == N_TYPES) {
+            char known[400] = "";
+            for (int k = 0; k < N_TYPES; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", TYPES[k].type);
+            cfg_error(&lc, "unknown type \"%.60s\" (known: %s)", lc.type, known);
+            goto fail;
+        }
+        bool had = nb__has_error();
+        nb_module *m = TYPES[t].build(&lc, o, shape);
+        if (!m) {
+            char prefix[440];
+            snprintf(prefix, sizeof prefix, CFG ": %s", lc.where);
+            rewrap_error(had, prefix);
+            goto fail;
+        }
+        if (!nb_nn_sequential_add(seq, m)) goto fail;
+    }
+    return seq;
+fail:
+    nb_module_free(seq);
+    return NULL;
+}
+
+/* The sample shape of an "input" field. */
+static int parse_input(json_t *v, nb_shape *out) {
+    char vs[96];
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    bool ok = n >= 1 && n < NB_MAX_DIMS;
+    nb_shape s = { 0 };
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *d = json_array_get(v, i);
+        ok = json_is_integer(d) && json_integer_value(d) >= 1;
+        if (ok) s.dim[s.ndim++] = (int64_t)json_integer_value(d);
+    }
+    if (!ok) {
+        nb__error(CFG ": field \"input\" must be one sample's shape without the batch axis, 1 to %d positive integers such as "
+                  "[1, 28, 28], got %s", NB_MAX_DIMS - 1, value_str(v, vs, sizeof vs));
+        return -1;
+    }
+    if (shape_numel(s) < 0) {
+        nb__error(CFG ": field \"input\" %s is too large", value_str(v, vs, sizeof vs));
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+nb_module *nb_nn_from_config(const char *json, nb_shape sample_shape) {
+    if (!json) {
+        nb__error(CFG ": config text is NULL");
+        return NULL;
+    }
+    char a[160], b[160];
+    bool given = sample_shape.ndim != 0;
+    if (sample_shape.ndim < 0 || sample_shape.ndim >= NB_MAX_DIMS) {
+        nb__error(CFG ": sample shape has %d axes; give 1 to %d (one sample, without the batch axis) or 0 to take \"input\"",
+                  sample_shape.ndim, NB_MAX_DIMS - 1);
+        return NULL;
+    }
+    for (int i = 0; i < sample_shape.ndim; i++)
+        if (sample_shape.dim[i] < 1) {
+            nb__error(CFG ": sample shape %s must have positive sizes", shape_str(sample_shape, a, sizeof a));
+            return NULL;
+        }
+    if (given && shape_numel(sample_shape) < 0) {
+        nb__error(CFG ": sample shape %s is too large", shape_str(sample_shape, a, sizeof a));
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loads(json, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    if (!root) {
+        nb__error(CFG ": invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    nb_module *result = NULL;
+    json_t *layers = NULL, *input = NULL;
+    if (json_is_array(root)) layers = root;
+    else if (json_is_object(root)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "input") && strcmp(key, "layers") && strcmp(key, "name")) {
+                nb__error(CFG ": unknown top-level field \"%.60s\" (a config takes \"input\", \"layers\" and \"name\")", key);
+                goto done;
+            }
+        }
+        layers = json_object_get(root, "layers");
+        input = json_object_get(root, "input");
+        if (!layers) {
+            nb__error(CFG ": missing required field \"layers\" (the list of layers)");
+            goto done;
+        }
+    } else {
+        char vs[96];
+        nb__error(CFG ": expected an object {\"input\": [...], \"layers\": [...]} or a list of layers, got %s",
+                  value_str(root, vs, sizeof vs));
+        goto done;
+    }
+    if (!json_is_array(layers)) {
+        char vs[96];
+        nb__error(CFG ": field \"layers\" must be a list of layers, got %s", value_str(layers, vs, sizeof vs));
+        goto done;
+    }
+    if (json_array_size(layers) == 0) {
+        nb__error(CFG ": the list of layers is empty: give at least one layer");
+        goto done;
+    }
+    nb_shape shape = sample_shape;
+    if (input) {
+        nb_shape cs;
+        if (parse_input(input, &cs) < 0) goto done;
+        if (given && !nb__shape_eq(&cs, &sample_shape)) {
+            nb__error(CFG ": the sample shape %s differs from the config's \"input\" %s", shape_str(sample_shape, a, sizeof a),
+                      shape_str(cs, b, sizeof b));
+            goto done;
+        }
+        shape = cs;
+    } else if (!given) {
+        nb__error(CFG ": no input shape: give \"input\" in the config (one sample's shape, such as [1, 28, 28]) or a sample shape");
+        goto done;
+    }
+    result = build_layers("", layers, &shape);
+done:
+    json_decref(root);
+    return result;
+}
+
+/* ---------- summary ---------- */
+/* n with thousands separators: 1,234,567. */
+static const char *group_digits(int64_t n, char *buf, size_t size) {
+    char raw[32];
+    snprintf(raw, sizeof raw, "%lld", (long long)(n < 0 ? -n : n));
+    size_t len = strlen(raw), o = 0;
+    if (n < 0 && o + 1 < size) buf[o++] = '-';
+    for (size_t i = 0; i < len && o + 2 < size; i++) {
+        if (i && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static const char *human_bytes(int64_t n, char *buf, size_t size) {
+    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, size, "%lld B", (long long)n);
+    else snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+/* The output shape with the batch axis as -1. */
+static const char *batch_shape_str(nb_shape s, char *buf, size_t size) {
+    if (s.ndim == 0) return nb_shape_str(s, buf, size);
+    size_t o = (size_t)snprintf(buf, size, "[-1");
+    for (int i = 1; i < s.ndim && o < size; i++) o += (size_t)snprintf(buf + o, size - o, ", %lld", (long long)s.dim[i]);
+    if (o < size) snprintf(buf + o, size - o, "]");
+    return buf;
+}
+
+typedef struct {
+    char name[96], cls[64], shape[160];
+    int64_t params;
+} summary_row;
+
+/* Sums the elements and bytes of a listing; trainable ones (requires grad) too when asked. */
+static int sum_entries(nb_module *m, bool params, int64_t *count, int64_t *bytes, int64_t *trainable, int64_t *trainable_bytes) {
+    int n = params ? nb_module_named_parameters(m, NULL, 0) : nb_module_named_buffers(m, NULL, 0);
+    if (n < 0) return -1;
+    nb_named_tensor *list = malloc(sizeof *list * (size_t)(n ? n : 1));
+    if (!list) {
+        nb__error("nb_nn_summary: out of memory");
+        return -1;
+    }
+    n = params ? nb_module_named_parameters(m, list, n) : nb_module_named_buffers(m, list, n);
+    *count = *bytes = 0;
+    if (trainable) *trainable = *trainable_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t e = nb_numel(list[i].tensor), sz = e * (int64_t)nb__esize(nb_dtype_of(list[i].tensor));
+        *count += e;
+        *bytes += sz;
+        if (trainable && nb_requires_grad(list[i].tensor)) {
+            *trainable += e;
+            *trainable_bytes += sz;
+        }
+    }
+    free(list);
+    return n < 0 ? -1 : 0;
+}
+
+char *nb_nn_summary(nb_module *m, nb_shape sample_shape) {
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_nn_summary: module is NULL");
+        return NULL;
+    }
+    char a[160];
+    if (sample_shape.ndim < 0 || sample_shape.ndim >= NB_MAX_DIMS) {
+        nb__error("nb_nn_summary: sample shape has %d axes; give 0 to %d (one sample, without the batch axis)", sample_shape.ndim,
+                  NB_MAX_DIMS - 1);
+        return NULL;
+    }
+    nb_shape batch = { .ndim = sample_shape.ndim + 1 };
+    batch.dim[0] = 1;
+    for (int i = 0; i < sample_shape.ndim; i++) batch.dim[i + 1] = sample_shape.dim[i];
+
+    /* the rows: each top-level child of a sequential, else the module itself */
+    nb_module *probe = nb_nn_sequential(NULL);
+    bool is_seq = probe && m->cls == probe->cls;
+    nb_module_free(probe);
+    int nrows = 0;
+    if (is_seq) {
+        char nm[16];
+        for (;; nrows++) {
+            snprintf(nm, sizeof nm, "%d", nrows);
+            if (!nb_module_get_child(m, nm)) break;
+        }
+    }
+    int cap = is_seq ? nrows : 1;
+    summary_row *rows = calloc((size_t)(cap ? cap : 1), sizeof *rows);
+    if (!rows) {
+        nb__error("nb_nn_summary: out of memory");
+        return NULL;
+    }
+
+    bool prev_training = m->training, prev_grad = nb_set_grad_enabled(false);
+    nb_module_train(m, false);
+    bool had = nb__has_error(), failed = false;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(batch, NB_F32);
+    failed = !x;
+    for (int r = 0; r < cap && !failed; r++) {
+        nb_module *layer = m;
+        summary_row *row = &rows[r];
+        if (is_seq) {
+            snprintf(row->name, sizeof row->name, "%d", r);
+            layer = nb_module_get_child(m, row->name);
+        } else snprintf(row->name, sizeof row->name, "%s", *nb_module_path(m) ? nb_module_path(m) : "(model)");
+        snprintf(row->cls, sizeof row->cls, "%s", layer->cls->name ? layer->cls->name : "?");
+        nb_shape in = nb_shape_of(x);
+        x = nb_forward(layer, x);
+        if (!x) {
+            char prefix[400];
+            if (is_seq)
+                snprintf(prefix, sizeof prefix, "nb_nn_summary: layer %d (%s) fails on input %s", r, row->cls,
+                         batch_shape_str(in, a, sizeof a));
+            else snprintf(prefix, sizeof prefix, "nb_nn_summary: %s fails on input %s", row->cls, batch_shape_str(in, a, sizeof a));
+            if (!nb_error()) nb__error("%s", prefix);
+            else rewrap_error(had, prefix);
+            failed = true;
+            break;
+        }
+        batch_shape_str(nb_shape_of(x), row->shape, sizeof row->shape);
+        row->params = nb_module_num_params(layer);
+    }
+    nb_scope_end(s);
+    nb_module_train(m, prev_training);
+    nb_set_grad_enabled(prev_grad);
+
+    int64_t total, total_b, train, train_b, nbuf, nbuf_b;
+    if (failed || sum_entries(m, true, &total, &total_b, &train, &train_b) < 0 ||
+        sum_entries(m, false, &nbuf, &nbuf_b, NULL, NULL) < 0) {
+        free(rows);
+        return NULL;
+    }
+
+    int wn = (int)strlen("Layer (type)"), ws = (int)strlen("Output Shape");
+    for (int r = 0; r < cap; r++) {
+        int w = (int)(strlen(rows[r].name) + strlen(rows[r].cls) + 3);
+        if (w > wn) wn = w;
+        if ((int)strlen(rows[r].shape) > ws) ws = (int)strlen(rows[r].shape);
+    }
+    wn += 3;
+    ws += 3;
+    int width = wn + ws + 14;
+    char line[512], dline[512], num[40], hb[40];
+    if (width > (int)sizeof line - 1) width = (int)sizeof line - 1;
+    memset(line, '_', (size_t)width);
+    line[width] = 0;
+    memset(dline, '=', (size_t)width);
+    dline[width] = 0;
+
+    nb_text t = { 0 };
+    nb__text_printf(&t, "Model: \"%s\"\n%s\n", m->cls->name ? m->cls->name : "?", line);
+    nb__text_printf(&t, "%-*s%-*s%s\n%s\n", wn, "Layer (type)", ws, "Output Shape", "Param #", dline);
+    char cell[200];
+    nb__text_printf(&t, "%-*s%-*s%s\n", wn, "input", ws, batch_shape_str(batch, a, sizeof a), "0");
+    for (int r = 0; r < cap; r++) {
+        snprintf(cell, sizeof cell, "%s (%s)", rows[r].name, rows[r].cls);
+        nb__text_printf(&t, "%-*s%-*s%s\n", wn, cell, ws, rows[r].shape, group_digits(rows[r].params, num, sizeof num));
+    }
+    nb__text_printf(&t, "%s\n", dline);
+    nb__text_printf(&t, "Total params: %s (%s)\n", group_digits(total, num, sizeof num), human_bytes(total_b, hb, sizeof hb));
+    nb__text_printf(&t, "Trainable params: %s (%s)\n", group_digits(train, num, sizeof num), human_bytes(train_b, hb, sizeof hb));
+    nb__text_printf(&t, "Non-trainable params: %s (%s)\n", group_digits(total - train, num, sizeof num),
+                    human_bytes(total_b - train_b, hb, sizeof hb));
+    nb__text_printf(&t, "Parameter bytes: %s\n", group_digits(total_b, num, sizeof num));
+    nb__text_printf(&t, "Buffers: %s elements (%s)\n%s\n", group_digits(nbuf, num, sizeof num), human_bytes(nbuf_b, hb, sizeof hb),
+                    line);
+    free(rows);
+    if (t.failed || !t.s) {
+        free(t.s);
+        nb__error("nb_nn_summary: out of memory");
+        return NULL;
+    }
+    return t.s;
+}
+
+/* ---------- built-in configs ---------- */
+static const char MLP_CONFIG[] =
+    "{\"name\": \"mlp\", \"input\": [1, 28, 28], \"layers\": [\n"
+    "  {\"type\": \"flatten\"},\n"
+    "  {\"type\": \"linear\", \"out\": 128},\n"
+    "  {\"type\": \"relu\"},\n"
+    "  {\"type\": \"linear\", \"out\": 10}\n"
+    "]}\n";
+
+/* The TensorFlow tutorial's convnet, as tools/nabla.c built it before configs. */
+static const char CNN_CONFIG[] =
+    "{\"name\": \"cnn\", \"input\": [1, 28, 28], \"layers\": [\n"
+    "  {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 5, \"padding\": 2},\n"
+    "  {\"type\": \"relu\"},\n"
+    "  {\"type\": \"max_pool2d\", \"kernel\": 2},\n"
+    "  {\"type\": \"conv2d\", \"out\": 64, \"kernel\": 5, \"padding\": 2},\n"
+    "  {\"type\": \"relu\"},\n"
+    "  {\"type\": \"max_pool2d\", \"kernel\": 2},\n"
+    "  {\"type\": \"flatten\"},\n"
+    "  {\"type\": \"linear\", \"out\": 1024},\n"
+    "  {\"type\": \"relu\"},\n"
+    "  {\"type\": \"dropout\", \"p\": 0.4},\n"
+    "  {\"type\": \"linear\", \"out\": 10}\n"
+    "]}\n";
+
+/* A small residual CNN for 1x28x28 images: a 3x3 stem, three BasicBlock-style residual blocks
+   (the second and third halve the resolution, with 1x1 projection shortcuts), global average
+   pooling and a linear classifier. */
+static const char RESNET_CONFIG[] =
+    "{\"name\": \"resnet\", \"input\": [1, 28, 28], \"layers\": [\n"
+    "  {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
+    "  {\"type\": \"batch_norm\"},\n"
+    "  {\"type\": \"relu\"},\n"
+    "  {\"type\": \"residual\", \"layers\": [\n"
+    "    {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
+    "    {\"type\": \"batch_norm\"},\n"
+    "    {\"type\": \"relu\"},\n"
+    "    {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
+    "    {\"type\": \"batch_norm\"}]},\n"
+    "  {\"type\": \"residual\", \"layers\": [\n"
+    "    {\"type\": \"conv2d\", \"out\": 64, \"kernel\": 3, \"stride\": 2, \"padding\": 1, \"bias\": false},\n"
+    "    {\"type\": \"batch_norm\"},\n"
+    "    {\"type\": \"relu\"},\n"
+    "    {\"type\": \"conv2d\", \"out\": 64, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
+    "    {\"type\": \"batch_norm\"}]},\n"
+    "  {\"type\": \"residual\", \"layers\": [\n"
+    "    {\"type\": \"conv2d\", \"out\": 128, \"kernel\": 3, \"stride\": 2, \"padding\": 1, \"bias\": false},\n"
+    "    {\"type\": \"batch_norm\"},\n"
+    "    {\"type\": \"relu\"},\n"
+    "    {\"type\": \"conv2d\", \"out\": 128, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
+    "    {\"type\": \"batch_norm\"}]},\n"
+    "  {\"type\": \"global_avg_pool\"},\n"
+    "  {\"type\": \"linear\", \"out\": 10}\n"
+    "]}\n";
+
+const char *nb_nn_config_builtin(const char *name) {
+    if (name && !strcmp(name, "mlp")) return MLP_CONFIG;
+    if (name && !strcmp(name, "cnn")) return CNN_CONFIG;
+    if (name && !strcmp(name, "resnet")) return RESNET_CONFIG;
+    nb__error("nb_nn_config_builtin: unknown model \"%.60s\" (built in: mlp, cnn, resnet)", name ? name : "(null)");
+    return NULL;
+}
