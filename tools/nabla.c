@@ -1,6 +1,9 @@
-/* The nabla command: `nabla train` (the main job: a model trained on Fashion-MNIST with a
-   progress line, TensorBoard logs, a saved state dict, an SVG of the curves and the test
-   accuracy), `nabla eval`, `nabla predict`, `nabla info FILE...` and `nabla plot LOGDIR...`. */
+/* The nabla command: `nabla train` (the main job: a classifier trained on Fashion-MNIST or the
+   user's data, with a progress line, TensorBoard logs, a saved model that carries its config, an
+   SVG of the curves and the saved model's test accuracy), `nabla eval`, `nabla predict`,
+   `nabla summary`, `nabla info FILE...` and `nabla plot LOGDIR...`. */
+#include "cli_data.h"
+#include "cli_model.h"
 #include "train_args.h"
 #include <nabla.h>
 #include <dirent.h>
@@ -23,6 +26,7 @@ typedef struct {
     const char *path;
     nb_summary_writer *w;
     int64_t log_every;
+    nb_scheduler *per_step; /* a schedule stepped after every batch (one-cycle) */
 } run_ctx;
 
 static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user) {
@@ -43,18 +47,10 @@ static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, co
 static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     (void)m;
     run_ctx *c = user;
+    if (c->per_step && nb_sched_step(c->per_step) < 0) return false;
     if (c->log_every > 0 && (step + 1) % c->log_every == 0)
         return nb_summary_scalar(c->w, "step/loss", loss, step + 1) == 0;
     return true;
-}
-
-static nb_module *make_model(const char *name) {
-    if (!strcmp(name, "mlp"))
-        return nb_nn_sequential(nb_nn_flatten(), nb_nn_linear(784, 128), nb_nn_relu(), nb_nn_linear(128, 10), NULL);
-    return nb_nn_sequential(
-        nb_nn_conv2d(1, 32, 5, (nb_conv2d_opts){ .padding = 2 }), nb_nn_relu(), nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }),
-        nb_nn_conv2d(32, 64, 5, (nb_conv2d_opts){ .padding = 2 }), nb_nn_relu(), nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }),
-        nb_nn_flatten(), nb_nn_linear(7 * 7 * 64, 1024), nb_nn_relu(), nb_nn_dropout(0.4), nb_nn_linear(1024, 10), NULL);
 }
 
 /* splitmix64: the CLI's own small generator, so the split depends on --seed alone. */
@@ -221,28 +217,39 @@ static int choose_logdir(const train_opts *o, char *logdir, size_t size) {
     return -1;
 }
 
-/* Counts predictions of m over l into confusion[true][predicted]; 0, or -1 with a message
-   (a label outside 0..9 is an error naming it, never dropped from the count). */
-static int confusion_of(nb_module *m, nb_data_loader *l, int64_t confusion[10][10], const char *cmd) {
+static bool same_shape(nb_shape a, nb_shape b) {
+    if (a.ndim != b.ndim) return false;
+    for (int i = 0; i < a.ndim; i++)
+        if (a.dim[i] != b.dim[i]) return false;
+    return true;
+}
+
+/* Counts predictions of m over l into confusion[true * k + predicted]; 0, or -1 with a message
+   (a label outside 0..k-1 is an error naming it, never dropped from the count). */
+static int confusion_of(nb_module *m, nb_data_loader *l, int64_t k, int64_t *confusion, const char *cmd) {
     bool prev = nb_set_grad_enabled(false);
     int rc = 0;
     int64_t seen = 0;
     nb_batch b;
     while (rc == 0 && nb_data_loader_next(l, &b)) {
         nb_scope *s = nb_scope_begin();
-        nb_tensor *pred = nb_argmax(nb_forward(m, b.x), 1, false);
+        nb_tensor *logits = nb_forward(m, b.x);
+        nb_tensor *pred = nb_argmax(logits, 1, false);
         int64_t n = nb_dim(b.y, 0), p[500], y[500];
-        if (!pred || n > 500 || nb_copy_to(pred, p, sizeof(int64_t) * (size_t)n) < 0 ||
+        if (!pred || n > 500 || nb_dim(logits, 1) != k || nb_copy_to(pred, p, sizeof(int64_t) * (size_t)n) < 0 ||
             nb_copy_to(b.y, y, sizeof(int64_t) * (size_t)n) < 0) {
-            fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "evaluation failed");
+            if (pred && nb_dim(logits, 1) != k)
+                fprintf(stderr, "nabla %s: the model gives %lld outputs for %lld classes\n", cmd,
+                        (long long)nb_dim(logits, 1), (long long)k);
+            else fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "evaluation failed");
             rc = -1;
         }
         for (int64_t i = 0; rc == 0 && i < n; i++) {
-            if (y[i] < 0 || y[i] >= 10) {
-                fprintf(stderr, "nabla %s: label %lld of sample %lld is outside the 10 classes 0..9\n", cmd,
-                        (long long)y[i], (long long)(seen + i));
+            if (y[i] < 0 || y[i] >= k) {
+                fprintf(stderr, "nabla %s: label %lld of sample %lld is outside the model's %lld classes 0..%lld\n", cmd,
+                        (long long)y[i], (long long)(seen + i), (long long)k, (long long)(k - 1));
                 rc = -1;
-            } else confusion[y[i]][p[i]]++;
+            } else confusion[y[i] * k + p[i]]++;
         }
         seen += n;
         nb_scope_end(s);
@@ -255,62 +262,119 @@ static int confusion_of(nb_module *m, nb_data_loader *l, int64_t confusion[10][1
     return rc;
 }
 
-/* Accuracy of a confusion matrix (0 when empty). */
-static double accuracy_of(int64_t confusion[10][10], int64_t *right, int64_t *all) {
+/* Accuracy of a k x k confusion matrix (0 when empty). */
+static double accuracy_of(const int64_t *confusion, int64_t k, int64_t *right, int64_t *all) {
     *right = *all = 0;
-    for (int i = 0; i < 10; i++)
-        for (int j = 0; j < 10; j++) {
-            *all += confusion[i][j];
-            if (i == j) *right += confusion[i][j];
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < k; j++) {
+            *all += confusion[i * k + j];
+            if (i == j) *right += confusion[i * k + j];
         }
     return *all ? (double)*right / (double)*all : 0.0;
 }
 
-static int train(train_opts o) {
-    struct stat st;
-    if (o.data && (stat(o.data, &st) < 0 || !S_ISDIR(st.st_mode))) {
-        fprintf(stderr, "nabla train: --data %s is not a folder\n", o.data);
-        return 1;
+/* The saved model's accuracy on a data set: 0 and *acc, or -1 with a message. */
+static int test_accuracy(nb_module *m, nb_dataset *ds, int64_t k, double *acc, int64_t *right, int64_t *all,
+                         const char *cmd) {
+    int64_t *conf = calloc((size_t)(k * k), sizeof *conf);
+    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500 }) : NULL;
+    int rc = -1;
+    if (!l) fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "out of memory");
+    else if (confusion_of(m, l, k, conf, cmd) == 0) {
+        *acc = accuracy_of(conf, k, right, all);
+        rc = 0;
     }
+    nb_data_loader_free(l);
+    free(conf);
+    return rc;
+}
+
+static int train(train_opts o) {
     if (o.threads > 0) nb_set_num_threads(o.threads);
+    bool resnet = !strcmp(o.model, "resnet");
+    bool augment = o.augment == 1 || (o.augment == -1 && resnet);
+    const char *schedule = o.schedule ? o.schedule : resnet ? "onecycle" : "none";
+    cli_data_spec spec = { o.data, o.labels, o.label, o.channels, o.height, o.width };
+    cli_data train_src = { 0 }, test_src = { 0 };
+    cli_model cm = { 0 };
+    nb_dataset *train_ds = NULL, *val_ds = NULL, *test_ds = NULL, *aug_ds = NULL;
+    nb_data_loader *loader = NULL, *val_loader = NULL;
+    nb_optimizer *opt = NULL;
+    nb_model *model = NULL;
+    nb_scheduler *sched = NULL;
+    nb_summary_writer *w = NULL;
+    int rc = 1;
     char logdir[512], out[640], svg[640];
-    if (choose_logdir(&o, logdir, sizeof logdir) < 0) return 1;
+    nb_manual_seed(o.seed);
+    if (cli_data_open(spec, true, &train_src, "train") < 0) return 1;
+    if (o.test) {
+        if (cli_data_open((cli_data_spec){ o.test, o.test_labels, o.label, o.channels, o.height, o.width }, false, &test_src,
+                          "train") < 0)
+            goto done;
+    } else if (o.test_labels) {
+        fprintf(stderr, "nabla train: --test-labels needs --test\n");
+        goto done;
+    } else if (cli_data_has_test(spec)) {
+        cli_data_spec test_spec = spec; /* test images take the training images' shape */
+        if (!strcmp(train_src.kind, "images") && train_src.sample.ndim == 3) {
+            test_spec.channels = train_src.sample.dim[0];
+            test_spec.height = train_src.sample.dim[1];
+            test_spec.width = train_src.sample.dim[2];
+        }
+        if (cli_data_open(test_spec, false, &test_src, "train") < 0) goto done;
+    }
+    int64_t classes = train_src.classes > test_src.classes ? train_src.classes : test_src.classes;
+    if (test_src.ds && !same_shape(train_src.sample, test_src.sample)) {
+        char a[160], b[160];
+        fprintf(stderr, "nabla train: training samples are %s but test samples are %s\n",
+                nb_shape_str(train_src.sample, a, sizeof a), nb_shape_str(test_src.sample, b, sizeof b));
+        goto done;
+    }
+    if (cli_model_build(o.model, train_src.sample, classes, train_src.names, &cm, "train") < 0) goto done;
+    if (choose_logdir(&o, logdir, sizeof logdir) < 0) goto done;
     snprintf(out, sizeof out, "%s", o.out ? o.out : "");
     if (!o.out) snprintf(out, sizeof out, "%s/model.safetensors", logdir);
     snprintf(svg, sizeof svg, "%s/curves.svg", logdir);
-    nb_manual_seed(o.seed);
-    nb_dataset *train_all = nb_data_fashion_mnist(o.data, true), *test_all = NULL;
-    nb_dataset *train_ds = NULL, *val_ds = NULL, *test_ds = NULL;
-    nb_data_loader *loader = NULL, *val_loader = NULL, *test_loader = NULL;
-    nb_module *mod = NULL;
-    nb_optimizer *opt = NULL;
-    nb_model *model = NULL;
-    nb_summary_writer *w = NULL;
-    int rc = 1;
-    if (!train_all || !(test_all = nb_data_fashion_mnist(o.data, false))) {
-        fprintf(stderr, "nabla train: %s\n", nb_error());
-        goto done;
+    if (split_samples(train_src.ds, o.limit, o.val_split, o.seed, &train_ds, &val_ds) < 0) goto done;
+    if (test_src.ds) test_ds = first_samples(test_src.ds, o.limit);
+    if (augment) {
+        if (train_src.sample.ndim != 3) {
+            char sh[160];
+            fprintf(stderr, "nabla train: --augment needs images [channels, height, width]; samples are %s\n",
+                    nb_shape_str(train_src.sample, sh, sizeof sh));
+            goto done;
+        }
+        nb_transform *aug = nb_transform_compose(nb_transform_random_crop(train_src.sample.dim[1], train_src.sample.dim[2], 2),
+                                                 nb_transform_random_hflip(0.5), NULL);
+        aug_ds = aug ? nb_data_map(train_ds, aug) : NULL; /* the mapped set owns the transform */
+        if (!aug_ds) {
+            fprintf(stderr, "nabla train: %s\n", nb_error());
+            goto done;
+        }
     }
-    if (split_samples(train_all, o.limit, o.val_split, o.seed, &train_ds, &val_ds) < 0) goto done;
-    test_ds = first_samples(test_all, o.limit);
-    loader = nb_data_loader_new(train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
-                                                            .num_workers = o.workers, .seed = o.seed + 1 });
+    loader = nb_data_loader_new(aug_ds ? aug_ds : train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
+                                                                               .num_workers = o.workers, .seed = o.seed + 1 });
     if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500 });
-    test_loader = nb_data_loader_new(test_ds, (nb_loader_opts){ .batch_size = 500 });
-    mod = make_model(o.model);
-    if (mod) {
-        if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(mod, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
-        else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(mod, (nb_adam_opts){ .lr = o.lr });
-        else opt = nb_optim_adamw(mod, (nb_adamw_opts){ .lr = o.lr });
-    }
-    model = mod && opt && test_loader && (val_loader || !val_ds) ? nb_model_new(mod) : NULL;
+    if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
+    else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr });
+    else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr });
+    model = loader && opt && (val_loader || !val_ds) ? nb_model_new(cm.module) : NULL;
+    if (model) cm.module = NULL; /* the model owns the module now */
     w = model ? nb_summary_open(logdir) : NULL;
     if (!w || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         goto done;
     }
+    nb_module *mod = nb_model_module(model);
     nb_optimizer *model_opt = opt;
     opt = NULL; /* the model owns it now */
+    int64_t steps = nb_data_loader_len(loader);
+    if (!strcmp(schedule, "onecycle")) sched = nb_sched_one_cycle(model_opt, o.lr, (int)(steps * o.epochs), (nb_one_cycle_opts){ 0 });
+    else if (!strcmp(schedule, "cosine")) sched = nb_sched_cosine(model_opt, o.epochs, 0);
+    if (strcmp(schedule, "none") && !sched) {
+        fprintf(stderr, "nabla train: %s\n", nb_error());
+        goto done;
+    }
     int initial_epoch = 0;
     if (o.resume) {
         nb_metadata *md = nb_metadata_new();
@@ -328,22 +392,30 @@ static int train(train_opts o) {
             fprintf(stderr, "nabla train: %s already holds %d epochs; ask for more with --epochs\n", o.resume, initial_epoch);
             goto done;
         }
+        if (sched && nb_sched_set_last_epoch(sched, !strcmp(schedule, "onecycle") ? (int)(initial_epoch * steps) : initial_epoch) < 0) {
+            fprintf(stderr, "nabla train: %s\n", nb_error());
+            goto done;
+        }
     }
     char ckpt_path[640];
     snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint.safetensors", logdir);
-    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every };
-    nb_callback cb = { .on_epoch_end = save_checkpoint, .on_batch_end = o.log_every ? log_step : NULL, .user = &cc };
+    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every, !strcmp(schedule, "onecycle") ? sched : NULL };
+    nb_callback cb = { .on_epoch_end = save_checkpoint, .on_batch_end = o.log_every || cc.per_step ? log_step : NULL, .user = &cc };
     if (!o.quiet)
-        printf("nabla train: %s on Fashion-MNIST (%lld training samples, %lld held out for validation), %s lr %g, "
-               "batch %lld, %d epochs, %d workers, logs in %s\n",
-               o.model, (long long)nb_dataset_len(train_ds), (long long)(val_ds ? nb_dataset_len(val_ds) : 0),
-               o.optimizer, o.lr, (long long)o.batch, o.epochs, o.workers, logdir);
+        printf("nabla train: %s on %s (%lld training samples %s, %lld classes, %lld held out for validation), %s lr %g%s%s, "
+               "batch %lld, %d epochs, %d workers%s, logs in %s\n",
+               o.model, o.data ? o.data : "Fashion-MNIST", (long long)nb_dataset_len(train_ds),
+               nb_shape_str(train_src.sample, (char[160]){ 0 }, 160), (long long)classes,
+               (long long)(val_ds ? nb_dataset_len(val_ds) : 0), o.optimizer, o.lr,
+               strcmp(schedule, "none") ? " " : "", strcmp(schedule, "none") ? schedule : "", (long long)o.batch, o.epochs,
+               o.workers, augment ? ", augmented" : "", logdir);
     /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
        touched once, at the end, by the model that was saved */
     nb_history *h = nb_model_fit_loader(model, loader, val_loader,
                                         (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch,
                                                        .verbose = o.quiet ? -1 : 0, .tensorboard = w,
-                                                       .checkpoint_path = out, .callbacks = &cb, .n_callbacks = 1 });
+                                                       .checkpoint_path = out, .callbacks = &cb, .n_callbacks = 1,
+                                                       .lr_schedule = cc.per_step ? NULL : sched });
     nb_summary_close(w);
     w = NULL;
     if (!h) {
@@ -351,14 +423,20 @@ static int train(train_opts o) {
         goto done;
     }
     nb_history_free(h);
-    int64_t confusion[10][10] = { { 0 } }, right, all;
+    /* the best epoch's weights, saved again with the config and class names beside them */
+    cm.module = mod;
     if (nb_load_state_dict(mod, out, (nb_load_opts){ 0 }) < 0) {
         fprintf(stderr, "nabla train: cannot read back the saved model: %s\n", nb_error());
+        cm.module = NULL;
         goto done;
     }
+    int saved = cli_model_save(&cm, out, "train");
+    cm.module = NULL;
+    if (saved < 0) goto done;
     nb_module_train(mod, false);
-    if (confusion_of(mod, test_loader, confusion, "train") < 0) goto done;
-    double test_acc = accuracy_of(confusion, &right, &all);
+    double test_acc = 0;
+    int64_t right = 0, all = 0;
+    if (test_ds && test_accuracy(mod, test_ds, classes, &test_acc, &right, &all, "train") < 0) goto done;
     nb_scalar_log *log = nb_scalar_log_read(logdir);
     const char *name = logdir;
     rc = 0;
@@ -367,24 +445,26 @@ static int train(train_opts o) {
         rc = 1;
     }
     nb_scalar_log_free(log);
-    if (rc == 0 && !o.quiet)
-        printf("test accuracy %.4f (%lld of %lld, the saved model)\nsaved %s (the %s) and %s; TensorBoard logs "
-               "and curves.svg in %s\n",
-               test_acc, (long long)right, (long long)all, out,
+    if (rc == 0 && !o.quiet) {
+        if (test_ds) printf("test accuracy %.4f (%lld of %lld, the saved model)\n", test_acc, (long long)right, (long long)all);
+        else printf("no test set (--test PATH names one); validation picked the saved model\n");
+        printf("saved %s (the %s) and %s; TensorBoard logs and curves.svg in %s\n", out,
                val_ds ? "best epoch by validation loss" : "best epoch by training loss", ckpt_path, logdir);
+    }
 done:
     nb_summary_close(w);
+    nb_sched_free(sched);
     nb_optim_free(opt);
-    if (model) nb_model_free(model); /* frees the module and the optimizer it owns */
-    else nb_module_free(mod);
+    nb_model_free(model); /* frees the module and the optimizer it owns */
+    cli_model_free(&cm);
     nb_data_loader_free(loader);
     nb_data_loader_free(val_loader);
-    nb_data_loader_free(test_loader);
+    nb_dataset_free(aug_ds);
     nb_dataset_free(train_ds);
     nb_dataset_free(val_ds);
     nb_dataset_free(test_ds);
-    nb_dataset_free(train_all);
-    nb_dataset_free(test_all);
+    cli_data_free(&train_src);
+    cli_data_free(&test_src);
     return rc;
 }
 
@@ -396,54 +476,42 @@ static int train_main(int argc, char **argv) {
     return train(o);
 }
 
-static const char *const CLASSES[10] = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                          "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" };
+/* Parses the options of eval, predict and summary; the rest are positional. */
+typedef struct {
+    const char *arch, *data, *labels, *label, *input;
+    int top;
+    int64_t limit;
+} use_opts;
 
-/* The architecture named by --model with the weights of a state dict, in evaluation mode. */
-static nb_module *load_model(const char *arch, const char *path, const char *cmd) {
-    nb_module *m = make_model(arch);
-    if (!m || nb_load_state_dict(m, path, (nb_load_opts){ 0 }) < 0) {
-        fprintf(stderr, "nabla %s: %s\n", cmd, nb_error());
-        nb_module_free(m);
-        return NULL;
-    }
-    nb_module_train(m, false);
-    return m;
-}
-
-/* Parses "--model mlp|cnn" and "--data DIR" among args; the rest are positional. */
-static int common_args(const char *cmd, int argc, char **argv, const char **arch, const char **data, int *top,
-                       int64_t *limit, const char **pos, int max_pos) {
+static int use_args(const char *cmd, int argc, char **argv, use_opts *o, const char **pos, int max_pos) {
     int n = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) *arch = argv[++i];
-        else if (limit && !strcmp(argv[i], "--limit") && i + 1 < argc) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v && !strcmp(a, "--model")) o->arch = argv[++i];
+        else if (v && !strcmp(a, "--data")) o->data = argv[++i];
+        else if (v && !strcmp(a, "--labels")) o->labels = argv[++i];
+        else if (v && !strcmp(a, "--label")) o->label = argv[++i];
+        else if (v && !strcmp(a, "--input")) o->input = argv[++i];
+        else if (v && (!strcmp(a, "--limit") || !strcmp(a, "--top"))) {
             char *end;
             errno = 0;
             long long k = strtoll(argv[++i], &end, 10);
-            if (!*argv[i] || *end || errno || k < 1) {
-                fprintf(stderr, "nabla %s: --limit needs a whole number >= 1, got \"%s\"\n", cmd, argv[i]);
+            bool top = !strcmp(a, "--top");
+            if (!*argv[i] || *end || errno || k < 1 || (top && k > 1000)) {
+                fprintf(stderr, "nabla %s: %s needs a whole number from 1 to %s, got \"%s\"\n", cmd, a,
+                        top ? "1000" : "2^63", argv[i]);
                 return -1;
             }
-            *limit = k;
-        }
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc) *data = argv[++i];
-        else if (top && !strcmp(argv[i], "--top") && i + 1 < argc) {
-            char *end;
-            long k = strtol(argv[++i], &end, 10);
-            *top = *argv[i] && !*end && k >= 1 && k <= 10 ? (int)k : 0; /* 0: refused below */
-        }
-        else if (argv[i][0] == '-' || n == max_pos) {
-            fprintf(stderr, "nabla %s: unknown or extra argument \"%s\"\n", cmd, argv[i]);
+            if (top) o->top = (int)k;
+            else o->limit = k;
+        } else if (a[0] == '-' || n == max_pos) {
+            fprintf(stderr, "nabla %s: unknown or extra argument \"%s\"\n", cmd, a);
             return -1;
-        } else pos[n++] = argv[i];
+        } else pos[n++] = a;
     }
-    if (strcmp(*arch, "mlp") && strcmp(*arch, "cnn")) {
-        fprintf(stderr, "nabla %s: --model is mlp or cnn, got \"%s\"\n", cmd, *arch);
-        return -1;
-    }
-    if (top && (*top < 1 || *top > 10)) {
-        fprintf(stderr, "nabla %s: --top is 1 to 10\n", cmd);
+    if (strcmp(o->arch, "mlp") && strcmp(o->arch, "cnn")) {
+        fprintf(stderr, "nabla %s: --model names the architecture of a file saved without its config: mlp or cnn, got \"%s\"\n",
+                cmd, o->arch);
         return -1;
     }
     return n;
@@ -451,117 +519,230 @@ static int common_args(const char *cmd, int argc, char **argv, const char **arch
 
 /* nabla eval MODEL: accuracy, per-class accuracy and the confusion matrix on the test set. */
 static int eval_main(int argc, char **argv) {
-    const char *arch = "mlp", *data = NULL, *pos[1];
+    const char *usage_line = "usage: nabla eval MODEL.safetensors [--data PATH [--labels Y.npy] [--label COLUMN]] [--limit N]\n";
+    use_opts uo = { .arch = "mlp" };
+    const char *pos[1];
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR] [--limit N]\n"
-               "  test-set accuracy, per-class accuracy and the confusion matrix of a saved model\n"
-               "  (on the first N test samples with --limit, as nabla train --limit N reports it)\n");
+        printf("%s  accuracy, per-class accuracy and the confusion matrix of a saved model on the test split of\n"
+               "  --data (Fashion-MNIST's by default; a source without a split is used whole); --limit N: its\n"
+               "  first N samples, as nabla train --limit N reports them. --model mlp|cnn only for files saved\n"
+               "  before models carried their config.\n", usage_line);
         return 0;
     }
-    int64_t limit = 0;
-    if (common_args("eval", argc, argv, &arch, &data, NULL, &limit, pos, 1) != 1) {
-        fprintf(stderr, "usage: nabla eval MODEL.safetensors [--model mlp|cnn] [--data DIR] [--limit N]\n");
+    if (use_args("eval", argc, argv, &uo, pos, 1) != 1) {
+        fprintf(stderr, "%s", usage_line);
         return 2;
     }
-    nb_module *m = load_model(arch, pos[0], "eval");
-    if (!m) return 1;
-    nb_dataset *test_all = nb_data_fashion_mnist(data, false), *test = test_all ? first_samples(test_all, limit) : NULL;
-    nb_data_loader *l = test ? nb_data_loader_new(test, (nb_loader_opts){ .batch_size = 500 }) : NULL;
-    int64_t confusion[10][10] = { { 0 } };
+    cli_model cm;
+    if (cli_model_load(pos[0], uo.arch, &cm, "eval") < 0) return 1;
+    cli_data src;
+    cli_data_spec spec = { .path = uo.data, .labels = uo.labels, .label = uo.label };
+    if (cm.sample.ndim == 3) { /* image folders are converted to the model's input */
+        spec.channels = cm.sample.dim[0];
+        spec.height = cm.sample.dim[1];
+        spec.width = cm.sample.dim[2];
+    }
+    if (cli_data_open(spec, false, &src, "eval") < 0) {
+        cli_model_free(&cm);
+        return 1;
+    }
+    int64_t k = cm.classes;
+    nb_dataset *test = first_samples(src.ds, uo.limit);
+    int64_t *confusion = calloc((size_t)(k * k), sizeof *confusion);
+    nb_data_loader *l = test && confusion ? nb_data_loader_new(test, (nb_loader_opts){ .batch_size = 500 }) : NULL;
     int rc = 0;
-    if (!l) {
-        fprintf(stderr, "nabla eval: %s\n", nb_error());
+    if (!same_shape(src.sample, cm.sample)) {
+        char a[160], b[160];
+        fprintf(stderr, "nabla eval: the model takes samples %s; the data's are %s\n", nb_shape_str(cm.sample, a, sizeof a),
+                nb_shape_str(src.sample, b, sizeof b));
         rc = 1;
-    } else if (confusion_of(m, l, confusion, "eval") < 0) rc = 1;
+    } else if (!l) {
+        fprintf(stderr, "nabla eval: %s\n", nb_error() ? nb_error() : "out of memory");
+        rc = 1;
+    } else if (confusion_of(cm.module, l, k, confusion, "eval") < 0) rc = 1;
     else {
         int64_t right, all;
-        double acc = accuracy_of(confusion, &right, &all);
+        double acc = accuracy_of(confusion, k, &right, &all);
         printf("test accuracy %.4f (%lld of %lld)\n\nper class:\n", acc, (long long)right, (long long)all);
-        for (int i = 0; i < 10; i++) {
+        for (int64_t i = 0; i < k; i++) {
             int64_t row = 0;
-            for (int j = 0; j < 10; j++) row += confusion[i][j];
-            printf("  %d %-12s %.4f\n", i, CLASSES[i], row ? (double)confusion[i][i] / (double)row : 0.0);
+            for (int64_t j = 0; j < k; j++) row += confusion[i * k + j];
+            printf("  %lld %-12s %.4f\n", (long long)i, cm.names[i], row ? (double)confusion[i * k + i] / (double)row : 0.0);
         }
-        printf("\nconfusion matrix (rows: true class, columns: predicted):\n     ");
-        for (int j = 0; j < 10; j++) printf("%6d", j);
-        printf("\n");
-        for (int i = 0; i < 10; i++) {
-            printf("  %d  ", i);
-            for (int j = 0; j < 10; j++) printf("%6lld", (long long)confusion[i][j]);
+        if (k <= 20) {
+            printf("\nconfusion matrix (rows: true class, columns: predicted):\n     ");
+            for (int64_t j = 0; j < k; j++) printf("%6lld", (long long)j);
             printf("\n");
+            for (int64_t i = 0; i < k; i++) {
+                printf("  %lld  ", (long long)i);
+                for (int64_t j = 0; j < k; j++) printf("%6lld", (long long)confusion[i * k + j]);
+                printf("\n");
+            }
         }
     }
     nb_data_loader_free(l);
+    free(confusion);
     nb_dataset_free(test);
-    nb_dataset_free(test_all);
-    nb_module_free(m);
+    cli_data_free(&src);
+    cli_model_free(&cm);
     return rc;
 }
 
-/* nabla predict MODEL IMAGES: the top classes of each image of an IDX file or one 28x28 PNG. */
+/* nabla predict MODEL INPUTS: the top classes of each sample of an IDX, NPY or PNG file. */
 static int predict_main(int argc, char **argv) {
-    const char *arch = "mlp", *data = NULL, *pos[2];
-    int top = 3;
+    const char *usage_line = "usage: nabla predict MODEL.safetensors INPUTS [--top K]\n";
+    use_opts uo = { .arch = "mlp", .top = 3 };
+    const char *pos[2];
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: nabla predict MODEL.safetensors IMAGES [--model mlp|cnn] [--top K]\n"
-               "  IMAGES: an IDX image file (plain or gzip) or a 28x28 grayscale PNG\n");
+        printf("%s  INPUTS: an IDX file (plain or gzip), an .npy array or one PNG image, holding samples of the\n"
+               "  model's input shape (u8 values are scaled by 1/255, as in training)\n", usage_line);
         return 0;
     }
-    if (common_args("predict", argc, argv, &arch, &data, &top, NULL, pos, 2) != 2) {
-        fprintf(stderr, "usage: nabla predict MODEL.safetensors IMAGES [--model mlp|cnn] [--top K]\n");
+    if (use_args("predict", argc, argv, &uo, pos, 2) != 2) {
+        fprintf(stderr, "%s", usage_line);
         return 2;
     }
-    nb_module *m = load_model(arch, pos[0], "predict");
-    if (!m) return 1;
+    cli_model cm;
+    if (cli_model_load(pos[0], uo.arch, &cm, "predict") < 0) return 1;
     size_t len = strlen(pos[1]);
-    bool png = len > 4 && !strcmp(pos[1] + len - 4, ".png");
+    bool png = len > 4 && !strcmp(pos[1] + len - 4, ".png"), npy = len > 4 && !strcmp(pos[1] + len - 4, ".npy");
     nb_scope *s = nb_scope_begin();
-    nb_tensor *raw = png ? nb_read_png(pos[1]) : nb_read_idx(pos[1]);
+    nb_tensor *raw = png ? nb_read_png(pos[1]) : npy ? nb_load_npy(pos[1]) : nb_read_idx(pos[1]);
+    if (png && raw && cm.sample.ndim == 3) { /* an image converted and resized to the model's input, as in training */
+        nb_transform *t = nb_transform_compose(nb_transform_to_float(1.0 / 255.0), nb_transform_channels((int)cm.sample.dim[0]),
+                                               nb_transform_resize(cm.sample.dim[1], cm.sample.dim[2]), NULL);
+        raw = t ? nb_transform_apply(t, raw, 0) : NULL;
+        nb_transform_free(t);
+    }
+    int64_t per = 1;
+    for (int i = 0; i < cm.sample.ndim; i++) per *= cm.sample.dim[i];
     int rc = 0;
-    if (raw && (nb_dtype_of(raw) != NB_U8 || nb_numel(raw) % 784 != 0 || (png && nb_numel(raw) != 784))) {
-        char sh[160];
-        fprintf(stderr, "nabla predict: %s holds %s %s; expected 28x28 u8 grayscale images\n", pos[1],
-                nb_shape_str(nb_shape_of(raw), sh, sizeof sh), nb_dtype_name(nb_dtype_of(raw)));
-        rc = 1;
-    } else if (!raw) {
+    if (!raw) {
         fprintf(stderr, "nabla predict: %s\n", nb_error());
         rc = 1;
+    } else if (nb_numel(raw) == 0 || nb_numel(raw) % per != 0) {
+        char a[160], b[160];
+        fprintf(stderr, "nabla predict: %s holds %s %s; the model takes samples %s\n", pos[1],
+                nb_shape_str(nb_shape_of(raw), a, sizeof a), nb_dtype_name(nb_dtype_of(raw)),
+                nb_shape_str(cm.sample, b, sizeof b));
+        rc = 1;
     }
+    int64_t k = cm.classes, top = uo.top < k ? uo.top : k;
     if (rc == 0) {
         bool prev = nb_set_grad_enabled(false);
-        nb_tensor *x = nb_mul_scalar(nb_cast(nb_reshape(raw, NB_SHAPE(-1, 1, 28, 28)), NB_F32), 1.0 / 255.0);
+        nb_shape batch = { cm.sample.ndim + 1, { -1 } };
+        for (int i = 0; i < cm.sample.ndim; i++) batch.dim[i + 1] = cm.sample.dim[i];
+        nb_tensor *x = nb_reshape(raw, batch);
+        x = nb_dtype_of(raw) == NB_U8 ? nb_mul_scalar(nb_cast(x, NB_F32), 1.0 / 255.0) : nb_cast(x, NB_F32);
         int64_t n = nb_dim(x, 0), shown = n < 20 ? n : 20;
-        nb_tensor *probs = nb_softmax(nb_forward(m, nb_slice(x, 0, 0, shown, 1)), 1);
-        float p[20 * 10];
-        if (!probs || nb_copy_to(probs, p, sizeof(float) * (size_t)(shown * 10)) < 0) {
-            fprintf(stderr, "nabla predict: %s\n", nb_error());
+        nb_tensor *probs = nb_softmax(nb_forward(cm.module, nb_slice(x, 0, 0, shown, 1)), 1);
+        float *p = malloc(sizeof(float) * (size_t)(shown * k));
+        if (!probs || !p || nb_dim(probs, 1) != k || nb_copy_to(probs, p, sizeof(float) * (size_t)(shown * k)) < 0) {
+            fprintf(stderr, "nabla predict: %s\n", nb_error() ? nb_error() : "out of memory");
             rc = 1;
         }
         for (int64_t i = 0; rc == 0 && i < shown; i++) {
-            printf("image %lld:", (long long)i);
-            bool used[10] = { false };
-            for (int k = 0; k < top; k++) {
-                int best = -1;
-                for (int c = 0; c < 10; c++)
-                    if (!used[c] && (best < 0 || p[i * 10 + c] > p[i * 10 + best])) best = c;
+            printf("sample %lld:", (long long)i);
+            /* selection by repeated maximum over the classes not yet printed */
+            bool *used = calloc((size_t)k, 1);
+            for (int64_t j = 0; used && j < top; j++) {
+                int64_t best = -1;
+                for (int64_t c = 0; c < k; c++)
+                    if (!used[c] && (best < 0 || p[i * k + c] > p[i * k + best])) best = c;
                 used[best] = true;
-                printf("  %s %.3f", CLASSES[best], p[i * 10 + best]);
+                printf("  %s %.3f", cm.names[best], p[i * k + best]);
             }
+            free(used);
             printf("\n");
         }
-        if (rc == 0 && n > shown) printf("(%lld more images not shown)\n", (long long)(n - shown));
+        if (rc == 0 && n > shown) printf("(%lld more samples not shown)\n", (long long)(n - shown));
+        free(p);
         nb_set_grad_enabled(prev);
     }
     nb_scope_end(s);
-    nb_module_free(m);
+    cli_model_free(&cm);
     return rc;
+}
+
+/* Parses "C,H,W" into a shape. */
+static bool parse_shape(const char *text, nb_shape *s) {
+    s->ndim = 0;
+    const char *p = text;
+    while (*p && s->ndim < NB_MAX_DIMS) {
+        char *end;
+        errno = 0;
+        long long d = strtoll(p, &end, 10);
+        if (end == p || errno || d < 1 || d > (1LL << 31)) return false;
+        s->dim[s->ndim++] = d;
+        if (*end == 0) return true;
+        if (*end != ',' && *end != 'x') return false;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* nabla summary MODEL|NAME|FILE.json: layers, output shapes and parameter counts. */
+static int summary_main(int argc, char **argv) {
+    const char *usage_line = "usage: nabla summary MODEL.safetensors | mlp|cnn|resnet|FILE.json [--input C,H,W] [--classes K]\n";
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("%s  each layer of a saved model or a config, its output shape and parameter count, as Keras'\n"
+               "  model.summary(); a config is built for --input (default 1,28,28) and --classes (default 10)\n",
+               usage_line);
+        return 0;
+    }
+    const char *what = NULL, *input = "1,28,28";
+    int64_t classes = 10;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--input") && i + 1 < argc) input = argv[++i];
+        else if (!strcmp(argv[i], "--classes") && i + 1 < argc) {
+            char *end;
+            long long k = strtoll(argv[++i], &end, 10);
+            if (!*argv[i] || *end || k < 1 || k > 100000) {
+                fprintf(stderr, "nabla summary: --classes needs a whole number from 1 to 100000, got \"%s\"\n", argv[i]);
+                return 2;
+            }
+            classes = k;
+        } else if (argv[i][0] == '-' || what) {
+            fprintf(stderr, "nabla summary: unknown or extra argument \"%s\"\n%s", argv[i], usage_line);
+            return 2;
+        } else what = argv[i];
+    }
+    if (!what) {
+        fprintf(stderr, "%s", usage_line);
+        return 2;
+    }
+    cli_model cm;
+    size_t len = strlen(what);
+    bool saved = len > 12 && !strcmp(what + len - 12, ".safetensors");
+    nb_shape sample;
+    if (!saved && !parse_shape(input, &sample)) {
+        fprintf(stderr, "nabla summary: --input needs dimensions like 1,28,28, got \"%s\"\n", input);
+        return 2;
+    }
+    char **names = calloc((size_t)classes, sizeof *names);
+    int rc = !names ? -1
+           : saved ? cli_model_load(what, "mlp", &cm, "summary")
+                   : cli_model_build(what, sample, classes, names, &cm, "summary");
+    free(names);
+    if (rc < 0) return 1;
+    char *text = nb_nn_summary(cm.module, cm.sample);
+    if (!text) {
+        fprintf(stderr, "nabla summary: %s\n", nb_error());
+        cli_model_free(&cm);
+        return 1;
+    }
+    fputs(text, stdout);
+    free(text);
+    cli_model_free(&cm);
+    return 0;
 }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nabla COMMAND [ARGS]\n"
-               "  train [options]       train a model on Fashion-MNIST (nabla train --help)\n"
+               "  train [options]       train a classifier (nabla train --help)\n"
                "  eval MODEL            test accuracy, per-class accuracy, confusion matrix\n"
-               "  predict MODEL IMAGES  top classes of IDX or PNG images\n"
+               "  predict MODEL INPUTS  top classes of the samples of an IDX, NPY or PNG file\n"
+               "  summary MODEL|CONFIG  layers, output shapes and parameter counts\n"
                "  info FILE...          a safetensors or .npy file's tensors, shapes and metadata\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  version               the library version\n");
@@ -580,6 +761,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return predict_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "summary")) return summary_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) {
         if (argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
             printf("usage: nabla info FILE...   (a .safetensors state dict or checkpoint, or a .npy array)\n");

@@ -7,14 +7,28 @@
 
 train_opts train_defaults(void) {
     return (train_opts){ .model = "mlp", .optimizer = "adamw", .device = "cpu", .epochs = 5, .workers = 2,
-                         .batch = 64, .lr = 1e-3, .val_split = 0.1 };
+                         .batch = 64, .lr = 1e-3, .val_split = 0.1, .augment = -1 };
 }
 
 void train_usage(FILE *f) {
     fprintf(f, "usage: nabla train [options]\n"
-               "  Trains a model on Fashion-MNIST, validating on a split held out from the training\n"
-               "  set, and reports the test accuracy of the model it saved.\n"
-               "  --model mlp|cnn          the 784-128-10 MLP (default) or the TF tutorial convnet\n"
+               "  Trains a classifier (on Fashion-MNIST by default), validating on a split held out\n"
+               "  from the training set, and reports the test accuracy of the model it saved.\n"
+               "  --model NAME|FILE.json   mlp (784-128-10, default), cnn (the TF tutorial convnet),\n"
+               "                           resnet (a small residual CNN), or a JSON list of layers\n"
+               "  --data PATH              an IDX folder (MNIST's file names; default $NABLA_DATA, else\n"
+               "                           Debian's Fashion-MNIST), a folder of class sub-folders of PNG\n"
+               "                           images (with train/ and test/ inside, or one split), a .csv\n"
+               "                           file or an .npy array of samples\n"
+               "  --label COLUMN           the CSV column holding the class (name or index; default 0)\n"
+               "  --labels Y.npy           the labels of an .npy --data\n"
+               "  --test PATH              test data when --data has no test split (--test-labels Y.npy)\n"
+               "  --image-size HxW         resize images to H x W (default: the first image's size)\n"
+               "  --channels 1|3           convert images to gray or RGB (default: the first image's)\n"
+               "  --augment on|off         random crop (padding 2) and horizontal flip of training images\n"
+               "                           (default: on for resnet, off otherwise)\n"
+               "  --schedule none|cosine|onecycle   learning-rate schedule (default none; onecycle for\n"
+               "                           resnet, peaking at --lr)\n"
                "  --epochs N               epochs (default 5)\n"
                "  --batch-size N           samples per batch (default 64)\n"
                "  --lr X                   learning rate (default 1e-3)\n"
@@ -31,7 +45,6 @@ void train_usage(FILE *f) {
                "                           files are removed first, so curves do not mix)\n"
                "  --log-every N            also log the training loss every N steps (default: per epoch)\n"
                "  --out FILE               state dict to save (default <logdir>/model.safetensors)\n"
-               "  --data DIR               Fashion-MNIST folder (default $NABLA_DATA, else Debian's)\n"
                "  --limit N                train and test on the first N samples only\n"
                "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
                "                           written after every epoch); --epochs counts the epochs done\n"
@@ -105,7 +118,9 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         if (!strcmp(a, "--overwrite")) { o->overwrite = true; continue; }
         /* every other option takes a value */
         static const char *const valued[] = { "--model", "--optimizer", "--logdir", "--out", "--data", "--resume",
-                                              "--device", "--epochs", "--batch-size", "--lr", "--workers",
+                                              "--device", "--epochs", "--batch-size", "--lr", "--workers", "--labels", "--label",
+                                              "--test", "--test-labels", "--augment", "--schedule",
+                                              "--image-size", "--channels",
                                               "--threads", "--seed", "--limit", "--val-split", "--log-every" };
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
@@ -120,8 +135,35 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         }
         i++;
         if (!strcmp(a, "--model")) {
-            if (!one_of(v, "mlp|cnn")) { fprintf(err, "nabla train: --model is mlp or cnn, got \"%s\"\n", v); return 2; }
+            size_t len = strlen(v);
+            if (!one_of(v, "mlp|cnn|resnet") && !(len > 5 && !strcmp(v + len - 5, ".json"))) {
+                fprintf(err, "nabla train: --model is mlp, cnn, resnet or a FILE.json, got \"%s\"\n", v);
+                return 2;
+            }
             o->model = v;
+        } else if (!strcmp(a, "--image-size")) {
+            char *end = NULL;
+            errno = 0;
+            long long h = *v >= '1' && *v <= '9' ? strtoll(v, &end, 10) : 0, w = 0;
+            if (end && *end == 'x' && end[1] >= '1' && end[1] <= '9') w = strtoll(end + 1, &end, 10);
+            if (!end || *end || errno || h < 1 || w < 1 || h > 65536 || w > 65536) {
+                fprintf(err, "nabla train: --image-size needs HxW, each from 1 to 65536, got \"%s\"\n", v);
+                return 2;
+            }
+            o->height = h;
+            o->width = w;
+        } else if (!strcmp(a, "--channels")) {
+            if (!one_of(v, "1|3")) { fprintf(err, "nabla train: --channels is 1 or 3, got \"%s\"\n", v); return 2; }
+            o->channels = *v - '0';
+        } else if (!strcmp(a, "--augment")) {
+            if (!one_of(v, "on|off")) { fprintf(err, "nabla train: --augment is on or off, got \"%s\"\n", v); return 2; }
+            o->augment = !strcmp(v, "on");
+        } else if (!strcmp(a, "--schedule")) {
+            if (!one_of(v, "none|cosine|onecycle")) {
+                fprintf(err, "nabla train: --schedule is none, cosine or onecycle, got \"%s\"\n", v);
+                return 2;
+            }
+            o->schedule = v;
         } else if (!strcmp(a, "--optimizer")) {
             if (!one_of(v, "adamw|adam|sgd")) {
                 fprintf(err, "nabla train: --optimizer is adamw, adam or sgd, got \"%s\"\n", v);
@@ -134,11 +176,16 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
                 return 2;
             }
             o->device = v;
-        } else if (!strcmp(a, "--logdir") || !strcmp(a, "--out") || !strcmp(a, "--data") || !strcmp(a, "--resume")) {
-            if (!*v) { fprintf(err, "nabla train: %s needs a path, got \"\"\n", a); return 2; }
+        } else if (!strcmp(a, "--logdir") || !strcmp(a, "--out") || !strcmp(a, "--data") || !strcmp(a, "--resume") ||
+                   !strcmp(a, "--labels") || !strcmp(a, "--label") || !strcmp(a, "--test") || !strcmp(a, "--test-labels")) {
+            if (!*v) { fprintf(err, "nabla train: %s needs a value, got \"\"\n", a); return 2; }
             if (!strcmp(a, "--logdir")) o->logdir = v;
             else if (!strcmp(a, "--out")) o->out = v;
             else if (!strcmp(a, "--data")) o->data = v;
+            else if (!strcmp(a, "--labels")) o->labels = v;
+            else if (!strcmp(a, "--label")) o->label = v;
+            else if (!strcmp(a, "--test")) o->test = v;
+            else if (!strcmp(a, "--test-labels")) o->test_labels = v;
             else o->resume = v;
         } else if (!strcmp(a, "--epochs")) { if (!whole(err, a, v, 1, 1000000, &n)) return 2; o->epochs = (int)n; }
         else if (!strcmp(a, "--batch-size")) { if (!whole(err, a, v, 1, 1 << 30, &n)) return 2; o->batch = n; }

@@ -8,11 +8,14 @@
 
 typedef struct train_opts {
     const char *model, *optimizer, *logdir, *out, *data, *resume, *device;
+    const char *labels, *label, *test, *test_labels, *schedule;
     int epochs, workers, threads;
     int64_t batch, limit, log_every;
+    int64_t channels, height, width; /* images converted and resized to these (0: the first image's) */
     double lr, val_split;
     uint64_t seed;
     bool quiet, overwrite;
+    int augment; /* -1: the model's default (on for resnet), 0 off, 1 on */
 } train_opts;
 
 /* The defaults of `nabla train`. */

@@ -1,0 +1,139 @@
+#!/bin/sh
+# nabla train, eval, predict and summary on each kind of data (a CSV file, an NPY pair, a folder
+# of PNG images in class sub-folders) and with models from JSON configs, as a user meets them.
+# Usage: cli_data_test.sh NABLA_BINARY
+set -eu
+nabla="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+acc_at_least() { awk -v min="$2" '/^test accuracy/ { found = 1; if ($3 < min) exit 1 } END { exit !found }' "$1"; }
+
+# Three classes that a small model separates: blobs in 4-D (CSV), bright quadrants in 8x8 images
+# (NPY and PNG). Written with numpy and PIL (Debian's python3-numpy and python3-pil).
+/usr/bin/python3 - <<'PY'
+import os, numpy as np
+from PIL import Image
+rng = np.random.default_rng(0)
+def blobs(n):
+    y = rng.integers(0, 3, n)
+    x = rng.normal(0, 0.5, (n, 4)) + np.eye(3, 4)[y] * 3
+    return x.astype(np.float32), y
+x, y = blobs(600)
+with open("train.csv", "w") as f:
+    f.write("label,a,b,c,d\n")
+    for xi, yi in zip(x, y): f.write("%d,%s\n" % (yi, ",".join("%.4f" % v for v in xi)))
+x, y = blobs(200)
+with open("test.csv", "w") as f:
+    f.write("label,a,b,c,d\n")
+    for xi, yi in zip(x, y): f.write("%d,%s\n" % (yi, ",".join("%.4f" % v for v in xi)))
+def images(n):
+    y = rng.integers(0, 3, n)
+    x = rng.integers(0, 60, (n, 1, 8, 8)).astype(np.uint8)
+    for i, c in enumerate(y):
+        r, q = divmod(int(c), 2)
+        x[i, 0, r * 4:r * 4 + 4, q * 4:q * 4 + 4] += 180
+    return x, y
+x, y = images(600)
+np.save("x.npy", x.astype(np.float32) / 255); np.save("y.npy", y.astype(np.int64))
+x, y = images(150)
+np.save("tx.npy", x.astype(np.float32) / 255); np.save("ty.npy", y.astype(np.int64))
+for split, n in (("train", 450), ("test", 150)):
+    x, y = images(n)
+    for i, (xi, c) in enumerate(zip(x, y)):
+        d = "shapes/%s/%s" % (split, ["circle", "square", "star"][c])
+        os.makedirs(d, exist_ok=True)
+        Image.fromarray(xi[0], "L").save("%s/%d.png" % (d, i))
+PY
+
+# CSV: the label column by name, a test file, class names 0..2, the model rebuilt from the file
+"$nabla" train --data train.csv --label label --test test.csv --epochs 8 --lr 0.01 --logdir csv >csv.txt
+cat csv.txt
+grep -q "3 classes" csv.txt || fail "CSV: not 3 classes"
+acc_at_least csv.txt 0.9 || fail "CSV: test accuracy under 0.9"
+"$nabla" eval csv/model.safetensors --data test.csv --label label >eval.txt
+awk '/^test accuracy/ { print $3 }' csv.txt > a.txt; awk '/^test accuracy/ { print $3 }' eval.txt > b.txt
+cmp -s a.txt b.txt || fail "CSV: eval gives $(cat b.txt), train printed $(cat a.txt)"
+echo "csv: ok"
+
+# NPY pair with a JSON config of a small convnet
+cat > conv.json <<'J'
+{"layers": [{"type": "conv2d", "out": 8, "kernel": 3, "padding": "same"}, {"type": "relu"},
+            {"type": "max_pool2d", "kernel": 2}, {"type": "flatten"}, {"type": "linear", "out": 3}]}
+J
+"$nabla" train --data x.npy --labels y.npy --test tx.npy --test-labels ty.npy --model conv.json --epochs 6 --lr 0.01 --logdir npy >npy.txt
+cat npy.txt
+acc_at_least npy.txt 0.9 || fail "NPY + JSON: test accuracy under 0.9"
+"$nabla" summary npy/model.safetensors >sum.txt
+cat sum.txt
+grep -q "conv2d\|Conv2d" sum.txt || fail "summary of the saved model lists no conv2d"
+"$nabla" predict npy/model.safetensors tx.npy --top 2 | grep -q "^sample 0:" || fail "predict on an .npy"
+echo "npy + json config: ok"
+
+# a folder of PNG images with train/ and test/: class names come from the folders
+"$nabla" train --data shapes --model conv.json --epochs 6 --lr 0.01 --logdir img >img.txt
+cat img.txt
+acc_at_least img.txt 0.9 || fail "images: test accuracy under 0.9"
+"$nabla" eval img/model.safetensors --data shapes >eval.txt
+grep -q "circle" eval.txt && grep -q "star" eval.txt || fail "eval does not name the classes from the folders"
+"$nabla" predict img/model.safetensors shapes/test/star/"$(ls shapes/test/star | head -n 1)" | grep -q "star\|circle\|square" \
+  || fail "predict on a PNG names no class"
+echo "image folder: ok"
+
+# a folder of mixed sizes and colours (RGB 12x10 and gray 8x8) batches once converted and resized
+/usr/bin/python3 - <<'PY'
+import os, numpy as np
+from PIL import Image
+rng = np.random.default_rng(2)
+for c, name in enumerate(["dark", "light"]):
+    os.makedirs("mixed/" + name, exist_ok=True)
+    for i in range(40):
+        v = 40 + 170 * c
+        if i % 2: Image.fromarray(rng.integers(v - 30, v + 30, (12, 10, 3)).astype(np.uint8), "RGB").save("mixed/%s/%d.png" % (name, i))
+        else: Image.fromarray(rng.integers(v - 30, v + 30, (8, 8)).astype(np.uint8), "L").save("mixed/%s/%d.png" % (name, i))
+PY
+"$nabla" train --data mixed --image-size 6x6 --channels 1 --epochs 3 --lr 0.01 --logdir mixed_run --val-split 0.2 >mixed.txt
+grep -q "training samples \[1, 6, 6\]" mixed.txt || fail "mixed images: $(head -n 1 mixed.txt)"
+"$nabla" predict mixed_run/model.safetensors mixed/light/1.png | grep -q "light" || fail "predict on an RGB 12x10 PNG for a 1x6x6 model"
+echo "mixed image sizes: ok"
+
+# wrong configs are errors that name the layer and the field; nothing is trained
+printf '%s' '{"layers": [{"type": "conv2d", "out": 4, "kernal": 3}, {"type": "linear", "out": 3}]}' > typo.json
+set +e; "$nabla" train --data x.npy --labels y.npy --model typo.json 2>err.txt; rc=$?; set -e
+cat err.txt
+[ "$rc" -ne 0 ] && grep -q "layer 0" err.txt && grep -q "kernal" err.txt || fail "a typo in a config is not named"
+printf '%s' '{"layers": [{"type": "linear", "out": 5}]}' > five.json
+set +e; "$nabla" train --data train.csv --model five.json 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "5 outputs" err.txt || fail "a config with 5 outputs for 3 classes: $(cat err.txt)"
+printf '%s' '{"layers": [' > broken.json
+set +e; "$nabla" train --data train.csv --model broken.json 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "line" err.txt || fail "invalid JSON: $(cat err.txt)"
+[ ! -e runs ] || fail "a refused run left a run folder"
+set +e; "$nabla" train --data x.npy 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q -- "--labels" err.txt || fail "an .npy without --labels: $(cat err.txt)"
+echo "wrong configs and data: refused"
+
+# a state dict saved without a config (as before configs were stored) loads as --model names it
+/usr/bin/python3 - <<'PY'
+import json, struct, numpy as np
+rng = np.random.default_rng(1)
+ts = {"1.weight": rng.normal(0, 0.05, (128, 784)), "1.bias": np.zeros(128), "3.weight": rng.normal(0, 0.05, (10, 128)),
+      "3.bias": np.zeros(10)}
+header, blobs, off = {}, [], 0
+for k, v in ts.items():
+    b = v.astype(np.float32).tobytes()
+    header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
+    blobs.append(b); off += len(b)
+h = json.dumps(header).encode()
+with open("legacy.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h))); f.write(h); f.write(b"".join(blobs))
+PY
+"$nabla" eval legacy.safetensors --limit 100 | grep -q "^test accuracy" || fail "a file without a config does not load as the mlp"
+set +e; "$nabla" eval legacy.safetensors --model cnn 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "name its architecture with --model" err.txt || fail "a file of another architecture: $(cat err.txt)"
+echo "files without a config: ok"
+
+# the built-ins summarised without a file
+"$nabla" summary resnet >sum.txt && grep -qi "total" sum.txt || fail "nabla summary resnet"
+echo "cli_data_test: all passed"
