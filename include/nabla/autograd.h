@@ -12,7 +12,7 @@ extern "C" {
 NB_API nb_tensor *nb_set_requires_grad(nb_tensor *t, bool requires_grad);
 /* Whether t needs a gradient (a leaf marked so, or the result of an op on one). */
 NB_API bool nb_requires_grad(const nb_tensor *t);
-/* Whether t was made by a recorded op (it has a graph node behind it). */
+/* Whether t is a leaf: made by no recorded op, so no graph node stands behind it (false for NULL). */
 NB_API bool nb_is_leaf(const nb_tensor *t);
 /* Backpropagates from the one-element tensor t, accumulating into leaves' gradients; 0 or <0. */
 NB_API int nb_backward(nb_tensor *t);

@@ -118,7 +118,7 @@ NB_API nb_module *nb_nn_batch_norm1d(int64_t features);
 /* Batch norm over [N, C, H, W]. */
 NB_API nb_module *nb_nn_batch_norm2d(int64_t features);
 
-/* Options of multi-head attention: with_bias false drops the projections' biases; causal masks
+/* Options of multi-head attention: no_bias drops the projections' biases; causal masks
    the future; dropout applies to the attention weights in training. */
 typedef struct nb_mha_opts {
     bool no_bias, causal;
