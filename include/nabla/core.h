@@ -55,9 +55,9 @@ NB_API void nb_error_clear(void);
 NB_API void nb_set_error_handler(void (*handler)(const char *message, void *user), void *user);
 
 /* ---- dtypes and devices ---- */
-/* The dtype's short name ("f32", "i64", ...). */
+/* The dtype's short name ("f32", "i64", ...); "?" for a value outside nb_dtype. */
 NB_API const char *nb_dtype_name(nb_dtype dtype);
-/* Bytes per element of the dtype. */
+/* Bytes per element of the dtype; 0 for a value outside nb_dtype. */
 NB_API size_t nb_dtype_size(nb_dtype dtype);
 /* Parses "cpu", "cuda", "cuda:1"; on a bad string records an error and returns index -1. */
 NB_API nb_device nb_device_parse(const char *text);
@@ -97,17 +97,17 @@ NB_API void nb_rng_set_state(uint64_t seed, uint64_t offset);
 /* ---- inspection ---- */
 /* The tensor's shape (ndim 0 for a NULL tensor). */
 NB_API nb_shape nb_shape_of(const nb_tensor *t);
-/* Number of dimensions. */
+/* Number of dimensions (0 for NULL). */
 NB_API int nb_ndim(const nb_tensor *t);
 /* Size of one axis (negative counts from the end); -1 with an error when out of range. */
 NB_API int64_t nb_dim(const nb_tensor *t, int axis);
-/* Number of elements. */
+/* Number of elements (0 for NULL). */
 NB_API int64_t nb_numel(const nb_tensor *t);
-/* Element type. */
+/* Element type (NB_F32 for NULL). */
 NB_API nb_dtype nb_dtype_of(const nb_tensor *t);
-/* Device the tensor lives on. */
+/* Device the tensor lives on (the CPU for NULL). */
 NB_API nb_device nb_device_of(const nb_tensor *t);
-/* Stride of one axis, in elements. */
+/* Stride of one axis, in elements (negative counts from the end); -1 with an error when out of range. */
 NB_API int64_t nb_stride(const nb_tensor *t, int axis);
 /* Whether the elements are laid out densely in row-major order. */
 NB_API bool nb_is_contiguous(const nb_tensor *t);
@@ -131,7 +131,8 @@ NB_API const char *nb_shape_str(nb_shape shape, char *buf, size_t size);
 NB_API nb_tensor *nb_retain(nb_tensor *t);
 /* Drops one reference owned by the caller; NULL is ignored. */
 NB_API void nb_release(nb_tensor *t);
-/* Opens a scope: every tensor made until its end belongs to it. Scopes nest. */
+/* Opens a scope on this thread: every tensor made on it until the scope's end belongs to it. Scopes
+   nest. NULL with an error when out of memory. */
 NB_API nb_scope *nb_scope_begin(void);
 /* Closes the scope (and any left open inside it), releasing every tensor it owns. */
 NB_API void nb_scope_end(nb_scope *scope);
@@ -139,16 +140,18 @@ NB_API void nb_scope_end(nb_scope *scope);
 NB_API nb_tensor *nb_keep(nb_tensor *t);
 
 /* ---- threads and memory ---- */
-/* Threads for kernels and BLAS; n <= 0 restores the default (NABLA_NUM_THREADS, OMP_NUM_THREADS, cores). */
+/* Threads for the kernels, which split matrix products themselves (BLAS stays single-threaded, so
+   results do not depend on n); n <= 0 restores the default (NABLA_NUM_THREADS, OMP_NUM_THREADS, cores). */
 NB_API void nb_set_num_threads(int n);
-/* Threads kernels and BLAS use. */
+/* Threads the kernels use when called from this thread (1 in a data-loader worker). */
 NB_API int nb_get_num_threads(void);
 /* Treats denormal floats as zero, as inputs and as results (x86's DAZ and FTZ), in the calling
    thread and the kernel threads, like torch.set_flush_denormal: off by default (IEEE). Each
    operation on a denormal costs ~100 cycles, and underflowing gradients and optimizer state
    make many. Returns false, changing nothing, where the CPU has no such mode. */
 NB_API bool nb_set_flush_denormal(bool on);
-/* Returns every cached free buffer to the system. */
+/* Returns cached free buffers to the system: the shared lists' and this thread's (other threads'
+   caches are kept until those threads exit). */
 NB_API void nb_empty_cache(void);
 /* Allocator counters: bytes held from the system, bytes in use (exact when other threads are
    idle), and system allocations so far. */

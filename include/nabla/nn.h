@@ -32,18 +32,22 @@ typedef struct nb_named_tensor {
 } nb_named_tensor;
 
 /* ---- the module base ---- */
-/* Allocates a zeroed module of size bytes (the user's struct, nb_module first), in training mode. */
+/* Allocates a zeroed module of size bytes (the user's struct, nb_module first), in training mode;
+   the caller frees it with nb_module_free (or hands it to a parent). */
 NB_API nb_module *nb_module_new(const nb_module_class *cls, size_t size);
 /* Registers a parameter under name, taking over the caller's reference (out of its scope if it
-   is in one) and marking it as requiring grad; returns t (borrowed). */
+   is in one) and marking it as requiring grad; returns t (borrowed), or NULL with t released. */
 NB_API nb_tensor *nb_module_param(nb_module *m, const char *name, nb_tensor *t);
-/* Registers a buffer (state saved with the weights, no gradient), taking over the reference. */
+/* Registers a buffer (state saved with the weights, no gradient), taking over the reference as
+   nb_module_param does; returns t (borrowed), or NULL with t released. */
 NB_API nb_tensor *nb_module_buffer(nb_module *m, const char *name, nb_tensor *t);
-/* Registers a child module under name; m owns it from now on. Returns child. */
+/* Registers a child module under name; m owns it from now on. Returns child, or NULL with child
+   freed (kept when it already belongs to another module). */
 NB_API nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child);
 /* Runs the module's forward on x. */
 NB_API nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
-/* Moves parameters and buffers to device; returns m. */
+/* Moves parameters and buffers to device; returns m. This build has the CPU only: any other
+   device records an error and moves nothing (m is still returned). */
 NB_API nb_module *nb_module_to(nb_module *m, nb_device device);
 /* Sets training (true) or evaluation (false) mode on m and every descendant. */
 NB_API void nb_module_train(nb_module *m, bool training);
@@ -53,11 +57,12 @@ NB_API void nb_module_free(nb_module *m);
 NB_API nb_module *nb_module_get_child(nb_module *m, const char *name);
 /* The parameter or buffer at a dotted path such as "fc1.weight" (borrowed), or NULL. */
 NB_API nb_tensor *nb_module_get(nb_module *m, const char *path);
-/* The module's path in its tree ("" for the root, "layers.2.attn"), for messages. */
+/* The module's path in its tree ("" for the root or NULL, "layers.2.attn"), for messages; valid
+   until nb_module_child is next called on a module above m (which rewrites the paths below it). */
 NB_API const char *nb_module_path(const nb_module *m);
 /* Lists parameters with dotted names in PyTorch's order (own first, then children in
-   registration order). Fills at most cap entries; returns the total count. Names live as long
-   as the module. */
+   registration order). Fills at most cap entries (out may be NULL to count); returns the total
+   count, or -1 with an error. Names live as long as the module. */
 NB_API int nb_module_named_parameters(nb_module *m, nb_named_tensor *out, int cap);
 /* Lists buffers the same way. */
 NB_API int nb_module_named_buffers(nb_module *m, nb_named_tensor *out, int cap);
@@ -74,26 +79,33 @@ NB_API void nb_module_zero_grad(nb_module *m);
 NB_API nb_module *nb_nn_linear(int64_t in_features, int64_t out_features);
 /* Linear without a bias. */
 NB_API nb_module *nb_nn_linear_no_bias(int64_t in_features, int64_t out_features);
-/* Activation modules. */
+/* Activation module: max(x, 0). */
 NB_API nb_module *nb_nn_relu(void);
+/* Activation module: GELU, exact (erf) form. */
 NB_API nb_module *nb_nn_gelu(void);
+/* Activation module: x * sigmoid(x). */
 NB_API nb_module *nb_nn_silu(void);
+/* Activation module: tanh. */
 NB_API nb_module *nb_nn_tanh(void);
+/* Activation module: sigmoid. */
 NB_API nb_module *nb_nn_sigmoid(void);
-/* Softmax / log-softmax over axis. */
+/* Softmax over axis. */
 NB_API nb_module *nb_nn_softmax(int axis);
+/* Log-softmax over axis. */
 NB_API nb_module *nb_nn_log_softmax(int axis);
-/* Flattens axes 1..-1. */
+/* Flattens axes 1..-1 (a 1-D [N] input becomes [N, 1]). */
 NB_API nb_module *nb_nn_flatten(void);
-/* Zeroes elements with probability p in training mode and scales the rest by 1/(1-p). */
+/* Zeroes elements with probability p (in [0, 1), else NULL) in training mode and scales the rest by 1/(1-p). */
 NB_API nb_module *nb_nn_dropout(double p);
 /* A table of num vectors of size dim, N(0, 1) as torch.nn.Embedding. */
 NB_API nb_module *nb_nn_embedding(int64_t num, int64_t dim);
 /* Layer norm over the last axis of size dim, with weight and bias, eps 1e-5. */
 NB_API nb_module *nb_nn_layer_norm(int64_t dim);
-/* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ... */
+/* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ...
+   Takes over every module given (all freed on failure); the list ends at the first NULL. */
 NB_API nb_module *nb_nn_sequential(nb_module *first, ...);
-/* Appends a child to a sequential module; returns seq. */
+/* Appends a child to a sequential module, taking it over; returns seq, or NULL with child freed as
+   nb_module_child does (also when seq is not a sequential). */
 NB_API nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child);
 
 /* Options of nb_nn_conv2d (zero fields: stride 1, padding 0, dilation 1, groups 1, with bias). */
@@ -101,7 +113,8 @@ typedef struct nb_conv2d_opts {
     int stride, padding, dilation, groups;
     bool no_bias;
 } nb_conv2d_opts;
-/* 2-D convolution over [N, C, H, W], weight [out, in/groups, k, k], kaiming-uniform as torch. */
+/* 2-D convolution over [N, C, H, W] (or [C, H, W]), weight [out, in/groups, k, k], kaiming-uniform
+   as torch; groups must divide both channel counts. */
 NB_API nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
 /* Options of the pooling layers (stride 0 means the kernel size). */
 typedef struct nb_pool_opts {
@@ -128,7 +141,8 @@ typedef struct nb_mha_opts {
    (in_proj_weight [3E, E], in_proj_bias, out_proj.weight, out_proj.bias). */
 NB_API nb_module *nb_nn_multihead_attention(int64_t embed_dim, int heads, nb_mha_opts opts);
 /* Attention of query/key/value [B, T, E] through the module's projections (cross-attention
-   when kv differs from q); mask (or NULL) is added to the scores [B, heads, Tq, Tk] or broadcasts. */
+   when kv differs from q); mask (or NULL) is added to the scores [B, heads, Tq, Tk] or broadcasts.
+   mha must come from nb_nn_multihead_attention (its class is not checked). */
 NB_API nb_tensor *nb_mha_forward(nb_module *mha, nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask);
 
 /* ---- functional forms ---- */
@@ -149,26 +163,28 @@ typedef struct nb_conv_opts {
     int stride[2], padding[2], dilation[2];
     int groups;
 } nb_conv_opts;
-/* 2-D convolution of x [N, C, H, W] with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
+/* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
 NB_API nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
-/* Max pooling of [N, C, H, W] over kernel x kernel windows. */
+/* Max pooling of [N, C, H, W] (or [C, H, W]) over kernel x kernel windows. */
 NB_API nb_tensor *nb_max_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
-/* Average pooling of [N, C, H, W]. */
+/* Average pooling of [N, C, H, W] (or [C, H, W]), padding counted as torch's default. */
 NB_API nb_tensor *nb_avg_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
-/* Adaptive average pooling of [N, C, H, W] to [N, C, out_h, out_w]. */
+/* Adaptive average pooling of [N, C, H, W] to [N, C, out_h, out_w] (or [C, H, W] to [C, out_h, out_w]). */
 NB_API nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int out_h, int out_w);
 /* Batch norm of x [N, C, ...]: batch statistics when training (updating the running ones in
-   place, momentum 0 means 0.1), running statistics otherwise; w and b may be NULL. */
+   place, momentum 0 means 0.1), running statistics otherwise; eps <= 0 means 1e-5; w and b may
+   be NULL (the running statistics too when training). */
 NB_API nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *w,
                                 nb_tensor *b, bool training, double momentum, double eps);
 /* x * sigmoid(x) */
 NB_API nb_tensor *nb_silu(nb_tensor *x);
-/* Dropout with probability p when training is true; x itself otherwise. */
+/* Dropout with probability p (in [0, 1]) when training is true; x itself (a new reference) otherwise. */
 NB_API nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
 /* Layer norm over the last axis; w and b may be NULL. */
 NB_API nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
 
-/* ---- initialisers (in place, recorded nowhere; from the seeded generator) ---- */
+/* ---- initialisers (in place, recorded nowhere; from the seeded generator; 0 or <0; the fan-based
+   ones need at least 2 dimensions) ---- */
 /* U(lo, hi) */
 NB_API int nb_init_uniform(nb_tensor *t, double lo, double hi);
 /* N(mean, std^2) */
@@ -191,22 +207,25 @@ typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTIO
 typedef struct nb_ce_opts {
     nb_reduction reduction;
     double label_smoothing;  /* 0..1 */
-    int64_t ignore_index;    /* targets equal to it are skipped; set use_ignore_index */
+    int64_t ignore_index;    /* targets equal to it are skipped, only when use_ignore_index is set
+                                (zero does not mean torch's -100) */
     bool use_ignore_index;
     nb_tensor *weight;       /* per-class weights [classes], or NULL */
 } nb_ce_opts;
 
-/* Cross entropy of logits [N, C] (or [N, C, d...]) against i64 class indices [N] ([N, d...]). */
+/* Cross entropy of logits [N, C] (or [N, C, d...]) against i64 or i32 class indices [N] ([N, d...]);
+   an index outside 0..C-1 is an error. */
 NB_API nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_ce_opts opts);
-/* Negative log likelihood of log-probabilities [N, C] against class indices. */
+/* Negative log likelihood of log-probabilities [N, C] (or [N, C, d...]) against class indices, as
+   nb_cross_entropy; label_smoothing must be 0. */
 NB_API nb_tensor *nb_nll_loss(nb_tensor *log_probs, nb_tensor *target, nb_ce_opts opts);
-/* Mean squared error. */
+/* Mean squared error (input and target of one shape: no broadcasting). */
 NB_API nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
-/* Mean absolute error. */
+/* Mean absolute error (input and target of one shape). */
 NB_API nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
-/* Huber-style smooth L1 with threshold beta (0 means torch's default 1.0). */
+/* Huber-style smooth L1 with threshold beta (0 means torch's default 1.0; negative is an error). */
 NB_API nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction, double beta);
-/* Binary cross entropy on logits, computed stably; pos_weight may be NULL. */
+/* Binary cross entropy on logits (target of the logits' shape), computed stably; pos_weight may be NULL. */
 NB_API nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction reduction, nb_tensor *pos_weight);
 
 /* ---- models from a config, residual blocks, summaries (src/nn/config.c) ---- */
@@ -214,9 +233,11 @@ NB_API nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_re
    identity. Takes over body and shortcut (freed on failure); children "body" and "shortcut". */
 NB_API nb_module *nb_nn_residual(nb_module *body, nb_module *shortcut, bool relu);
 /* A sequential built from a Keras-like JSON config {"input": [C, H, W], "layers": [{"type": ...}]}
-   (docs in src/nn/config.c); sample_shape (no batch axis; ndim 0: the config's "input") sizes the layers. */
+   (docs in src/nn/config.c); sample_shape (no batch axis; ndim 0: the config's "input", which it must
+   match when both are given) sizes the layers. NULL with an error naming the layer on a bad config. */
 NB_API nb_module *nb_nn_from_config(const char *json, nb_shape sample_shape);
-/* A malloc'ed Keras-style text (free() it): each top-level layer's output shape and parameters, then totals. */
+/* A malloc'ed Keras-style text (free() it), or NULL: each top-level layer's output shape and parameters,
+   then totals, from a forward of one sample of sample_shape (no batch axis) in evaluation mode. */
 NB_API char *nb_nn_summary(nb_module *m, nb_shape sample_shape);
 /* The static JSON config of a built-in model, "mlp", "cnn" or "resnet" (10 classes, 1x28x28 input), or NULL. */
 NB_API const char *nb_nn_config_builtin(const char *name);

@@ -69,13 +69,13 @@ NB_API nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi);
 NB_API nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 
 /* ---- reductions over one axis (negative counts from the end) ---- */
-/* Sum over axis. */
+/* Sum over axis (bool and integer inputs sum to i64, as torch). */
 NB_API nb_tensor *nb_sum(nb_tensor *t, int axis, bool keepdim);
-/* Mean over axis. */
+/* Mean over axis (integer inputs give f32; an empty axis gives NaN). */
 NB_API nb_tensor *nb_mean(nb_tensor *t, int axis, bool keepdim);
 /* Largest value over axis (gradient to the first largest, as torch.max(dim)). */
 NB_API nb_tensor *nb_max(nb_tensor *t, int axis, bool keepdim);
-/* Smallest value over axis. */
+/* Smallest value over axis (gradient to the first smallest). */
 NB_API nb_tensor *nb_min(nb_tensor *t, int axis, bool keepdim);
 /* Index (i64) of the first largest value over axis. */
 NB_API nb_tensor *nb_argmax(nb_tensor *t, int axis, bool keepdim);
@@ -85,9 +85,9 @@ NB_API nb_tensor *nb_argmin(nb_tensor *t, int axis, bool keepdim);
 NB_API nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim);
 /* Unbiased variance over axis, as torch.var. */
 NB_API nb_tensor *nb_var(nb_tensor *t, int axis, bool keepdim);
-/* Sum of every element, as a 0-d tensor. */
+/* Sum of every element, as a 0-d tensor (bool and integer inputs sum to i64). */
 NB_API nb_tensor *nb_sum_all(nb_tensor *t);
-/* Mean of every element, as a 0-d tensor. */
+/* Mean of every element, as a 0-d tensor (integer inputs give f32). */
 NB_API nb_tensor *nb_mean_all(nb_tensor *t);
 /* Sum over the axes where shape has 1 (or is missing) so the result has shape (the reverse of broadcasting). */
 NB_API nb_tensor *nb_sum_to(nb_tensor *t, nb_shape shape);
@@ -99,7 +99,7 @@ NB_API nb_tensor *nb_log_softmax(nb_tensor *t, int axis);
 /* ---- shape (views share storage and copy nothing where PyTorch copies nothing) ---- */
 /* Same elements in a new shape; a view when the strides allow, else a copy. One -1 axis is inferred. */
 NB_API nb_tensor *nb_reshape(nb_tensor *t, nb_shape shape);
-/* Same elements in a new shape, always a view; an error when the strides do not allow it. */
+/* Same elements in a new shape, always a view (one -1 axis is inferred); an error when the strides do not allow it. */
 NB_API nb_tensor *nb_view(nb_tensor *t, nb_shape shape);
 /* Swaps two axes (a view). */
 NB_API nb_tensor *nb_transpose(nb_tensor *t, int axis0, int axis1);
@@ -121,17 +121,18 @@ NB_API nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis);
 NB_API nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis);
 
 /* ---- indexing ---- */
-/* Entries of t at the i64 indices idx (1-D) along axis. */
+/* Entries of t at the indices idx (1-D, i64 or i32) along axis. */
 NB_API nb_tensor *nb_index_select(nb_tensor *t, int axis, nb_tensor *idx);
-/* out[i][j] = t[i][idx[i][j]] along axis (torch.gather). */
+/* out[i][j] = t[i][idx[i][j]] along axis (torch.gather; idx is i64 or i32, with t's number of axes). */
 NB_API nb_tensor *nb_gather(nb_tensor *t, int axis, nb_tensor *idx);
-/* Rows of weight [num, dim] picked by the i64 indices idx: shape idx.shape + [dim]. */
+/* Rows of weight [num, dim] picked by the indices idx (i64 or i32): shape idx.shape + [dim]. */
 NB_API nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx);
 
 /* ---- conversion ---- */
 /* A contiguous tensor with t's values: t itself (a new reference) when already contiguous. */
 NB_API nb_tensor *nb_contiguous(nb_tensor *t);
-/* t on device: t itself (a new reference) when already there. */
+/* t on device: t itself (a new reference) when already there; this build runs on the CPU only, so
+   any other device is an error (NULL). */
 NB_API nb_tensor *nb_to(nb_tensor *t, nb_device device);
 /* t converted to dtype (t itself, a new reference, when already that dtype). */
 NB_API nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype);
