@@ -587,6 +587,51 @@ static void test_plot(void **state) {
     assert_string_equal(nb_sparkline(up, 8, 2, spark, sizeof spark), "\u2581\u2588");
 }
 
+/* Regression (found fuzzing the reader, issue 20): a tag holding a NUL byte never matched
+   itself, so each of its points made a new series; and tags were looked up by a linear scan, so
+   a file of many distinct tags took quadratic time (minutes for this one). */
+static void test_reader_hostile_tags(void **state) {
+    const char *dir = fresh_dir("hostile_tags");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/events.out.tfevents.hostile", dir);
+    enum { NTAGS = 200000, NUL_TAGS = 100 };
+    nb_pb_buf out = { 0 }, msg = { 0 };
+    for (int i = 0; i < NTAGS + NUL_TAGS; i++) {
+        msg.len = 0;
+        nb__pb_double(&msg, 1, 1.5);
+        nb__pb_int(&msg, 2, i);
+        size_t sm = nb__pb_begin(&msg, 5), v = nb__pb_begin(&msg, 1);
+        char tag[32];
+        int n = i < NTAGS ? snprintf(tag, sizeof tag, "tag%d", i) : 3;
+        if (i >= NTAGS) memcpy(tag, "a\0b", 3);
+        nb__pb_string(&msg, 1, tag, (size_t)n);
+        nb__pb_float(&msg, 2, (float)i);
+        nb__pb_end(&msg, v);
+        nb__pb_end(&msg, sm);
+        nb__tfrecord(&out, msg.data, msg.len);
+    }
+    assert_false(out.failed || msg.failed);
+    write_all(path, out.data, out.len);
+    nb__pb_free(&out);
+    nb__pb_free(&msg);
+    nb_scalar_log *log = nb_scalar_log_read(path);
+    assert_non_null(log);
+    assert_null(nb_scalar_log_note(log));
+    assert_int_equal(nb_scalar_log_records(log), NTAGS + NUL_TAGS);
+    assert_int_equal(nb_scalar_log_num_tags(log), NTAGS); /* the NUL-tagged values are skipped */
+    assert_int_equal(nb_scalar_log_find(log, "a"), -1);
+    int k = nb_scalar_log_find(log, "tag123456");
+    assert_true(k >= 0);
+    assert_string_equal(nb_scalar_log_tag(log, k), "tag123456");
+    const int64_t *steps;
+    const double *values;
+    assert_int_equal(nb_scalar_log_points(log, k, &steps, NULL, &values), 1);
+    assert_int_equal(steps[0], 123456);
+    assert_true(values[0] == 123456.0);
+    nb_scalar_log_free(log);
+}
+
 /* ---- a histogram read back with the library's own decoder ---- */
 
 /* The HistogramProto of the first histogram tagged tag in the event file at path. */
@@ -746,6 +791,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_plot, clear_error_setup),
         cmocka_unit_test_setup(test_histogram_read_back, clear_error_setup),
         cmocka_unit_test_setup(test_plot_many_tags, clear_error_setup),
+        cmocka_unit_test_setup(test_reader_hostile_tags, clear_error_setup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];

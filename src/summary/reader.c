@@ -12,6 +12,7 @@
 
 typedef struct series {
     char *tag;
+    size_t tag_len;
     int64_t n, cap;
     int64_t *step;
     double *wall, *value;
@@ -20,14 +21,43 @@ typedef struct series {
 struct nb_scalar_log {
     series *s;
     int n, cap;
+    int *index;     /* open-addressed hash of the tags: slot -> series + 1, 0 empty */
+    size_t slots;   /* a power of two, at least twice n */
     int64_t records;
     char *note;
     bool oom;
 };
 
+static uint64_t tag_hash(const char *tag, size_t len) { /* FNV-1a */
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)tag[i]) * 1099511628211u;
+    return h;
+}
+
+/* The series of a tag, made when new; -1 when memory runs out. A hash index rather than a scan:
+   a hostile (or huge) file with a million distinct tags must not take a million squared steps. */
 static int find_or_add(nb_scalar_log *log, const char *tag, size_t len) {
-    for (int i = log->n - 1; i >= 0; i--)
-        if (strlen(log->s[i].tag) == len && memcmp(log->s[i].tag, tag, len) == 0) return i;
+    size_t slot = 0;
+    if (log->slots) {
+        for (slot = (size_t)tag_hash(tag, len) & (log->slots - 1); log->index[slot]; slot = (slot + 1) & (log->slots - 1)) {
+            const series *t = &log->s[log->index[slot] - 1];
+            if (t->tag_len == len && memcmp(t->tag, tag, len) == 0) return log->index[slot] - 1;
+        }
+    }
+    if ((size_t)log->n + 1 > log->slots / 2) { /* grow the index and re-place every tag */
+        size_t slots = log->slots ? 2 * log->slots : 16;
+        int *index = calloc(slots, sizeof *index);
+        if (!index) return -1;
+        for (int i = 0; i < log->n; i++) {
+            size_t k = (size_t)tag_hash(log->s[i].tag, log->s[i].tag_len) & (slots - 1);
+            while (index[k]) k = (k + 1) & (slots - 1);
+            index[k] = i + 1;
+        }
+        free(log->index);
+        log->index = index;
+        log->slots = slots;
+        for (slot = (size_t)tag_hash(tag, len) & (slots - 1); index[slot]; slot = (slot + 1) & (slots - 1)) {}
+    }
     if (log->n == log->cap) {
         int cap = log->cap ? 2 * log->cap : 8;
         series *s = realloc(log->s, sizeof *s * (size_t)cap);
@@ -41,6 +71,8 @@ static int find_or_add(nb_scalar_log *log, const char *tag, size_t len) {
     if (!s->tag) return -1;
     memcpy(s->tag, tag, len);
     s->tag[len] = 0;
+    s->tag_len = len;
+    log->index[slot] = log->n + 1;
     return log->n++;
 }
 
@@ -52,7 +84,7 @@ static void add_point(nb_scalar_log *log, const unsigned char *tag, size_t len, 
     }
     series *s = &log->s[i];
     if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 64;
+        int64_t cap = s->cap ? 2 * s->cap : 4; /* small at first: a file of many one-point tags stays small */
         int64_t *st = realloc(s->step, sizeof *st * (size_t)cap);
         if (st) s->step = st;
         double *wa = realloc(s->wall, sizeof *wa * (size_t)cap);
@@ -135,7 +167,9 @@ static void decode_value(nb_scalar_log *log, const unsigned char *p, size_t n, i
         else if (f.field == 8 && f.wire == 2) tensor = f.bytes, tensor_len = f.len;
         else if (f.field == 9 && f.wire == 2) scalars = is_scalars_plugin(f.bytes, f.len);
     }
-    if (r.bad || !tag) return;
+    /* a tag with a NUL byte has no C-string name: nb_scalar_log_tag could not tell it from its
+       prefix, and it would never match itself, so the value is skipped */
+    if (r.bad || !tag || memchr(tag, 0, tag_len)) return;
     if (!simple && !(scalars && tensor && tensor_scalar(tensor, tensor_len, &v))) return;
     add_point(log, tag, tag_len, step, wall, v);
 }
@@ -318,9 +352,12 @@ int nb_scalar_log_num_tags(const nb_scalar_log *log) { return log ? log->n : 0; 
 const char *nb_scalar_log_tag(const nb_scalar_log *log, int i) { return log && i >= 0 && i < log->n ? log->s[i].tag : NULL; }
 
 int nb_scalar_log_find(const nb_scalar_log *log, const char *tag) {
-    if (!log || !tag) return -1;
-    for (int i = 0; i < log->n; i++)
-        if (strcmp(log->s[i].tag, tag) == 0) return i;
+    if (!log || !tag || !log->slots) return -1;
+    size_t len = strlen(tag);
+    for (size_t k = (size_t)tag_hash(tag, len) & (log->slots - 1); log->index[k]; k = (k + 1) & (log->slots - 1)) {
+        const series *s = &log->s[log->index[k] - 1];
+        if (s->tag_len == len && memcmp(s->tag, tag, len) == 0) return log->index[k] - 1;
+    }
     return -1;
 }
 
@@ -349,6 +386,7 @@ void nb_scalar_log_free(nb_scalar_log *log) {
         free(log->s[i].value);
     }
     free(log->s);
+    free(log->index);
     free(log->note);
     free(log);
 }
