@@ -29,31 +29,39 @@ typedef struct nb_adagrad_opts { double lr, lr_decay, weight_decay, initial_accu
 typedef struct nb_group_opts { double lr, weight_decay; } nb_group_opts;
 
 /* Optimizers over every parameter of module (which may be NULL: add groups later). The
-   optimizer borrows the parameters; free it before the module. */
+   optimizer borrows the parameters; free it before the module. NULL with an error for a
+   negative learning rate, weight decay, momentum or eps, betas outside [0, 1), or nesterov without
+   momentum or with dampening. This one: SGD (with momentum and nesterov as torch.optim.SGD). */
 NB_API nb_optimizer *nb_optim_sgd(nb_module *module, nb_sgd_opts opts);
+/* Adam (weight decay added to the gradient, as torch.optim.Adam). */
 NB_API nb_optimizer *nb_optim_adam(nb_module *module, nb_adam_opts opts);
+/* AdamW (decoupled weight decay, as torch.optim.AdamW). */
 NB_API nb_optimizer *nb_optim_adamw(nb_module *module, nb_adamw_opts opts);
+/* RMSprop. */
 NB_API nb_optimizer *nb_optim_rmsprop(nb_module *module, nb_rmsprop_opts opts);
+/* Adagrad. */
 NB_API nb_optimizer *nb_optim_adagrad(nb_module *module, nb_adagrad_opts opts);
-/* Adds a group of n parameters with its own settings; returns the group's index or <0. */
+/* Adds a group of n parameters (borrowed float leaves, in no other group; marked as requiring
+   grad) with its own settings; returns the group's index or <0. */
 NB_API int nb_optim_add_param_group(nb_optimizer *opt, nb_tensor *const *params, int n, nb_group_opts opts);
 /* Drops every parameter's gradient. */
 NB_API void nb_optim_zero_grad(nb_optimizer *opt);
 /* Updates every parameter that has a gradient, in place; 0 or <0. */
 NB_API int nb_optim_step(nb_optimizer *opt);
-/* Sets the learning rate of every group. */
+/* Sets the learning rate of every group, and of groups added later with lr 0. NULL is ignored. */
 NB_API void nb_optim_set_lr(nb_optimizer *opt, double lr);
-/* Sets one group's learning rate. */
+/* Sets one group's learning rate; 0, or <0 for a group that does not exist. */
 NB_API int nb_optim_set_group_lr(nb_optimizer *opt, int group, double lr);
-/* The learning rate of a group. */
+/* The learning rate of a group; NaN with an error for a group that does not exist. */
 NB_API double nb_optim_get_lr(const nb_optimizer *opt, int group);
-/* Number of parameter groups. */
+/* Number of parameter groups (0 for NULL). */
 NB_API int nb_optim_num_groups(const nb_optimizer *opt);
 /* Creates every state tensor now (they are otherwise made at the first step), e.g. to load a
-   checkpoint into them. */
+   checkpoint into them; 0 or <0. */
 NB_API int nb_optim_init_state(nb_optimizer *opt);
 /* Lists the state as named tensors ("3.exp_avg", "3.step" for parameter 3, counted across
-   groups; steps are i64 0-d), borrowed and writable with nb_assign. Returns the count. */
+   groups; steps are i64 0-d), borrowed and writable with nb_assign; parameters without state yet
+   are left out. Returns the count (or -1); the names last until the next listing or nb_optim_free. */
 NB_API int nb_optim_named_state(nb_optimizer *opt, nb_named_tensor *out, int cap);
 /* Frees the optimizer and its state (not the parameters). */
 NB_API void nb_optim_free(nb_optimizer *opt);
@@ -64,16 +72,18 @@ NB_API double nb_clip_grad_norm(nb_module *module, double max_norm);
 /* The same, returning the norm before clipping as an f64 0-d tensor (in the current scope; NULL
    on error): tensor ops only, nothing read on the host, so a compiled step (nb_compile) can clip. */
 NB_API nb_tensor *nb_clip_grad_norm_tensor(nb_module *module, double max_norm);
-/* The global L2 norm of the module's gradients. */
+/* The global L2 norm of the module's gradients (0 with none; negative on error). */
 NB_API double nb_grad_norm(nb_module *module);
 
-/* ---- learning-rate schedules: call nb_sched_step once per epoch (or per step) ---- */
+/* ---- learning-rate schedules: call nb_sched_step once per epoch (or per step). Each borrows its
+   optimizer, schedules the groups it had when made, and sets the epoch-0 rates at once (as torch);
+   NULL with an error for invalid arguments. ---- */
 typedef struct nb_scheduler nb_scheduler;
-/* lr = base * gamma^(epoch / step_size) */
+/* lr = base * gamma^(epoch / step_size) (integer division; gamma 0: torch's 0.1) */
 NB_API nb_scheduler *nb_sched_step_lr(nb_optimizer *opt, int step_size, double gamma);
-/* lr = base * gamma^(milestones passed) */
+/* lr = base * gamma^(milestones passed) (gamma 0: torch's 0.1) */
 NB_API nb_scheduler *nb_sched_multistep(nb_optimizer *opt, const int *milestones, int n, double gamma);
-/* lr = base * gamma^epoch */
+/* lr = base * gamma^epoch (gamma > 0) */
 NB_API nb_scheduler *nb_sched_exponential(nb_optimizer *opt, double gamma);
 /* Cosine annealing from base to eta_min over t_max epochs. */
 NB_API nb_scheduler *nb_sched_cosine(nb_optimizer *opt, int t_max, double eta_min);
@@ -86,14 +96,16 @@ typedef struct nb_one_cycle_opts {
     double pct_start, div_factor, final_div_factor, base_momentum, max_momentum;
     bool linear_anneal, no_cycle_momentum;
 } nb_one_cycle_opts;
+/* One-cycle over total_steps from max_lr / div_factor up to max_lr and down; momentum cycles only
+   where the optimizer has one (SGD momentum, Adam's beta1). Stepping past total_steps is an error. */
 NB_API nb_scheduler *nb_sched_one_cycle(nb_optimizer *opt, double max_lr, int total_steps, nb_one_cycle_opts opts);
 /* Advances the schedule by one and sets the optimizer's learning rates; 0 or <0. */
 NB_API int nb_sched_step(nb_scheduler *s);
-/* Schedule steps taken so far (torch's last_epoch). */
+/* Schedule steps taken so far (torch's last_epoch); -1 for NULL. */
 NB_API int nb_sched_last_epoch(const nb_scheduler *s);
-/* Jumps to a step count (to resume) and sets the learning rates for it. */
+/* Jumps to a step count (to resume, >= 0) and sets the learning rates for it; 0 or <0. */
 NB_API int nb_sched_set_last_epoch(nb_scheduler *s, int epoch);
-/* Frees the schedule. */
+/* Frees the schedule (not the optimizer). NULL is ignored. */
 NB_API void nb_sched_free(nb_scheduler *s);
 
 #ifdef __cplusplus
