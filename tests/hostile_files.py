@@ -306,7 +306,7 @@ def idx_file(dtype, dims, data=b""):
 
 def gen_idx(o, rng):
     P = "idx"
-    images = idx_file(0x08, [3, 4, 4], bytes(range(48)))
+    images = idx_file(0x08, [3, 28, 28], bytes(i % 251 for i in range(3 * 784)))  # what the CLI's models take
     labels = idx_file(0x08, [3], bytes([0, 1, 2]))
     o.good("images.idx", images)
     o.good("labels.idx", labels)
