@@ -55,9 +55,9 @@ NB_API nb_safetensors *nb_safetensors_open(const char *path);
 NB_API nb_safetensors *nb_safetensors_open_memory(const void *data, size_t size);
 /* Unmaps and frees; NULL is ignored. */
 NB_API void nb_safetensors_close(nb_safetensors *f);
-/* Number of tensors in the file. */
+/* Number of tensors in the file (0 for NULL). */
 NB_API int nb_safetensors_count(const nb_safetensors *f);
-/* Name of the i-th tensor (in data-offset order; borrowed), or NULL. */
+/* Name of the i-th tensor (in data-offset order; borrowed until the handle is closed), or NULL. */
 NB_API const char *nb_safetensors_name(const nb_safetensors *f, int i);
 /* Index of the tensor called name, or -1 (no error recorded). */
 NB_API int nb_safetensors_find(const nb_safetensors *f, const char *name);
@@ -65,16 +65,17 @@ NB_API int nb_safetensors_find(const nb_safetensors *f, const char *name);
 NB_API const char *nb_safetensors_dtype_name(const nb_safetensors *f, int i);
 /* The i-th tensor's nabla dtype and shape; <0 (with an error) when nabla has no such dtype. */
 NB_API int nb_safetensors_info(const nb_safetensors *f, int i, nb_dtype *dtype, nb_shape *shape);
-/* Size in bytes of the i-th tensor's data. */
+/* Size in bytes of the i-th tensor's data (0 when i is out of range). */
 NB_API size_t nb_safetensors_nbytes(const nb_safetensors *f, int i);
-/* A new CPU tensor holding a copy of the tensor called name, in its file dtype; NULL if absent. */
+/* A new CPU tensor holding a copy of the tensor called name, in its file dtype; NULL with an error
+   if absent or of a dtype nabla lacks. */
 NB_API nb_tensor *nb_safetensors_get(const nb_safetensors *f, const char *name);
-/* The file's "__metadata__" (borrowed; empty when the file has none). */
+/* The file's "__metadata__" (borrowed until the handle is closed; empty when the file has none). */
 NB_API const nb_metadata *nb_safetensors_metadata(const nb_safetensors *f);
 /* Writes n named tensors (and metadata, which may be NULL) as a safetensors file, atomically;
    0 or <0. Names must be unique; tensors are written in the order given. */
 NB_API int nb_save_safetensors(const char *path, const nb_named_tensor *tensors, int n, const nb_metadata *md);
-/* The safetensors dtype name of a nabla dtype ("F32", "BF16", "BOOL", ...). */
+/* The safetensors dtype name of a nabla dtype ("F32", "BF16", "BOOL", ...); NULL for an invalid dtype. */
 NB_API const char *nb_safetensors_dtype_str(nb_dtype dtype);
 
 /* ---- state dicts ---- */
@@ -84,7 +85,8 @@ NB_API const char *nb_safetensors_dtype_str(nb_dtype dtype);
 typedef struct nb_load_opts {
     bool non_strict;        /* load what matches and report the rest instead of failing */
     const char *prefix;     /* only file keys starting with it are considered, with it removed */
-    struct nb_load_report *report; /* filled with what happened when not NULL */
+    struct nb_load_report *report; /* filled with what happened when not NULL (zeroed or filled
+                                      before: its old text is freed) */
 } nb_load_opts;
 /* What a load did: counts, and the full text of every missing key, unexpected key and shape or
    dtype mismatch, one per line (malloc'ed; release with nb_load_report_free). */
@@ -98,13 +100,14 @@ NB_API void nb_load_report_free(nb_load_report *r);
 /* Saves the module's parameters and buffers (PyTorch's state_dict names and order) as
    safetensors, atomically; 0 or <0. */
 NB_API int nb_save_state_dict(nb_module *m, const char *path);
-/* Saves the state dict with metadata (may be NULL) in "__metadata__". */
+/* Saves the state dict with metadata (may be NULL) in "__metadata__"; 0 or <0. */
 NB_API int nb_save_state_dict_meta(nb_module *m, const char *path, const nb_metadata *md);
 /* Loads a safetensors state dict into m, converting f16/bf16/f64/f32 to each tensor's dtype.
-   Strict (the default): any missing key, unexpected key or shape mismatch fails with an error
-   listing each of them and changes no tensor. Non-strict: loads what matches; returns 0 or <0. */
+   Strict (the default): any missing key, unexpected key, shape mismatch or non-float dtype mismatch
+   fails with an error listing each of them and changes no tensor. Non-strict: loads what matches;
+   returns 0 or <0. */
 NB_API int nb_load_state_dict(nb_module *m, const char *path, nb_load_opts opts);
-/* nb_load_state_dict from an already open file. */
+/* nb_load_state_dict from an already open file (borrowed). */
 NB_API int nb_load_state_dict_from(nb_module *m, const nb_safetensors *f, nb_load_opts opts);
 
 /* ---- checkpoints ---- */
