@@ -10,9 +10,9 @@
 extern "C" {
 #endif
 
-/* Every file nabla writes is written atomically: into a temporary file in the same folder,
-   flushed and fsync'ed, then renamed over the destination, so an error or a crash at any point
-   leaves the earlier file whole. Failures return <0 with an error naming the path. */
+/* Every file this header's functions write is written atomically: into a temporary file in the
+   same folder, flushed and fsync'ed, then renamed over the destination, so an error or a crash at
+   any point leaves the earlier file whole. Failures return <0 with an error naming the path. */
 
 /* ---- NumPy .npy ---- */
 /* Reads a NumPy .npy file (v1-v3, little or big endian, C or Fortran order) as a new tensor.

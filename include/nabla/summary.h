@@ -46,7 +46,8 @@ typedef struct nb_hparam { const char *name; double number; const char *text; } 
 NB_API int nb_summary_hparams(nb_summary_writer *w, const nb_hparam *hparams, int n, const char *const *metric_tags, int n_metrics);
 /* Writes the buffered events to the file now. 0 or <0. */
 NB_API int nb_summary_flush(nb_summary_writer *w);
-/* Flushes, closes the file and frees the writer (NULL is ignored). 0 or <0 when the last write failed. */
+/* Flushes, closes the file and frees the writer (NULL is ignored). 0, or <0 when any write failed
+   (a failed write is sticky: every later call on the writer fails too). */
 NB_API int nb_summary_close(nb_summary_writer *w);
 
 /* ---- run health ---- */
@@ -84,20 +85,21 @@ typedef struct nb_scalar_log nb_scalar_log;
    Records are checked by CRC; reading stops at a truncated or corrupt record and the log keeps
    what came before it (see nb_scalar_log_note). NULL on error (e.g. a missing path). */
 NB_API nb_scalar_log *nb_scalar_log_read(const char *path);
-/* Number of tags. */
+/* Number of tags (0 for NULL). */
 NB_API int nb_scalar_log_num_tags(const nb_scalar_log *log);
-/* Name of tag i. */
+/* Name of tag i (borrowed until the log is freed), or NULL when i is out of range. */
 NB_API const char *nb_scalar_log_tag(const nb_scalar_log *log, int i);
 /* Index of a tag by name, or -1. */
 NB_API int nb_scalar_log_find(const nb_scalar_log *log, const char *tag);
-/* Points of tag i: sets the (borrowed) step, wall-time and value arrays; returns the count. */
+/* Points of tag i in the order read: sets the step, wall-time and value arrays (borrowed until the
+   log is freed); returns the count, or -1 with an error when i is out of range. */
 NB_API int64_t nb_scalar_log_points(const nb_scalar_log *log, int i, const int64_t **steps, const double **wall_times, const double **values);
 /* Whole records read across the files. */
 NB_API int64_t nb_scalar_log_records(const nb_scalar_log *log);
 /* Where and why reading stopped early ("file: truncated record at byte 1234 of 1300 ..."), or
    NULL when every file was read to its end. */
 NB_API const char *nb_scalar_log_note(const nb_scalar_log *log);
-/* Frees the log. */
+/* Frees the log; NULL is ignored. */
 NB_API void nb_scalar_log_free(nb_scalar_log *log);
 
 /* Plot options; zero fields take the defaults: 480 x 300 px per panel, 2 columns, no smoothing.
@@ -109,9 +111,10 @@ typedef struct nb_plot_opts {
     const char *tag_filter; /* only tags containing this text */
 } nb_plot_opts;
 /* Draws one panel per tag, overlaying the runs (named by names[i]), with axes, ticks, labels and
-   a legend, into an SVG file. 0 or <0. */
+   a legend, into an SVG file (written in place, not atomically); names may be NULL ("run 1", ...). 0 or <0. */
 NB_API int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int n_runs, const char *svg_path, nb_plot_opts opts);
-/* Writes every scalar as CSV rows "run,tag,step,wall_time,value" (with that header). 0 or <0. */
+/* Writes every scalar as CSV rows "run,tag,step,wall_time,value" (with that header), in place, not
+   atomically; names may be NULL. 0 or <0. */
 NB_API int nb_plot_csv(const nb_scalar_log *const *runs, const char *const *names, int n_runs, const char *csv_path);
 /* Writes a sparkline of n values in Unicode blocks ("▁▂▃▅▇"), at most width characters (the last
    values), into buf; returns buf. */
