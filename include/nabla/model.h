@@ -22,13 +22,15 @@ typedef enum nb_loss_kind { NB_LOSS_SPARSE_CE_LOGITS = 0, NB_LOSS_MSE, NB_LOSS_B
 /* Metrics, or-ed together (the mean loss is always reported). */
 enum { NB_METRIC_ACCURACY = 1 << 0, NB_METRIC_TOP5_ACCURACY = 1 << 1 };
 
-/* What nb_model_compile sets; zero fields are the defaults (AdamW, lr 1e-3, cross entropy). */
+/* What nb_model_compile sets; zero fields are the defaults (AdamW, cross entropy, lr 0: the chosen
+   optimizer's PyTorch default, 1e-3 for AdamW). */
 typedef struct nb_compile_opts {
     nb_optim_kind optimizer;
     double lr;
     nb_loss_kind loss;
     unsigned metrics;
-    nb_optimizer *optimizer_obj; /* an optimizer of the caller's over the module (the model frees it) */
+    nb_optimizer *optimizer_obj; /* an optimizer of the caller's over the module, used instead of
+                                    optimizer and lr (the model frees it once compile succeeds) */
     nb_tensor *(*loss_fn)(nb_tensor *pred, nb_tensor *target, void *ctx); /* a loss of the caller's */
     void *loss_ctx;
 } nb_compile_opts;
@@ -54,11 +56,11 @@ typedef struct nb_fit_opts {
     double validation_split;        /* the last fraction of (x, y) held out for validation */
     nb_tensor *val_x, *val_y;       /* or explicit validation tensors */
     bool no_shuffle;
-    int verbose;                    /* 0: progress line (in place on a terminal), -1: silent */
+    int verbose;                    /* 0 (or > 0): progress line (in place on a terminal), < 0: silent */
     uint64_t seed;                  /* shuffling seed (0: from nb_manual_seed's generator) */
     int num_workers;                /* loader threads for tensor data (0: in the calling thread) */
     /* early stopping on val_loss (or loss without validation): stop after patience epochs
-       without improvement; restore the best weights when asked */
+       without improvement; restore the best weights when asked (and training stopped early) */
     int early_stopping_patience;    /* 0: off */
     bool restore_best_weights;
     const nb_callback *callbacks;
@@ -71,31 +73,36 @@ typedef struct nb_fit_opts {
     nb_scheduler *lr_schedule;      /* stepped once after each epoch */
 } nb_fit_opts;
 
-/* Wraps module (the model owns it from now on). */
+/* Wraps module (the model owns it from now on, and frees it on failure too). */
 NB_API nb_model *nb_model_new(nb_module *module);
 /* The wrapped module (borrowed). */
 NB_API nb_module *nb_model_module(nb_model *m);
-/* Chooses the optimizer, loss and metrics; 0 or <0. */
+/* Chooses the optimizer, loss and metrics (again: replaces and frees the earlier optimizer); 0 or <0. */
 NB_API int nb_model_compile(nb_model *m, nb_compile_opts opts);
-/* Trains on tensors x [N, ...] and y [N, ...]; returns the per-epoch history (free it), or NULL. */
+/* Trains on tensors x [N, ...] and y [N, ...] (validation in batches of 256); returns the per-epoch
+   history (free it), or NULL with an error. Needs nb_model_compile first. */
 NB_API nb_history *nb_model_fit(nb_model *m, nb_tensor *x, nb_tensor *y, nb_fit_opts opts);
-/* Trains on a data loader, validating on val (or NULL) after each epoch. */
+/* Trains on a data loader, validating on val (or NULL) after each epoch; the loaders stay the
+   caller's. Returns the history as nb_model_fit does. */
 NB_API nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_loader *val, nb_fit_opts opts);
-/* Mean loss and metrics on (x, y) in batches; fills names/values (up to cap) and returns their count. */
+/* Mean loss and metrics on (x, y) in batches (0: 256); fills names/values (up to cap; names are
+   static) and returns their count, or -1 with an error. Needs nb_model_compile first. */
 NB_API int nb_model_evaluate(nb_model *m, nb_tensor *x, nb_tensor *y, int64_t batch_size, const char **names, double *values, int cap);
-/* The model's outputs for x in batches of batch_size (0: 256), without recording a graph. */
+/* The model's outputs for x in batches of batch_size (0: 256), in evaluation mode and without
+   recording a graph; a new tensor, or NULL with an error. */
 NB_API nb_tensor *nb_model_predict(nb_model *m, nb_tensor *x, int64_t batch_size);
-/* Frees the model, its module and its optimizer. */
+/* Frees the model, its module and its optimizer; NULL is ignored. */
 NB_API void nb_model_free(nb_model *m);
 
-/* Epochs recorded. */
+/* Epochs recorded (0 for NULL). */
 NB_API int nb_history_epochs(const nb_history *h);
-/* Metric names recorded ("loss", "accuracy", "val_loss", ...): count, and the i-th name. */
+/* Number of metric names recorded ("loss", "accuracy", "val_loss", ...). */
 NB_API int nb_history_num_metrics(const nb_history *h);
+/* The i-th metric name (static), or NULL when i is out of range. */
 NB_API const char *nb_history_metric(const nb_history *h, int i);
 /* A metric's value at an epoch (0-based); NAN when absent. */
 NB_API double nb_history_get(const nb_history *h, const char *metric, int epoch);
-/* Frees the history. */
+/* Frees the history; NULL is ignored. */
 NB_API void nb_history_free(nb_history *h);
 
 #ifdef __cplusplus
