@@ -26,12 +26,14 @@ enum {
 
 /* Options of nb_compile; zero fields take the defaults. */
 typedef struct nb_graph_opts {
-    bool dynamic_batch;    /* dimension 0 of the inputs may vary: one cache entry for every batch size */
-    int cache_size;        /* traced variants kept (least recently used goes first); 0: 8 */
+    bool dynamic_batch;    /* dimension 0 of the inputs may vary: every batch size shares one cache
+                              entry (a new size is still traced; 16 sizes kept per entry) */
+    int cache_size;        /* traced variants kept (least recently used goes first); 0: 8, at most 1024 */
     unsigned disable;      /* NB_PASS_* bits of passes to skip */
     bool interpret;        /* run fused kernels interpreted instead of compiling them as C */
     const char *cache_dir; /* where compiled kernels are kept; NULL: $NABLA_CACHE_DIR, else
-                              $XDG_CACHE_HOME/nabla, else $HOME/.cache/nabla */
+                              $XDG_CACHE_HOME/nabla, else $HOME/.cache/nabla, else
+                              /tmp/nabla-cache-<uid> */
     const char *cc;        /* the C compiler; NULL: $NABLA_CC, else $CC, else "cc" */
 } nb_graph_opts;
 
@@ -56,18 +58,19 @@ typedef struct nb_compiled_stats {
 
 /* Wraps fn for graph mode; tracing happens at the first nb_compiled_run. NULL on bad options. */
 NB_API nb_compiled *nb_compile(nb_graph_fn fn, void *ctx, nb_graph_opts opts);
-/* Runs the compiled function: traces on the first call and on new input shapes or dtypes (and
+/* Runs the compiled function on n inputs (at most 32): traces on the first call and whenever the
+   inputs' shapes, dtypes, strides or requires_grad, or the grad mode, match no cached variant (and
    returns that eager result), replays the optimised graph otherwise. The result belongs to the
    current scope (or the caller outside one); it never requires grad. NULL on error. */
 NB_API nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n);
-/* Writes the newest variant's graph before and after the passes, one op per line. */
+/* Writes the graph of the variant run last, before and after the passes, one op per line; 0 or <0. */
 NB_API int nb_compiled_dump(const nb_compiled *c, FILE *f);
 /* The counters (zero for NULL). */
 NB_API nb_compiled_stats nb_compiled_get_stats(const nb_compiled *c);
 /* A note the compiler left (for example that no C compiler was found and kernels run
    interpreted), or NULL; the library prints nothing itself. */
 NB_API const char *nb_compiled_note(const nb_compiled *c);
-/* Frees the compiled function and its graphs. */
+/* Frees the compiled function and its graphs (not ctx); NULL is ignored. */
 NB_API void nb_compiled_free(nb_compiled *c);
 
 #ifdef __cplusplus
