@@ -176,10 +176,11 @@ static void test_builtins_match_hand_built(void **state) {
     m = from(nb_nn_config_builtin("resnet"));
     if (!m) fail_msg("resnet: %s", nb_error());
     expect_forward(m, NB_SHAPE(1, 28, 28), NB_SHAPE(10), "resnet");
-    assert_true(has_param(m, "3.body.0.weight"));
-    assert_false(has_param(m, "3.shortcut.0.weight")); /* 32 -> 32: identity */
-    assert_true(has_param(m, "4.shortcut.0.weight"));
-    assert_true(has_param(m, "4.shortcut.1.weight"));
+    assert_true(has_param(m, "4.body.0.weight"));
+    assert_false(has_param(m, "4.shortcut.0.weight")); /* 32 -> 32: identity */
+    assert_true(has_param(m, "5.shortcut.0.weight"));
+    assert_true(has_param(m, "5.shortcut.1.weight"));
+    assert_true(has_param(m, "6.shortcut.0.weight"));
     nb_module_free(m);
 
     assert_null(nb_nn_config_builtin("vgg"));
@@ -452,9 +453,9 @@ static void test_summary(void **state) {
     assert_true(nb_item(nb_sum_all(nb_module_get(m, "1.running_mean"))) == 0);
     nb_scope_end(sc);
     assert_null(nb_grad_of(nb_module_get(m, "0.weight")));
-    assert_non_null(strstr(s, "3 (Residual)"));
-    assert_non_null(strstr(s, "[-1, 128, 7, 7]"));
-    assert_non_null(strstr(s, "6 (GlobalAvgPool2d)"));
+    assert_non_null(strstr(s, "4 (Residual)"));
+    assert_non_null(strstr(s, "[-1, 128, 4, 4]"));
+    assert_non_null(strstr(s, "7 (GlobalAvgPool2d)"));
     assert_non_null(strstr(s, "[-1, 128]"));
     char grouped[40], raw[32];
     snprintf(raw, sizeof raw, "%lld", (long long)nb_module_num_params(m));
@@ -469,7 +470,7 @@ static void test_summary(void **state) {
     free(s);
 
     /* a frozen parameter counts as non-trainable */
-    nb_set_requires_grad(nb_module_get(m, "7.weight"), false);
+    nb_set_requires_grad(nb_module_get(m, "8.weight"), false);
     s = nb_nn_summary(m, NB_SHAPE(1, 28, 28));
     assert_non_null(s);
     assert_non_null(strstr(s, "Non-trainable params: 1,280 (5.00 KiB)"));
