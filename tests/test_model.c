@@ -407,6 +407,40 @@ static void test_bad_labels_and_sizes(void **state) {
     assert_null(nb_error());
 }
 
+/* An earlier error the caller never cleared is no failure of fit, evaluate or a checkpoint save:
+   each judges only the failures of its own calls (they failed after the first batch before). */
+static void test_stale_error_is_not_a_failure(void **state) {
+    (void)state;
+    nb_model *m = nb_model_new(mlp());
+    assert_int_equal(nb_model_compile(m, (nb_compile_opts){ .metrics = NB_METRIC_ACCURACY }), 0);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_slice(x_train, 0, 0, 256, 1), *y = nb_slice(y_train, 0, 0, 256, 1);
+    nb_keep(x);
+    nb_keep(y);
+    nb_scope_end(s);
+    assert_true(isnan(nb_item(NULL))); /* records "nb_item: ... NULL" and leaves it there */
+    assert_non_null(nb_error());
+    nb_history *h = nb_model_fit(m, x, y, (nb_fit_opts){ .batch_size = 32, .epochs = 2, .verbose = -1, .validation_split = 0.25 });
+    assert_non_null(h);
+    assert_int_equal(nb_history_epochs(h), 2);
+    nb_history_free(h);
+    const char *names[4];
+    double values[4];
+    assert_true(nb_model_evaluate(m, x, y, 64, names, values, 4) > 0);
+    char path[] = "/tmp/nabla_stale_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    nb_checkpoint ck = { .model = nb_model_module(m), .epoch = 2 };
+    assert_int_equal(nb_checkpoint_save(&ck, path), 0);
+    unlink(path);
+    assert_non_null(strstr(nb_error(), "nb_item")); /* the old message is still the first */
+    nb_error_clear();
+    nb_release(x);
+    nb_release(y);
+    nb_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_fit_matches_explicit_loop, clear_error_setup),
@@ -417,6 +451,7 @@ int main(void) {
         cmocka_unit_test_setup(test_misuse, clear_error_setup),
         cmocka_unit_test_setup(test_restore_best_many_entries, clear_error_setup),
         cmocka_unit_test_setup(test_bad_labels_and_sizes, clear_error_setup),
+        cmocka_unit_test_setup(test_stale_error_is_not_a_failure, clear_error_setup),
     };
     if (getenv("NABLA_TEST_FILTER")) cmocka_set_test_filter(getenv("NABLA_TEST_FILTER"));
     return cmocka_run_group_tests(tests, load, unload);

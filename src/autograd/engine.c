@@ -189,9 +189,10 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         }
         nb_scope *s = nb_scope_begin();
         bool suspended = nb__anomaly_suspend(true);
+        uint64_t errors0 = nb__error_count(); /* this formula's failures, not an older uncleared error */
         int brc = def->backward(n, g, gin);
         nb__anomaly_suspend(suspended);
-        if (brc < 0 || nb__has_error()) {
+        if (brc < 0 || nb__error_count() != errors0) {
             if (!nb__has_error()) nb__error("nb_backward: the backward of nb_%s failed", def->name);
             rc = -1;
         }

@@ -52,6 +52,10 @@ void nb__free(void *p, size_t bytes);
 void nb__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether this thread has an error recorded. */
 bool nb__has_error(void);
+/* How many failures this thread has reported (each nb__error call, kept message or not): a
+   function that compares the count before and after its calls sees its own failures, where
+   nb__has_error would also see an earlier error the caller never cleared. */
+uint64_t nb__error_count(void);
 
 /* ---- tensors (src/core/tensor.c) ---- */
 /* A fresh contiguous tensor with new storage (uninitialised). Owned by the caller, not a scope. */

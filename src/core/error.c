@@ -4,10 +4,12 @@
 
 static _Thread_local char error_text[2048];
 static NB_TLS bool error_set;
+static NB_TLS uint64_t error_count;
 static void (*error_handler)(const char *, void *);
 static void *error_handler_user;
 
 void nb__error(const char *fmt, ...) {
+    error_count++;
     if (error_set) return;
     va_list ap;
     va_start(ap, fmt);
@@ -18,6 +20,8 @@ void nb__error(const char *fmt, ...) {
 }
 
 bool nb__has_error(void) { return error_set; }
+
+uint64_t nb__error_count(void) { return error_count; }
 
 const char *nb_error(void) { return error_set ? error_text : NULL; }
 

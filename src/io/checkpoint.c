@@ -89,6 +89,7 @@ int nb_checkpoint_save(const nb_checkpoint *ck, const char *path) {
         return -1;
     }
     int rc = -1, nm = 0, no = 0;
+    uint64_t errors0 = nb__error_count(); /* failures of this save, not an older uncleared error */
     nb_named_tensor *all = NULL;
     nb_metadata *md = nb_metadata_new();
     nb_named_tensor *es = NULL;
@@ -118,7 +119,7 @@ int nb_checkpoint_save(const nb_checkpoint *ck, const char *path) {
         }
     }
     if (ck->scheduler) nb_metadata_set_int(md, "nabla.sched.last_epoch", nb_sched_last_epoch(ck->scheduler));
-    if (nb__has_error()) goto done;
+    if (nb__error_count() != errors0) goto done;
     rc = nb__save_named(fn, path, all, nm + no, md);
 done:
     free_checkpoint_entries(all, es, nm, no);

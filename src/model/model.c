@@ -146,6 +146,7 @@ static int evaluate_loader(nb_model *m, const char *fn, nb_data_loader *loader, 
     bool was_training = m->module->training;
     nb_module_train(m->module, false);
     memset(t, 0, sizeof *t);
+    uint64_t errors0 = nb__error_count(); /* this evaluation's failures, not an older uncleared error */
     nb_batch b;
     int64_t batch = 0;
     while (nb_data_loader_next(loader, &b)) {
@@ -160,11 +161,11 @@ static int evaluate_loader(nb_model *m, const char *fn, nb_data_loader *loader, 
         t->n += n;
         nb_scope_end(s);
         batch++;
-        if (nb__has_error()) break;
+        if (nb__error_count() != errors0) break;
     }
     nb_module_train(m->module, was_training);
     nb_set_grad_enabled(prev);
-    return nb_data_loader_failed(loader) || nb__has_error() ? -1 : 0;
+    return nb_data_loader_failed(loader) || nb__error_count() != errors0 ? -1 : 0;
 }
 
 static int history_add(nb_history *h, const char **names, const double *values, int n) {
@@ -370,6 +371,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb_history_free(h);
         return NULL;
     }
+    uint64_t errors0 = nb__error_count(); /* failures of this run, not an older uncleared error */
     double run_t0 = now_s();
     for (int epoch = o.initial_epoch + 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
@@ -396,7 +398,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             nb_scope_end(s);
             done++;
             step++;
-            if (failed || nb__has_error()) {
+            if (failed || nb__error_count() != errors0) {
                 failed = true;
                 break;
             }
