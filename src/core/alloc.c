@@ -10,7 +10,10 @@
    kept pointer, an optimizer stepping a freed module) is reported instead of reading a block
    that the cache may already have handed to someone else. A block handed out is unpoisoned only
    up to the bytes asked for, so an overrun into the size class's slack is reported too. The
-   list link lives in the block's first bytes: it is unpoisoned just while the list code uses it. */
+   list link then lives in the block's last 8 bytes and stays unpoisoned while listed: LeakSanitizer
+   does not follow pointers stored in poisoned memory, so a link there would make every listed
+   block past a list's head look leaked; the last bytes are the ones a use after free least often
+   reads (they are slack in most blocks). */
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define NB_ASAN 1
@@ -52,19 +55,25 @@ typedef struct thread_cache {
 
 static thread_cache *registry;
 
-/* The link of a listed (poisoned) block. */
-static free_block *next_of(free_block *b) {
-    UNPOISON(b, sizeof *b);
-    free_block *next = b->next;
-    POISON(b, sizeof *b);
-    return next;
+/* Where a listed block keeps its link. */
+static free_block *link_of(free_block *b, size_t class_bytes) {
+#ifdef NB_ASAN
+    return (free_block *)((char *)b + class_bytes - sizeof *b);
+#else
+    (void)class_bytes;
+    return b;
+#endif
 }
 
-/* Links b in front of head; b is then poisoned whole. */
+/* The link of a listed block. */
+static free_block *next_of(free_block *b, size_t class_bytes) { return link_of(b, class_bytes)->next; }
+
+/* Links b in front of next; under ASan all of b but its link is then poisoned. */
 static void link_block(free_block *b, free_block *next, size_t class_bytes) {
-    UNPOISON(b, sizeof *b);
-    b->next = next;
-    POISON(b, class_bytes);
+    free_block *l = link_of(b, class_bytes);
+    UNPOISON(l, sizeof *l);
+    l->next = next;
+    POISON(b, class_bytes - sizeof *l);
 }
 
 /* A block leaving the cache for a caller of nb__alloc(bytes). */
@@ -107,7 +116,7 @@ static void flush_cache(thread_cache *tc) {
     for (int c = 0; c < SMALL_CLASSES; c++) {
         while (tc->head[c]) {
             free_block *b = tc->head[c];
-            tc->head[c] = next_of(b);
+            tc->head[c] = next_of(b, class_size(c));
             link_block(b, free_lists[c], class_size(c));
             free_lists[c] = b;
             free_counts[c]++;
@@ -146,14 +155,14 @@ void *nb__alloc(size_t bytes) {
     if (cls < 0) return NULL;
     if (cls < SMALL_CLASSES && cache.head[cls]) {
         free_block *b = cache.head[cls];
-        cache.head[cls] = next_of(b);
+        cache.head[cls] = next_of(b, class_bytes);
         cache.count[cls]--;
         return hand_out(b, bytes, class_bytes);
     }
     pthread_mutex_lock(&alloc_lock);
     free_block *b = free_lists[cls];
     if (b) {
-        free_lists[cls] = next_of(b);
+        free_lists[cls] = next_of(b, class_bytes);
         free_counts[cls]--;
     }
     pthread_mutex_unlock(&alloc_lock);
@@ -200,7 +209,7 @@ void nb_empty_cache(void) {
     for (int c = 0; c < NB_CLASSES; c++) {
         size_t bytes = class_size(c);
         while (free_lists[c]) {
-            free_block *next = next_of(free_lists[c]);
+            free_block *next = next_of(free_lists[c], bytes);
             UNPOISON(free_lists[c], bytes); /* back to the system allocator, which tracks it itself */
             free(free_lists[c]);
             held_bytes -= bytes;
