@@ -621,6 +621,16 @@ static void test_optim_arguments(void **state) {
     expect_error("nb_optim_set_group_lr:");
     nb_optim_set_lr(o, 0.25);
     assert_true(nb_optim_get_lr(o, 0) == 0.25 && nb_optim_get_lr(o, 1) == 0.25);
+    assert_null(nb_sched_linear(o, 0.5, -0.5, 10)); /* a negative end factor is refused, not made positive */
+    expect_error("nb_sched_linear:");
+    nb_scheduler *lin = nb_sched_linear(o, 0.5, NB_ZERO, 10); /* an explicit end factor of 0 */
+    assert_non_null(lin);
+    nb_sched_free(lin);
+    nb_optim_set_lr(o, 0.25);
+    /* nb_mha_forward on a module of another kind is an error, not a cast */
+    nb_tensor *q = nb_zeros(NB_SHAPE(1, 2, 3), NB_F32);
+    assert_null(nb_mha_forward(l, q, q, q, NULL));
+    expect_error("nb_mha_forward:");
     /* only w has a gradient: b is left alone */
     double b0 = nb_item(nb_sum_all(b)), w0 = nb_item(nb_sum_all(w));
     nb_set_grad(w, nb_ones(NB_SHAPE(2, 3), NB_F32));

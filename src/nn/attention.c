@@ -50,9 +50,16 @@ static nb_tensor *split_heads(nb_tensor *x, int heads) {
     return nb_transpose(nb_reshape(x, NB_SHAPE(b, t, heads, e / heads)), 1, 2);
 }
 
+static const nb_module_class MHA;
+
 nb_tensor *nb_mha_forward(nb_module *self, nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask) {
     if (!self || !q || !k || !v) {
         if (!nb__has_error()) nb__error("nb_mha_forward: an argument is NULL");
+        return NULL;
+    }
+    if (self->cls != &MHA) { /* another module's memory is not an attention layer's */
+        nb__error("nb_mha_forward: %s is a %s, not a MultiheadAttention", nb__layer_name(self),
+                  self->cls && self->cls->name ? self->cls->name : "module");
         return NULL;
     }
     mha *m = (mha *)self;

@@ -164,11 +164,11 @@ nb_scheduler *nb_sched_cosine(nb_optimizer *opt, int t_max, double eta_min) {
 nb_scheduler *nb_sched_linear(nb_optimizer *opt, double start_factor, double end_factor, int total_iters) {
     /* zero means torch's default; NB_ZERO (negative zero) asks for an explicit 0 */
     start_factor = start_factor == 0 && !signbit(start_factor) ? 1.0 / 3 : start_factor;
-    end_factor = end_factor == 0 && !signbit(end_factor) ? 1.0 : fabs(end_factor);
+    end_factor = end_factor == 0 ? (signbit(end_factor) ? 0.0 : 1.0) : end_factor; /* -0.5 stays wrong */
     total_iters = total_iters == 0 ? 5 : total_iters;
     if (!(start_factor > 0 && start_factor <= 1) || !(end_factor >= 0 && end_factor <= 1) || total_iters < 0) {
-        nb__error("nb_sched_linear: factors must be in (0, 1] and total_iters positive (got %g, %g, %d)", start_factor,
-                  end_factor, total_iters);
+        nb__error("nb_sched_linear: start_factor must be in (0, 1], end_factor in [0, 1] and total_iters positive "
+                  "(got %g, %g, %d)", start_factor, end_factor, total_iters);
         return NULL;
     }
     nb_scheduler *s = make("nb_sched_linear", opt, S_LINEAR);
