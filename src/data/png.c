@@ -125,8 +125,10 @@ static const nb_dataset_class FOLDER = { .name = "nb_data_image_folder", .len = 
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The names in dir (sorted, hidden ones skipped) that are folders (want_dirs) or .png files. */
-static char **list_dir(const char *dir, bool want_dirs, int64_t *count) {
+/* The names in dir (sorted, hidden ones skipped) that are folders (want_dirs) or .png files;
+   NULL with *oom set when memory ran out or a path is too long (a partial list would drop
+   samples in silence). */
+static char **list_dir(const char *dir, bool want_dirs, int64_t *count, bool *oom) {
     *count = 0;
     DIR *d = opendir(dir);
     if (!d) return NULL;
@@ -136,7 +138,7 @@ static char **list_dir(const char *dir, bool want_dirs, int64_t *count) {
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char path[4400];
-        if (snprintf(path, sizeof path, "%.4000s/%.255s", dir, e->d_name) >= (int)sizeof path) continue;
+        if (snprintf(path, sizeof path, "%.4000s/%.255s", dir, e->d_name) >= (int)sizeof path) { *oom = true; break; }
         struct stat st;
         if (stat(path, &st) != 0) continue;
         size_t len = strlen(e->d_name);
@@ -145,13 +147,19 @@ static char **list_dir(const char *dir, bool want_dirs, int64_t *count) {
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             char **g = realloc(names, sizeof *g * (size_t)cap);
-            if (!g) break;
+            if (!g) { *oom = true; break; }
             names = g;
         }
         names[n] = strdup(e->d_name);
-        if (names[n]) n++;
+        if (!names[n]) { *oom = true; break; }
+        n++;
     }
     closedir(d);
+    if (*oom) {
+        for (int64_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        return NULL;
+    }
     if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
     *count = n;
     if (!names) names = calloc(1, sizeof *names);
@@ -163,31 +171,52 @@ nb_dataset *nb_data_image_folder(const char *root) {
     if (!root) { nb__error("%s: root is NULL", who); return NULL; }
     folder_ds *f = calloc(1, sizeof *f);
     if (!f) { nb__error("%s: out of memory", who); return NULL; }
-    f->classes = list_dir(root, true, &f->nclasses);
-    if (!f->classes) { nb__error("%s: cannot open the folder %s", who, root); free(f); return NULL; }
+    bool oom = false;
+    f->classes = list_dir(root, true, &f->nclasses, &oom);
+    if (!f->classes) {
+        if (oom) nb__error("%s: out of memory (or a path too long) listing the folder %s", who, root);
+        else nb__error("%s: cannot open the folder %s", who, root);
+        free(f);
+        return NULL;
+    }
     int64_t cap = 0;
-    for (int64_t c = 0; c < f->nclasses; c++) {
+    for (int64_t c = 0; c < f->nclasses && !oom; c++) {
         char dir[4000];
-        if (snprintf(dir, sizeof dir, "%.3700s/%.255s", root, f->classes[c]) >= (int)sizeof dir) continue;
+        if (snprintf(dir, sizeof dir, "%.3700s/%.255s", root, f->classes[c]) >= (int)sizeof dir) {
+            nb__error("%s: the path of class folder %s in %s is too long", who, f->classes[c], root);
+            folder_free(f);
+            return NULL;
+        }
         int64_t k;
-        char **files = list_dir(dir, false, &k);
-        for (int64_t i = 0; i < k; i++) {
+        char **files = list_dir(dir, false, &k, &oom);
+        if (!files) {
+            if (oom) break;
+            nb__error("%s: cannot open the class folder %s", who, dir);
+            folder_free(f);
+            return NULL;
+        }
+        for (int64_t i = 0; i < k && !oom; i++) {
             if (f->n == cap) {
                 cap = cap ? cap * 2 : 256;
                 char **g = realloc(f->files, sizeof *g * (size_t)cap);
-                int64_t *gl = realloc(f->label, sizeof *gl * (size_t)cap);
                 if (g) f->files = g;
+                int64_t *gl = g ? realloc(f->label, sizeof *gl * (size_t)cap) : NULL;
                 if (gl) f->label = gl;
-                if (!g || !gl) { cap = f->n; break; }
+                if (!g || !gl) { oom = true; break; }
             }
             size_t len = strlen(dir) + strlen(files[i]) + 2;
             f->files[f->n] = malloc(len);
-            if (!f->files[f->n]) break;
+            if (!f->files[f->n]) { oom = true; break; }
             snprintf(f->files[f->n], len, "%s/%s", dir, files[i]);
             f->label[f->n++] = c;
         }
         for (int64_t i = 0; i < k; i++) free(files[i]);
         free(files);
+    }
+    if (oom) { /* a partial list would drop samples without a word */
+        nb__error("%s: out of memory (or a path too long) listing the images of %s", who, root);
+        folder_free(f);
+        return NULL;
     }
     if (f->n == 0) {
         nb__error("%s: %s holds no class folders with .png images (%lld class folders)", who, root, (long long)f->nclasses);
