@@ -49,9 +49,45 @@ static int plane_threads(int64_t planes, int64_t work) {
     return planes > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
 }
 
+/* The common 2x2 window at stride 2 without padding over rows of unit stride: every window lies
+   inside the plane, so no window bounds are computed; the four reads are compared in the
+   generic loop's order, so values and indices are the same. */
+static bool is_2x2(const pool_geom *g) {
+    return !g->adaptive && g->k[0] == 2 && g->k[1] == 2 && g->s[0] == 2 && g->s[1] == 2 && g->p[0] == 0 &&
+           g->p[1] == 0 && g->xs[3] == 1;
+}
+
+#define MAX_TAKE(T, val, at)                 \
+    do {                                     \
+        T v_ = (val);                        \
+        if (v_ > m || isnan(v_)) {           \
+            m = v_;                          \
+            arg = (at);                      \
+        }                                    \
+    } while (0)
+/* window (oh, ow) of a 2x2 pooling: its largest value into m and its plane index into arg */
+#define MAX_2X2(T, x, oh, ow)                                                                            \
+    const T *r0_ = (x) + 2 * (oh) * g->xs[2] + 2 * (ow), *r1_ = r0_ + g->xs[2];                          \
+    int64_t at_ = 2 * (oh) * g->W + 2 * (ow);                                                            \
+    T m = -INFINITY;                                                                                     \
+    int64_t arg = at_;                                                                                   \
+    MAX_TAKE(T, r0_[0], at_);                                                                            \
+    MAX_TAKE(T, r0_[1], at_ + 1);                                                                        \
+    MAX_TAKE(T, r1_[0], at_ + g->W);                                                                     \
+    MAX_TAKE(T, r1_[1], at_ + g->W + 1)
+
 /* mode 0: max values, 1: argmax indices (i64, h * W + w within the plane) */
 #define POOL_FNS(T)                                                                                      \
     static void max_plane_##T(const pool_geom *g, const T *x, void *out, int mode) {                    \
+        if (is_2x2(g)) {                                                                                 \
+            for (int64_t oh = 0, i = 0; oh < g->OH; oh++)                                                \
+                for (int64_t ow = 0; ow < g->OW; ow++, i++) {                                            \
+                    MAX_2X2(T, x, oh, ow);                                                                  \
+                    if (mode == 0) ((T *)out)[i] = m;                                                    \
+                    else ((int64_t *)out)[i] = arg;                                                      \
+                }                                                                                        \
+            return;                                                                                      \
+        }                                                                                                \
         int64_t i = 0;                                                                                   \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
             int64_t h0, h1, sp;                                                                          \
@@ -73,6 +109,15 @@ static int plane_threads(int64_t planes, int64_t work) {
     }                                                                                                    \
     /* dx (contiguous plane, zeroed) += dy at each window's argmax of x; dy has strides ys */            \
     static void max_bwd_plane_##T(const pool_geom *g, const T *x, const T *dy, const int64_t *ys, T *dx) { \
+        if (is_2x2(g)) {                                                                                 \
+            for (int64_t oh = 0; oh < g->OH; oh++)                                                       \
+                for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+                    MAX_2X2(T, x, oh, ow);                                                                  \
+                    (void)m;                                                                             \
+                    dx[arg] += dy[oh * ys[2] + ow * ys[3]];                                              \
+                }                                                                                        \
+            return;                                                                                      \
+        }                                                                                                \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
             int64_t h0, h1, sp;                                                                          \
             window(g, 0, oh, g->H, g->OH, &h0, &h1, &sp);                                                \
