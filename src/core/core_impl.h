@@ -77,7 +77,8 @@ static inline bool nb__mul_overflows(int64_t a, int64_t b, int64_t *out) { retur
 static inline bool nb__add_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin_add_overflow(a, b, out); }
 /* Checks a shape made from user data: 0..NB_MAX_DIMS dimensions, none negative, and the product
    of the dimensions (zeros counted as ones, so strides fit too) times esize bytes within int64.
-   Sets *numel (when not NULL) and returns true; otherwise records "fn: ..." naming the shape. */
+   Sets *numel (when not NULL) and returns true; otherwise records "fn: ..." naming the shape
+   (nothing when fn is NULL: a caller that formats its name only on failure). */
 bool nb__shape_check(const char *fn, const nb_shape *shape, size_t esize, int64_t *numel);
 /* Whether a and b are the same shape. */
 bool nb__shape_eq(const nb_shape *a, const nb_shape *b);

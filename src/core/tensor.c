@@ -69,14 +69,14 @@ int64_t nb__shape_numel(const nb_shape *s) {
 bool nb__shape_check(const char *fn, const nb_shape *s, size_t esize, int64_t *numel) {
     char sh[160];
     if (s->ndim < 0 || s->ndim > NB_MAX_DIMS) {
-        nb__error("%s: %d dimensions (at most %d are supported)", fn, s->ndim, NB_MAX_DIMS);
+        if (fn) nb__error("%s: %d dimensions (at most %d are supported)", fn, s->ndim, NB_MAX_DIMS);
         return false;
     }
     int64_t n = 1, span = 1; /* span: the product with zeros as ones, the largest stride's reach */
     bool zero = false;
     for (int i = 0; i < s->ndim; i++) {
         if (s->dim[i] < 0) {
-            nb__error("%s: negative dimension in shape %s", fn, nb_shape_str(*s, sh, sizeof sh));
+            if (fn) nb__error("%s: negative dimension in shape %s", fn, nb_shape_str(*s, sh, sizeof sh));
             return false;
         }
         if (s->dim[i] == 0) zero = true;
@@ -88,7 +88,7 @@ bool nb__shape_check(const char *fn, const nb_shape *s, size_t esize, int64_t *n
     if (numel) *numel = n;
     return true;
 too_large:
-    nb__error("%s: shape %s is too large (its element count or byte size overflows 64 bits)", fn,
+    if (fn) nb__error("%s: shape %s is too large (its element count or byte size overflows 64 bits)", fn,
               nb_shape_str(*s, sh, sizeof sh));
     return false;
 }
