@@ -675,6 +675,61 @@ static void test_optim_arguments(void **state) {
     assert_int_equal(used_bytes(), before);
 }
 
+/* A few training steps of an MLP and a small CNN (convolution, pooling, softmax cross entropy,
+   AdamW) end in the same bits with 1, 2 and 3 threads: every parallel loop's split is fixed by
+   the shapes, never by the thread count. */
+static int train_and_read(int threads, float *out, int cap) {
+    nb_set_num_threads(threads);
+    nb_manual_seed(11);
+    nb_module *mlp = nb_nn_sequential(nb_nn_flatten(), nb_nn_linear(784, 256), nb_nn_relu(), nb_nn_linear(256, 10), NULL);
+    nb_module *cnn = nb_nn_sequential(nb_nn_conv2d(1, 8, 3, (nb_conv2d_opts){ .padding = 1 }), nb_nn_relu(),
+                                      nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }), nb_nn_flatten(), nb_nn_linear(8 * 14 * 14, 10), NULL);
+    nb_module *nets[2] = { mlp, cnn };
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        nb_optimizer *opt = nb_optim_adamw(nets[k], (nb_adamw_opts){ .lr = 1e-3 });
+        for (int step = 0; step < 3; step++) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *x = nb_randn(NB_SHAPE(96, 1, 28, 28), NB_F32);
+            nb_tensor *y = nb_cast(nb_mul_scalar(nb_rand(NB_SHAPE(96), NB_F32), 9.99), NB_I64);
+            nb_tensor *loss = nb_cross_entropy(nb_forward(nets[k], x), y, (nb_ce_opts){ 0 });
+            nb_optim_zero_grad(opt);
+            assert_int_equal(nb_backward(loss), 0);
+            nb_optim_step(opt);
+            nb_scope_end(s);
+        }
+        nb_named_tensor ps[16];
+        int np = nb_module_named_parameters(nets[k], ps, 16);
+        for (int i = 0; i < np; i++) {
+            int64_t m = nb_numel(ps[i].tensor);
+            assert_true(n + m <= cap);
+            assert_int_equal(nb_copy_to(ps[i].tensor, out + n, (size_t)m * sizeof(float)), 0);
+            n += (int)m;
+        }
+        nb_optim_free(opt);
+        nb_module_free(nets[k]);
+    }
+    nb_set_num_threads(0);
+    return n;
+}
+
+static void test_training_bits_do_not_depend_on_threads(void **state) {
+    (void)state;
+    enum { CAP = 300000 };
+    float *ref = malloc(CAP * sizeof(float)), *got = malloc(CAP * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    int n = train_and_read(1, ref, CAP);
+    for (int threads = 2; threads <= 3; threads++) {
+        assert_int_equal(train_and_read(threads, got, CAP), n);
+        for (int i = 0; i < n; i++)
+            if (memcmp(&ref[i], &got[i], sizeof(float)) != 0)
+                fail_msg("parameter element %d differs with %d threads: %.9g against %.9g", i, threads, got[i], ref[i]);
+    }
+    free(ref);
+    free(got);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_net_names_and_lookup),
@@ -689,6 +744,7 @@ int main(void) {
         cmocka_unit_test(test_linear_default_init),
         cmocka_unit_test(test_dropout_training),
         cmocka_unit_test(test_optim_arguments),
+        cmocka_unit_test(test_training_bits_do_not_depend_on_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

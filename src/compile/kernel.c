@@ -224,6 +224,56 @@ void nb__kernel_run_tile(const fkernel *k, nb_tensor *out, nb_tensor *const *in,
     run_rows(k, r0, r1, c0, c1, b, rs, cs);
 }
 
+/* A kernel loop on the thread pool: pieces of rows or of columns, fixed by shape. */
+enum { PIECE_ROWS, PIECE_COLS, PIECE_COL_BLOCKS, PIECE_ROW_SUMS, PIECE_GROUP };
+typedef struct {
+    int kind;
+    const fkernel *k;
+    fkernel *const *group;
+    int ngroup;
+    char **base;                       /* operand bases (a group: base[i] per kernel) */
+    char *(*gbase)[MAX_OPERANDS + 1];
+    int64_t *rs, *cs;
+    int64_t (*grs)[MAX_OPERANDS + 1], (*gcs)[MAX_OPERANDS + 1];
+    int64_t rows, cols, chunk;
+    double *acc;
+} piece_job;
+
+static void run_pieces(void *c_, int64_t lo, int64_t hi, int slot) {
+    (void)slot;
+    const piece_job *j = c_;
+    const fkernel *k = j->k;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t r0 = c * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+        switch (j->kind) {
+        case PIECE_ROWS: run_rows(k, r0, r1, 0, j->cols, j->base, j->rs, j->cs); break;
+        case PIECE_COLS: { /* chunk is a count of columns here */
+            int64_t c0 = c * j->chunk, c1 = c0 + j->chunk < j->cols ? c0 + j->chunk : j->cols;
+            run_rows(k, 0, j->rows, c0, c1, j->base, j->rs, j->cs);
+            break;
+        }
+        case PIECE_COL_BLOCKS: { /* column blocks summed into acc */
+            int64_t c0 = c * j->chunk, c1 = c0 + j->chunk < j->cols ? c0 + j->chunk : j->cols;
+            char *b[MAX_OPERANDS + 1];
+            memcpy(b, j->base, sizeof(char *) * (size_t)(k->nin + 1));
+            b[0] = (char *)j->acc;
+            run_rows(k, 0, j->rows, c0, c1, b, j->rs, j->cs);
+            break;
+        }
+        case PIECE_ROW_SUMS: { /* a whole sum: each chunk of rows into acc[c] */
+            char *b[MAX_OPERANDS + 1];
+            memcpy(b, j->base, sizeof(char *) * (size_t)(k->nin + 1));
+            b[0] = (char *)&j->acc[c];
+            run_rows(k, r0, r1, 0, j->cols, b, j->rs, j->cs);
+            break;
+        }
+        default:
+            for (int i = 0; i < j->ngroup; i++)
+                run_rows(j->group[i], r0, r1, 0, j->group[i]->dim[1], j->gbase[i], j->grs[i], j->gcs[i]);
+        }
+    }
+}
+
 #define COLUMN_PIECE 8192 /* columns per piece of a loop with few rows */
 #define COLUMN_BLOCK 512 /* as the eager column sum: the same order, so the same bits */
 #define ROW_CHUNK_ELEMS 16384
@@ -240,10 +290,8 @@ static int run_reduction(fkernel *k, nb_tensor *out, char **base, int64_t *rs, i
         int64_t chunk = ROW_CHUNK_ELEMS / (cols ? cols : 1) > 1 ? ROW_CHUNK_ELEMS / cols : 1;
         int64_t nchunks = (rows + chunk - 1) / chunk;
         if (nchunks < 2) threads = 1;
-        NB_PARALLEL_FOR(threads, c, nchunks,
-            int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-            run_rows(k, r0, r1, 0, cols, base, rs, cs);
-        );
+        piece_job j = { .kind = PIECE_ROWS, .k = k, .base = base, .rs = rs, .cs = cs, .rows = rows, .cols = cols, .chunk = chunk };
+        nb__parallel_for(threads, nchunks, run_pieces, &j);
         return 0;
     }
     int64_t nacc = k->red == RED_COLS ? cols : (rows * cols + ROW_CHUNK_ELEMS - 1) / ROW_CHUNK_ELEMS;
@@ -258,25 +306,17 @@ static int run_reduction(fkernel *k, nb_tensor *out, char **base, int64_t *rs, i
         int64_t blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
         if (blocks < 2) threads = 1;
         cs[0] = sizeof(double);
-        NB_PARALLEL_FOR(threads, blk, blocks,
-            int64_t c0 = blk * COLUMN_BLOCK, c1 = c0 + COLUMN_BLOCK < cols ? c0 + COLUMN_BLOCK : cols;
-            char *b[MAX_OPERANDS + 1];
-            memcpy(b, base, sizeof(char *) * (size_t)(k->nin + 1));
-            b[0] = (char *)acc;
-            run_rows(k, 0, rows, c0, c1, b, rs, cs);
-        );
+        piece_job j = { .kind = PIECE_COL_BLOCKS, .k = k, .base = base, .rs = rs, .cs = cs, .rows = rows, .cols = cols,
+                        .chunk = COLUMN_BLOCK, .acc = acc };
+        nb__parallel_for(threads, blocks, run_pieces, &j);
         for (int64_t c = 0; c < cols; c++) o[c] = (float)acc[c];
     } else {
         int64_t chunk = ROW_CHUNK_ELEMS / (cols ? cols : 1) > 1 ? ROW_CHUNK_ELEMS / cols : 1;
         int64_t nchunks = (rows + chunk - 1) / chunk;
         if (nchunks < 2) threads = 1;
-        NB_PARALLEL_FOR(threads, c, nchunks,
-            int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-            char *b[MAX_OPERANDS + 1];
-            memcpy(b, base, sizeof(char *) * (size_t)(k->nin + 1));
-            b[0] = (char *)&acc[c];
-            run_rows(k, r0, r1, 0, cols, b, rs, cs);
-        );
+        piece_job j = { .kind = PIECE_ROW_SUMS, .k = k, .base = base, .rs = rs, .cs = cs, .rows = rows, .cols = cols,
+                        .chunk = chunk, .acc = acc };
+        nb__parallel_for(threads, nchunks, run_pieces, &j);
         double s = 0;
         for (int64_t c = 0; c < nchunks; c++) s += acc[c];
         o[0] = (float)s;
@@ -307,10 +347,9 @@ void nb__kernel_run_group(fkernel *const *k, int n, nb_tensor *const *out, nb_te
     int64_t chunk = GROUP_CHUNK_ELEMS / widest > 1 ? GROUP_CHUNK_ELEMS / widest : 1;
     int64_t nchunks = (rows + chunk - 1) / chunk;
     int threads = nchunks > 1 && total >= NB_PARALLEL_GRAIN / 4 ? nb__threads() : 1;
-    NB_PARALLEL_FOR(threads, c, nchunks,
-        int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-        for (int i = 0; i < n; i++) run_rows(k[i], r0, r1, 0, k[i]->dim[1], base[i], rs[i], cs[i]);
-    );
+    piece_job j = { .kind = PIECE_GROUP, .group = k, .ngroup = n, .gbase = base, .grs = rs, .gcs = cs, .rows = rows,
+                    .chunk = chunk };
+    nb__parallel_for(threads, nchunks, run_pieces, &j);
 }
 
 int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
@@ -343,16 +382,13 @@ int nb__kernel_run(fkernel *k, nb_tensor *out, nb_tensor *const *in) {
         if (rows >= 16 || cols <= COLUMN_PIECE) {
             int64_t chunk = NB_PARALLEL_GRAIN / cols > 1 ? NB_PARALLEL_GRAIN / cols : 1;
             int64_t nchunks = (rows + chunk - 1) / chunk;
-            NB_PARALLEL_FOR(nchunks > 1 ? threads : 1, c, nchunks,
-                int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-                run_rows(k, r0, r1, 0, cols, b, rs, cs);
-            );
+            piece_job j = { .kind = PIECE_ROWS, .k = k, .base = b, .rs = rs, .cs = cs, .rows = rows, .cols = cols, .chunk = chunk };
+            nb__parallel_for(nchunks > 1 ? threads : 1, nchunks, run_pieces, &j);
         } else {
             int64_t nchunks = (cols + COLUMN_PIECE - 1) / COLUMN_PIECE;
-            NB_PARALLEL_FOR(threads, c, nchunks,
-                int64_t c0 = c * COLUMN_PIECE, c1 = c0 + COLUMN_PIECE < cols ? c0 + COLUMN_PIECE : cols;
-                run_rows(k, 0, rows, c0, c1, b, rs, cs);
-            );
+            piece_job j = { .kind = PIECE_COLS, .k = k, .base = b, .rs = rs, .cs = cs, .rows = rows, .cols = cols,
+                            .chunk = COLUMN_PIECE };
+            nb__parallel_for(threads, nchunks, run_pieces, &j);
         }
         for (int d = nd - 3; d >= 0; d--) {
             if (++idx[d] < k->dim[d]) break;

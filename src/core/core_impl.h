@@ -6,6 +6,7 @@
 #include "nabla.h"
 #include <stdarg.h>
 #include <stdatomic.h>
+#include "threadpool.h"
 
 struct nb_node;
 

@@ -1,11 +1,14 @@
-/* The thread count of the OpenMP kernels (BLAS calls among them): nb_set_num_threads, else
+/* The thread count of the kernels (nabla's thread pool, threadpool.c): nb_set_num_threads, else
    NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use; and the
-   denormal mode of those threads. */
+   denormal mode. OpenMP is used only where a dependency forces it: Debian's oneDNN runs its
+   convolutions on OpenMP threads, whose team size and floating-point mode are set here. */
 #define _GNU_SOURCE
 #include "core_impl.h"
 #include <sched.h>
 #include <stdlib.h>
+#ifdef NABLA_HAVE_DNNL
 #include <omp.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #define NB_HAVE_MXCSR 1
@@ -39,14 +42,15 @@ void nb_set_num_threads(int n) {
     /* BLAS always runs single-threaded: nabla splits products into pieces whose shapes do
        not depend on the thread count and runs the pieces in parallel itself, so results are
        the same with any number of threads (BLAS's own threading changes its summation).
-       OpenBLAS's OpenMP build also sets OpenMP's default team size, so ours is set after it. */
+       OpenBLAS's OpenMP build also sets OpenMP's default team size, so oneDNN's is set after it. */
     openblas_set_num_threads(1);
+#ifdef NABLA_HAVE_DNNL
     omp_set_num_threads(n);
+#endif
 }
 
-/* A per-thread cap (0: none): a data-loader worker runs kernels on itself alone, since every
-   thread that opens an OpenMP region gets a pool of its own, whose spinning threads would
-   crowd the cores the training loop runs on. */
+/* A per-thread cap (0: none): a data-loader worker runs kernels on itself alone, so the pool's
+   threads stay with the training loop. */
 static NB_TLS int local_limit;
 
 void nb__limit_threads(int n) { local_limit = n > 0 ? n : 0; }
@@ -72,11 +76,13 @@ static void flush_mode(bool on) {
 
 bool nb_set_flush_denormal(bool on) {
 #ifdef NB_HAVE_MXCSR
-    /* the pool's threads are reused by every later region; threads it adds later are made by
-       this thread and inherit its mode */
+    /* nabla's pool runs each loop in its caller's mode; oneDNN's OpenMP team is set here (it
+       is reused by every later region, and threads it adds later inherit this thread's mode) */
     flush_mode(on);
+#ifdef NABLA_HAVE_DNNL
     int n = nb__threads();
     _Pragma("omp parallel num_threads(n)") flush_mode(on);
+#endif
     return true;
 #else
     (void)on;

@@ -2,7 +2,9 @@
    threads (pthreads) filling a bounded ring of slots; the order and every sample's randomness
    come from (seed, epoch, index), so results do not depend on the number of workers. */
 #include "data_impl.h"
+#ifdef NABLA_HAVE_DNNL
 #include <omp.h>
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -89,7 +91,9 @@ static void *worker_main(void *arg) {
     nb_data_loader *l = arg;
     /* Workers run per-sample work on one thread each: no kernel thread teams of their own,
        which would spin on cores the training loop needs. */
+#ifdef NABLA_HAVE_DNNL
     omp_set_num_threads(1); /* oneDNN sizes its teams from this */
+#endif
     nb__limit_threads(1);
     /* Workers yield to the training loop: when threads outnumber cores, the scheduler should
        run the loop first and feed workers the rest, so the loop does not wait behind them.

@@ -1,8 +1,8 @@
 /* CPU 2-D convolution: im2col + GEMM through CBLAS, for the forward and both gradients.
 
    Each sample's output is one GEMM per group over its own column buffer. With more than one
-   thread and a batch to share, samples are spread over OpenMP threads (BLAS then runs serially
-   inside each); otherwise the loop is serial and BLAS threads each product itself. Either way
+   thread and a batch to share, samples are spread over nabla's thread pool (BLAS runs serially
+   inside each). Either way
    each output element is computed by one GEMM in one order, so results do not depend on the
    thread count. The weight gradient sums over samples: samples are cut into chunks whose
    number depends only on the shapes, each chunk accumulates its samples in order into its own
@@ -10,7 +10,6 @@
 #include "iter.h"
 #include "dnnl_conv.h"
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 
 nb_inner_fn nb__cpu_copy_fn(size_t esize);
@@ -157,6 +156,64 @@ static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_
 CONV_FNS(float, cblas_sgemm)
 CONV_FNS(double, cblas_dgemm)
 
+/* One chunk's weight gradient through oneDNN (f32 with oneDNN built in); false to fall back. */
+static bool wgrad_dnnl_float(const conv_geom *g, const float *dy, const float *x, float *dw, int64_t n0, int64_t n1) {
+    nb_conv_shape cs = { n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups };
+    return nb__dnnl_conv_backward_weights(&cs, x + n0 * g->C * g->H * g->W, dy + n0 * g->O * g->L, dw) > 0;
+}
+static bool wgrad_dnnl_double(const conv_geom *g, const double *dy, const double *x, double *dw, int64_t n0, int64_t n1) {
+    (void)g; (void)dy; (void)x; (void)dw; (void)n0; (void)n1;
+    return false;
+}
+
+
+/* One pass over samples (or weight-gradient chunks) on the thread pool; each participant has
+   its own column buffer, cols + slot * per. */
+enum { CONV_FWD, CONV_BWD_INPUT, CONV_WGRAD, CONV_WGRAD_SUM };
+typedef struct {
+    const conv_geom *g;
+    int kind;
+    bool f64;
+    const void *a, *b, *c; /* x, w, bias (forward); dy, w (input gradient); dy, x (weights) */
+    void *out, *cols, *partial;
+    int64_t per, per_chunk, chunks, wn;
+} conv_job;
+
+#define CONV_RANGE(T)                                                                                    \
+    static void conv_range_##T(const conv_job *j, int64_t lo, int64_t hi, int slot) {                    \
+        const conv_geom *g = j->g;                                                                       \
+        T *colbuf = j->cols ? (T *)j->cols + slot * j->per : NULL;                                       \
+        for (int64_t i = lo; i < hi; i++) {                                                              \
+            switch (j->kind) {                                                                           \
+            case CONV_FWD: fwd_one_##T(g, j->a, j->b, j->c, j->out, colbuf, i); break;                   \
+            case CONV_BWD_INPUT: bwd_input_one_##T(g, j->a, j->b, j->out, colbuf, i); break;             \
+            case CONV_WGRAD: {                                                                           \
+                T *dst = i == 0 ? (T *)j->out : (T *)j->partial + (i - 1) * j->wn;                       \
+                int64_t n0 = i * j->per_chunk, n1 = n0 + j->per_chunk < g->N ? n0 + j->per_chunk : g->N; \
+                if (!wgrad_dnnl_##T(g, j->a, j->b, dst, n0, n1))                                         \
+                    for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(g, j->a, j->b, dst, colbuf, n, n == n0 ? 0 : 1); \
+                break;                                                                                   \
+            }                                                                                            \
+            default: {                                                                                   \
+                T *pdw = j->out;                                                                         \
+                const T *pp = j->partial;                                                                \
+                T s = pdw[i];                                                                            \
+                for (int64_t c = 1; c < j->chunks; c++) s += pp[(c - 1) * j->wn + i];                    \
+                pdw[i] = s;                                                                              \
+            }                                                                                            \
+            }                                                                                            \
+        }                                                                                                \
+    }
+CONV_RANGE(float)
+CONV_RANGE(double)
+#undef CONV_RANGE
+
+static void conv_range(void *c, int64_t lo, int64_t hi, int slot) {
+    const conv_job *j = c;
+    if (j->f64) conv_range_double(j, lo, hi, slot);
+    else conv_range_float(j, lo, hi, slot);
+}
+
 /* Threads for a loop over `items` samples of `work` multiply-adds each: one per sample when
    there are enough samples to share, else 1 (and BLAS threads each product itself). */
 static int sample_threads(int64_t items, int64_t work) {
@@ -206,17 +263,9 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
         rc = 0;
         goto done;
     }
-    if (out->dtype == NB_F32) {
-        const float *px = nb__data(x), *pw = nb__data(w), *pb = b ? nb__data(b) : NULL;
-        float *py = nb__data(out), *pc = cols;
-        int64_t per = g.K * g.L;
-        NB_PARALLEL_FOR(threads, n, g.N, fwd_one_float(&g, px, pw, pb, py, pc ? pc + omp_get_thread_num() * per : NULL, n););
-    } else {
-        const double *px = nb__data(x), *pw = nb__data(w), *pb = b ? nb__data(b) : NULL;
-        double *py = nb__data(out), *pc = cols;
-        int64_t per = g.K * g.L;
-        NB_PARALLEL_FOR(threads, n, g.N, fwd_one_double(&g, px, pw, pb, py, pc ? pc + omp_get_thread_num() * per : NULL, n););
-    }
+    conv_job j = { &g, CONV_FWD, out->dtype == NB_F64, nb__data(x), nb__data(w), b ? nb__data(b) : NULL,
+                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0 };
+    nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
     if (cols) nb__free(cols, bytes);
@@ -250,33 +299,15 @@ int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin,
         }
     }
     if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
-    if (out->dtype == NB_F32) {
-        const float *pdy = nb__data(dy), *pw = nb__data(w);
-        float *pdx = nb__data(out), *pc = cols;
-        int64_t per = g.K * g.L;
-        NB_PARALLEL_FOR(threads, n, g.N, bwd_input_one_float(&g, pdy, pw, pdx, pc ? pc + omp_get_thread_num() * per : NULL, n););
-    } else {
-        const double *pdy = nb__data(dy), *pw = nb__data(w);
-        double *pdx = nb__data(out), *pc = cols;
-        int64_t per = g.K * g.L;
-        NB_PARALLEL_FOR(threads, n, g.N, bwd_input_one_double(&g, pdy, pw, pdx, pc ? pc + omp_get_thread_num() * per : NULL, n););
-    }
+    conv_job j = { &g, CONV_BWD_INPUT, out->dtype == NB_F64, nb__data(dy), nb__data(w), NULL, nb__data(out), cols,
+                   NULL, g.K * g.L, 0, 0, 0 };
+    nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
     if (cols) nb__free(cols, bytes);
     nb_release(dy);
     nb_release(w);
     return rc;
-}
-
-/* One chunk's weight gradient through oneDNN (f32 with oneDNN built in); false to fall back. */
-static bool wgrad_dnnl_float(const conv_geom *g, const float *dy, const float *x, float *dw, int64_t n0, int64_t n1) {
-    nb_conv_shape cs = { n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups };
-    return nb__dnnl_conv_backward_weights(&cs, x + n0 * g->C * g->H * g->W, dy + n0 * g->O * g->L, dw) > 0;
-}
-static bool wgrad_dnnl_double(const conv_geom *g, const double *dy, const double *x, double *dw, int64_t n0, int64_t n1) {
-    (void)g; (void)dy; (void)x; (void)dw; (void)n0; (void)n1;
-    return false;
 }
 
 /* Partial weight gradients held at once are capped at this many elements (in all). */
@@ -314,30 +345,13 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
         nb__error("nb_conv2d: out of memory for the weight gradient's partial sums");
         goto done;
     }
-#define WGRAD(T)                                                                                         \
-    do {                                                                                                 \
-        const T *pdy = nb__data(dy), *px = nb__data(x);                                                  \
-        T *pdw = nb__data(out), *pc = cols, *pp = partial;                                               \
-        int64_t per = g.K * g.L;                                                                         \
-        NB_PARALLEL_FOR(threads, c, chunks,                                                              \
-            T *dst = c == 0 ? pdw : pp + (c - 1) * wn;                                                   \
-            T *colbuf = pc ? pc + omp_get_thread_num() * per : NULL;                                     \
-            int64_t n0 = c * per_chunk, n1 = n0 + per_chunk < g.N ? n0 + per_chunk : g.N;                \
-            if (!wgrad_dnnl_##T(&g, pdy, px, dst, n0, n1))                                               \
-                for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(&g, pdy, px, dst, colbuf, n, n == n0 ? 0 : 1); \
-        );                                                                                               \
-        if (chunks > 1) {                                                                                \
-            int threads = wn * chunks >= NB_PARALLEL_GRAIN ? nb__threads() : 1;                          \
-            NB_PARALLEL_FOR(threads, i, wn,                                                              \
-                T s = pdw[i];                                                                            \
-                for (int64_t c = 1; c < chunks; c++) s += pp[(c - 1) * wn + i];                          \
-                pdw[i] = s;                                                                              \
-            );                                                                                           \
-        }                                                                                                \
-    } while (0)
-    if (out->dtype == NB_F32) WGRAD(float);
-    else WGRAD(double);
-#undef WGRAD
+    conv_job j = { &g, CONV_WGRAD, out->dtype == NB_F64, nb__data(dy), nb__data(x), NULL, nb__data(out), cols,
+                   partial, g.K * g.L, per_chunk, chunks, wn };
+    nb__parallel_for(threads, chunks, conv_range, &j);
+    if (chunks > 1) { /* the chunks' partial sums, added in chunk order */
+        j.kind = CONV_WGRAD_SUM;
+        nb__parallel_for(wn * chunks >= NB_PARALLEL_GRAIN ? nb__threads() : 1, wn, conv_range, &j);
+    }
     rc = 0;
 done:
     if (cols) nb__free(cols, cbytes);

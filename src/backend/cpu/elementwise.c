@@ -430,6 +430,28 @@ static inline double u53(uint32_t hi, uint32_t lo) {
     return (double)(((uint64_t)(hi >> 5) << 26) | (lo >> 6)) * (1.0 / 9007199254740992.0);
 }
 
+typedef struct {
+    uint64_t seed, offset;
+    int64_t n;
+    char *p;
+    bool f64;
+} rand_job;
+
+static void rand_range(void *c, int64_t lo, int64_t hi, int slot) {
+    (void)slot;
+    const rand_job *j = c;
+    int64_t n = j->n;
+    for (int64_t b = lo; b < hi; b++) {
+        uint32_t w[4];
+        nb__philox(j->seed, j->offset + (uint64_t)b, w);
+        if (j->f64) {
+            for (int k = 0; k < 2 && b * 2 + k < n; k++) ((double *)j->p)[b * 2 + k] = u53(w[2 * k], w[2 * k + 1]);
+        } else {
+            for (int k = 0; k < 4 && b * 4 + k < n; k++) ((float *)j->p)[b * 4 + k] = u24(w[k]);
+        }
+    }
+}
+
 /* Element i uses counter offset + i/4 (f32) or offset + i/2 (f64): values depend on the seed
    and the element's position only, never on the thread that computes them. */
 int nb__cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
@@ -440,17 +462,30 @@ int nb__cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
     nb__rng_reserve((uint64_t)(f64 ? 2 * n : n), &seed, &offset);
     int64_t blocks = f64 ? (n + 1) / 2 : (n + 3) / 4;
     int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
-    char *p = nb__data(out);
-    NB_PARALLEL_FOR(threads, b, blocks,
-        uint32_t w[4];
-        nb__philox(seed, offset + (uint64_t)b, w);
-        if (f64) {
-            for (int k = 0; k < 2 && b * 2 + k < n; k++) ((double *)p)[b * 2 + k] = u53(w[2 * k], w[2 * k + 1]);
-        } else {
-            for (int k = 0; k < 4 && b * 4 + k < n; k++) ((float *)p)[b * 4 + k] = u24(w[k]);
-        }
-    );
+    rand_job j = { seed, offset, n, nb__data(out), f64 };
+    nb__parallel_for(threads, blocks, rand_range, &j);
     return 0;
+}
+
+static void randn_range(void *c, int64_t lo, int64_t hi, int slot) {
+    (void)slot;
+    const rand_job *j = c;
+    int64_t n = j->n;
+    for (int64_t b = lo; b < hi; b++) {
+        uint32_t w[4];
+        nb__philox(j->seed, j->offset + (uint64_t)b, w);
+        double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
+        double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
+        double z0 = r * cos(th), z1 = r * sin(th);
+        int64_t i = b * 2;
+        if (j->f64) {
+            ((double *)j->p)[i] = z0;
+            if (i + 1 < n) ((double *)j->p)[i + 1] = z1;
+        } else {
+            ((float *)j->p)[i] = (float)z0;
+            if (i + 1 < n) ((float *)j->p)[i + 1] = (float)z1;
+        }
+    }
 }
 
 int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
@@ -462,21 +497,7 @@ int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     int64_t blocks = (n + 1) / 2;
     nb__rng_reserve((uint64_t)blocks * 4, &seed, &offset);
     int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
-    char *p = nb__data(out);
-    NB_PARALLEL_FOR(threads, b, blocks,
-        uint32_t w[4];
-        nb__philox(seed, offset + (uint64_t)b, w);
-        double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
-        double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
-        double z0 = r * cos(th), z1 = r * sin(th);
-        int64_t i = b * 2;
-        if (f64) {
-            ((double *)p)[i] = z0;
-            if (i + 1 < n) ((double *)p)[i + 1] = z1;
-        } else {
-            ((float *)p)[i] = (float)z0;
-            if (i + 1 < n) ((float *)p)[i + 1] = (float)z1;
-        }
-    );
+    rand_job j = { seed, offset, n, nb__data(out), f64 };
+    nb__parallel_for(threads, blocks, randn_range, &j);
     return 0;
 }

@@ -1,6 +1,5 @@
 /* Strided, broadcasting iteration shared by the CPU elementwise kernels. */
 #include "iter.h"
-#include <omp.h>
 #include <string.h>
 
 static void coalesce(nb_iter *it) {
@@ -94,19 +93,36 @@ static void run_range(const nb_iter *it, nb_inner_fn fn, const void *ctx, int64_
     }
 }
 
-void nb__iter_run(nb_iter *it, nb_inner_fn fn, const void *ctx) {
-    if (it->numel == 0) return;
-    int64_t units = it->nd == 1 ? it->dim[0] : it->numel / it->dim[it->nd - 1];
-    int threads = it->numel >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
-    if (threads <= 1 || units < 2) {
-        run_range(it, fn, ctx, 0, units);
+/* A one-axis iteration is cut into blocks of this many elements whatever the thread count:
+   a vectorised inner loop ends in scalar code, so where a run is cut must not depend on the
+   threads, or neither would the bits. */
+#define ITER_BLOCK 8192
+
+typedef struct {
+    const nb_iter *it;
+    nb_inner_fn fn;
+    const void *ctx;
+} iter_job;
+
+/* Units [u0, u1): rows of the innermost axis, or blocks of a one-axis iteration. */
+static void iter_units(void *c, int64_t u0, int64_t u1, int slot) {
+    (void)slot;
+    const iter_job *j = c;
+    const nb_iter *it = j->it;
+    if (it->nd != 1) {
+        run_range(it, j->fn, j->ctx, u0, u1);
         return;
     }
-#pragma omp parallel num_threads(threads)
-    {
-        int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-        int64_t per = (units + nt - 1) / nt;
-        int64_t a = tid * per, b = a + per < units ? a + per : units;
-        if (a < b) run_range(it, fn, ctx, a, b);
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t r0 = u * ITER_BLOCK, r1 = r0 + ITER_BLOCK < it->dim[0] ? r0 + ITER_BLOCK : it->dim[0];
+        run_range(it, j->fn, j->ctx, r0, r1);
     }
+}
+
+void nb__iter_run(nb_iter *it, nb_inner_fn fn, const void *ctx) {
+    if (it->numel == 0) return;
+    int64_t units = it->nd == 1 ? (it->dim[0] + ITER_BLOCK - 1) / ITER_BLOCK : it->numel / it->dim[it->nd - 1];
+    int threads = it->numel >= NB_PARALLEL_GRAIN && units > 1 ? nb__threads() : 1;
+    iter_job j = { it, fn, ctx };
+    nb__parallel_for(threads, units, iter_units, &j);
 }

@@ -41,19 +41,6 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
 void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a);
 void nb__cpu_optim_end(nb_tensor *const *in);
 
-/* for (int64_t VAR = 0; VAR < N; VAR++) BODY, in parallel over `threads` threads when
-   threads > 1 and with no OpenMP region otherwise: an if(false) clause still builds a team,
-   which costs a malloc and a futex wake per call, more than a small op itself. */
-#define NB_PARALLEL_FOR(threads, VAR, N, ...)                                                    \
-    do {                                                                                         \
-        if ((threads) > 1) {                                                                     \
-            _Pragma("omp parallel for num_threads(threads) schedule(static)")                    \
-            for (int64_t VAR = 0; VAR < (N); VAR++) { __VA_ARGS__ }                              \
-        } else {                                                                                 \
-            for (int64_t VAR = 0; VAR < (N); VAR++) { __VA_ARGS__ }                              \
-        }                                                                                        \
-    } while (0)
-
 /* On a hot loop of double-precision math (kmath.h) or costly float arithmetic: also built for
    AVX-512 (chosen at load time where the CPU has it), as the generated kernels are with
    -march=native; the same operations in wider lanes, so the same bits. */

@@ -5,7 +5,9 @@
 #ifdef NABLA_HAVE_DNNL
 #include <dnnl.h>
 #endif
+#ifdef NABLA_HAVE_DNNL
 #include <omp.h>
+#endif
 #include <string.h>
 
 /* Whether a rows x cols matrix with element strides (rs, cs) can be handed to BLAS, and how. */
@@ -166,6 +168,11 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
     }
 }
 
+static void gemm_units(void *plan, int64_t lo, int64_t hi, int slot) {
+    (void)slot;
+    for (int64_t u = lo; u < hi; u++) gemm_unit(plan, u);
+}
+
 int nb__cpu_matmul(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
     return nb__cpu_matmul_epilogue(out, in, NULL, NULL, false);
@@ -207,7 +214,7 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     /* a parallel region costs a few microseconds (far more when the machine is busy): only
        products of some millions of multiply-adds get one */
     int threads = units > 1 && n * m * k * batches >= ((int64_t)1 << 21) ? nb__threads() : 1;
-    NB_PARALLEL_FOR(threads, u, units, gemm_unit(&plan, u););
+    nb__parallel_for(threads, units, gemm_units, &plan);
     nb_release(ac);
     nb_release(bc);
     return 0;

@@ -129,16 +129,30 @@ void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, 
 
 void nb__cpu_optim_end(nb_tensor *const *in) { (*(int64_t *)nb__data(in[2]))++; }
 
+typedef struct {
+    nb_tensor *const *in;
+    int nin;
+    int64_t n;
+    const nb_op_args *a;
+} optim_job;
+
+/* Chunks [c0, c1) of UPDATE_CHUNK elements: the split never depends on the thread count. */
+static void optim_chunks(void *c, int64_t c0, int64_t c1, int slot) {
+    (void)slot;
+    const optim_job *j = c;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t lo = c * UPDATE_CHUNK, hi = lo + UPDATE_CHUNK < j->n ? lo + UPDATE_CHUNK : j->n;
+        nb__cpu_optim_range(j->in, j->nin, lo, hi, j->a);
+    }
+}
+
 int nb__cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     nb_op_args a;
     nb__cpu_optim_begin(in, nin, args, &a);
     int64_t n = out->numel, chunks = (n + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
     int threads = chunks > 1 ? nb__threads() : 1;
-    const nb_op_args *ap = &a;
-    NB_PARALLEL_FOR(threads, c, chunks,
-        int64_t lo = c * UPDATE_CHUNK, hi = lo + UPDATE_CHUNK < n ? lo + UPDATE_CHUNK : n;
-        nb__cpu_optim_range(in, nin, lo, hi, ap);
-    );
+    optim_job j = { in, nin, n, &a };
+    nb__parallel_for(threads, chunks, optim_chunks, &j);
     nb__cpu_optim_end(in);
     return 0;
 }

@@ -169,6 +169,45 @@ POOL_FNS(double)
 
 static int64_t plane_off(const int64_t *st, int64_t plane, int64_t C) { return (plane / C) * st[0] + (plane % C) * st[1]; }
 
+/* One pooling pass over planes, run on the thread pool. */
+enum { MAX_FWD, MAX_BWD, AVG_FWD, AVG_BWD };
+typedef struct {
+    const pool_geom *g;
+    int kind, mode;
+    bool f64;
+    const void *x, *dy;      /* the input read (x) and the gradient read (dy), as the pass needs */
+    const int64_t *ys;       /* dy's strides */
+    void *out;
+    int64_t L, HW, oes;
+} plane_job;
+
+static void plane_range(void *c, int64_t lo, int64_t hi, int slot) {
+    (void)slot;
+    const plane_job *j = c;
+    const pool_geom *g = j->g;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        if (j->f64) {
+            const double *px = j->x, *py = j->dy;
+            double *pd = j->out;
+            switch (j->kind) {
+            case MAX_FWD: max_plane_double(g, px + plane_off(g->xs, pl, g->C), (char *)j->out + pl * j->L * j->oes, j->mode); break;
+            case MAX_BWD: max_bwd_plane_double(g, px + plane_off(g->xs, pl, g->C), py + plane_off(j->ys, pl, g->C), j->ys, pd + pl * j->HW); break;
+            case AVG_FWD: avg_plane_double(g, px + plane_off(g->xs, pl, g->C), pd + pl * j->L); break;
+            default: avg_bwd_plane_double(g, py + plane_off(j->ys, pl, g->C), j->ys, pd + pl * j->HW); break;
+            }
+        } else {
+            const float *px = j->x, *py = j->dy;
+            float *pd = j->out;
+            switch (j->kind) {
+            case MAX_FWD: max_plane_float(g, px + plane_off(g->xs, pl, g->C), (char *)j->out + pl * j->L * j->oes, j->mode); break;
+            case MAX_BWD: max_bwd_plane_float(g, px + plane_off(g->xs, pl, g->C), py + plane_off(j->ys, pl, g->C), j->ys, pd + pl * j->HW); break;
+            case AVG_FWD: avg_plane_float(g, px + plane_off(g->xs, pl, g->C), pd + pl * j->L); break;
+            default: avg_bwd_plane_float(g, py + plane_off(j->ys, pl, g->C), j->ys, pd + pl * j->HW); break;
+            }
+        }
+    }
+}
+
 static int max_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mode) {
     pool_geom g = make_geom(&x->shape, &out->shape, args, false);
     memcpy(g.xs, x->stride, sizeof g.xs);
@@ -177,13 +216,8 @@ static int max_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mo
     size_t oes = nb_dtype_size(out->dtype);
     char *po = nb__data(out);
     int threads = plane_threads(planes, out->numel * g.k[0] * g.k[1]);
-    if (x->dtype == NB_F32) {
-        const float *px = nb__data(x);
-        NB_PARALLEL_FOR(threads, pl, planes, max_plane_float(&g, px + plane_off(g.xs, pl, g.C), po + pl * L * (int64_t)oes, mode););
-    } else {
-        const double *px = nb__data(x);
-        NB_PARALLEL_FOR(threads, pl, planes, max_plane_double(&g, px + plane_off(g.xs, pl, g.C), po + pl * L * (int64_t)oes, mode););
-    }
+    plane_job j = { &g, MAX_FWD, mode, x->dtype == NB_F64, nb__data(x), NULL, NULL, po, L, 0, (int64_t)oes };
+    nb__parallel_for(threads, planes, plane_range, &j);
     return 0;
 }
 
@@ -208,17 +242,8 @@ int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, c
     memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
     int threads = plane_threads(planes, dy->numel * g.k[0] * g.k[1]);
     const int64_t *ys = dy->stride;
-    if (x->dtype == NB_F32) {
-        const float *px = nb__data(x), *py = nb__data(dy);
-        float *pd = nb__data(out);
-        NB_PARALLEL_FOR(threads, pl, planes,
-            max_bwd_plane_float(&g, px + plane_off(g.xs, pl, g.C), py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
-    } else {
-        const double *px = nb__data(x), *py = nb__data(dy);
-        double *pd = nb__data(out);
-        NB_PARALLEL_FOR(threads, pl, planes,
-            max_bwd_plane_double(&g, px + plane_off(g.xs, pl, g.C), py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
-    }
+    plane_job j = { &g, MAX_BWD, 0, x->dtype == NB_F64, nb__data(x), nb__data(dy), ys, nb__data(out), 0, HW, 0 };
+    nb__parallel_for(threads, planes, plane_range, &j);
     return 0;
 }
 
@@ -229,15 +254,8 @@ static int avg_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool a
     if (out->numel == 0) return 0;
     int64_t win = adaptive ? (g.H / g.OH + 1) * (g.W / g.OW + 1) : g.k[0] * g.k[1];
     int threads = plane_threads(planes, out->numel * win);
-    if (x->dtype == NB_F32) {
-        const float *px = nb__data(x);
-        float *py = nb__data(out);
-        NB_PARALLEL_FOR(threads, pl, planes, avg_plane_float(&g, px + plane_off(g.xs, pl, g.C), py + pl * L););
-    } else {
-        const double *px = nb__data(x);
-        double *py = nb__data(out);
-        NB_PARALLEL_FOR(threads, pl, planes, avg_plane_double(&g, px + plane_off(g.xs, pl, g.C), py + pl * L););
-    }
+    plane_job j = { &g, AVG_FWD, 0, x->dtype == NB_F64, nb__data(x), NULL, NULL, nb__data(out), L, 0, 0 };
+    nb__parallel_for(threads, planes, plane_range, &j);
     return 0;
 }
 
@@ -249,15 +267,8 @@ static int avg_pool_backward(nb_tensor *out, nb_tensor *dy, const nb_op_args *ar
     int64_t win = adaptive ? (g.H / g.OH + 1) * (g.W / g.OW + 1) : g.k[0] * g.k[1];
     int threads = plane_threads(planes, dy->numel * win);
     const int64_t *ys = dy->stride;
-    if (dy->dtype == NB_F32) {
-        const float *py = nb__data(dy);
-        float *pd = nb__data(out);
-        NB_PARALLEL_FOR(threads, pl, planes, avg_bwd_plane_float(&g, py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
-    } else {
-        const double *py = nb__data(dy);
-        double *pd = nb__data(out);
-        NB_PARALLEL_FOR(threads, pl, planes, avg_bwd_plane_double(&g, py + plane_off(ys, pl, g.C), ys, pd + pl * HW););
-    }
+    plane_job j = { &g, AVG_BWD, 0, dy->dtype == NB_F64, NULL, nb__data(dy), ys, nb__data(out), 0, HW, 0 };
+    nb__parallel_for(threads, planes, plane_range, &j);
     return 0;
 }
 

@@ -106,6 +106,64 @@ ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
 
 /* out_f / out_i receive sums (f32/f64 or i64), extremes (input type) or indices (i64). */
 #define REDUCE_FN(T, ACC, OUT_SUM_T)                                                                 \
+    typedef struct {                                                                                \
+        int op;                                                                                     \
+        const T *base;                                                                              \
+        int64_t rn, rs;                                                                             \
+        ACC *acc;                                                                                   \
+        T *ext;                                                                                     \
+        int64_t *arg;                                                                               \
+        const red_plan *p;                                                                          \
+        void *out;                                                                                  \
+        bool single;                                                                                \
+    } red_job_##T;                                                                                  \
+    /* chunks [lo, hi) of one long reduction, each into its own partial */                         \
+    static void red_chunks_##T(void *c_, int64_t lo, int64_t hi, int slot) {                        \
+        (void)slot;                                                                                 \
+        const red_job_##T *j = c_;                                                                  \
+        for (int64_t c = lo; c < hi; c++) {                                                         \
+            int64_t a0 = c * RED_CHUNK, len = j->rn - a0 < RED_CHUNK ? j->rn - a0 : RED_CHUNK;      \
+            row_##T(j->op, j->base + a0 * j->rs, len, j->rs, &j->acc[c], &j->ext[c], &j->arg[c]);   \
+            j->arg[c] += a0;                                                                        \
+        }                                                                                           \
+    }                                                                                               \
+    /* outputs [lo, hi), each reduced whole */                                                      \
+    static void red_outs_##T(void *c_, int64_t lo, int64_t hi, int slot) {                          \
+        (void)slot;                                                                                 \
+        const red_job_##T *j = c_;                                                                  \
+        const red_plan *p = j->p;                                                                   \
+        const T *base = j->base;                                                                    \
+        int op = j->op;                                                                             \
+        int64_t rn = j->rn, rs = j->rs;                                                             \
+        bool single = j->single;                                                                    \
+        void *out = j->out;                                                                         \
+        for (int64_t o = lo; o < hi; o++) {                                                         \
+                const T *x = base + kept_offset(p, o);                                                  \
+                ACC acc = 0;                                                                            \
+                T ext = 0;                                                                              \
+                int64_t arg = 0;                                                                        \
+                if (single) row_##T(op, x, rn, rs, &acc, &ext, &arg);                                   \
+                else {                                                                                  \
+                    /* several reduced axes (sums only): rows of the innermost one, in order */         \
+                    int64_t rows = p->nred / p->rdim[p->nr - 1];                                        \
+                    int64_t idx[NB_MAX_DIMS] = { 0 };                                                   \
+                    for (int64_t r = 0; r < rows; r++) {                                                \
+                        int64_t off = 0;                                                                \
+                        for (int d = 0; d < p->nr - 1; d++) off += idx[d] * p->rst[d];                  \
+                        ACC part;                                                                       \
+                        row_##T(R_SUM, x + off, p->rdim[p->nr - 1], p->rst[p->nr - 1], &part, &ext, &arg); \
+                        acc += part;                                                                    \
+                        for (int d = p->nr - 2; d >= 0; d--) {                                          \
+                            if (++idx[d] < p->rdim[d]) break;                                           \
+                            idx[d] = 0;                                                                 \
+                        }                                                                               \
+                    }                                                                                   \
+                }                                                                                       \
+                if (op == R_SUM) ((OUT_SUM_T *)out)[o] = (OUT_SUM_T)acc;                                \
+                else if (op == R_MAX || op == R_MIN) ((T *)out)[o] = ext;                               \
+                else ((int64_t *)out)[o] = arg;                                                         \
+        }                                                                                           \
+    }                                                                                               \
     static void reduce_##T(int op, const nb_tensor *t, const red_plan *p, void *out) {              \
         const T *base = (const T *)nb__data(t);                                                     \
         bool single = p->nr == 1;                                                                   \
@@ -117,12 +175,8 @@ ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
             T *ext = nb__alloc(sizeof(T) * (size_t)chunks);                                         \
             int64_t *arg = nb__alloc(sizeof(int64_t) * (size_t)chunks);                             \
             if (acc && ext && arg) {                                                                \
-                int threads = nb__threads();                                                        \
-                NB_PARALLEL_FOR(threads, c, chunks,                                                 \
-                    int64_t a0 = c * RED_CHUNK, len = rn - a0 < RED_CHUNK ? rn - a0 : RED_CHUNK;    \
-                    row_##T(op, base + a0 * rs, len, rs, &acc[c], &ext[c], &arg[c]);                \
-                    arg[c] += a0;                                                                   \
-                );                                                                                  \
+                red_job_##T j = { op, base, rn, rs, acc, ext, arg, p, out, single };                \
+                nb__parallel_for(nb__threads(), chunks, red_chunks_##T, &j);                        \
                 ACC s = 0;                                                                          \
                 T m = ext[0];                                                                       \
                 int64_t a = arg[0];                                                                 \
@@ -141,32 +195,8 @@ ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
             return;                                                                                 \
         }                                                                                           \
         int threads = p->nout * p->nred >= NB_PARALLEL_GRAIN && p->nout > 1 ? nb__threads() : 1;    \
-        NB_PARALLEL_FOR(threads, o, p->nout,                                                        \
-            const T *x = base + kept_offset(p, o);                                                  \
-            ACC acc = 0;                                                                            \
-            T ext = 0;                                                                              \
-            int64_t arg = 0;                                                                        \
-            if (single) row_##T(op, x, rn, rs, &acc, &ext, &arg);                                   \
-            else {                                                                                  \
-                /* several reduced axes (sums only): rows of the innermost one, in order */         \
-                int64_t rows = p->nred / p->rdim[p->nr - 1];                                        \
-                int64_t idx[NB_MAX_DIMS] = { 0 };                                                   \
-                for (int64_t r = 0; r < rows; r++) {                                                \
-                    int64_t off = 0;                                                                \
-                    for (int d = 0; d < p->nr - 1; d++) off += idx[d] * p->rst[d];                  \
-                    ACC part;                                                                       \
-                    row_##T(R_SUM, x + off, p->rdim[p->nr - 1], p->rst[p->nr - 1], &part, &ext, &arg); \
-                    acc += part;                                                                    \
-                    for (int d = p->nr - 2; d >= 0; d--) {                                          \
-                        if (++idx[d] < p->rdim[d]) break;                                           \
-                        idx[d] = 0;                                                                 \
-                    }                                                                               \
-                }                                                                                   \
-            }                                                                                       \
-            if (op == R_SUM) ((OUT_SUM_T *)out)[o] = (OUT_SUM_T)acc;                                \
-            else if (op == R_MAX || op == R_MIN) ((T *)out)[o] = ext;                               \
-            else ((int64_t *)out)[o] = arg;                                                         \
-        );                                                                                          \
+        red_job_##T j = { op, base, rn, rs, NULL, NULL, NULL, p, out, single };                     \
+        nb__parallel_for(threads, p->nout, red_outs_##T, &j);                                       \
     }
 
 /* Sums over leading rows of a [R, K] layout (the gradient of a broadcast bias, sum_to): rows
@@ -175,19 +205,26 @@ ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
    fixed in size, so results do not depend on the thread count. */
 #define COLUMN_BLOCK 512
 #define COLUMN_SUM_FN(T)                                                                         \
+    typedef struct { const T *x; int64_t rows, cols; T *out; } colsum_job_##T;                   \
+    static void column_blocks_##T(void *c_, int64_t lo, int64_t hi, int slot) {                  \
+        (void)slot;                                                                              \
+        const colsum_job_##T *j = c_;                                                            \
+        for (int64_t blk = lo; blk < hi; blk++) {                                                \
+            double acc[COLUMN_BLOCK];                                                            \
+            int64_t c0 = blk * COLUMN_BLOCK, n = j->cols - c0 < COLUMN_BLOCK ? j->cols - c0 : COLUMN_BLOCK; \
+            for (int64_t q = 0; q < n; q++) acc[q] = 0;                                          \
+            for (int64_t r = 0; r < j->rows; r++) {                                              \
+                const T *row = j->x + r * j->cols + c0;                                          \
+                for (int64_t q = 0; q < n; q++) acc[q] += (double)row[q];                        \
+            }                                                                                    \
+            for (int64_t q = 0; q < n; q++) j->out[c0 + q] = (T)acc[q];                          \
+        }                                                                                        \
+    }                                                                                            \
     static void column_sum_##T(const T *x, int64_t rows, int64_t cols, T *out) {                 \
         int64_t blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;                               \
         int threads = rows * cols >= NB_PARALLEL_GRAIN && blocks > 1 ? nb__threads() : 1;        \
-        NB_PARALLEL_FOR(threads, blk, blocks,                                                    \
-            double acc[COLUMN_BLOCK];                                                            \
-            int64_t c0 = blk * COLUMN_BLOCK, n = cols - c0 < COLUMN_BLOCK ? cols - c0 : COLUMN_BLOCK; \
-            for (int64_t j = 0; j < n; j++) acc[j] = 0;                                         \
-            for (int64_t r = 0; r < rows; r++) {                                                 \
-                const T *row = x + r * cols + c0;                                                \
-                for (int64_t j = 0; j < n; j++) acc[j] += (double)row[j];                        \
-            }                                                                                    \
-            for (int64_t j = 0; j < n; j++) out[c0 + j] = (T)acc[j];                             \
-        );                                                                                       \
+        colsum_job_##T j = { x, rows, cols, out };                                               \
+        nb__parallel_for(threads, blocks, column_blocks_##T, &j);                                \
     }
 COLUMN_SUM_FN(float)
 COLUMN_SUM_FN(double)
@@ -247,17 +284,17 @@ int nb__cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
 
 /* ---------- softmax ---------- */
 #define SOFTMAX_FN(T, EXP, LOG)                                                                      \
-    static void softmax_##T(const nb_tensor *t, nb_tensor *out, int axis, bool log_out) {           \
-        red_plan p;                                                                                 \
-        plan_reduce(t, (int64_t)1 << axis, &p);                                                     \
-        int64_t n = t->shape.ndim ? t->shape.dim[axis] : 1, st = t->shape.ndim ? t->stride[axis] : 0; \
-        int64_t ost = 1;                                                                            \
-        for (int d = axis + 1; d < out->shape.ndim; d++) ost *= out->shape.dim[d];                  \
-        const T *base = (const T *)nb__data(t);                                                     \
-        T *obase = (T *)nb__data(out);                                                              \
-        int threads = t->numel >= NB_PARALLEL_GRAIN && p.nout > 1 ? nb__threads() : 1;              \
-        NB_PARALLEL_FOR(threads, o, p.nout,                                                         \
-            const T *x = base + kept_offset(&p, o);                                                 \
+    typedef struct { const red_plan *p; const T *base; T *obase; int64_t n, st, ost; bool log_out; } softmax_job_##T; \
+    static void softmax_outs_##T(void *c_, int64_t lo, int64_t hi, int slot) {                      \
+        (void)slot;                                                                                 \
+        const softmax_job_##T *jb = c_;                                                              \
+        const red_plan *pp = jb->p;                                                                  \
+        const T *base = jb->base;                                                                    \
+        T *obase = jb->obase;                                                                        \
+        int64_t n = jb->n, st = jb->st, ost = jb->ost;                                                 \
+        bool log_out = jb->log_out;                                                                  \
+        for (int64_t o = lo; o < hi; o++) {                                                         \
+            const T *x = base + kept_offset(pp, o);                                                 \
             int64_t inner = ost, oo = (o / inner) * inner * n + o % inner;                          \
             T *y = obase + oo;                                                                      \
             T m = x[0];                                                                             \
@@ -276,7 +313,19 @@ int nb__cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
                 T inv = (T)(1.0 / s);                                                               \
                 for (int64_t j = 0; j < n; j++) y[j * ost] *= inv;                                  \
             }                                                                                       \
-        );                                                                                          \
+        }                                                                                           \
+    }                                                                                               \
+    static void softmax_##T(const nb_tensor *t, nb_tensor *out, int axis, bool log_out) {           \
+        red_plan p;                                                                                 \
+        plan_reduce(t, (int64_t)1 << axis, &p);                                                     \
+        int64_t n = t->shape.ndim ? t->shape.dim[axis] : 1, st = t->shape.ndim ? t->stride[axis] : 0; \
+        int64_t ost = 1;                                                                            \
+        for (int d = axis + 1; d < out->shape.ndim; d++) ost *= out->shape.dim[d];                  \
+        const T *base = (const T *)nb__data(t);                                                     \
+        T *obase = (T *)nb__data(out);                                                              \
+        int threads = t->numel >= NB_PARALLEL_GRAIN && p.nout > 1 ? nb__threads() : 1;              \
+        softmax_job_##T j = { &p, base, obase, n, st, ost, log_out };                               \
+        nb__parallel_for(threads, p.nout, softmax_outs_##T, &j);                                    \
     }
 SOFTMAX_FN(float, nbk_expf, log)
 SOFTMAX_FN(double, exp, log)
@@ -307,12 +356,21 @@ NB_WIDE_CLONES static void softmax_row_float(const float *x, float *y, int64_t n
     }
 }
 
+typedef struct { const float *base; float *obase; int64_t n; bool log_out; } softmax_rows_job;
+
+static void softmax_rows_range(void *c, int64_t lo, int64_t hi, int slot) {
+    (void)slot;
+    const softmax_rows_job *j = c;
+    for (int64_t r = lo; r < hi; r++) softmax_row_float(j->base + r * j->n, j->obase + r * j->n, j->n, j->log_out);
+}
+
 static void softmax_rows_float(nb_tensor *t, nb_tensor *out, bool log_out) {
     int64_t n = t->shape.dim[t->shape.ndim - 1], rows = t->numel / n;
     const float *base = (const float *)nb__data(t);
     float *obase = (float *)nb__data(out);
     int threads = t->numel >= NB_PARALLEL_GRAIN && rows > 1 ? nb__threads() : 1;
-    NB_PARALLEL_FOR(threads, r, rows, softmax_row_float(base + r * n, obase + r * n, n, log_out););
+    softmax_rows_job j = { base, obase, n, log_out };
+    nb__parallel_for(threads, rows, softmax_rows_range, &j);
 }
 
 static int run_softmax(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, bool log_out) {
