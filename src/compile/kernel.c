@@ -572,6 +572,10 @@ int nb__kernels_build(cgraph *g, const nb_graph_opts *opts, char **note) {
         }
     }
     if (opts->interpret) return 0;
+#ifndef NABLA_HAVE_JIT
+    set_note(note, "nb_compile: built without the JIT (NABLA_WITH_JIT=OFF); fused kernels run interpreted");
+    return 0;
+#endif
     const char *cc = compiler(opts);
     nb_text src = { 0 };
     nb__text_printf(&src, "%s", SOURCE_HEAD);

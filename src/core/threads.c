@@ -14,7 +14,9 @@
 #define NB_HAVE_MXCSR 1
 #endif
 
+#ifdef NABLA_HAVE_BLAS
 void openblas_set_num_threads(int num_threads);
+#endif
 
 static atomic_int num_threads;
 
@@ -43,7 +45,9 @@ void nb_set_num_threads(int n) {
        not depend on the thread count and runs the pieces in parallel itself, so results are
        the same with any number of threads (BLAS's own threading changes its summation).
        OpenBLAS's OpenMP build also sets OpenMP's default team size, so oneDNN's is set after it. */
+#ifdef NABLA_HAVE_BLAS
     openblas_set_num_threads(1);
+#endif
 #ifdef NABLA_HAVE_DNNL
     omp_set_num_threads(n);
 #endif

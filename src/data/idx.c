@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#ifdef NABLA_HAVE_ZLIB
 #include <zlib.h>
+#endif
 
 /* A byte source over a memory buffer: plain, or a gzip stream inflated on demand. */
 typedef struct {
@@ -13,7 +15,9 @@ typedef struct {
     const uint8_t *data;
     size_t size, pos; /* plain: read position */
     bool gz, ended;
+#ifdef NABLA_HAVE_ZLIB
     z_stream z;
+#endif
     uint64_t out; /* bytes delivered so far */
 } source;
 
@@ -25,6 +29,11 @@ static int src_open(source *s, const void *data, size_t size) {
     s->ended = false;
     s->gz = size >= 2 && s->data[0] == 0x1f && s->data[1] == 0x8b;
     if (!s->gz) return 0;
+#ifndef NABLA_HAVE_ZLIB
+    nb__error("%s: %s: a gzip file, and nabla was built without zlib (NABLA_WITH_ZLIB=OFF); gunzip it first", s->who, s->name);
+    s->gz = false;
+    return -1;
+#else
     memset(&s->z, 0, sizeof s->z);
     if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
         nb__error("%s: %s: cannot start zlib", s->who, s->name);
@@ -33,10 +42,15 @@ static int src_open(source *s, const void *data, size_t size) {
     s->z.next_in = (Bytef *)s->data;
     s->z.avail_in = size > UINT32_MAX ? UINT32_MAX : (uInt)size;
     return 0;
+#endif
 }
 
 static void src_close(source *s) {
+#ifdef NABLA_HAVE_ZLIB
     if (s->gz) inflateEnd(&s->z);
+#else
+    (void)s;
+#endif
 }
 
 /* Reads up to n bytes into dst; returns how many (fewer only at the end), or -1 on corrupt data. */
@@ -48,6 +62,9 @@ static int64_t src_read(source *s, void *dst, size_t n) {
         s->out += k;
         return (int64_t)k;
     }
+#ifndef NABLA_HAVE_ZLIB
+    return -1; /* src_open refused gzip data */
+#else
     size_t done = 0;
     while (done < n && !s->ended) {
         size_t want = n - done > (1u << 30) ? (1u << 30) : n - done;
@@ -84,6 +101,7 @@ static int64_t src_read(source *s, void *dst, size_t n) {
         }
     }
     return (int64_t)done;
+#endif
 }
 
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }

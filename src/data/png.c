@@ -2,7 +2,9 @@
    sub-folder of PNG files per class, decoded when a sample is read. */
 #include "data_impl.h"
 #include <dirent.h>
+#ifdef NABLA_HAVE_PNG
 #include <png.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,10 @@ static nb_tensor *decode_png(const char *who, const void *data, size_t size, con
                   who, name, k ? got : "empty ", size);
         return NULL;
     }
+#ifndef NABLA_HAVE_PNG
+    nb__error("%s: %s: a PNG image, and nabla was built without libpng (NABLA_WITH_PNG=OFF)", who, name);
+    return NULL;
+#else
     png_image img;
     memset(&img, 0, sizeof img);
     img.version = PNG_IMAGE_VERSION;
@@ -66,6 +72,7 @@ static nb_tensor *decode_png(const char *who, const void *data, size_t size, con
     }
     free(hwc);
     return t;
+#endif
 }
 
 nb_tensor *nb_decode_png(const void *data, size_t size, const char *name) {

@@ -1,4 +1,4 @@
-/* CPU 2-D convolution: im2col + GEMM through CBLAS, for the forward and both gradients.
+/* CPU 2-D convolution: im2col + GEMM (gemm.h: CBLAS, or nabla's own), for the forward and both gradients.
 
    Each sample's output is one GEMM per group over its own column buffer. With more than one
    thread and a batch to share, samples are spread over nabla's thread pool (BLAS runs serially
@@ -9,7 +9,7 @@
    buffer, and the chunks are added in order. */
 #include "iter.h"
 #include "dnnl_conv.h"
-#include <cblas.h>
+#include "gemm.h"
 #include <string.h>
 
 nb_inner_fn nb__cpu_copy_fn(size_t esize);
@@ -62,7 +62,7 @@ static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_
 
 #define CONV_FNS(T, GEMM)                                                                                  \
     /* cols[K, L] from one group of one sample x[Cg, H, W] */                                           \
-    static void im2col_##T(const conv_geom *g, const T *x, T *cols) {                                   \
+    NB_KERNEL_CLONES static void im2col_##T(const conv_geom *g, const T *x, T *cols) {                                   \
         for (int64_t c = 0; c < g->Cg; c++)                                                             \
             for (int64_t i = 0; i < g->kh; i++)                                                         \
                 for (int64_t j = 0; j < g->kw; j++) {                                                   \
@@ -85,7 +85,7 @@ static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_
                 }                                                                                       \
     }                                                                                                   \
     /* dx[Cg, H, W] += the columns scattered back (dx is zeroed by the caller) */                       \
-    static void col2im_##T(const conv_geom *g, const T *cols, T *dx) {                                  \
+    NB_KERNEL_CLONES static void col2im_##T(const conv_geom *g, const T *cols, T *dx) {                                  \
         for (int64_t c = 0; c < g->Cg; c++)                                                             \
             for (int64_t i = 0; i < g->kh; i++)                                                         \
                 for (int64_t j = 0; j < g->kw; j++) {                                                   \
@@ -113,7 +113,7 @@ static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_
                 colp = cols;                                                                            \
             }                                                                                           \
             T *yg = y + (n * g->O + gi * g->Og) * g->L;                                                 \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Og, (int)g->L, (int)g->K, 1,        \
+            GEMM(false, false, g->Og, g->L, g->K, 1,                                                    \
                  w + gi * g->Og * g->K, (int)g->K, colp, (int)g->L, 0, yg, (int)g->L);                  \
         }                                                                                               \
         if (b)                                                                                          \
@@ -129,7 +129,7 @@ static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_
             T *dxg = dx + (n * g->C + gi * g->Cg) * g->H * g->W;                                        \
             const T *dyg = dy + (n * g->O + gi * g->Og) * g->L;                                         \
             T *dst = g->direct ? dxg : cols;                                                            \
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g->K, (int)g->L, (int)g->Og, 1,          \
+            GEMM(true, false, g->K, g->L, g->Og, 1,                                                        \
                  w + gi * g->Og * g->K, (int)g->K, dyg, (int)g->L, 0, dst, (int)g->L);                  \
             if (!g->direct) {                                                                           \
                 memset(dxg, 0, sizeof(T) * (size_t)(g->Cg * g->H * g->W));                              \
@@ -147,14 +147,14 @@ static void valid_range(int64_t n_out, int64_t s, int64_t off, int64_t n, int64_
                 im2col_##T(g, xg, cols);                                                                \
                 colp = cols;                                                                            \
             }                                                                                           \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Og, (int)g->K, (int)g->L, 1,          \
+            GEMM(false, true, g->Og, g->K, g->L, 1,                                                        \
                  dy + (n * g->O + gi * g->Og) * g->L, (int)g->L, colp, (int)g->L, beta,                 \
                  dw + gi * g->Og * g->K, (int)g->K);                                                    \
         }                                                                                               \
     }
 
-CONV_FNS(float, cblas_sgemm)
-CONV_FNS(double, cblas_dgemm)
+CONV_FNS(float, nb__sgemm)
+CONV_FNS(double, nb__dgemm)
 
 /* One chunk's weight gradient through oneDNN (f32 with oneDNN built in); false to fall back. */
 static bool wgrad_dnnl_float(const conv_geom *g, const float *dy, const float *x, float *dw, int64_t n0, int64_t n1) {

@@ -37,7 +37,7 @@
 
 /* One inner function: out type TO, input type TI. Fast paths for dense and scalar operands. */
 #define BINARY_FN(NAME, TI, TO, EXPR)                                                              \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                   \
+    NB_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                   \
         (void)ctx;                                                                               \
         TO *o = (TO *)p[0];                                                                      \
         const TI *a = (const TI *)p[1], *b = (const TI *)p[2];                                   \
@@ -174,7 +174,7 @@ COMPARE_KERNEL(gt)
 
 /* ---------- where ---------- */
 #define WHERE_FN(NAME, T)                                                                        \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
+    NB_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
         (void)ctx;                                                                             \
         char *po = p[0];                                                                       \
         const char *pc = p[1], *pa = p[2], *pb = p[3];                                         \
@@ -235,7 +235,7 @@ static inline int64_t sat_i64(double v) {
         }                                                                           \
     }
 
-#define UNARY_FN(NAME, T, EXPR) UNARY_FN_ATTR(NAME, T, EXPR, )
+#define UNARY_FN(NAME, T, EXPR) UNARY_FN_ATTR(NAME, T, EXPR, NB_KERNEL_CLONES)
 
 #define UNARY_NUM(OPN, EXPR)                                                                           \
     UNARY_FN(OPN##_f32, float, EXPR)                                                                   \
@@ -300,7 +300,7 @@ static inline void st_b(char *p, double v) { *(uint8_t *)p = v != 0; }
 
 /* i64 to i64 and similar go through double only where exact; integer pairs copy directly */
 #define CAST_FN(S, D)                                                                     \
-    static void cast_##S##_##D(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    NB_KERNEL_CLONES static void cast_##S##_##D(char **p, const int64_t *s, int64_t n, const void *ctx) { \
         (void)ctx;                                                                       \
         char *po = p[0];                                                                 \
         const char *pi = p[1];                                                           \
@@ -333,7 +333,7 @@ static void cast_i64_i32_exact(char **p, const int64_t *s, int64_t n, const void
 }
 
 #define COPY_FN(NAME, T)                                                                     \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
+    NB_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
         (void)ctx;                                                                          \
         if (s[0] == sizeof(T) && s[1] == sizeof(T)) { memcpy(p[0], p[1], (size_t)n * sizeof(T)); return; } \
         char *po = p[0];                                                                    \

@@ -41,13 +41,23 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
 void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a);
 void nb__cpu_optim_end(nb_tensor *const *in);
 
-/* On a hot loop of double-precision math (kmath.h) or costly float arithmetic: also built for
-   AVX-512 (chosen at load time where the CPU has it), as the generated kernels are with
-   -march=native; the same operations in wider lanes, so the same bits. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* Kernels are built for several ISA levels and chosen by cpuid when the library loads (GCC's
+   target_clones, an ifunc): the library itself is built for baseline x86-64 so that it runs on
+   any x86 CPU, and each hot inner loop also for AVX2+FMA (x86-64-v3) and AVX-512 (x86-64-v4).
+   A machine always runs the same clone, so its bits do not depend on the thread count.
+   NABLA_NATIVE builds (-march=native) and other compilers or CPUs need no clones. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(NABLA_NATIVE_BUILD)
+#define NB_KERNEL_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define NB_KERNEL_CLONES
+#endif
+/* The hot loops of double-precision math (kmath.h) or costly float arithmetic: the same clones
+   (AVX-512 runs their polynomials in twice the lanes); in a native build, an AVX-512 clone
+   beside whatever -march=native chose. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(NABLA_NATIVE_BUILD)
 #define NB_WIDE_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
 #else
-#define NB_WIDE_CLONES
+#define NB_WIDE_CLONES NB_KERNEL_CLONES
 #endif
 
 #endif

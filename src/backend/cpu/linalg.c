@@ -1,7 +1,8 @@
-/* CPU matrix multiply: batched, broadcasting GEMM through CBLAS (OpenBLAS), reading
-   transposed operands in place when their strides allow; integers use a plain loop. */
+/* CPU matrix multiply: batched, broadcasting GEMM through oneDNN or CBLAS (OpenBLAS) where
+   nabla is built with them, else nabla's own (gemm.c), reading transposed operands in place
+   when their strides allow; integers use a plain loop. */
 #include "iter.h"
-#include <cblas.h>
+#include "gemm.h"
 #ifdef NABLA_HAVE_DNNL
 #include <dnnl.h>
 #endif
@@ -136,14 +137,10 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
             if (st == dnnl_success) break;
         }
 #endif
-        cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)rows,
-                    (int)cols, (int)k, 1.0f, (const float *)A, (int)p->lda, (const float *)B, (int)p->ldb, 0.0f, (float *)C,
-                    (int)m);
+        nb__sgemm(p->ta, p->tb, rows, cols, k, 1.0f, (const float *)A, p->lda, (const float *)B, p->ldb, 0.0f, (float *)C, m);
         break;
     case NB_F64:
-        cblas_dgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, (int)rows,
-                    (int)cols, (int)k, 1.0, (const double *)A, (int)p->lda, (const double *)B, (int)p->ldb, 0.0, (double *)C,
-                    (int)m);
+        nb__dgemm(p->ta, p->tb, rows, cols, k, 1.0, (const double *)A, p->lda, (const double *)B, p->ldb, 0.0, (double *)C, m);
         break;
     default: {
         /* integers: a plain loop over this piece, strides straight from the tensors */

@@ -93,7 +93,7 @@
 /* AVX-512 where the CPU has it: an update whose state underflows pays a microcode assist per
    vector instruction that meets a denormal, so wider vectors halve that cost */
 UPDATE_FNS(float, sqrtf, NB_WIDE_CLONES)
-UPDATE_FNS(double, sqrt, )
+UPDATE_FNS(double, sqrt, NB_KERNEL_CLONES)
 
 /* Chunks of a fixed size, so a parameter is updated identically whatever the thread count; small
    enough that a layer of some ten thousand weights is shared among the threads (an update costs

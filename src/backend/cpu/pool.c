@@ -78,7 +78,7 @@ static bool is_2x2(const pool_geom *g) {
 
 /* mode 0: max values, 1: argmax indices (i64, h * W + w within the plane) */
 #define POOL_FNS(T)                                                                                      \
-    static void max_plane_##T(const pool_geom *g, const T *x, void *out, int mode) {                    \
+    NB_KERNEL_CLONES static void max_plane_##T(const pool_geom *g, const T *x, void *out, int mode) {                    \
         if (is_2x2(g)) {                                                                                 \
             for (int64_t oh = 0, i = 0; oh < g->OH; oh++)                                                \
                 for (int64_t ow = 0; ow < g->OW; ow++, i++) {                                            \
@@ -108,7 +108,7 @@ static bool is_2x2(const pool_geom *g) {
         }                                                                                                \
     }                                                                                                    \
     /* dx (contiguous plane, zeroed) += dy at each window's argmax of x; dy has strides ys */            \
-    static void max_bwd_plane_##T(const pool_geom *g, const T *x, const T *dy, const int64_t *ys, T *dx) { \
+    NB_KERNEL_CLONES static void max_bwd_plane_##T(const pool_geom *g, const T *x, const T *dy, const int64_t *ys, T *dx) { \
         if (is_2x2(g)) {                                                                                 \
             for (int64_t oh = 0; oh < g->OH; oh++)                                                       \
                 for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
@@ -135,7 +135,7 @@ static bool is_2x2(const pool_geom *g) {
             }                                                                                            \
         }                                                                                                \
     }                                                                                                    \
-    static void avg_plane_##T(const pool_geom *g, const T *x, T *y) {                                    \
+    NB_KERNEL_CLONES static void avg_plane_##T(const pool_geom *g, const T *x, T *y) {                                    \
         int64_t i = 0;                                                                                   \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
             int64_t h0, h1, sh;                                                                          \
@@ -150,7 +150,7 @@ static bool is_2x2(const pool_geom *g) {
             }                                                                                            \
         }                                                                                                \
     }                                                                                                    \
-    static void avg_bwd_plane_##T(const pool_geom *g, const T *dy, const int64_t *ys, T *dx) {           \
+    NB_KERNEL_CLONES static void avg_bwd_plane_##T(const pool_geom *g, const T *dy, const int64_t *ys, T *dx) {           \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
             int64_t h0, h1, sh;                                                                          \
             window(g, 0, oh, g->H, g->OH, &h0, &h1, &sh);                                                \

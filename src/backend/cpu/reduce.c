@@ -66,7 +66,7 @@ NB_WIDE_CLONES static double sum_lanes_float(const float *x, int64_t n) {
 /* Reduces one 1-D run; for max/min it also reports the run index of the first extreme
    (NaN counts as the extreme, as torch does). */
 #define ROW_FN(T, ACC, CONTIGUOUS_SUM)                                                            \
-    static void row_##T(int op, const T *x, int64_t n, int64_t st, ACC *acc, T *ext, int64_t *arg) { \
+    NB_KERNEL_CLONES static void row_##T(int op, const T *x, int64_t n, int64_t st, ACC *acc, T *ext, int64_t *arg) { \
         if (op == R_SUM) {                                                                        \
             ACC s = 0;                                                                            \
             if (st == 1) s = CONTIGUOUS_SUM;                                                      \
@@ -206,7 +206,7 @@ ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
 #define COLUMN_BLOCK 512
 #define COLUMN_SUM_FN(T)                                                                         \
     typedef struct { const T *x; int64_t rows, cols; T *out; } colsum_job_##T;                   \
-    static void column_blocks_##T(void *c_, int64_t lo, int64_t hi, int slot) {                  \
+    NB_KERNEL_CLONES static void column_blocks_##T(void *c_, int64_t lo, int64_t hi, int slot) {                  \
         (void)slot;                                                                              \
         const colsum_job_##T *j = c_;                                                            \
         for (int64_t blk = lo; blk < hi; blk++) {                                                \
@@ -285,7 +285,7 @@ int nb__cpu_argmin(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
 /* ---------- softmax ---------- */
 #define SOFTMAX_FN(T, EXP, LOG)                                                                      \
     typedef struct { const red_plan *p; const T *base; T *obase; int64_t n, st, ost; bool log_out; } softmax_job_##T; \
-    static void softmax_outs_##T(void *c_, int64_t lo, int64_t hi, int slot) {                      \
+    NB_KERNEL_CLONES static void softmax_outs_##T(void *c_, int64_t lo, int64_t hi, int slot) {                      \
         (void)slot;                                                                                 \
         const softmax_job_##T *jb = c_;                                                              \
         const red_plan *pp = jb->p;                                                                  \
