@@ -130,5 +130,10 @@ void nb__philox(uint64_t seed, uint64_t counter, uint32_t out[4]);
 int nb__threads(void);
 /* Caps the kernels' threads for the calling thread (0 lifts the cap). */
 void nb__limit_threads(int n);
+/* Holds OpenMP dependencies (oneDNN, OpenBLAS's OpenMP build) to one thread on the calling
+   thread until nb__omp_serial_end; returns what to restore. */
+int nb__omp_serial_begin(void);
+/* Restores the calling thread's OpenMP team size saved by nb__omp_serial_begin. */
+void nb__omp_serial_end(int prev);
 
 #endif

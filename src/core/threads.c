@@ -1,7 +1,7 @@
 /* The thread count of the kernels (nabla's thread pool, threadpool.c): nb_set_num_threads, else
-   NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use; and the
-   denormal mode. OpenMP is used only where a dependency forces it: Debian's oneDNN runs its
-   convolutions on OpenMP threads, whose team size and floating-point mode are set here. */
+   NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use; the denormal
+   mode; and OpenMP held to one thread around the dependencies built on it (Debian's oneDNN and
+   OpenBLAS's OpenMP build), which run on the pool's threads, never on teams of their own. */
 #define _GNU_SOURCE
 #include "core_impl.h"
 #include <sched.h>
@@ -44,13 +44,12 @@ void nb_set_num_threads(int n) {
     /* BLAS always runs single-threaded: nabla splits products into pieces whose shapes do
        not depend on the thread count and runs the pieces in parallel itself, so results are
        the same with any number of threads (BLAS's own threading changes its summation).
-       OpenBLAS's OpenMP build also sets OpenMP's default team size, so oneDNN's is set after it. */
+       (OpenBLAS's OpenMP build follows the calling thread's OpenMP setting instead:
+       nb__omp_serial_begin holds that to one around every call.) */
 #ifdef NABLA_HAVE_BLAS
     openblas_set_num_threads(1);
 #endif
-#ifdef NABLA_HAVE_DNNL
-    omp_set_num_threads(n);
-#endif
+
 }
 
 /* A per-thread cap (0: none): a data-loader worker runs kernels on itself alone, so the pool's
@@ -70,6 +69,30 @@ int nb__threads(void) {
 
 int nb_get_num_threads(void) { return nb__threads(); }
 
+/* OpenMP's team size for the calling thread. Only dependencies use OpenMP: oneDNN's
+   convolutions, and OpenBLAS's OpenMP build, which sizes a team from the calling thread's
+   setting whatever openblas_set_num_threads said, so a BLAS call on a pool worker would start a
+   team of its own and oversubscribe the cores. Without oneDNN nabla does not link OpenMP: the
+   calls go through weak references, live when a dependency brought libgomp in. */
+#ifdef NABLA_HAVE_DNNL
+#define HAVE_OMP() true
+#else
+extern int omp_get_max_threads(void) __attribute__((weak));
+extern void omp_set_num_threads(int n) __attribute__((weak));
+#define HAVE_OMP() (omp_get_max_threads && omp_set_num_threads)
+#endif
+
+int nb__omp_serial_begin(void) {
+    if (!HAVE_OMP()) return 0;
+    int prev = omp_get_max_threads();
+    if (prev != 1) omp_set_num_threads(1);
+    return prev;
+}
+
+void nb__omp_serial_end(int prev) {
+    if (prev > 1 && HAVE_OMP()) omp_set_num_threads(prev);
+}
+
 #ifdef NB_HAVE_MXCSR
 /* MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6) on this thread. */
 static void flush_mode(bool on) {
@@ -80,13 +103,8 @@ static void flush_mode(bool on) {
 
 bool nb_set_flush_denormal(bool on) {
 #ifdef NB_HAVE_MXCSR
-    /* nabla's pool runs each loop in its caller's mode; oneDNN's OpenMP team is set here (it
-       is reused by every later region, and threads it adds later inherit this thread's mode) */
+    /* nabla's pool runs each loop in its caller's mode (oneDNN too runs on the pool) */
     flush_mode(on);
-#ifdef NABLA_HAVE_DNNL
-    int n = nb__threads();
-    _Pragma("omp parallel num_threads(n)") flush_mode(on);
-#endif
     return true;
 #else
     (void)on;

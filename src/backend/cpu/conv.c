@@ -169,7 +169,7 @@ static bool wgrad_dnnl_double(const conv_geom *g, const double *dy, const double
 
 /* One pass over samples (or weight-gradient chunks) on the thread pool; each participant has
    its own column buffer, cols + slot * per. */
-enum { CONV_FWD, CONV_BWD_INPUT, CONV_WGRAD, CONV_WGRAD_SUM };
+enum { CONV_FWD, CONV_BWD_INPUT, CONV_WGRAD, CONV_WGRAD_SUM, CONV_DNNL_FWD, CONV_DNNL_BWD_INPUT };
 typedef struct {
     const conv_geom *g;
     int kind;
@@ -177,6 +177,7 @@ typedef struct {
     const void *a, *b, *c; /* x, w, bias (forward); dy, w (input gradient); dy, x (weights) */
     void *out, *cols, *partial;
     int64_t per, per_chunk, chunks, wn;
+    signed char *status; /* oneDNN pieces: each one's return code */
 } conv_job;
 
 #define CONV_RANGE(T)                                                                                    \
@@ -208,10 +209,56 @@ CONV_RANGE(float)
 CONV_RANGE(double)
 #undef CONV_RANGE
 
+/* Pieces [lo, hi) of a forward or input gradient through oneDNN, per_chunk samples each. */
+static void dnnl_range(const conv_job *j, int64_t lo, int64_t hi) {
+    const conv_geom *g = j->g;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t n0 = c * j->per_chunk, n1 = n0 + j->per_chunk < g->N ? n0 + j->per_chunk : g->N;
+        nb_conv_shape cs = { n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups };
+        int64_t in_per = g->C * g->H * g->W, out_per = g->O * g->L;
+        if (j->kind == CONV_DNNL_FWD)
+            j->status[c] = (signed char)nb__dnnl_conv_forward(&cs, (const float *)j->a + n0 * in_per, j->b, j->c,
+                                                              (float *)j->out + n0 * out_per);
+        else
+            j->status[c] = (signed char)nb__dnnl_conv_backward_data(&cs, (const float *)j->a + n0 * out_per, j->b,
+                                                                    (float *)j->out + n0 * in_per);
+    }
+}
+
 static void conv_range(void *c, int64_t lo, int64_t hi, int slot) {
     const conv_job *j = c;
-    if (j->f64) conv_range_double(j, lo, hi, slot);
+    if (j->kind == CONV_DNNL_FWD || j->kind == CONV_DNNL_BWD_INPUT) dnnl_range(j, lo, hi);
+    else if (j->f64) conv_range_double(j, lo, hi, slot);
     else conv_range_float(j, lo, hi, slot);
+}
+
+/* Samples per oneDNN piece: fixed, so the pieces (and the bits) do not depend on the threads. */
+#define DNNL_PIECE 16
+
+/* Runs a forward (CONV_DNNL_FWD) or input gradient through oneDNN in pieces of the batch on the
+   thread pool: 1 when done, 0 when oneDNN declined (the caller falls back), -1 on error. */
+static int run_dnnl(const conv_geom *g, int kind, const void *a, const void *b, const void *c, void *out) {
+#ifndef NABLA_HAVE_DNNL
+    (void)g; (void)kind; (void)a; (void)b; (void)c; (void)out;
+    return 0;
+#else
+    int64_t chunks = (g->N + DNNL_PIECE - 1) / DNNL_PIECE;
+    signed char *status = nb__alloc((size_t)chunks);
+    if (!status) {
+        nb__error("nb_conv2d: out of memory");
+        return -1;
+    }
+    conv_job j = { g, kind, false, a, b, c, out, NULL, NULL, 0, DNNL_PIECE, chunks, 0, status };
+    int64_t work = g->O * g->L * g->K * DNNL_PIECE;
+    nb__parallel_for(chunks > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1, chunks, conv_range, &j);
+    int rc = 1;
+    for (int64_t i = 0; i < chunks; i++) {
+        if (status[i] < 0) rc = -1;
+        else if (status[i] == 0 && rc > 0) rc = 0;
+    }
+    nb__free(status, (size_t)chunks);
+    return rc;
+#endif
 }
 
 /* Threads for a loop over `items` samples of `work` multiply-adds each: one per sample when
@@ -242,8 +289,7 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
     void *cols = NULL;
     if (!x || !w || (nin == 3 && !b)) goto done;
     if (out->dtype == NB_F32 && g.K > 0) { /* oneDNN's kernels where nabla is built with them */
-        nb_conv_shape cs = { g.N, g.C, g.H, g.W, g.O, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups };
-        int done = nb__dnnl_conv_forward(&cs, nb__data(x), nb__data(w), b ? nb__data(b) : NULL, nb__data(out));
+        int done = run_dnnl(&g, CONV_DNNL_FWD, nb__data(x), nb__data(w), b ? nb__data(b) : NULL, nb__data(out));
         if (done != 0) {
             rc = done > 0 ? 0 : -1;
             goto done;
@@ -264,7 +310,7 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
         goto done;
     }
     conv_job j = { &g, CONV_FWD, out->dtype == NB_F64, nb__data(x), nb__data(w), b ? nb__data(b) : NULL,
-                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0 };
+                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0, NULL };
     nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
@@ -291,8 +337,7 @@ int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin,
     void *cols = NULL;
     if (!dy || !w) goto done;
     if (out->dtype == NB_F32) { /* oneDNN's kernels where nabla is built with them */
-        nb_conv_shape cs = { g.N, g.C, g.H, g.W, g.O, g.OH, g.OW, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups };
-        int done = nb__dnnl_conv_backward_data(&cs, nb__data(dy), nb__data(w), nb__data(out));
+        int done = run_dnnl(&g, CONV_DNNL_BWD_INPUT, nb__data(dy), nb__data(w), NULL, nb__data(out));
         if (done != 0) {
             rc = done > 0 ? 0 : -1;
             goto done;
@@ -300,7 +345,7 @@ int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin,
     }
     if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     conv_job j = { &g, CONV_BWD_INPUT, out->dtype == NB_F64, nb__data(dy), nb__data(w), NULL, nb__data(out), cols,
-                   NULL, g.K * g.L, 0, 0, 0 };
+                   NULL, g.K * g.L, 0, 0, 0, NULL };
     nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
@@ -346,7 +391,7 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
         goto done;
     }
     conv_job j = { &g, CONV_WGRAD, out->dtype == NB_F64, nb__data(dy), nb__data(x), NULL, nb__data(out), cols,
-                   partial, g.K * g.L, per_chunk, chunks, wn };
+                   partial, g.K * g.L, per_chunk, chunks, wn, NULL };
     nb__parallel_for(threads, chunks, conv_range, &j);
     if (chunks > 1) { /* the chunks' partial sums, added in chunk order */
         j.kind = CONV_WGRAD_SUM;

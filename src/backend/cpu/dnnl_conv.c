@@ -1,9 +1,10 @@
-/* Convolution through oneDNN for f32: the forward and the input gradient run oneDNN's JIT
-   kernels (AVX-512 where the CPU has it) on its blocked layouts, reordering from and to NCHW
-   around each call. Primitives are built once per shape and cached. Both are deterministic:
-   every output element is reduced by one thread in a fixed order, whatever the thread count.
-   The weight gradient stays with nabla's own im2col + GEMM, whose chunking is fixed by shape
-   (oneDNN's splits its reduction by thread count). Without libdnnl this file compiles to stubs. */
+/* Convolution through oneDNN for f32: the forward, the input gradient and the weight gradient
+   run oneDNN's JIT kernels (AVX-512 where the CPU has it) on its blocked layouts, reordering
+   from and to NCHW around each call. Every call runs on the calling thread alone, with that
+   thread's own primitive cache and stream: the CPU kernels split the batch into pieces fixed by
+   shape and run the pieces on nabla's thread pool, so oneDNN's OpenMP threads never start (they
+   would spin on the cores the pool needs) and results do not depend on the thread count.
+   Without libdnnl this file compiles to stubs. */
 #include "dnnl_conv.h"
 #include "../../core/core_impl.h"
 
@@ -22,13 +23,11 @@ int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const
 }
 #else
 #include <dnnl.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { KIND_FORWARD, KIND_BACKWARD_DATA, KIND_BACKWARD_WEIGHTS };
-#define CACHE_SIZE 32
 
 typedef struct {
     bool used;
@@ -46,10 +45,8 @@ typedef struct {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t engine;
-static dnnl_stream_t stream;
 static bool broken;
-static entry cache[CACHE_SIZE];
-static uint64_t clock_tick;
+static _Thread_local uint64_t clock_tick; /* each thread's cache ages by its own uses */
 
 static void free_entry(entry *e) {
     dnnl_primitive_t prims[] = { e->prim, e->in_reorder, e->w_reorder, e->out_reorder };
@@ -176,11 +173,10 @@ static bool exec_reorder(dnnl_stream_t stream, dnnl_primitive_t r, dnnl_memory_t
     return dnnl_primitive_execute(r, stream, 2, args) == dnnl_success;
 }
 
-/* Creates the shared engine and stream once; false when oneDNN cannot run here. */
+/* Creates the shared engine once (under the lock); false when oneDNN cannot run here. */
 static bool ensure_engine(void) {
     if (!engine && !broken) {
-        if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
-            dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
+        if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
             broken = true; /* no usable oneDNN: the callers fall back for good */
     }
     return !broken;
@@ -230,26 +226,10 @@ fail:
     return rc;
 }
 
-/* The forward and the data gradient share one cache and stream under the lock, and run with
-   oneDNN's own threads (each output element is reduced by one thread: deterministic). */
-static int run_shared(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
-    pthread_mutex_lock(&lock);
-    int rc = ensure_engine() ? execute(cache, CACHE_SIZE, stream, kind, s, in, w, b, out) : 0;
-    pthread_mutex_unlock(&lock);
-    return rc;
-}
-
-int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
-    return run_shared(KIND_FORWARD, s, x, w, b, y);
-}
-
-int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
-    return run_shared(KIND_BACKWARD_DATA, s, dy, w, NULL, dx);
-}
-
-/* Weight-gradient pieces run on many threads at once, each with its own cache and stream,
-   and oneDNN held to one thread inside each (its reduction split would depend on the count). */
-#define LOCAL_CACHE_SIZE 4
+/* Pieces run on many threads at once, each with its own cache and stream, and oneDNN held to
+   one thread inside each (its own splits would depend on the count). A layer needs up to six
+   entries (three kinds, a full piece and a shorter last one). */
+#define LOCAL_CACHE_SIZE 24
 static _Thread_local entry local_cache[LOCAL_CACHE_SIZE];
 static _Thread_local dnnl_stream_t local_stream;
 static pthread_key_t local_key;
@@ -265,7 +245,7 @@ static void local_exit(void *arg) {
 
 static void make_local_key(void) { pthread_key_create(&local_key, local_exit); }
 
-int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const float *dy, float *dw) {
+static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
     pthread_mutex_lock(&lock);
     bool ok = ensure_engine();
     pthread_mutex_unlock(&lock);
@@ -275,10 +255,21 @@ int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const
         pthread_once(&local_key_once, make_local_key);
         pthread_setspecific(local_key, &local_stream);
     }
-    int prev = omp_get_max_threads();
-    omp_set_num_threads(1);
-    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw);
-    omp_set_num_threads(prev);
+    int prev = nb__omp_serial_begin();
+    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, kind, s, in, w, b, out);
+    nb__omp_serial_end(prev);
     return rc;
+}
+
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
+    return run_local(KIND_FORWARD, s, x, w, b, y);
+}
+
+int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
+    return run_local(KIND_BACKWARD_DATA, s, dy, w, NULL, dx);
+}
+
+int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const float *dy, float *dw) {
+    return run_local(KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw);
 }
 #endif

@@ -6,10 +6,39 @@
 #ifdef NABLA_HAVE_DNNL
 #include <dnnl.h>
 #endif
-#ifdef NABLA_HAVE_DNNL
-#include <omp.h>
-#endif
+#include <stdlib.h>
 #include <string.h>
+
+/* Which library multiplies f32 matrices, decided once per process. The rule, from measurements
+   on both kinds of machine (README, "Matrix products"): oneDNN's sgemm where the CPU has AVX-512
+   (it beat OpenBLAS 1.9x there), OpenBLAS elsewhere (on an AVX2 Zen 3, OpenBLAS ran twice as
+   fast as oneDNN). NABLA_GEMM=dnnl|blas|own overrides it, for benchmarks; a path this build
+   lacks falls back to the next one. One machine always takes the same path, so its bits do not
+   depend on the thread count. */
+int nb__gemm_path(void) {
+    static atomic_int path = -1;
+    int p = atomic_load_explicit(&path, memory_order_relaxed);
+    if (p >= 0) return p;
+    const char *env = getenv("NABLA_GEMM");
+#if defined(NABLA_HAVE_DNNL) && (defined(__x86_64__) || defined(__i386__))
+    p = __builtin_cpu_supports("avx512f") ? NB_GEMM_DNNL : NB_GEMM_BLAS;
+#elif defined(NABLA_HAVE_DNNL)
+    p = NB_GEMM_DNNL;
+#else
+    p = NB_GEMM_BLAS;
+#endif
+    if (env && !strcmp(env, "dnnl")) p = NB_GEMM_DNNL;
+    else if (env && !strcmp(env, "blas")) p = NB_GEMM_BLAS;
+    else if (env && !strcmp(env, "own")) p = NB_GEMM_OWN;
+#ifndef NABLA_HAVE_DNNL
+    if (p == NB_GEMM_DNNL) p = NB_GEMM_BLAS;
+#endif
+#ifndef NABLA_HAVE_BLAS
+    if (p == NB_GEMM_BLAS) p = NB_GEMM_OWN;
+#endif
+    atomic_store_explicit(&path, p, memory_order_relaxed);
+    return p;
+}
 
 /* Whether a rows x cols matrix with element strides (rs, cs) can be handed to BLAS, and how. */
 static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int64_t *ld) {
@@ -126,15 +155,20 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
     switch (p->out->dtype) {
     case NB_F32:
 #ifdef NABLA_HAVE_DNNL
-        /* oneDNN's GEMM uses AVX-512 where OpenBLAS here is held to AVX2; each piece runs on
-           one thread (its own splits would depend on the thread count) */
-        {
-            int prev = omp_get_max_threads();
-            omp_set_num_threads(1);
+        /* each piece runs on one thread (oneDNN's own splits would depend on the thread count) */
+        if (nb__gemm_path() == NB_GEMM_DNNL) {
+            int prev = nb__omp_serial_begin();
             dnnl_status_t st = dnnl_sgemm(p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', rows, cols, k, 1.0f, (const float *)A, p->lda,
                                           (const float *)B, p->ldb, 0.0f, (float *)C, m);
-            omp_set_num_threads(prev);
+            nb__omp_serial_end(prev);
             if (st == dnnl_success) break;
+        }
+#endif
+#ifdef NABLA_HAVE_BLAS
+        if (nb__gemm_path() == NB_GEMM_OWN) {
+            nb__gemm_own_f32(p->ta, p->tb, rows, cols, k, 1.0f, (const float *)A, p->lda, (const float *)B, p->ldb, 0.0f,
+                             (float *)C, m);
+            break;
         }
 #endif
         nb__sgemm(p->ta, p->tb, rows, cols, k, 1.0f, (const float *)A, p->lda, (const float *)B, p->ldb, 0.0f, (float *)C, m);
