@@ -34,7 +34,12 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 i=1
 while [ "$i" -le "$rounds" ]; do
     echo "== round $i/$rounds: nabla: $exe $*" >&2
-    "$exe" "$@" > "$tmp/nabla.$i"
+    # The (c) reference, cblas_sgemm called directly, runs on OpenBLAS's OpenMP team, whose idle
+    # threads spin for a while after each call; nabla has no OpenMP threads (its pool's workers
+    # sleep), so in the interleaved loops that spinning would land on nabla's turns. Passive
+    # waiting keeps the two sides' threads from each other (the reference's own figures moved by
+    # less than the noise with it). OMP_WAIT_POLICY=active in the environment restores it.
+    OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" "$exe" "$@" > "$tmp/nabla.$i"
     echo "== round $i/$rounds: PyTorch: $python $here/bench_core_torch.py $*" >&2
     "$python" "$here/bench_core_torch.py" "$@" > "$tmp/torch.$i"
     i=$((i + 1))

@@ -43,21 +43,22 @@ void nb__cpu_optim_end(nb_tensor *const *in);
 
 /* Kernels are built for several ISA levels and chosen by cpuid when the library loads (GCC's
    target_clones, an ifunc): the library itself is built for baseline x86-64 so that it runs on
-   any x86 CPU, and each hot inner loop also for AVX2+FMA (x86-64-v3) and AVX-512 (x86-64-v4).
-   A machine always runs the same clone, so its bits do not depend on the thread count.
-   NABLA_NATIVE builds (-march=native) and other compilers or CPUs need no clones. */
+   any x86 CPU, and each hot inner loop also for AVX2+FMA (x86-64-v3). A machine always runs the
+   same clone, so its bits do not depend on the thread count. NABLA_NATIVE builds
+   (-march=native) and other compilers or CPUs need no clones. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(NABLA_NATIVE_BUILD)
-#define NB_KERNEL_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
+#define NB_KERNEL_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
+#define NB_WIDE_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define NB_KERNEL_CLONES
-#endif
-/* The hot loops of double-precision math (kmath.h) or costly float arithmetic: the same clones
-   (AVX-512 runs their polynomials in twice the lanes); in a native build, an AVX-512 clone
-   beside whatever -march=native chose. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(NABLA_NATIVE_BUILD)
 #define NB_WIDE_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
 #else
-#define NB_WIDE_CLONES NB_KERNEL_CLONES
+#define NB_KERNEL_CLONES
+#define NB_WIDE_CLONES
 #endif
+/* NB_WIDE_CLONES, on the hot loops of double-precision math (kmath.h) or costly float
+   arithmetic: AVX-512 (x86-64-v4) as well, where it runs their polynomials in twice the lanes.
+   Plain elementwise loops stay at AVX2: they are bound by memory, and heavy 512-bit code lowers
+   some Xeons' clock for everything around it. */
 
 #endif

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #define UPDATE_FNS(T, SQRT, ATTR)                                                                      \
-    static void sgd_##T(T *p, const T *g, T *buf, int64_t n, const nb_op_args *a) {                    \
+    NB_INLINE_IN_CLONE void sgd_##T(T *p, const T *g, T *buf, int64_t n, const nb_op_args *a) {                    \
         const T lr = (T)a->f[0], mom = (T)a->f[1], keep = (T)(1 - a->f[2]), wd = (T)a->f[3];           \
         const bool nesterov = a->i[1] != 0, first = a->i[2] != 0;                                      \
         for (int64_t i = 0; i < n; i++) {                                                              \
@@ -20,7 +20,7 @@
             p[i] -= lr * d;                                                                            \
         }                                                                                              \
     }                                                                                                  \
-    static void adam_##T(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, const nb_op_args *a) {      \
+    NB_INLINE_IN_CLONE void adam_##T(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, const nb_op_args *a) {      \
         const T b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                                    \
         const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]), decay = (T)(1 - a->f[0] * a->f[4]);  \
         const bool decoupled = a->i[2] != 0;                                                           \
@@ -41,7 +41,7 @@
             p[i] = pi - step_size * (mi / denom);                                                      \
         }                                                                                              \
     }                                                                                                  \
-    static void rmsprop_##T(T *p, const T *g, T *sq, T *buf, T *gavg, int64_t n, const nb_op_args *a) { \
+    NB_INLINE_IN_CLONE void rmsprop_##T(T *p, const T *g, T *sq, T *buf, T *gavg, int64_t n, const nb_op_args *a) { \
         const T lr = (T)a->f[0], alpha = (T)a->f[1], oma = (T)(1 - a->f[1]), eps = (T)a->f[2];        \
         const T wd = (T)a->f[3], mom = (T)a->f[4];                                                     \
         for (int64_t i = 0; i < n; i++) {                                                              \
@@ -62,7 +62,7 @@
             } else p[i] -= lr * (gi / avg);                                                            \
         }                                                                                              \
     }                                                                                                  \
-    static void adagrad_##T(T *p, const T *g, T *sum, int64_t n, const nb_op_args *a) {                \
+    NB_INLINE_IN_CLONE void adagrad_##T(T *p, const T *g, T *sum, int64_t n, const nb_op_args *a) {                \
         const T clr = (T)a->f[0], eps = (T)a->f[1], wd = (T)a->f[2];                                   \
         for (int64_t i = 0; i < n; i++) {                                                              \
             T gi = g[i];                                                                               \
@@ -89,6 +89,10 @@
         default: adagrad_##T(x[0], x[1], x[2], n, a);                                                  \
         }                                                                                              \
     }
+
+/* The per-optimizer loops are inlined into each ISA clone of update_T (a call out of a clone
+   would run them at the baseline ISA, scalar SSE2 on x86-64). */
+#define NB_INLINE_IN_CLONE static inline __attribute__((always_inline))
 
 /* AVX-512 where the CPU has it: an update whose state underflows pays a microcode assist per
    vector instruction that meets a denormal, so wider vectors halve that cost */
