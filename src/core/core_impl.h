@@ -10,10 +10,13 @@
 
 struct nb_node;
 
-/* Small, hot thread-locals use the initial-exec model: a direct fs-relative access instead of
-   a __tls_get_addr call per use in a shared library. Only a few bytes are declared so, which
-   the static TLS surplus covers even when the library is dlopen'ed. */
-#define NB_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+/* Thread-locals take the compiler's model for the build: in the shared library that is dynamic
+   TLS, reached through TLS descriptors (-mtls-dialect=gnu2 on x86-64; the default on aarch64),
+   which cost a call only on a thread's first touch. The initial-exec model would mark the whole
+   library STATIC_TLS, and its ~9 KB of thread-locals (error text, oneDNN's per-thread cache)
+   do not fit the static surplus a dlopen needs: dlopen failed with "cannot allocate memory in
+   static TLS block". tests/dlclose_test.c loads and unloads it. */
+#define NB_TLS _Thread_local
 
 /* Bytes per element, inlined for the hot paths. */
 static inline size_t nb__esize(nb_dtype d) {

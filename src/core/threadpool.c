@@ -52,6 +52,8 @@ static struct {
     pthread_mutex_t spawn_lock;
     int nworkers;          /* started (guarded by spawn_lock; read relaxed elsewhere) */
     atomic_int started;
+    atomic_bool shutdown;  /* the library is being unloaded: workers return */
+    pthread_t threads[MAX_WORKERS];
     atomic_flag busy;      /* a loop is running: a second caller runs its loop alone */
     atomic_uint gen;       /* odd while a job is open: the workers' futex word */
     atomic_int refs;       /* workers reading the open job */
@@ -148,6 +150,7 @@ static void *worker_main(void *arg) {
             long deadline = now_ns() + spin_ns();
             int spins = 0;
             while ((g = atomic_load(&pool.gen)) == seen || !(g & 1)) {
+                if (atomic_load_explicit(&pool.shutdown, memory_order_relaxed)) return NULL;
                 if (++spins < 64) {
                     cpu_relax();
                     continue;
@@ -156,7 +159,7 @@ static void *worker_main(void *arg) {
                 if (now_ns() >= deadline) {
                     atomic_fetch_add(&pool.sleepers, 1);
                     g = atomic_load(&pool.gen);
-                    if (g == seen || !(g & 1)) word_wait(&pool.gen, g);
+                    if ((g == seen || !(g & 1)) && !atomic_load(&pool.shutdown)) word_wait(&pool.gen, g);
                     atomic_fetch_sub(&pool.sleepers, 1);
                     deadline = now_ns() + spin_ns();
                 } else {
@@ -186,6 +189,20 @@ static void after_fork_child(void) {
     pthread_mutex_init(&pool.spawn_lock, NULL);
 }
 
+/* When the library is unloaded (dlclose) or the process exits: workers must not run on in
+   code about to be unmapped, so they are told to return and joined. A worker finishing a piece
+   of another thread's loop returns after it. */
+__attribute__((destructor)) static void stop_workers(void) {
+    pthread_mutex_lock(&pool.spawn_lock);
+    atomic_store(&pool.shutdown, true);
+    atomic_fetch_add(&pool.gen, 2); /* a worker about to sleep on the old value does not */
+    word_wake(&pool.gen);
+    for (int i = 0; i < pool.nworkers; i++) pthread_join(pool.threads[i], NULL);
+    pool.nworkers = 0;
+    atomic_store(&pool.started, 0);
+    pthread_mutex_unlock(&pool.spawn_lock);
+}
+
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void install_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
@@ -197,13 +214,8 @@ static void ensure_workers(int want) {
     pthread_once(&atfork_once, install_atfork);
     pthread_mutex_lock(&pool.spawn_lock);
     while (pool.nworkers < want) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&t, &attr, worker_main, (void *)(intptr_t)(pool.nworkers + 1));
-        pthread_attr_destroy(&attr);
-        if (rc != 0) break;
+        if (pthread_create(&pool.threads[pool.nworkers], NULL, worker_main, (void *)(intptr_t)(pool.nworkers + 1)) != 0)
+            break;
         pool.nworkers++;
     }
     atomic_store_explicit(&pool.started, pool.nworkers, memory_order_release);

@@ -434,9 +434,11 @@ typedef struct {
     uint64_t seed, offset;
     int64_t n;
     char *p;
-    bool f64;
+    bool f64, normal;
 } rand_job;
 
+/* Counter blocks [lo, hi): uniform (4 f32 or 2 f64 values a block) or normal (Box-Muller: a
+   pair a block). */
 static void rand_range(void *c, int64_t lo, int64_t hi, int slot) {
     (void)slot;
     const rand_job *j = c;
@@ -444,7 +446,19 @@ static void rand_range(void *c, int64_t lo, int64_t hi, int slot) {
     for (int64_t b = lo; b < hi; b++) {
         uint32_t w[4];
         nb__philox(j->seed, j->offset + (uint64_t)b, w);
-        if (j->f64) {
+        if (j->normal) {
+            double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
+            double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
+            double z0 = r * cos(th), z1 = r * sin(th);
+            int64_t i = b * 2;
+            if (j->f64) {
+                ((double *)j->p)[i] = z0;
+                if (i + 1 < n) ((double *)j->p)[i + 1] = z1;
+            } else {
+                ((float *)j->p)[i] = (float)z0;
+                if (i + 1 < n) ((float *)j->p)[i + 1] = (float)z1;
+            }
+        } else if (j->f64) {
             for (int k = 0; k < 2 && b * 2 + k < n; k++) ((double *)j->p)[b * 2 + k] = u53(w[2 * k], w[2 * k + 1]);
         } else {
             for (int k = 0; k < 4 && b * 4 + k < n; k++) ((float *)j->p)[b * 4 + k] = u24(w[k]);
@@ -462,30 +476,9 @@ int nb__cpu_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
     nb__rng_reserve((uint64_t)(f64 ? 2 * n : n), &seed, &offset);
     int64_t blocks = f64 ? (n + 1) / 2 : (n + 3) / 4;
     int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
-    rand_job j = { seed, offset, n, nb__data(out), f64 };
+    rand_job j = { seed, offset, n, nb__data(out), f64, false };
     nb__parallel_for(threads, blocks, rand_range, &j);
     return 0;
-}
-
-static void randn_range(void *c, int64_t lo, int64_t hi, int slot) {
-    (void)slot;
-    const rand_job *j = c;
-    int64_t n = j->n;
-    for (int64_t b = lo; b < hi; b++) {
-        uint32_t w[4];
-        nb__philox(j->seed, j->offset + (uint64_t)b, w);
-        double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
-        double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
-        double z0 = r * cos(th), z1 = r * sin(th);
-        int64_t i = b * 2;
-        if (j->f64) {
-            ((double *)j->p)[i] = z0;
-            if (i + 1 < n) ((double *)j->p)[i + 1] = z1;
-        } else {
-            ((float *)j->p)[i] = (float)z0;
-            if (i + 1 < n) ((float *)j->p)[i + 1] = (float)z1;
-        }
-    }
 }
 
 int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
@@ -497,7 +490,7 @@ int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     int64_t blocks = (n + 1) / 2;
     nb__rng_reserve((uint64_t)blocks * 4, &seed, &offset);
     int threads = n >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
-    rand_job j = { seed, offset, n, nb__data(out), f64 };
-    nb__parallel_for(threads, blocks, randn_range, &j);
+    rand_job j = { seed, offset, n, nb__data(out), f64, true };
+    nb__parallel_for(threads, blocks, rand_range, &j);
     return 0;
 }
