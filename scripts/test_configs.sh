@@ -17,7 +17,14 @@ if [[ " $want " == *" nodeps "* ]]; then
   cmake --build build-nodeps -j"$jobs"
   (cd build-nodeps && ctest --output-on-failure -j"$jobs")
 fi
-if [[ " $want " == *" arm "* ]]; then
+arm_missing=()
+command -v aarch64-linux-gnu-gcc >/dev/null || arm_missing+=(gcc-aarch64-linux-gnu)
+command -v qemu-aarch64 >/dev/null || arm_missing+=(qemu-user)
+[ -e /usr/lib/aarch64-linux-gnu/libcmocka.so ] || arm_missing+=(libcmocka-dev:arm64)
+[ -e /usr/lib/aarch64-linux-gnu/libjansson.so ] || arm_missing+=(libjansson-dev:arm64)
+if [[ " $want " == *" arm "* ]] && [ ${#arm_missing[@]} -gt 0 ]; then
+  echo "SKIPPED: the aarch64 build and its tests (missing: ${arm_missing[*]}; scripts/deps.sh --cross installs them)"
+elif [[ " $want " == *" arm "* ]]; then
   cmake -S . -B build-arm -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
     "${no_deps[@]}" -DNABLA_BUILD_BENCH=OFF >/dev/null
   cmake --build build-arm -j"$jobs"
