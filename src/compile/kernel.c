@@ -12,6 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 #define MAX_OPERANDS 64
 
@@ -492,6 +497,26 @@ static void gen_kernel(nb_text *t, const fkernel *k) {
     nb__text_printf(t, "    }\n}\n\n");
 }
 
+static uint64_t fnv1a(const char *s, size_t n, uint64_t h);
+
+/* The CPU's identity and features, folded into the kernel cache's key: kernels are built with
+   -march=native, so a cache shared between machines (a network home, a copied build tree) must
+   never hand one CPU's code to another. x86: vendor, family/model/stepping and the feature
+   words of cpuid leaves 1 and 7; Linux elsewhere: the hardware capability words. */
+static uint64_t cpu_identity(uint64_t h) {
+    unsigned words[12] = { 0 };
+#if defined(__x86_64__) || defined(__i386__)
+    __get_cpuid(0, &words[0], &words[1], &words[2], &words[3]);     /* max leaf, vendor */
+    __get_cpuid(1, &words[4], &words[5], &words[6], &words[7]);     /* signature, features */
+    words[5] &= 0x00ffffffu; /* leaf 1 ebx holds the APIC id of the core that ran this: not identity */
+    __get_cpuid_count(7, 0, &words[8], &words[9], &words[10], &words[11]);
+#elif defined(__linux__)
+    unsigned long caps[2] = { getauxval(AT_HWCAP), getauxval(AT_HWCAP2) };
+    memcpy(words, caps, sizeof caps);
+#endif
+    return fnv1a((const char *)words, sizeof words, h);
+}
+
 static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)s[i];
@@ -589,6 +614,7 @@ int nb__kernels_build(cgraph *g, const nb_graph_opts *opts, char **note) {
     uint64_t h = fnv1a(src.s, src.n, 0xcbf29ce484222325ull);
     h = fnv1a(cc, strlen(cc), h);
     h = fnv1a(CFLAGS, strlen(CFLAGS), h);
+    h = cpu_identity(h);
     char dirbuf[1024], so[1200], csrc[1300], tmp[1300], log[1300], cmd[6000];
     const char *dir = cache_dir(opts, dirbuf, sizeof dirbuf);
     snprintf(so, sizeof so, "%s/nbk-%016llx.so", dir, (unsigned long long)h);
