@@ -137,7 +137,8 @@ static void thread_exit(void *arg) {
     pthread_mutex_unlock(&alloc_lock);
 }
 
-static void make_key(void) { pthread_key_create(&cache_key, thread_exit); }
+static bool key_made;
+static void make_key(void) { key_made = pthread_key_create(&cache_key, thread_exit) == 0; }
 
 static void *system_alloc(size_t class_bytes) {
     void *p = aligned_alloc(NB_ALIGN, class_bytes);
@@ -232,4 +233,26 @@ void nb_memory_stats(size_t *held, size_t *used, uint64_t *allocs) {
     }
     if (allocs) *allocs = system_allocs;
     pthread_mutex_unlock(&alloc_lock);
+}
+
+/* When the library is unloaded (dlclose) or the process exits: the cached blocks go back to the
+   system (after dlclose nothing could reach them), and the thread-exit hook is removed, which
+   would otherwise run in unmapped code when a thread that used nabla ends. Runs after the
+   thread pool's destructor (a lower priority runs later), so the joined workers' caches are
+   already in the shared lists. Caches of other threads still running are left alone: their
+   owners touch them without the lock. */
+__attribute__((destructor(101))) static void release_at_unload(void) {
+    if (key_made) {
+        pthread_key_delete(cache_key);
+        key_made = false;
+    }
+    if (cache.registered) {
+        pthread_mutex_lock(&alloc_lock);
+        if (cache.prev) cache.prev->next = cache.next;
+        else registry = cache.next;
+        if (cache.next) cache.next->prev = cache.prev;
+        cache.registered = false;
+        pthread_mutex_unlock(&alloc_lock);
+    }
+    nb_empty_cache();
 }

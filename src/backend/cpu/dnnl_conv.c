@@ -243,7 +243,18 @@ static void local_exit(void *arg) {
     local_stream = NULL;
 }
 
-static void make_local_key(void) { pthread_key_create(&local_key, local_exit); }
+static bool local_key_made;
+static void make_local_key(void) { local_key_made = pthread_key_create(&local_key, local_exit) == 0; }
+
+/* At unload: this thread's primitives are freed and the thread-exit hook removed (it would run
+   in unmapped code). Runs after the pool has joined its workers, which freed theirs as they ended. */
+__attribute__((destructor(101))) static void local_unload(void) {
+    if (local_key_made) {
+        pthread_key_delete(local_key);
+        local_key_made = false;
+    }
+    local_exit(NULL);
+}
 
 static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
     pthread_mutex_lock(&lock);

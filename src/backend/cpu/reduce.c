@@ -64,9 +64,10 @@ NB_WIDE_CLONES static double sum_lanes_float(const float *x, int64_t n) {
 }
 
 /* Reduces one 1-D run; for max/min it also reports the run index of the first extreme
-   (NaN counts as the extreme, as torch does). */
+   (NaN counts as the extreme, as torch does). Wide clones: a clone calls its callees' clone of
+   the same level, so this is how sum_lanes_float's AVX-512 clone is reached. */
 #define ROW_FN(T, ACC, CONTIGUOUS_SUM)                                                            \
-    NB_KERNEL_CLONES static void row_##T(int op, const T *x, int64_t n, int64_t st, ACC *acc, T *ext, int64_t *arg) { \
+    NB_WIDE_CLONES static void row_##T(int op, const T *x, int64_t n, int64_t st, ACC *acc, T *ext, int64_t *arg) { \
         if (op == R_SUM) {                                                                        \
             ACC s = 0;                                                                            \
             if (st == 1) s = CONTIGUOUS_SUM;                                                      \
