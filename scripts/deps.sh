@@ -21,26 +21,21 @@ cross=(gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64 libjansson-dev:arm64)
 if [ "${1:-}" = --cross ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $SUDO dpkg --add-architecture arm64
 fi
-missing=()
-for p in "${packages[@]}"; do
-  installed "$p" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+# installs those of the named packages that are missing; returns apt's status
+install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    installed "$p" || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
   echo "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
+  $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+}
+install_missing "${packages[@]}"
 # the cross packages after the native ones: an archive without arm64 packages leaves the native
 # build intact, and scripts/test_configs.sh reports the aarch64 build as skipped, naming them
 if [ "${1:-}" = --cross ]; then
-  missing=()
-  for p in "${cross[@]}"; do
-    installed "$p" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing: ${missing[*]}"
-    $SUDO apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-      echo "deps.sh: could not install the aarch64 packages (${missing[*]}); the aarch64 build will be skipped" >&2
-  fi
+  install_missing "${cross[@]}" ||
+    echo "deps.sh: could not install the aarch64 packages (${cross[*]}); the aarch64 build will be skipped" >&2
 fi

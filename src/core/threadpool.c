@@ -144,27 +144,25 @@ static void *worker_main(void *arg) {
     in_loop = true;
     unsigned seen = atomic_load(&pool.gen);
     for (;;) {
-        unsigned g = atomic_load(&pool.gen);
-        if (g == seen || !(g & 1)) {
-            /* nothing new: spin for a while, yielding the core to anything else runnable, then sleep */
-            long deadline = now_ns() + spin_ns();
-            int spins = 0;
-            while ((g = atomic_load(&pool.gen)) == seen || !(g & 1)) {
-                if (atomic_load_explicit(&pool.shutdown, memory_order_relaxed)) return NULL;
-                if (++spins < 64) {
-                    cpu_relax();
-                    continue;
-                }
-                spins = 0;
-                if (now_ns() >= deadline) {
-                    atomic_fetch_add(&pool.sleepers, 1);
-                    g = atomic_load(&pool.gen);
-                    if ((g == seen || !(g & 1)) && !atomic_load(&pool.shutdown)) word_wait(&pool.gen, g);
-                    atomic_fetch_sub(&pool.sleepers, 1);
-                    deadline = now_ns() + spin_ns();
-                } else {
-                    sched_yield();
-                }
+        /* nothing new: spin for a while, yielding the core to anything else runnable, then sleep */
+        unsigned g;
+        long deadline = now_ns() + spin_ns();
+        int spins = 0;
+        while ((g = atomic_load(&pool.gen)) == seen || !(g & 1)) {
+            if (atomic_load_explicit(&pool.shutdown, memory_order_relaxed)) return NULL;
+            if (++spins < 64) {
+                cpu_relax();
+                continue;
+            }
+            spins = 0;
+            if (now_ns() >= deadline) {
+                atomic_fetch_add(&pool.sleepers, 1);
+                g = atomic_load(&pool.gen);
+                if ((g == seen || !(g & 1)) && !atomic_load(&pool.shutdown)) word_wait(&pool.gen, g);
+                atomic_fetch_sub(&pool.sleepers, 1);
+                deadline = now_ns() + spin_ns();
+            } else {
+                sched_yield();
             }
         }
         seen = g;
@@ -248,7 +246,7 @@ void nb__parallel_for(int threads, int64_t n, nb_range_fn fn, void *ctx) {
     atomic_store_explicit(&j->next, 0, memory_order_relaxed);
     atomic_store_explicit(&j->done, 0, memory_order_relaxed);
     atomic_store_explicit(&j->caller_sleeps, 0, memory_order_relaxed);
-    unsigned g = atomic_fetch_add(&pool.gen, 1) + 1; /* odd: open */
+    atomic_fetch_add(&pool.gen, 1); /* odd: open */
     if (atomic_load(&pool.sleepers) > 0) word_wake(&pool.gen);
 
     in_loop = true;
@@ -275,7 +273,6 @@ void nb__parallel_for(int threads, int64_t n, nb_range_fn fn, void *ctx) {
         if (atomic_load(&j->done) == d) word_wait(&j->done, d);
     }
     atomic_fetch_add(&pool.gen, 1); /* even: closed */
-    (void)g;
     /* a worker that took a reference before the close is leaving: the job's fields stay
        untouched until it has */
     while (atomic_load(&pool.refs) > 0) sched_yield();

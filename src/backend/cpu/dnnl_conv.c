@@ -43,7 +43,6 @@ typedef struct {
     uint64_t last_use;
 } entry;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t engine;
 static bool broken;
 static _Thread_local uint64_t clock_tick; /* each thread's cache ages by its own uses */
@@ -173,12 +172,16 @@ static bool exec_reorder(dnnl_stream_t stream, dnnl_primitive_t r, dnnl_memory_t
     return dnnl_primitive_execute(r, stream, 2, args) == dnnl_success;
 }
 
-/* Creates the shared engine once (under the lock); false when oneDNN cannot run here. */
+/* Creates the shared engine (once per process: every piece of every call asks). */
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void make_engine(void) {
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
+        broken = true; /* no usable oneDNN: the callers fall back for good */
+}
+
+/* The shared engine; false when oneDNN cannot run here. */
 static bool ensure_engine(void) {
-    if (!engine && !broken) {
-        if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
-            broken = true; /* no usable oneDNN: the callers fall back for good */
-    }
+    pthread_once(&engine_once, make_engine);
     return !broken;
 }
 
@@ -257,10 +260,7 @@ __attribute__((destructor(101))) static void local_unload(void) {
 }
 
 static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
-    pthread_mutex_lock(&lock);
-    bool ok = ensure_engine();
-    pthread_mutex_unlock(&lock);
-    if (!ok) return 0;
+    if (!ensure_engine()) return 0;
     if (!local_stream) {
         if (dnnl_stream_create(&local_stream, engine, dnnl_stream_default_flags) != dnnl_success) return 0;
         pthread_once(&local_key_once, make_local_key);

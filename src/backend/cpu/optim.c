@@ -5,6 +5,10 @@
 #include "iter.h"
 #include <math.h>
 
+/* The per-optimizer loops are inlined into each ISA clone of update_T (a call out of a clone
+   would run them at the baseline ISA, scalar SSE2 on x86-64). */
+#define NB_INLINE_IN_CLONE static inline __attribute__((always_inline))
+
 #define UPDATE_FNS(T, SQRT, ATTR)                                                                      \
     NB_INLINE_IN_CLONE void sgd_##T(T *p, const T *g, T *buf, int64_t n, const nb_op_args *a) {                    \
         const T lr = (T)a->f[0], mom = (T)a->f[1], keep = (T)(1 - a->f[2]), wd = (T)a->f[3];           \
@@ -89,10 +93,6 @@
         default: adagrad_##T(x[0], x[1], x[2], n, a);                                                  \
         }                                                                                              \
     }
-
-/* The per-optimizer loops are inlined into each ISA clone of update_T (a call out of a clone
-   would run them at the baseline ISA, scalar SSE2 on x86-64). */
-#define NB_INLINE_IN_CLONE static inline __attribute__((always_inline))
 
 /* AVX-512 where the CPU has it: an update whose state underflows pays a microcode assist per
    vector instruction that meets a denormal, so wider vectors halve that cost */
