@@ -9,20 +9,36 @@ int main(void) {
     printf("Run `cmake --build build --target ops_doc` after changing the table. Public functions built\n");
     printf("from these primitives (nb_mean, nb_var, nb_logsumexp, nb_linear, nb_stack, nb_embedding, ...)\n");
     printf("run wherever their primitives run. f16/bf16 inputs of computing ops are computed in f32.\n\n");
-    printf("| op | inputs | dtypes | cpu | backward | kind |\n|---|---|---|---|---|---|\n");
+    /* one column per backend built into the library */
+    const nb_backend *backends[NB_EXT + 1];
+    int nb = 0;
+    for (int t = NB_CPU; t <= NB_EXT; t++)
+        if (nb__backend_get((nb_device_type)t)) backends[nb++] = nb__backend_get((nb_device_type)t);
+    printf("| op | inputs | dtypes |");
+    for (int b = 0; b < nb; b++) printf(" %s |", backends[b]->name);
+    printf(" backward | kind |\n|---|---|---|");
+    for (int b = 0; b < nb; b++) printf("---|");
+    printf("---|---|\n");
     for (int op = 0; op < NB_OP_COUNT; op++) {
         const nb_op_def *d = &nb__ops[op];
         char dtypes[128] = "";
         size_t n = 0;
         for (int t = 0; t < NB_DTYPE_COUNT; t++)
             if (d->dtypes & NB_T(t)) n += (size_t)snprintf(dtypes + n, sizeof dtypes - n, n ? ", %s" : "%s", nb_dtype_name((nb_dtype)t));
-        const char *kind = d->flags & NB_F_VIEW ? "view" : d->flags & NB_F_CREATE ? "creation" : d->flags & NB_F_INPLACE ? "in place" : "compute";
+        const char *kind = d->flags & NB_F_VIEW ? "view" : d->flags & NB_F_DEVICE ? "copy between devices"
+                         : d->flags & NB_F_CREATE ? "creation" : d->flags & NB_F_INPLACE ? "in place" : "compute";
         const char *bwd = d->backward ? "yes" : (d->flags & (NB_F_NONDIFF | NB_F_CREATE)) ? "not differentiable" : "no";
         char inputs[16];
         if (d->nin < 0) snprintf(inputs, sizeof inputs, "any");
         else snprintf(inputs, sizeof inputs, "%d", d->nin);
-        printf("| `%s` | %s | %s | %s | %s | %s |\n", d->name, inputs, dtypes, nb__cpu_kernels[op] ? "yes" : "no", bwd, kind);
+        printf("| `%s` | %s | %s |", d->name, inputs, dtypes);
+        /* views and copies need no kernel: every backend runs them */
+        for (int b = 0; b < nb; b++)
+            printf(" %s |", d->flags & (NB_F_VIEW | NB_F_DEVICE) ? "(no kernel)" : backends[b]->kernels[op] ? "yes" : "no");
+        printf(" %s | %s |\n", bwd, kind);
     }
-    printf("\nBackends: cpu. A CUDA backend is not built yet.\n");
+    printf("\nBackends built: ");
+    for (int b = 0; b < nb; b++) printf(b ? ", %s" : "%s", backends[b]->name);
+    printf(". A CUDA backend is not built yet.\n");
     return 0;
 }

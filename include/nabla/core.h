@@ -25,7 +25,9 @@ extern "C" {
 /* Element types. f32 is the working type; f16/bf16 are storage types (ops compute them in f32). */
 typedef enum nb_dtype { NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_DTYPE_COUNT } nb_dtype;
 
-typedef enum nb_device_type { NB_CPU = 0, NB_CUDA = 1 } nb_device_type;
+/* NB_EXT is for a backend that the program registers itself (PyTorch's PrivateUse1); nabla
+   builds none in, and its tests register one there. */
+typedef enum nb_device_type { NB_CPU = 0, NB_CUDA = 1, NB_EXT = 2 } nb_device_type;
 
 /* Where a tensor lives. index is -1 for a device string that did not parse. */
 typedef struct nb_device { nb_device_type type; int index; } nb_device;
@@ -59,10 +61,18 @@ NB_API void nb_set_error_handler(void (*handler)(const char *message, void *user
 NB_API const char *nb_dtype_name(nb_dtype dtype);
 /* Bytes per element of the dtype; 0 for a value outside nb_dtype. */
 NB_API size_t nb_dtype_size(nb_dtype dtype);
-/* Parses "cpu", "cuda", "cuda:1"; on a bad string records an error and returns index -1. */
+/* Parses "cpu", "cuda", "cuda:1", "ext:0"; on a bad string records an error and returns index -1. */
 NB_API nb_device nb_device_parse(const char *text);
 /* Writes the device's name ("cpu", "cuda:0") into buf and returns buf. */
 NB_API const char *nb_device_str(nb_device device, char *buf, size_t size);
+/* How many devices of the type this build and machine can use (1 for the cpu; 0 for a type
+   with no backend built in). */
+NB_API int nb_device_count(nb_device_type type);
+/* Whether tensors can be made on the device: its type has a backend and its index exists. */
+NB_API bool nb_device_available(nb_device device);
+/* Waits until the device has finished the work queued on it; 0, or -1 with the error recorded
+   (an unavailable device). The cpu runs each op to its end, so for it this returns at once. */
+NB_API int nb_synchronize(nb_device device);
 
 /* ---- creation (each returns a new reference; see the ownership rules) ---- */
 /* Uninitialised tensor of the given shape and dtype. */
@@ -87,6 +97,8 @@ NB_API nb_tensor *nb_scalar(double value);
 NB_API nb_tensor *nb_zeros_like(const nb_tensor *t);
 /* Tensor of ones with t's shape and dtype. */
 NB_API nb_tensor *nb_ones_like(const nb_tensor *t);
+/* Tensor of value with t's shape, dtype and device. */
+NB_API nb_tensor *nb_full_like(const nb_tensor *t, double value);
 /* Seeds the global counter-based (Philox 4x32-10) generator and resets its counter. */
 NB_API void nb_manual_seed(uint64_t seed);
 /* The generator's state (seed and counter), to save and restore a run's randomness. */

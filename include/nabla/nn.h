@@ -46,8 +46,10 @@ NB_API nb_tensor *nb_module_buffer(nb_module *m, const char *name, nb_tensor *t)
 NB_API nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child);
 /* Runs the module's forward on x. */
 NB_API nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
-/* Moves parameters and buffers to device; returns m. This build has the CPU only: any other
-   device records an error and moves nothing (m is still returned). */
+/* Moves parameters and buffers (and their gradients) to device in place, as torch's
+   module.to: each keeps its identity, so an optimizer made before still updates it, and its
+   state follows on the next step. Returns m, or NULL with the error recorded and nothing moved
+   (an unavailable device, memory run out). */
 NB_API nb_module *nb_module_to(nb_module *m, nb_device device);
 /* Sets training (true) or evaluation (false) mode on m and every descendant. */
 NB_API void nb_module_train(nb_module *m, bool training);

@@ -131,8 +131,8 @@ NB_API nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx);
 /* ---- conversion ---- */
 /* A contiguous tensor with t's values: t itself (a new reference) when already contiguous. */
 NB_API nb_tensor *nb_contiguous(nb_tensor *t);
-/* t on device: t itself (a new reference) when already there; this build runs on the CPU only, so
-   any other device is an error (NULL). */
+/* t copied to device (differentiable: the gradient goes back to t's device); t itself, a new
+   reference, when already there. NULL with an error for a device this build or machine lacks. */
 NB_API nb_tensor *nb_to(nb_tensor *t, nb_device device);
 /* t converted to dtype (t itself, a new reference, when already that dtype). */
 NB_API nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype);

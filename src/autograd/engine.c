@@ -246,7 +246,7 @@ int nb_backward(nb_tensor *t) {
         return -1;
     }
     nb_scope *s = nb_scope_begin();
-    int rc = nb_backward_with(t, nb_ones(t->shape, t->dtype));
+    int rc = nb_backward_with(t, nb_ones_like(t));
     nb_scope_end(s);
     return rc;
 }

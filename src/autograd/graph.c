@@ -1,5 +1,6 @@
 /* Graph nodes: creation, reference counting and release; grad mode and anomaly mode. */
 #include "graph.h"
+#include "nabla/autograd.h"
 #include <string.h>
 
 static NB_TLS bool grad_disabled; /* zero-initialised: recording is on by default */

@@ -3,15 +3,7 @@
 #ifndef NB_GRAPH_H
 #define NB_GRAPH_H
 
-#include "../core/core_impl.h"
-
-/* The arguments of one op call beside its input tensors: axes, sizes, scalars, a shape, a dtype. */
-typedef struct nb_op_args {
-    int64_t i[NB_MAX_DIMS + 2];
-    double f[8]; /* f[6..7]: values derived at run time (the optimizer update's bias corrections) */
-    nb_shape shape;
-    nb_dtype dtype;
-} nb_op_args;
+#include "../backend/kernel.h"
 
 typedef struct nb_node {
     atomic_int refcount;

@@ -55,6 +55,8 @@ typedef struct {
     ptrmap tensors;  /* tensor -> the value it holds now */
     ptrmap storages; /* storage -> the value that made it */
     bool failed;
+    bool off_host;   /* an op ran on a device other than the cpu: device names it */
+    nb_device device;
 } tracer;
 
 static size_t hash_ptr(const void *p, int cap) {
@@ -159,6 +161,10 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
 static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args, nb_tensor *out) {
     tracer *tr = ctx;
     if (tr->failed) return;
+    if (out->storage->device.type != NB_CPU && !tr->off_host) {
+        tr->off_host = true;
+        tr->device = out->storage->device;
+    }
     int stack_ids[16];
     int *ids = nin <= 16 ? stack_ids : malloc(sizeof(int) * (size_t)nin);
     if (!ids) { tr->failed = true; return; }
@@ -192,6 +198,13 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     }
     if (r) *result = nb_retain(r);
     nb_scope_end(s);
+    if (tr.off_host) {
+        /* the lowering to run graphs is the cpu backend's; other backends have none yet */
+        char dv[32];
+        nb__error("nb_compiled_run: the traced function ran ops on %s, but compiled graphs run on the cpu only; "
+                  "call the function directly there", nb_device_str(tr.device, dv, sizeof dv));
+        goto fail;
+    }
     if (tr.failed) {
         nb__error("nb_compiled_run: out of memory while tracing");
         goto fail;
@@ -1208,7 +1221,7 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_tile, &tc, false);
             continue;
         }
-        nb_kernel_fn kernel = nb__cpu_kernels[nd->op];
+        nb_kernel_fn kernel = nb__cpu_backend.kernels[nd->op];
         if (!kernel) {
             nb__error("nb_compiled_run: op nb_%s has no cpu kernel", nb__ops[nd->op].name);
             rc = -1;

@@ -3,7 +3,7 @@
 #ifndef NB_CORE_IMPL_H
 #define NB_CORE_IMPL_H
 
-#include "nabla.h"
+#include "nabla/core.h"
 #include <stdarg.h>
 #include <stdatomic.h>
 #include "threadpool.h"
@@ -24,7 +24,18 @@ static inline size_t nb__esize(nb_dtype d) {
     return sizes[d];
 }
 
-/* A block of elements; views share one. Allocated as one block with its data behind it. */
+struct nb_storage;
+/* How core reaches memory that is not the host's: set by the backend layer on the storage it
+   makes for a device, so core frees and reads it without knowing the backend. */
+typedef struct nb_storage_ops {
+    /* Frees st->data (the header is core's). */
+    void (*release)(struct nb_storage *st);
+    /* Copies n bytes from byte offset off of st's data into host memory at dst. */
+    int (*read)(const struct nb_storage *st, size_t off, void *dst, size_t n);
+} nb_storage_ops;
+
+/* A block of elements; views share one. Host storage is one block with its data behind the
+   header; a device's storage has ops, and its data is the device's. */
 typedef struct nb_storage {
     atomic_int refcount;
     atomic_uint version; /* bumped by every in-place write, so saved tensors can be checked */
@@ -32,6 +43,7 @@ typedef struct nb_storage {
     size_t nbytes;     /* usable bytes at data */
     size_t block;      /* size of the whole block handed out by the allocator */
     void *data;
+    const nb_storage_ops *ops; /* NULL: host memory, freed with the header */
 } nb_storage;
 
 struct nb_tensor {
@@ -66,6 +78,10 @@ uint64_t nb__error_count(void);
 nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype);
 /* A new tensor header over t's storage with the given shape, strides and offset. */
 nb_tensor *nb__tensor_view(nb_tensor *t, nb_shape shape, const int64_t *stride, int64_t offset);
+/* A storage header for nbytes of device memory at data (ops set, refcount 1), or NULL. */
+nb_storage *nb__storage_header(nb_device dev, void *data, size_t nbytes, const nb_storage_ops *ops);
+/* Copies t's elements (any strides, any device) into dense host memory at dst; -1 on failure. */
+int nb__read_to_host(const nb_tensor *t, void *dst);
 /* Pointer to element 0 of t. */
 static inline void *nb__data(const nb_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)nb__esize(t->dtype);

@@ -141,7 +141,19 @@ size_t nb_format(const nb_tensor *t, char *buf, size_t size) {
     out_buf o = { buf, size, 0 };
     if (size) buf[0] = 0;
     if (!t) { emit(&o, "NULL"); return o.len; }
-    fmt_state f = { .t = t, .floating = nb__is_float(t->dtype), .int_mode = true, .width = 1,
+    /* a device's tensor is formatted from a host copy */
+    const nb_tensor *shown = t;
+    nb_tensor *host = NULL;
+    if (t->storage->ops) {
+        host = nb__tensor_new(t->shape, t->dtype);
+        if (!host || nb__read_to_host(t, nb__data(host)) < 0) {
+            nb_release(host);
+            emit(&o, "tensor(<unreadable>)");
+            return o.len;
+        }
+        shown = host;
+    }
+    fmt_state f = { .t = shown, .floating = nb__is_float(t->dtype), .int_mode = true, .width = 1,
                     .summarize = t->numel > 1000 };
     int64_t idx[NB_MAX_DIMS] = { 0 };
     emit(&o, "tensor(");
@@ -174,9 +186,15 @@ size_t nb_format(const nb_tensor *t, char *buf, size_t size) {
         f.width = width;
         if (t->shape.ndim == 0) {
             char s[64];
-            format_value(&f, element(t, idx), s, sizeof s);
+            format_value(&f, element(shown, idx), s, sizeof s);
             emit(&o, s);
         } else format_axis(&f, &o, idx, 0, 7);
+    }
+    if (host) {
+        char dv[32], s[48];
+        snprintf(s, sizeof s, ", device='%s'", nb_device_str(t->storage->device, dv, sizeof dv));
+        emit(&o, s);
+        nb_release(host);
     }
     const char *dt = torch_dtype(t->dtype);
     if (dt) {

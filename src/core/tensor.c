@@ -1,5 +1,6 @@
 /* Tensor and storage lifetime, shapes and strides, inspection, and scopes. */
 #include "core_impl.h"
+#include "nabla/autograd.h" /* the gradient fields of a tensor are declared there */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,20 +15,24 @@ const char *nb_dtype_name(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT ? dt
 size_t nb_dtype_size(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT ? dtype_sizes[d] : 0; }
 bool nb__is_float(nb_dtype d) { return d == NB_F32 || d == NB_F64 || d == NB_F16 || d == NB_BF16; }
 
+static const char *const device_type_names[] = { [NB_CPU] = "cpu", [NB_CUDA] = "cuda", [NB_EXT] = "ext" };
+
 nb_device nb_device_parse(const char *text) {
     nb_device dev = { NB_CPU, 0 };
     if (!text) { nb__error("nb_device_parse: device string is NULL"); dev.index = -1; return dev; }
     if (strcmp(text, "cpu") == 0) return dev;
-    if (strncmp(text, "cuda", 4) == 0) {
-        dev.type = NB_CUDA;
-        if (text[4] == 0) return dev;
-        if (text[4] == ':' && text[5]) {
+    for (int k = NB_CUDA; k <= NB_EXT; k++) {
+        size_t n = strlen(device_type_names[k]);
+        if (strncmp(text, device_type_names[k], n) != 0) continue;
+        dev.type = (nb_device_type)k;
+        if (text[n] == 0) return dev;
+        if (text[n] == ':' && text[n + 1] >= '0' && text[n + 1] <= '9') {
             char *end;
-            long idx = strtol(text + 5, &end, 10);
-            if (*end == 0 && idx >= 0 && idx < 1024) { dev.index = (int)idx; return dev; }
+            long idx = strtol(text + n + 1, &end, 10);
+            if (*end == 0 && idx < 1024) { dev.index = (int)idx; return dev; }
         }
     }
-    nb__error("nb_device_parse: unknown device \"%s\" (expected \"cpu\", \"cuda\" or \"cuda:N\")", text);
+    nb__error("nb_device_parse: unknown device \"%s\" (expected \"cpu\", \"cuda\", \"cuda:N\" or \"ext:N\")", text);
     dev.type = NB_CPU;
     dev.index = -1;
     return dev;
@@ -35,7 +40,8 @@ nb_device nb_device_parse(const char *text) {
 
 const char *nb_device_str(nb_device d, char *buf, size_t size) {
     if (d.type == NB_CPU) snprintf(buf, size, "cpu");
-    else snprintf(buf, size, "cuda:%d", d.index);
+    else if ((unsigned)d.type <= NB_EXT) snprintf(buf, size, "%s:%d", device_type_names[d.type], d.index);
+    else snprintf(buf, size, "device%d:%d", (int)d.type, d.index);
     return buf;
 }
 
@@ -150,6 +156,7 @@ nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
     st->nbytes = nbytes;
     st->block = block;
     st->data = (char *)st + STORAGE_HEADER;
+    st->ops = NULL;
     t->dtype = dtype;
     t->shape = shape;
     nb__contiguous_strides(&shape, t->stride);
@@ -177,9 +184,28 @@ nb_tensor *nb__tensor_view(nb_tensor *base, nb_shape shape, const int64_t *strid
 static void (*node_release)(struct nb_node *);
 void nb__set_node_release(void (*release)(struct nb_node *)) { node_release = release; }
 
+nb_storage *nb__storage_header(nb_device dev, void *data, size_t nbytes, const nb_storage_ops *ops) {
+    nb_storage *st = nb__alloc(sizeof *st);
+    if (!st) return NULL;
+    memset(st, 0, sizeof *st);
+    atomic_init(&st->refcount, 1);
+    atomic_init(&st->version, 0);
+    st->device = dev;
+    st->nbytes = nbytes;
+    st->block = sizeof *st;
+    st->data = data;
+    st->ops = ops;
+    return st;
+}
+
+static void storage_free(nb_storage *st) {
+    if (st->ops) st->ops->release(st);
+    nb__free(st, st->block);
+}
+
 static void tensor_free(nb_tensor *t) {
     nb_storage *st = t->storage;
-    if (atomic_fetch_sub_explicit(&st->refcount, 1, memory_order_acq_rel) == 1) nb__free(st, st->block);
+    if (atomic_fetch_sub_explicit(&st->refcount, 1, memory_order_acq_rel) == 1) storage_free(st);
     nb_tensor *grad = t->grad;
     struct nb_node *fn = t->grad_fn;
     nb__free(t, sizeof *t);
@@ -348,10 +374,9 @@ void *nb_data_ptr(nb_tensor *t) {
     return nb__data(t);
 }
 
-/* Visits every element of t in row-major order as a double. */
-static void gather_dense(const nb_tensor *t, void *dst) {
+/* Copies t's elements, in row-major order, from host memory at base (t's element 0) to dst. */
+static void gather_dense(const nb_tensor *t, const char *base, void *dst) {
     size_t es = nb_dtype_size(t->dtype);
-    const char *base = nb__data(t);
     if (nb_is_contiguous(t)) { memcpy(dst, base, (size_t)t->numel * es); return; }
     int64_t idx[NB_MAX_DIMS] = { 0 };
     int nd = t->shape.ndim;
@@ -378,8 +403,30 @@ int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
         return -1;
     }
     if (!dst && need) { nb__error("nb_copy_to: destination is NULL"); return -1; }
-    gather_dense(t, dst);
-    return 0;
+    return nb__read_to_host(t, dst);
+}
+
+int nb__read_to_host(const nb_tensor *t, void *dst) {
+    if (t->numel == 0) return 0;
+    if (!t->storage->ops) {
+        gather_dense(t, nb__data(t), dst);
+        return 0;
+    }
+    /* a device's tensor: bring the span of storage its view covers to the host, then gather */
+    size_t es = nb_dtype_size(t->dtype);
+    int64_t last = 0;
+    for (int d = 0; d < t->shape.ndim; d++) last += (t->shape.dim[d] - 1) * t->stride[d];
+    size_t n = (size_t)(last + 1) * es;
+    char *span = nb__alloc(n);
+    if (!span) {
+        char d[200];
+        nb__error("nb_copy_to: out of memory reading %s to the host", nb__describe(t, d, sizeof d));
+        return -1;
+    }
+    int rc = t->storage->ops->read(t->storage, (size_t)t->offset * es, span, n);
+    if (rc == 0) gather_dense(t, span, dst);
+    nb__free(span, n);
+    return rc;
 }
 
 double nb_item(const nb_tensor *t) {
@@ -392,6 +439,11 @@ double nb_item(const nb_tensor *t) {
         char d[200];
         nb__error("nb_item: tensor %s has %lld elements, expected 1", nb__describe(t, d, sizeof d), (long long)t->numel);
         return NAN;
+    }
+    if (t->storage->ops) {
+        uint64_t v;
+        if (nb__read_to_host(t, &v) < 0) return NAN;
+        return nb__load(&v, t->dtype, 0);
     }
     return nb__load(nb__data(t), t->dtype, 0);
 }

@@ -4,6 +4,7 @@
 #define NB_DATA_IMPL_H
 
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include <stdlib.h>
 
 struct nb_dataset {

@@ -4,6 +4,7 @@
 #define NB_IO_IMPL_H
 
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include <stdio.h>
 
 /* A file being written atomically: an unnamed file (O_TMPFILE) in path's folder, linked in on

@@ -1,6 +1,7 @@
 /* The Keras-style model: compile, fit (on tensors or loaders), evaluate, predict, a per-epoch
    history, callbacks and early stopping, built on modules, optimizers and the data loader. */
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include "nabla/model.h"
 #include "nabla/io.h"
 #include <math.h>

@@ -1,13 +1,14 @@
 /* Scaled dot-product attention and multi-head attention, composed from ops, with
    torch.nn.MultiheadAttention's parameter layout (batch first). */
 #include "nn_impl.h"
+#include "../ops/ops_impl.h"
 #include <math.h>
 #include <stdio.h>
 
 /* An additive causal mask [tq, tk]: 0 where key <= query (aligned at the end), -inf after. */
-static nb_tensor *causal_mask(int64_t tq, int64_t tk, nb_dtype dt) {
-    nb_tensor *qi = nb_reshape(nb_arange((double)(tk - tq), (double)tk, 1, NB_I64), NB_SHAPE(tq, 1));
-    nb_tensor *ki = nb_reshape(nb_arange(0, (double)tk, 1, NB_I64), NB_SHAPE(1, tk));
+static nb_tensor *causal_mask(int64_t tq, int64_t tk, nb_dtype dt, nb_device dev) {
+    nb_tensor *qi = nb_reshape(nb__arange_on((double)(tk - tq), (double)tk, 1, NB_I64, dev), NB_SHAPE(tq, 1));
+    nb_tensor *ki = nb_reshape(nb__arange_on(0, (double)tk, 1, NB_I64, dev), NB_SHAPE(1, tk));
     return nb_where(nb_gt(ki, qi), nb_full(NB_SHAPE(), -INFINITY, dt), nb_zeros(NB_SHAPE(), dt));
 }
 
@@ -26,7 +27,7 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     double scale = o.scale != 0 ? o.scale : 1.0 / sqrt((double)nb_dim(q, -1));
     nb_scope *s = nb_scope_begin();
     nb_tensor *scores = nb_mul_scalar(nb_matmul(q, nb_transpose(k, -1, -2)), scale);
-    if (o.causal) scores = nb_add(scores, causal_mask(nb_dim(q, -2), nb_dim(k, -2), nb_dtype_of(scores)));
+    if (o.causal) scores = nb_add(scores, causal_mask(nb_dim(q, -2), nb_dim(k, -2), nb_dtype_of(scores), nb_device_of(scores)));
     if (o.mask) scores = nb_add(scores, o.mask);
     nb_tensor *w = nb_softmax(scores, -1);
     if (o.dropout > 0) w = nb_dropout(w, o.dropout, o.training);

@@ -1,6 +1,7 @@
 /* Layers built on the module base: linear, activations, flatten, dropout, embedding, layer
    norm and sequential; their functional forms; and the initialisers. */
 #include "nn_impl.h"
+#include "../ops/ops_impl.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -220,7 +221,7 @@ nb_tensor *nb_dropout(nb_tensor *x, double p, bool training) {
     if (p == 1) r = nb_mul(x, nb_zeros(NB_SHAPE(), dt));
     else {
         /* keep with probability 1 - p, scaled so the expectation is unchanged */
-        nb_tensor *keep = nb_lt(nb_rand(nb_shape_of(x), NB_F32), nb_full(NB_SHAPE(), 1.0 - p, NB_F32));
+        nb_tensor *keep = nb_lt(nb__rand_on(nb_shape_of(x), NB_F32, nb_device_of(x)), nb_full(NB_SHAPE(), 1.0 - p, NB_F32));
         r = nb_mul(x, nb_mul_scalar(nb_cast(keep, dt), 1.0 / (1.0 - p)));
     }
     nb_keep(r);

@@ -82,7 +82,7 @@ static nb_tensor *nll_terms(const char *fn, nb_tensor *logp, nb_tensor *t, const
     }
     nb_tensor *picked = nb_squeeze(nb_gather(logp, 1, nb_unsqueeze(tt, 1)), 1);
     nb_dtype dt = nb_dtype_of(logp);
-    nb_tensor *w = o->weight ? nb_cast(nb_index_select(o->weight, 0, tt), dt) : nb_ones(nb_shape_of(tt), dt);
+    nb_tensor *w = o->weight ? nb_cast(nb_index_select(o->weight, 0, tt), dt) : nb__full_on(nb_shape_of(tt), 1, dt, nb_device_of(tt));
     if (*keep) w = nb_mul(w, nb_cast(*keep, dt));
     *weights = w;
     return nb_neg(nb_mul(picked, w));

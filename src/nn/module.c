@@ -1,6 +1,7 @@
 /* The module base: parameters, buffers and children registered by name in order, dotted
    names in PyTorch's order, train/eval mode, device moves and freeing a whole tree. */
 #include "nn_impl.h"
+#include "../backend/backend.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,17 +153,56 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
     return m->cls->forward(m, x);
 }
 
+/* Moves every parameter and buffer of m and its children to dev; on a failure, moves back
+   those already moved (to where each was) and returns -1. */
+static int move_tree(nb_module *m, nb_device dev, nb_tensor ***moved, nb_device **from, int *n, int *cap) {
+    nb_module_state *st = m->state;
+    for (int i = 0; i < st->n; i++) {
+        if (st->items[i].kind == ENTRY_CHILD) {
+            if (move_tree(st->items[i].child, dev, moved, from, n, cap) < 0) return -1;
+            continue;
+        }
+        nb_tensor *t = st->items[i].tensor;
+        if (*n == *cap) {
+            int c = *cap ? 2 * *cap : 16;
+            nb_tensor **a = realloc(*moved, sizeof(nb_tensor *) * (size_t)c);
+            if (a) *moved = a;
+            nb_device *b = realloc(*from, sizeof(nb_device) * (size_t)c);
+            if (b) *from = b;
+            if (!a || !b) {
+                nb__error("nb_module_to: out of memory");
+                return -1;
+            }
+            *cap = c;
+        }
+        (*moved)[*n] = t;
+        (*from)[*n] = nb_device_of(t);
+        if (nb__tensor_move(t, dev) < 0) return -1;
+        ++*n;
+    }
+    return 0;
+}
+
 nb_module *nb_module_to(nb_module *m, nb_device device) {
     if (!m) {
-        nb__error("nb_module_to: module is NULL");
+        if (!nb__has_error()) nb__error("nb_module_to: module is NULL");
         return NULL;
     }
-    if (device.type != NB_CPU || device.index < 0) {
-        char dv[32];
-        nb__error("nb_module_to: device %s is not available: this build of nabla has the cpu backend only",
-                  nb_device_str(device, dv, sizeof dv));
+    if (!nb__backend_for("nb_module_to", device)) return NULL;
+    nb_tensor **moved = NULL;
+    nb_device *from = NULL;
+    int n = 0, cap = 0;
+    int rc = move_tree(m, device, &moved, &from, &n, &cap);
+    if (rc < 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", nb_error());
+        for (int i = n - 1; i >= 0; i--) nb__tensor_move(moved[i], from[i]); /* back where each was */
+        nb_error_clear();
+        nb__error("%s (the module is left where it was)", msg);
     }
-    return m;
+    free(moved);
+    free(from);
+    return rc < 0 ? NULL : m;
 }
 
 void nb_module_train(nb_module *m, bool training) {

@@ -3,6 +3,7 @@
 #define NB_NN_IMPL_H
 
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include "nabla/nn.h"
 
 typedef struct nb_module_state nb_module_state;

@@ -19,34 +19,49 @@ static nb_tensor *call2(nb_op_id op, nb_tensor *x, nb_tensor *y) {
     return nb__own(result_);
 
 /* ---- creation ---- */
-static nb_tensor *create(nb_op_id op, nb_shape shape, nb_dtype dtype, double value) {
-    nb_op_args a = { .shape = shape, .dtype = dtype, .f = { value, 0 } };
+static const nb_device host = { NB_CPU, 0 };
+static nb_tensor *create_on(nb_op_id op, nb_shape shape, nb_dtype dtype, double value, nb_device dev) {
+    nb_op_args a = { .shape = shape, .dtype = dtype, .f = { value, 0 }, .device = dev };
     return nb__call(op, NULL, 0, &a);
 }
-static nb_tensor *create_float(nb_op_id op, const char *fn, nb_shape shape, nb_dtype dtype) {
+static nb_tensor *create(nb_op_id op, nb_shape shape, nb_dtype dtype, double value) {
+    return create_on(op, shape, dtype, value, host);
+}
+static nb_tensor *create_float(nb_op_id op, const char *fn, nb_shape shape, nb_dtype dtype, nb_device dev) {
     if (!nb__is_float(dtype)) {
         nb__error("nb_%s: dtype must be a float type, got %s", fn, nb_dtype_name(dtype));
         return NULL;
     }
     if (dtype == NB_F16 || dtype == NB_BF16) {
-        nb_tensor *f = nb__dispatch(op, NULL, 0, &(nb_op_args){ .shape = shape, .dtype = NB_F32 });
+        nb_tensor *f = nb__dispatch(op, NULL, 0, &(nb_op_args){ .shape = shape, .dtype = NB_F32, .device = dev });
         nb_tensor *h = nb__dispatch(NB_OP_CAST, &f, 1, &(nb_op_args){ .dtype = dtype });
         nb_release(f);
         return nb__own(h);
     }
-    return create(op, shape, dtype, 0);
+    return create_on(op, shape, dtype, 0, dev);
 }
+nb_tensor *nb__full_on(nb_shape shape, double value, nb_dtype dtype, nb_device dev) {
+    return create_on(NB_OP_FULL, shape, dtype, value, dev);
+}
+nb_tensor *nb__rand_on(nb_shape shape, nb_dtype dtype, nb_device dev) { return create_float(NB_OP_RAND, "rand", shape, dtype, dev); }
 nb_tensor *nb_empty(nb_shape shape, nb_dtype dtype) { return create(NB_OP_EMPTY, shape, dtype, 0); }
 nb_tensor *nb_zeros(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, 0); }
 nb_tensor *nb_ones(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, 1); }
 nb_tensor *nb_full(nb_shape shape, double value, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, value); }
-nb_tensor *nb_rand(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RAND, "rand", shape, dtype); }
-nb_tensor *nb_randn(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RANDN, "randn", shape, dtype); }
+nb_tensor *nb_rand(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RAND, "rand", shape, dtype, host); }
+nb_tensor *nb_randn(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RANDN, "randn", shape, dtype, host); }
 nb_tensor *nb_scalar(double value) { return create(NB_OP_FULL, (nb_shape){ 0, { 0 } }, NB_F32, value); }
-nb_tensor *nb_zeros_like(const nb_tensor *t) { return t ? nb_zeros(t->shape, t->dtype) : NULL; }
-nb_tensor *nb_ones_like(const nb_tensor *t) { return t ? nb_ones(t->shape, t->dtype) : NULL; }
+nb_tensor *nb_zeros_like(const nb_tensor *t) { return nb_full_like(t, 0); }
+nb_tensor *nb_ones_like(const nb_tensor *t) { return nb_full_like(t, 1); }
+nb_tensor *nb_full_like(const nb_tensor *t, double value) {
+    if (!t) {
+        if (!nb__has_error()) nb__error("nb_full_like: input is NULL");
+        return NULL;
+    }
+    return nb__full_on(t->shape, value, t->dtype, t->storage->device);
+}
 
-nb_tensor *nb_arange(double start, double end, double step, nb_dtype dtype) {
+nb_tensor *nb__arange_on(double start, double end, double step, nb_dtype dtype, nb_device dev) {
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step)) {
         nb__error("nb_arange: invalid range start %g, end %g, step %g", start, end, step);
         return NULL;
@@ -57,9 +72,10 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dtype) {
         nb__error("nb_arange: range start %g, end %g, step %g is too long", start, end, step);
         return NULL;
     }
-    nb_op_args a = { .shape = { 1, { (int64_t)n } }, .dtype = dtype, .f = { start, step } };
+    nb_op_args a = { .shape = { 1, { (int64_t)n } }, .dtype = dtype, .f = { start, step }, .device = dev };
     return nb__call(NB_OP_ARANGE, NULL, 0, &a);
 }
+nb_tensor *nb_arange(double start, double end, double step, nb_dtype dtype) { return nb__arange_on(start, end, step, dtype, host); }
 
 nb_tensor *nb_from_data(const void *data, nb_shape shape, nb_dtype dtype) {
     if (!data && nb__shape_numel(&shape) > 0) {
@@ -432,20 +448,13 @@ nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype) {
 }
 nb_tensor *nb_to(nb_tensor *t, nb_device device) {
     if (!t) {
-        nb__error("nb_to: input is NULL");
+        if (!nb__has_error()) nb__error("nb_to: input is NULL");
         return NULL;
     }
-    char dv[32];
-    if (device.index < 0) {
-        nb__error("nb_to: invalid device (index %d)", device.index);
-        return NULL;
-    }
-    if (device.type != NB_CPU) {
-        nb__error("nb_to: device %s is not available: this build of nabla has the cpu backend only",
-                  nb_device_str(device, dv, sizeof dv));
-        return NULL;
-    }
-    return nb__own(nb_retain(t));
+    if (!nb__backend_for("nb_to", device)) return NULL;
+    nb_device cur = t->storage->device;
+    if (cur.type == device.type && cur.index == device.index) return nb__own(nb_retain(t));
+    return call1(NB_OP_TO, t, &(nb_op_args){ .device = device });
 }
 
 int nb_assign(nb_tensor *dst, nb_tensor *src) {

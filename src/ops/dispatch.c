@@ -58,6 +58,12 @@ static bool is_data_input(const nb_op_def *def, int i) {
 static int value_class(double v) { return v != v ? NB_NONFINITE_NAN : isinf(v) ? NB_NONFINITE_INF : NB_NONFINITE_NONE; }
 static int nonfinite_class(const nb_tensor *t) {
     if (!nb__is_float(t->dtype)) return NB_NONFINITE_NONE;
+    if (t->storage->ops) { /* a device's tensor: scanned in a host copy */
+        nb_tensor *h = nb__tensor_new(t->shape, t->dtype);
+        int c = h && nb__read_to_host(t, nb__data(h)) == 0 ? nonfinite_class(h) : NB_NONFINITE_NONE;
+        nb_release(h);
+        return c;
+    }
     const void *p = nb__data(t);
     int c = NB_NONFINITE_NONE;
     if (nb_is_contiguous(t) && t->dtype == NB_F32) {
@@ -95,24 +101,58 @@ int nb__args_nonfinite_class(const nb_op_args *args) {
     return c;
 }
 
+static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
+
+/* The device an op over in runs on: the common device of its inputs, where a 0-d cpu tensor
+   goes along with any device (as PyTorch lets a cpu scalar join a cuda op). Inputs on two
+   devices are an error naming both. */
+static int op_device(const nb_op_def *def, nb_tensor *const *in, int nin, nb_device *dev) {
+    int at = -1;
+    for (int i = 0; i < nin; i++) {
+        nb_device d = in[i]->storage->device;
+        if (d.type == NB_CPU && in[i]->shape.ndim == 0 && !(i == 0 && (def->flags & NB_F_INPLACE))) continue;
+        if (at < 0) { at = i; *dev = d; continue; }
+        if (!same_device(d, *dev)) {
+            char a[32], b[32];
+            nb__error("nb_%s: inputs are on two devices, %s (input %d) and %s (input %d); move one with nb_to", def->name,
+                      nb_device_str(*dev, a, sizeof a), at, nb_device_str(d, b, sizeof b), i);
+            return -1;
+        }
+    }
+    if (at < 0) *dev = nin > 0 ? in[0]->storage->device : (nb_device){ NB_CPU, 0 };
+    return 0;
+}
+
+/* The backend's kernel for op at dtype, or NULL with "nb_X: no kernel for <backend>" recorded. */
+static nb_kernel_fn kernel_for(const nb_op_def *def, nb_op_id op, const nb_backend *b, nb_dtype dtype) {
+    nb_kernel_fn k = b->kernels[op];
+    if (k && (!b->supports || b->supports(op, dtype))) return k;
+    if (k) nb__error("nb_%s: no kernel for %s at dtype %s", def->name, b->name, nb_dtype_name(dtype));
+    else nb__error("nb_%s: no kernel for %s", def->name, b->name);
+    return NULL;
+}
+
 nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args_in) {
     const nb_op_def *def = &nb__ops[op];
     if (def->nin >= 0 && nin != def->nin) {
         nb__error("nb_%s: expected %d inputs, got %d", def->name, def->nin, nin);
         return NULL;
     }
+    bool on_host = true;
     for (int i = 0; i < nin; i++) {
         if (!in[i]) {
             if (!nb__has_error()) nb__error("nb_%s: input %d is NULL", def->name, i);
             return NULL;
         }
-        if (in[i]->storage->device.type != NB_CPU) {
-            char d[200];
-            nb__error("nb_%s: input %d is %s, but this build of nabla runs on the cpu only", def->name, i,
-                      nb__describe(in[i], d, sizeof d));
-            return NULL;
-        }
+        on_host = on_host && in[i]->storage->device.type == NB_CPU;
     }
+    /* the device and backend the op runs on (the host's, without a lookup, when all is there) */
+    nb_device dev = { NB_CPU, 0 };
+    const nb_backend *backend = &nb__cpu_backend;
+    if (def->flags & NB_F_CREATE) dev = args_in ? args_in->device : dev;
+    else if (!on_host && !(def->flags & NB_F_DEVICE) && op_device(def, in, nin, &dev) < 0) return NULL;
+    if (def->flags & NB_F_DEVICE) dev = in[0]->storage->device;
+    if (dev.type != NB_CPU && !(backend = nb__backend_for(op == NB_OP_TO ? "nb_to" : "nb_empty", dev))) return NULL;
     nb_op_args args = args_in ? *args_in : (nb_op_args){ 0 };
 
     /* Decide the compute dtype and convert inputs to it. */
@@ -121,6 +161,13 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
     if (!conv) { nb__error("nb_%s: out of memory", def->name); return NULL; }
     for (int i = 0; i < nin; i++) conv[i] = in[i];
     nb_tensor *out = NULL;
+    if (!on_host && !(def->flags & NB_F_DEVICE))
+        for (int i = 0; i < nin; i++) {
+            if (same_device(in[i]->storage->device, dev)) continue;
+            nb_op_args to_args = { .device = dev }; /* a 0-d cpu input joins the op's device */
+            conv[i] = nb__dispatch(NB_OP_TO, &in[i], 1, &to_args);
+            if (!conv[i]) goto done;
+        }
     nb_dtype half_out = NB_F32;
     bool back_to_half = false;
     if (nin > 0 && !(def->flags & NB_F_CREATE)) {
@@ -158,7 +205,9 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
             if (!is_data_input(def, i) || in[i]->dtype == target) continue;
             if (!(def->flags & NB_F_PROMOTE) && i > 0) break;
             nb_op_args cast_args = { .dtype = target };
-            conv[i] = nb__dispatch(NB_OP_CAST, &in[i], 1, &cast_args);
+            nb_tensor *c = nb__dispatch(NB_OP_CAST, &conv[i], 1, &cast_args);
+            if (conv[i] != in[i]) nb_release(conv[i]);
+            conv[i] = c;
             if (!conv[i]) goto done;
         }
         /* the result stays float; a half result only when the op computes floats from halves */
@@ -180,23 +229,13 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
     if (def->flags & NB_F_VIEW) {
         out = nb__tensor_view(conv[0], meta.shape, meta.stride, meta.offset);
         if (!out) goto done;
-    } else if (def->flags & NB_F_INPLACE) {
-        out = nb_retain(conv[0]);
-        if (nb__cpu_kernels[op](out, conv, nin, &args) < 0) {
-            nb_release(out);
-            out = NULL;
-            goto done;
-        }
+    } else if (def->flags & NB_F_DEVICE) {
+        if (!(out = nb__to_device(conv[0], args.device))) goto done;
     } else {
-        out = nb__tensor_new(meta.shape, meta.dtype);
+        nb_kernel_fn kernel = kernel_for(def, op, backend, nin > 0 ? conv[0]->dtype : meta.dtype);
+        if (!kernel) goto done;
+        out = def->flags & NB_F_INPLACE ? nb_retain(conv[0]) : nb__tensor_new_on(meta.shape, meta.dtype, dev);
         if (!out) goto done;
-        nb_kernel_fn kernel = nb__cpu_kernels[op];
-        if (!kernel) {
-            nb__error("nb_%s: no cpu kernel", def->name);
-            nb_release(out);
-            out = NULL;
-            goto done;
-        }
         if (kernel(out, conv, nin, &args) < 0) {
             nb_release(out);
             out = NULL;

@@ -2,14 +2,9 @@
 #ifndef NB_OPS_IMPL_H
 #define NB_OPS_IMPL_H
 
+#include "nabla.h"
 #include "../autograd/graph.h"
-
-typedef enum nb_op_id {
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes) NB_OP_##ID,
-#include "ops.def"
-#undef NB_OP
-    NB_OP_COUNT
-} nb_op_id;
+#include "../backend/backend.h"
 
 /* dtype masks */
 #define NB_T(d) (1u << (d))
@@ -32,6 +27,7 @@ enum {
     NB_F_INPLACE = 1 << 8,   /* writes into input 0 and returns it */
     NB_F_COND0 = 1 << 9,     /* input 0 is a bool condition: no dtype promotion */
     NB_F_INDEX1 = 1 << 10,   /* input 1 holds indices: no dtype promotion */
+    NB_F_DEVICE = 1 << 11,   /* the result is made on args.device (`to`), by the backends' copies */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */
@@ -44,7 +40,6 @@ typedef struct nb_meta {
 
 typedef int (*nb_infer_fn)(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 typedef int (*nb_backward_fn)(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
-typedef int (*nb_kernel_fn)(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
 
 typedef struct nb_op_def {
     const char *name;
@@ -56,8 +51,6 @@ typedef struct nb_op_def {
 } nb_op_def;
 
 extern const nb_op_def nb__ops[NB_OP_COUNT];
-/* The CPU backend's kernel for each op (NULL for views, which need none). */
-extern const nb_kernel_fn nb__cpu_kernels[NB_OP_COUNT];
 
 /* The funnel: checks, promotes, infers, runs the kernel, records autograd. Returns an owned
    reference that no scope holds (callers that return it to users pass it to nb__own). */
@@ -80,8 +73,6 @@ bool nb__trace_suspend(bool suspend);
 /* Inference of ops defined outside infer.c (src/ops/optim_ops.c). */
 int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 
-/* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
-enum { NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD };
 
 /* Anomaly mode's classes of values, ordered: finite < infinities (no NaN) < NaN. */
 enum { NB_NONFINITE_NONE, NB_NONFINITE_INF, NB_NONFINITE_NAN };
@@ -89,6 +80,12 @@ enum { NB_NONFINITE_NONE, NB_NONFINITE_INF, NB_NONFINITE_NAN };
 int nb__nonfinite_class(const nb_tensor *t);
 /* The class of an op's float arguments (a scalar operand, clamp's bounds). */
 int nb__args_nonfinite_class(const nb_op_args *args);
+
+/* Creation on a device, for composites and backward formulas that make constants beside their
+   operands: nb_full, nb_arange and nb_rand with the device named. Owned by the current scope. */
+nb_tensor *nb__full_on(nb_shape shape, double value, nb_dtype dtype, nb_device dev);
+nb_tensor *nb__arange_on(double start, double end, double step, nb_dtype dtype, nb_device dev);
+nb_tensor *nb__rand_on(nb_shape shape, nb_dtype dtype, nb_device dev);
 
 /* Result dtype of combining a and b, by PyTorch's promotion (bool < integers < floats). */
 nb_dtype nb__promote(nb_dtype a, nb_dtype b);

@@ -226,11 +226,12 @@ int nb_optim_add_param_group(nb_optimizer *o, nb_tensor *const *params, int n, n
 static int init_slot(nb_optimizer *o, slot *s) {
     nb_shape shape = nb_shape_of(s->param);
     nb_dtype dt = nb_dtype_of(s->param);
-    s->step = nb_zeros(NB_SHAPE(), NB_I64);
+    nb_device dev = s->param->storage->device;
+    s->step = nb__full_on(NB_SHAPE(), 0, NB_I64, dev);
     bool ok = s->step != NULL;
     for (int k = 0; k < 3; k++)
         if (uses_state(o, k)) {
-            s->state[k] = nb_full(shape, o->kind == KIND_ADAGRAD ? o->initial_acc : 0.0, dt);
+            s->state[k] = nb__full_on(shape, o->kind == KIND_ADAGRAD ? o->initial_acc : 0.0, dt, dev);
             ok = ok && s->state[k];
         }
     if (ok) return 0; /* not nb__has_error(): an earlier error the caller did not clear is no failure here */
@@ -275,7 +276,16 @@ int nb_optim_init_state(nb_optimizer *o) {
     if (rc == 0) sync_hyper(o);
     for (int i = 0; i < o->nslots && rc == 0; i++) {
         slot *s = &o->slots[i];
-        if (s->step) continue;
+        if (s->step) {
+            /* the state follows its parameter to another device (nb_module_to), as PyTorch's
+               optimizer load_state_dict moves it */
+            nb_device dev = s->param->storage->device, at = s->step->storage->device;
+            if (dev.type == at.type && dev.index == at.index) continue;
+            rc = nb__tensor_move(s->step, dev);
+            for (int k = 0; k < 3 && rc == 0; k++)
+                if (s->state[k]) rc = nb__tensor_move(s->state[k], dev);
+            continue;
+        }
         nb_scope *sc = nb_scope_begin();
         rc = init_slot(o, s);
         if (s->step) nb_keep(s->step); /* the optimizer owns its state */
@@ -337,7 +347,13 @@ int nb_optim_step(nb_optimizer *o) {
         }
         nb_scope *sc = nb_scope_begin();
         if (!nb_is_contiguous(g)) in[1] = nb_contiguous(g);
-        nb_tensor *r = nb__dispatch(NB_OP_OPTIM_UPDATE, in, nin, &a);
+        nb_device dev = s->param->storage->device;
+        if (dev.type != NB_CPU) {
+            /* the coefficients are kept on the host and sent along with each update */
+            in[3] = nb_to(in[3], dev);
+            if (!in[3]) rc = -1;
+        }
+        nb_tensor *r = rc == 0 ? nb__dispatch(NB_OP_OPTIM_UPDATE, in, nin, &a) : NULL;
         if (r) nb_release(r);
         else rc = -1;
         nb_scope_end(sc);

@@ -1,6 +1,7 @@
 /* Learning-rate schedules in PyTorch's closed forms: step, multi-step, exponential, cosine
    annealing, linear warm-up and one-cycle (with momentum cycling). */
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include "nabla/optim.h"
 #include <math.h>
 #include <stdlib.h>

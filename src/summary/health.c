@@ -1,6 +1,7 @@
 /* Run-health helpers: gradient norms before and after clipping, the learning rate, per-parameter
    weight and gradient histograms, and the NaN/Inf and exploding-gradient check. */
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include "summary_impl.h"
 #include <math.h>
 #include <stdio.h>

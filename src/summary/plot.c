@@ -1,6 +1,7 @@
 /* Curves as pictures: an SVG plotter overlaying the scalar curves of several runs (one panel per
    tag, TensorBoard's debiased smoothing, axes, ticks, labels, legend), CSV export and sparklines. */
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

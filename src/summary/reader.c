@@ -2,6 +2,7 @@
    decoding of scalars (simple_value, and TF2-style scalar tensors), stopping cleanly at a
    truncated or corrupt record. */
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include "pb.h"
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,7 @@
 /* The TensorBoard event writer: event-file naming, buffered TFRecord output flushed by a timer
    thread, and the Event messages for scalars, histograms, text and hyper-parameters. */
 #include "../core/core_impl.h"
+#include "nabla.h"
 #include "pb.h"
 #include "summary_impl.h"
 #include <errno.h>

@@ -4,7 +4,7 @@
 #ifndef NB_CPU_ITER_H
 #define NB_CPU_ITER_H
 
-#include "../../ops/ops_impl.h"
+#include "../kernel.h"
 
 #define NB_ITER_MAX_OPS 4
 

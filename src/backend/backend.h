@@ -1,0 +1,52 @@
+/* The backend interface: what a device's backend provides (a kernel table generated from the
+   op list, memory, copies, synchronisation) and the registry that dispatch picks from. */
+#ifndef NB_BACKEND_H
+#define NB_BACKEND_H
+
+#include "kernel.h"
+
+typedef struct nb_backend {
+    const char *name;                   /* "cpu", "cuda" */
+    nb_device_type type;
+    const nb_kernel_fn *kernels;        /* NB_OP_COUNT slots, generated from ops.def; NULL = not supported */
+    /* Whether the backend runs op for dtype (NULL: every dtype of the op's mask). */
+    bool (*supports)(nb_op_id op, nb_dtype dtype);
+    /* How many devices of this type the machine has (0: none usable). */
+    int (*device_count)(void);
+    /* Device memory, behind the backend's own caching; NULL for the host's (nabla's allocator). */
+    void *(*alloc)(size_t bytes, int index);
+    void (*free)(void *p, size_t bytes, int index);
+    /* Copies src's elements into dst: both contiguous, of one dtype and element count, one on
+       this backend's device and the other on the host or a device of this backend. */
+    int (*copy)(nb_tensor *dst, const nb_tensor *src);
+    /* Waits for the device's queued work. */
+    int (*sync)(int index);
+} nb_backend;
+
+/* The backend registered for a device type, or NULL. */
+const nb_backend *nb__backend_get(nb_device_type type);
+/* Registers b for its device type (replacing what was there; NULL b is refused); returns the one
+   it replaced, so a test can put it back. */
+const nb_backend *nb__backend_register(const nb_backend *b);
+/* Takes a backend off the registry (tests that registered one); the cpu backend stays. */
+void nb__backend_unregister(nb_device_type type);
+/* The backend that t's storage lives on. */
+const nb_backend *nb__backend_of(const nb_tensor *t);
+/* The backend for device dev when it is usable; otherwise records "fn: device X is not available
+   (...)" and returns NULL. */
+const nb_backend *nb__backend_for(const char *fn, nb_device dev);
+/* A fresh contiguous tensor on dev (uninitialised), owned by the caller. */
+nb_tensor *nb__tensor_new_on(nb_shape shape, nb_dtype dtype, nb_device dev);
+/* Copies src's elements into dst: both contiguous, of one dtype and element count, on any two
+   devices. */
+int nb__copy_between(nb_tensor *dst, const nb_tensor *src);
+/* A copy of t on dev (dense), owned by the caller; no autograd record. */
+nb_tensor *nb__to_device(nb_tensor *t, nb_device dev);
+/* Moves t's elements to dev in place: t keeps its identity (so a module's parameter stays the
+   optimizer's), its storage is replaced by a contiguous copy on dev. Its gradient moves too. */
+int nb__tensor_move(nb_tensor *t, nb_device dev);
+
+/* The cpu backend (src/backend/cpu/backend.c). */
+extern const nb_backend nb__cpu_backend;
+
+#endif

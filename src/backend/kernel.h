@@ -1,0 +1,33 @@
+/* Kernel types: what a backend's kernel is handed (the op's id, its arguments, its tensors).
+   Below autograd and ops: a backend includes this and core, nothing above. */
+#ifndef NB_KERNEL_H
+#define NB_KERNEL_H
+
+#include "../core/core_impl.h"
+
+/* One id per op of the one list (src/ops/ops.def). */
+typedef enum nb_op_id {
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes) NB_OP_##ID,
+#include "../ops/ops.def"
+#undef NB_OP
+    NB_OP_COUNT
+} nb_op_id;
+
+/* The arguments of one op call beside its input tensors: axes, sizes, scalars, a shape, a
+   dtype, and the device a creation op (or `to`) makes its result on. */
+typedef struct nb_op_args {
+    int64_t i[NB_MAX_DIMS + 2];
+    double f[8]; /* f[6..7]: values derived at run time (the optimizer update's bias corrections) */
+    nb_shape shape;
+    nb_dtype dtype;
+    nb_device device;
+} nb_op_args;
+
+/* A kernel writes out (allocated by dispatch on the kernel's backend, shaped by inference) from
+   in; 0 on success, -1 with the error recorded. */
+typedef int (*nb_kernel_fn)(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
+
+/* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
+enum { NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD };
+
+#endif
