@@ -143,6 +143,8 @@ typedef struct nb_loader_opts {
     int prefetch;       /* batches each worker prepares ahead (default 2) */
     uint64_t seed;      /* order and augmentation seed (0: drawn from nb_manual_seed's generator,
                            advancing it) */
+    nb_device device;   /* where batches are delivered (zero: the cpu); the copy is made by the
+                           worker that makes the batch, so it overlaps the training step */
 } nb_loader_opts;
 
 /* Counters of a loader since it was made. */

@@ -64,6 +64,13 @@ static int make_batch(nb_data_loader *l, const int64_t *idx, int64_t n, uint64_t
     nb_scope *s = nb_scope_begin();
     nb_batch b;
     int rc = nb__ds_get_batch(l->ds, idx, n, key, &b);
+    if (rc == 0 && l->opts.device.type != NB_CPU) {
+        /* delivered on the training device: the copy runs here, in the worker, beside the step */
+        bool has_y = b.y != NULL;
+        b.x = nb_to(b.x, l->opts.device);
+        if (has_y) b.y = nb_to(b.y, l->opts.device);
+        if (!b.x || (has_y && !b.y)) rc = -1;
+    }
     if (rc == 0) {
         out->x = nb_retain(b.x);
         out->y = b.y ? nb_retain(b.y) : NULL;
@@ -216,6 +223,12 @@ nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
     if (opts.batch_size < 0 || opts.num_workers < 0 || opts.prefetch < 0 || opts.num_workers > 1024) {
         nb__error("nb_data_loader_new: batch_size %lld, num_workers %d and prefetch %d must be >= 0 (num_workers at most 1024)",
                   (long long)opts.batch_size, opts.num_workers, opts.prefetch);
+        return NULL;
+    }
+    if (!nb_device_available(opts.device)) {
+        char dv[32];
+        nb__error("nb_data_loader_new: device %s is not available (nb_device_count: %d)",
+                  nb_device_str(opts.device, dv, sizeof dv), nb_device_count(opts.device.type));
         return NULL;
     }
     if (opts.batch_size == 0) opts.batch_size = 1;

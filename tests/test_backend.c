@@ -1,0 +1,366 @@
+/* The backend interface, proved with a backend built only here: the cpu kernels behind the
+   NB_EXT device type, over memory of its own, with a few ops left out. Tensors move to it and
+   back, dispatch runs its kernels, a missing op and mixed devices give their errors, autograd
+   and the optimizers run on it, nb_module_to moves parameters and optimizer state, and the data
+   loader delivers batches there. */
+#include "test_util.h"
+#include "../src/ops/ops_impl.h"
+#include <stdatomic.h>
+
+/* ---- the test backend ---- */
+static atomic_long live_bytes, kernel_calls, copies, syncs;
+
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes)                                      \
+    int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);            \
+    static int ext_##name(nb_tensor *o, nb_tensor *const *i, int n, const nb_op_args *a) {  \
+        atomic_fetch_add(&kernel_calls, 1);                                                  \
+        return nb__cpu_##name(o, i, n, a);                                                   \
+    }
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes)
+#include "../src/ops/ops.def"
+#undef NB_OP
+#undef NB_OP_NO_KERNEL
+
+static nb_kernel_fn ext_kernels[NB_OP_COUNT] = {
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes) [NB_OP_##ID] = ext_##name,
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes)
+#include "../src/ops/ops.def"
+#undef NB_OP
+#undef NB_OP_NO_KERNEL
+};
+
+/* erf and gelu are left out; tanh runs in f32 only */
+static bool xb_supports(nb_op_id op, nb_dtype dtype) { return !(op == NB_OP_TANH && dtype == NB_F64); }
+static int xb_count(void) { return 2; }
+
+/* Memory of its own, with a header recording the size, so a leak or a wrong size shows. */
+static void *xb_alloc(size_t bytes, int index) {
+    (void)index;
+    size_t *p = malloc(bytes + 64);
+    if (!p) return NULL;
+    p[0] = bytes;
+    atomic_fetch_add(&live_bytes, (long)bytes);
+    return (char *)p + 64;
+}
+static void xb_free(void *q, size_t bytes, int index) {
+    (void)index;
+    size_t *p = (size_t *)((char *)q - 64);
+    assert_int_equal(p[0], bytes);
+    atomic_fetch_sub(&live_bytes, (long)bytes);
+    free(p);
+}
+static int xb_copy(nb_tensor *dst, const nb_tensor *src) {
+    atomic_fetch_add(&copies, 1);
+    memcpy(nb__data(dst), nb__data(src), (size_t)dst->numel * nb__esize(dst->dtype));
+    return 0;
+}
+static int xb_sync(int index) {
+    (void)index;
+    atomic_fetch_add(&syncs, 1);
+    return 0;
+}
+
+static const nb_backend ext_backend = {
+    .name = "ext", .type = NB_EXT, .kernels = ext_kernels, .supports = xb_supports, .device_count = xb_count,
+    .alloc = xb_alloc, .free = xb_free, .copy = xb_copy, .sync = xb_sync,
+};
+
+static const nb_device cpu = { NB_CPU, 0 }, ext0 = { NB_EXT, 0 }, ext1 = { NB_EXT, 1 };
+
+static bool on(const nb_tensor *t, nb_device d) {
+    nb_device x = nb_device_of(t);
+    return t && x.type == d.type && x.index == d.index;
+}
+
+/* Fails unless a (any device) and b hold the same values, to within tol. */
+static void assert_close(nb_tensor *a, nb_tensor *b, double tol) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(nb_numel(a), nb_numel(b));
+    nb_tensor *d = nb_to(nb_cast(nb_sub(nb_to(a, cpu), nb_to(b, cpu)), NB_F64), cpu);
+    double m = nb_numel(d) ? nb_item(nb_max(nb_reshape(nb_abs(d), NB_SHAPE(-1)), 0, false)) : 0;
+    if (!(m <= tol)) fail_msg("tensors differ by %g (tolerance %g)", m, tol);
+}
+
+static int setup(void **state) {
+    (void)state;
+    nb_error_clear();
+    ext_kernels[NB_OP_ERF] = NULL;
+    ext_kernels[NB_OP_GELU] = NULL;
+    nb__backend_register(&ext_backend);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    nb__backend_unregister(NB_EXT);
+    return 0;
+}
+
+/* ---- the tests ---- */
+static void test_registry_and_device_queries(void **state) {
+    (void)state;
+    nb__backend_unregister(NB_EXT);
+    assert_int_equal(nb_device_count(NB_EXT), 0);
+    assert_false(nb_device_available(ext0));
+    nb_scope *s = nb_scope_begin();
+    assert_null(nb_to(nb_ones(NB_SHAPE(2), NB_F32), ext0));
+    ASSERT_ERROR_CONTAINS("nb_to: device ext:0 is not available: this build of nabla has no ext backend");
+    nb_scope_end(s);
+    nb__backend_register(&ext_backend);
+    assert_int_equal(nb_device_count(NB_CPU), 1);
+    assert_int_equal(nb_device_count(NB_EXT), 2);
+    assert_true(nb_device_available(ext1));
+    assert_false(nb_device_available((nb_device){ NB_EXT, 2 }));
+    assert_false(nb_device_available((nb_device){ NB_CUDA, 0 }));
+    long before = syncs;
+    assert_int_equal(nb_synchronize(ext1), 0);
+    assert_int_equal(syncs, before + 1);
+    assert_int_equal(nb_synchronize(cpu), 0);
+    assert_int_equal(nb_synchronize((nb_device){ NB_EXT, 5 }), -1);
+    ASSERT_ERROR_CONTAINS("nb_synchronize: device ext:5 is not available: the ext backend sees 2 devices");
+    nb_device p = nb_device_parse("ext:1");
+    assert_int_equal(p.type, NB_EXT);
+    assert_int_equal(p.index, 1);
+}
+
+static void test_tensors_move_there_and_back(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(1);
+    nb_tensor *x = nb_randn(NB_SHAPE(3, 5), NB_F32);
+    long bytes = live_bytes;
+    nb_tensor *y = nb_to(x, ext0);
+    assert_true(on(y, ext0));
+    assert_int_equal(live_bytes, bytes + 60);
+    nb_tensor *back = nb_to(y, cpu);
+    assert_true(on(back, cpu));
+    assert_memory_equal(nb_data_ptr(back), nb_data_ptr(x), 60);
+    /* a strided view goes dense */
+    nb_tensor *t = nb_to(nb_transpose(y, 0, 1), cpu);
+    assert_close(t, nb_transpose(x, 0, 1), 0);
+    /* host reads of a device tensor */
+    float row[5];
+    assert_int_equal(nb_copy_to(nb_slice(y, 0, 1, 2, 1), row, sizeof row), 0);
+    assert_memory_equal(row, (float *)nb_data_ptr(x) + 5, sizeof row);
+    assert_true(nb_item(nb_slice(nb_slice(y, 0, 2, 3, 1), 1, 4, 5, 1)) == ((float *)nb_data_ptr(x))[14]);
+    char buf[512];
+    nb_format(nb_ones(NB_SHAPE(2), NB_F32), buf, sizeof buf);
+    nb_format(nb_to(nb_ones(NB_SHAPE(2), NB_F32), ext1), buf, sizeof buf);
+    assert_string_equal(buf, "tensor([1., 1.], device='ext:1')");
+    assert_null(nb_data_ptr(y));
+    ASSERT_ERROR_CONTAINS("is not a contiguous CPU tensor");
+    nb_scope_end(s);
+    assert_int_equal(live_bytes, bytes); /* every device buffer went with its last tensor */
+}
+
+static void test_dispatch_runs_the_backends_kernels(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_arange(0, 6, 1, NB_F32);
+    nb_tensor *y = nb_to(x, ext0);
+    long calls = kernel_calls;
+    nb_tensor *z = nb_add(nb_mul(y, y), y);
+    assert_true(on(z, ext0));
+    assert_int_equal(kernel_calls, calls + 2);
+    assert_close(z, nb_add(nb_mul(x, x), x), 0);
+    /* creation on a device, reductions, views and promotion stay there */
+    nb_tensor *m = nb_sum(nb_reshape(nb_cast(z, NB_F64), NB_SHAPE(2, 3)), 1, false);
+    assert_true(on(m, ext0));
+    assert_int_equal(nb_dtype_of(m), NB_F64);
+    assert_true(on(nb_zeros_like(y), ext0));
+    assert_true(on(nb_full_like(y, 2), ext0));
+    /* a 0-d cpu tensor joins the op's device, as a cpu scalar joins a cuda op in torch */
+    nb_tensor *w = nb_mul(y, nb_scalar(3));
+    assert_true(on(w, ext0));
+    assert_close(w, nb_mul_scalar(x, 3), 0);
+    /* matmul, softmax and a host-read of the result */
+    nb_tensor *a = nb_to(nb_reshape(x, NB_SHAPE(2, 3)), ext0);
+    nb_tensor *p = nb_softmax(nb_matmul(a, nb_transpose(a, 0, 1)), -1);
+    assert_true(on(p, ext0));
+    assert_close(p, nb_softmax(nb_matmul(nb_reshape(x, NB_SHAPE(2, 3)), nb_transpose(nb_reshape(x, NB_SHAPE(2, 3)), 0, 1)), -1), 1e-7);
+    nb_scope_end(s);
+}
+
+static void test_missing_kernels_and_mixed_devices(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_ones(NB_SHAPE(4), NB_F32);
+    nb_tensor *y = nb_to(x, ext0);
+    assert_null(nb_erf(y));
+    ASSERT_ERROR_CONTAINS("nb_erf: no kernel for ext");
+    assert_non_null(nb_tanh(y));
+    assert_null(nb_tanh(nb_cast(y, NB_F64)));
+    ASSERT_ERROR_CONTAINS("nb_tanh: no kernel for ext at dtype f64");
+    assert_null(nb_add(y, x));
+    ASSERT_ERROR_CONTAINS("nb_add: inputs are on two devices, ext:0 (input 0) and cpu (input 1); move one with nb_to");
+    assert_null(nb_add(y, nb_to(x, ext1)));
+    ASSERT_ERROR_CONTAINS("nb_add: inputs are on two devices, ext:0 (input 0) and ext:1 (input 1)");
+    /* a 0-d device tensor does not join a cpu op (torch refuses it too) */
+    assert_null(nb_add(x, nb_to(nb_scalar(1), ext0)));
+    ASSERT_ERROR_CONTAINS("inputs are on two devices, cpu (input 0) and ext:0 (input 1)");
+    assert_null(nb_to(x, (nb_device){ NB_EXT, 7 }));
+    ASSERT_ERROR_CONTAINS("nb_to: device ext:7 is not available: the ext backend sees 2 devices");
+    nb_scope_end(s);
+}
+
+static void test_autograd_on_the_device(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(3);
+    nb_tensor *xc = nb_set_requires_grad(nb_randn(NB_SHAPE(4, 3), NB_F32), true);
+    nb_tensor *xd = nb_set_requires_grad(nb_to(nb_detach(xc), ext0), true);
+    nb_tensor *lc = nb_sum_all(nb_mul(nb_tanh(xc), nb_sigmoid(nb_max(xc, 1, true))));
+    nb_tensor *ld = nb_sum_all(nb_mul(nb_tanh(xd), nb_sigmoid(nb_max(xd, 1, true))));
+    assert_int_equal(nb_backward(lc), 0);
+    assert_int_equal(nb_backward(ld), 0);
+    assert_true(on(nb_grad_of(xd), ext0));
+    assert_close(nb_grad_of(xd), nb_grad_of(xc), 0);
+    /* nb_to is differentiable: the gradient comes back to the cpu leaf */
+    nb_tensor *leaf = nb_set_requires_grad(nb_arange(0, 4, 1, NB_F32), true);
+    nb_tensor *sq = nb_sum_all(nb_mul(nb_to(leaf, ext1), nb_to(leaf, ext1)));
+    assert_true(on(sq, ext1));
+    assert_int_equal(nb_backward(sq), 0);
+    assert_true(on(nb_grad_of(leaf), cpu));
+    assert_close(nb_grad_of(leaf), nb_mul_scalar(nb_detach(leaf), 2), 0);
+    /* a loss, dropout and causal attention run there too */
+    int64_t tgt[] = { 0, 2, 1, 2 };
+    nb_tensor *t = nb_from_data(tgt, NB_SHAPE(4), NB_I64);
+    nb_tensor *ce = nb_cross_entropy(xd, nb_to(t, ext0), (nb_ce_opts){ 0 });
+    assert_true(on(ce, ext0));
+    assert_close(ce, nb_cross_entropy(xc, t, (nb_ce_opts){ 0 }), 1e-6);
+    assert_true(on(nb_dropout(xd, 0.5, true), ext0));
+    nb_tensor *q = nb_reshape(xd, NB_SHAPE(1, 4, 3));
+    nb_tensor *att = nb_scaled_dot_product_attention(q, q, q, (nb_attn_opts){ .causal = true });
+    assert_true(on(att, ext0));
+    nb_tensor *qc = nb_reshape(xc, NB_SHAPE(1, 4, 3));
+    assert_close(att, nb_scaled_dot_product_attention(qc, qc, qc, (nb_attn_opts){ .causal = true }), 1e-6);
+    nb_scope_end(s);
+}
+
+/* Two copies of one model trained alike, one moved to ext after its first step: the same
+   kernels run, so their parameters stay bit-equal, and the optimizer's state follows. */
+static nb_module *small_model(void) {
+    nb_manual_seed(7);
+    return nb_nn_sequential(nb_nn_linear(6, 8), nb_nn_relu(), nb_nn_linear(8, 3), NULL);
+}
+
+static void train_step(nb_module *m, nb_optimizer *o, nb_tensor *x, nb_tensor *y) {
+    nb_scope *s = nb_scope_begin();
+    nb_optim_zero_grad(o);
+    nb_tensor *loss = nb_cross_entropy(nb_forward(m, x), y, (nb_ce_opts){ 0 });
+    assert_non_null(loss);
+    assert_int_equal(nb_backward(loss), 0);
+    assert_int_equal(nb_optim_step(o), 0);
+    nb_scope_end(s);
+}
+
+static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
+    (void)state;
+    nb_module *a = small_model(), *b = small_model();
+    nb_optimizer *oa = nb_optim_adam(a, (nb_adam_opts){ .lr = 0.01 });
+    nb_optimizer *ob = nb_optim_adam(b, (nb_adam_opts){ .lr = 0.01 });
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_randn(NB_SHAPE(5, 6), NB_F32);
+    int64_t yv[] = { 0, 1, 2, 1, 0 };
+    nb_tensor *y = nb_from_data(yv, NB_SHAPE(5), NB_I64);
+    train_step(a, oa, x, y);
+    train_step(b, ob, x, y);
+    nb_named_tensor pb[8];
+    int n = nb_module_named_parameters(b, pb, 8);
+    assert_int_equal(n, 4);
+    nb_tensor *first = pb[0].tensor;
+    assert_ptr_equal(nb_module_to(b, ext0), b);
+    assert_ptr_equal(nb_module_named_parameters(b, pb, 8) == n ? pb[0].tensor : NULL, first); /* same tensors */
+    for (int i = 0; i < n; i++) {
+        assert_true(on(pb[i].tensor, ext0));
+        assert_true(on(nb_grad_of(pb[i].tensor), ext0));
+    }
+    nb_tensor *xd = nb_to(x, ext0), *yd = nb_to(y, ext0);
+    for (int k = 0; k < 3; k++) {
+        train_step(a, oa, x, y);
+        train_step(b, ob, xd, yd);
+    }
+    nb_named_tensor pa[8];
+    nb_module_named_parameters(a, pa, 8);
+    for (int i = 0; i < n; i++) assert_close(pb[i].tensor, pa[i].tensor, 0);
+    /* a device that is not there moves nothing */
+    assert_null(nb_module_to(b, (nb_device){ NB_EXT, 3 }));
+    ASSERT_ERROR_CONTAINS("nb_module_to: device ext:3 is not available");
+    assert_true(on(pb[0].tensor, ext0));
+    /* and back to the cpu, where training goes on alike */
+    assert_ptr_equal(nb_module_to(b, cpu), b);
+    train_step(a, oa, x, y);
+    train_step(b, ob, x, y);
+    for (int i = 0; i < n; i++) {
+        assert_true(on(pb[i].tensor, cpu));
+        assert_close(pb[i].tensor, pa[i].tensor, 0);
+    }
+    nb_scope_end(s);
+    nb_optim_free(oa);
+    nb_optim_free(ob);
+    nb_module_free(a);
+    nb_module_free(b);
+}
+
+static nb_tensor *double_it(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    (void)ctx;
+    return nb_add(in[0], in[0]);
+}
+
+static void test_compiled_graphs_refuse_other_devices(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_compiled *c = nb_compile(double_it, NULL, (nb_graph_opts){ 0 });
+    nb_tensor *y = nb_to(nb_ones(NB_SHAPE(3), NB_F32), ext0);
+    assert_null(nb_compiled_run(c, &y, 1));
+    ASSERT_ERROR_CONTAINS("nb_compiled_run: the traced function ran ops on ext:0, but compiled graphs run on the cpu only");
+    nb_compiled_free(c);
+    nb_scope_end(s);
+}
+
+static void test_loader_delivers_batches_on_the_device(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_reshape(nb_arange(0, 24, 1, NB_F32), NB_SHAPE(8, 3));
+    nb_tensor *y = nb_arange(0, 8, 1, NB_I64);
+    nb_dataset *ds = nb_data_tensors(x, y);
+    assert_non_null(ds);
+    for (int workers = 0; workers <= 2; workers += 2) {
+        nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 4, .num_workers = workers, .device = ext1 });
+        assert_non_null(l);
+        nb_batch b;
+        int got = 0;
+        while (nb_data_loader_next(l, &b)) {
+            assert_true(on(b.x, ext1));
+            assert_true(on(b.y, ext1));
+            assert_close(b.x, nb_slice(x, 0, 4 * got, 4 * got + 4, 1), 0);
+            got++;
+        }
+        assert_false(nb_data_loader_failed(l));
+        assert_int_equal(got, 2);
+        nb_data_loader_free(l);
+    }
+    assert_null(nb_data_loader_new(ds, (nb_loader_opts){ .device = { NB_CUDA, 0 } }));
+    ASSERT_ERROR_CONTAINS("nb_data_loader_new: device cuda:0 is not available");
+    nb_dataset_free(ds);
+    nb_scope_end(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_registry_and_device_queries, clear_error_setup),
+        cmocka_unit_test_setup(test_tensors_move_there_and_back, clear_error_setup),
+        cmocka_unit_test_setup(test_dispatch_runs_the_backends_kernels, clear_error_setup),
+        cmocka_unit_test_setup(test_missing_kernels_and_mixed_devices, clear_error_setup),
+        cmocka_unit_test_setup(test_autograd_on_the_device, clear_error_setup),
+        cmocka_unit_test_setup(test_module_to_moves_parameters_and_optimizer_state, clear_error_setup),
+        cmocka_unit_test_setup(test_compiled_graphs_refuse_other_devices, clear_error_setup),
+        cmocka_unit_test_setup(test_loader_delivers_batches_on_the_device, clear_error_setup),
+    };
+    setup(NULL);
+    int rc = RUN_TESTS(tests);
+    teardown(NULL);
+    return rc;
+}
