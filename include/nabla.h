@@ -4,12 +4,14 @@
 
 #include "nabla/core.h"
 #include "nabla/ops.h"
+#include "nabla/functional.h"
 #include "nabla/nn.h"
 #include "nabla/autograd.h"
 #include "nabla/optim.h"
 #include "nabla/data.h"
 #include "nabla/io.h"
 #include "nabla/summary.h"
+#include "nabla/health.h"
 #include "nabla/model.h"
 #include "nabla/compile.h"
 

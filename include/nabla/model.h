@@ -7,6 +7,7 @@
 #include "nn.h"
 #include "optim.h"
 #include "summary.h"
+#include "health.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,6 @@
 /* Layers built on the module base: linear, activations, flatten, dropout, embedding, layer
    norm and sequential; their functional forms; and the initialisers. */
 #include "nn_impl.h"
-#include "../ops/ops_impl.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -194,40 +193,7 @@ nb_module *nb_nn_dropout(double p) {
     return make_simple(&DROPOUT, 0, p);
 }
 
-nb_tensor *nb_silu(nb_tensor *x) {
-    if (!x) {
-        nb__error("nb_silu: input is NULL");
-        return NULL;
-    }
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *r = nb_keep(nb_mul(x, nb_sigmoid(x)));
-    nb_scope_end(s);
-    return nb__own(r);
-}
 
-nb_tensor *nb_dropout(nb_tensor *x, double p, bool training) {
-    if (!x) {
-        nb__error("nb_dropout: input is NULL");
-        return NULL;
-    }
-    if (!(p >= 0 && p <= 1)) {
-        nb__error("nb_dropout: probability must be in [0, 1], got %g", p);
-        return NULL;
-    }
-    if (!training || p == 0) return nb__own(nb_retain(x));
-    nb_scope *s = nb_scope_begin();
-    nb_dtype dt = nb__is_float(nb_dtype_of(x)) ? nb_dtype_of(x) : NB_F32;
-    nb_tensor *r;
-    if (p == 1) r = nb_mul(x, nb_zeros(NB_SHAPE(), dt));
-    else {
-        /* keep with probability 1 - p, scaled so the expectation is unchanged */
-        nb_tensor *keep = nb_lt(nb__rand_on(nb_shape_of(x), NB_F32, nb_device_of(x)), nb_full(NB_SHAPE(), 1.0 - p, NB_F32));
-        r = nb_mul(x, nb_mul_scalar(nb_cast(keep, dt), 1.0 / (1.0 - p)));
-    }
-    nb_keep(r);
-    nb_scope_end(s);
-    return nb__own(r);
-}
 
 /* ---------- embedding ---------- */
 typedef struct {
@@ -266,23 +232,6 @@ nb_module *nb_nn_embedding(int64_t num, int64_t dim) {
     return &e->base;
 }
 
-/* ---------- layer norm ---------- */
-nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
-    if (!x) {
-        nb__error("nb_layer_norm: input is NULL");
-        return NULL;
-    }
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *mu = nb_mean(x, -1, true);
-    nb_tensor *d = nb_sub(x, mu);
-    nb_tensor *var = nb_mean(nb_mul(d, d), -1, true); /* biased, as torch's layer norm */
-    nb_tensor *y = nb_mul(d, nb_pow_scalar(nb_add_scalar(var, eps), -0.5));
-    if (w) y = nb_mul(y, w);
-    if (b) y = nb_add(y, b);
-    nb_keep(y);
-    nb_scope_end(s);
-    return nb__own(y);
-}
 
 typedef struct {
     nb_module base;

@@ -1,8 +1,6 @@
-/* Batch norm: the functional nb_batch_norm, composed from primitive ops (one reduction for
-   the mean, one for the variance, elementwise ops for the rest), and the modules
-   nb_nn_batch_norm1d / nb_nn_batch_norm2d with torch's parameters and buffers (weight, bias,
-   running_mean, running_var, num_batches_tracked). Running statistics are updated in place
-   with recording off; the running variance takes the unbiased batch variance, as torch. */
+/* The batch norm modules nb_nn_batch_norm1d / nb_nn_batch_norm2d with torch's parameters and
+   buffers (weight, bias, running_mean, running_var, num_batches_tracked), over the functional
+   nb_batch_norm (src/ops/nn_layers.c). */
 #include "nn_impl.h"
 #include <stdio.h>
 
@@ -14,71 +12,6 @@ static int assign_no_grad(nb_tensor *t, nb_tensor *value) {
     return rc;
 }
 
-static bool is_channel_vector(nb_tensor *t, int64_t c) { return !t || (nb_ndim(t) == 1 && nb_dim(t, 0) == c); }
-
-nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *w, nb_tensor *b,
-                         bool training, double momentum, double eps) {
-    if (!x) return NULL;
-    char d[200], sh[160];
-    int nd = nb_ndim(x);
-    if (nd < 2) {
-        nb__error("nb_batch_norm: expected input [N, C, ...], got %s", nb__describe(x, d, sizeof d));
-        return NULL;
-    }
-    nb_shape xs = nb_shape_of(x);
-    int64_t n = xs.dim[0], c = xs.dim[1], l = 1;
-    for (int i = 2; i < nd; i++) l *= xs.dim[i];
-    nb_tensor *vecs[4] = { running_mean, running_var, w, b };
-    static const char *names[4] = { "running_mean", "running_var", "weight", "bias" };
-    for (int i = 0; i < 4; i++)
-        if (!is_channel_vector(vecs[i], c)) {
-            nb__error("nb_batch_norm: %s must be [%lld] for input %s, got %s", names[i], (long long)c,
-                      nb__describe(x, d, sizeof d), nb_shape_str(nb_shape_of(vecs[i]), sh, sizeof sh));
-            return NULL;
-        }
-    if (!training && (!running_mean || !running_var)) {
-        nb__error("nb_batch_norm: evaluation mode needs running_mean and running_var");
-        return NULL;
-    }
-    int64_t count = n * l;
-    if (training && count <= 1) {
-        nb__error("nb_batch_norm: expected more than 1 value per channel when training, got input %s",
-                  nb__describe(x, d, sizeof d));
-        return NULL;
-    }
-    if (momentum == 0) momentum = 0.1;
-    if (eps <= 0) eps = 1e-5;
-
-    nb_scope *scope = nb_scope_begin();
-    nb_shape col = NB_SHAPE(c, 1);
-    nb_tensor *xr = nb_reshape(x, NB_SHAPE(n, c, l)); /* channels against [C, 1] statistics */
-    nb_tensor *centered, *invstd;
-    if (training) {
-        nb_tensor *mean = nb_mul_scalar(nb_sum_to(xr, col), 1.0 / (double)count);
-        centered = nb_sub(xr, mean);
-        nb_tensor *var = nb_mul_scalar(nb_sum_to(nb_mul(centered, centered), col), 1.0 / (double)count);
-        invstd = nb_pow_scalar(nb_add_scalar(var, eps), -0.5);
-        if (running_mean && running_var && var) {
-            bool prev = nb_set_grad_enabled(false);
-            nb_tensor *m = nb_reshape(nb_detach(mean), NB_SHAPE(c));
-            nb_tensor *v = nb_reshape(nb_mul_scalar(nb_detach(var), (double)count / (double)(count - 1)), NB_SHAPE(c));
-            nb_assign(running_mean, nb_add(nb_mul_scalar(running_mean, 1 - momentum), nb_mul_scalar(m, momentum)));
-            nb_assign(running_var, nb_add(nb_mul_scalar(running_var, 1 - momentum), nb_mul_scalar(v, momentum)));
-            nb_set_grad_enabled(prev);
-        }
-    } else {
-        centered = nb_sub(xr, nb_reshape(running_mean, col));
-        invstd = nb_pow_scalar(nb_add_scalar(nb_reshape(running_var, col), eps), -0.5);
-    }
-    nb_tensor *scale = w ? nb_mul(invstd, nb_reshape(w, col)) : invstd;
-    nb_tensor *y = nb_mul(centered, scale);
-    if (b) y = nb_add(y, nb_reshape(b, col));
-    nb_tensor *r = nb_reshape(y, xs);
-    if (r && nb_dtype_of(r) != nb_dtype_of(x)) r = nb_cast(r, nb_dtype_of(x)); /* f32 statistics with f64 x */
-    nb_keep(r);
-    nb_scope_end(scope);
-    return nb__own(r);
-}
 
 /* ---------- modules ---------- */
 typedef struct {

@@ -2,7 +2,9 @@
 #ifndef NB_OPS_IMPL_H
 #define NB_OPS_IMPL_H
 
-#include "nabla.h"
+#include "nabla/core.h"
+#include "nabla/ops.h"
+#include "nabla/autograd.h"
 #include "../autograd/graph.h"
 #include "../backend/backend.h"
 

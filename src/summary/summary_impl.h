@@ -1,5 +1,5 @@
 /* Internal to src/summary: histogram building and tensor-to-values helpers shared by the writer
-   and the run-health helpers. */
+   and the run-health helpers (src/model/health.c). */
 #ifndef NB_SUMMARY_IMPL_H
 #define NB_SUMMARY_IMPL_H
 

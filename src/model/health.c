@@ -2,7 +2,7 @@
    weight and gradient histograms, and the NaN/Inf and exploding-gradient check. */
 #include "../core/core_impl.h"
 #include "nabla.h"
-#include "summary_impl.h"
+#include "../summary/summary_impl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Losses as PyTorch defines them: cross entropy (class weights, ignore_index, label
    smoothing), NLL, MSE, L1, smooth L1 and BCE with logits, composed from ops. */
-#include "nn_impl.h"
-#include "../ops/ops_impl.h"
+#include "ops_impl.h"
+#include "nabla/functional.h"
 #include <math.h>
 
 static nb_tensor *reduce(nb_tensor *loss, nb_reduction r) {

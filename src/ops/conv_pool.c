@@ -2,7 +2,7 @@
    call into the dispatch path (the ops are conv2d, max_pool2d, avg_pool2d and
    adaptive_avg_pool2d in ops.def). */
 #include "ops_impl.h"
-#include "nabla/nn.h"
+#include "nabla/functional.h"
 #include <string.h>
 
 /* An unbatched [C, H, W] input is run as [1, C, H, W] and the batch axis removed again, as

@@ -1,0 +1,85 @@
+/* nabla functional nn ops: convolution, pooling, normalisation, dropout, attention and the
+   losses, as functions of tensors (the layers of nabla/nn.h hold their parameters). */
+#ifndef NABLA_FUNCTIONAL_H
+#define NABLA_FUNCTIONAL_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options of the pooling layers (stride 0 means the kernel size). */
+typedef struct nb_pool_opts {
+    int stride, padding;
+} nb_pool_opts;
+/* ---- functional forms ---- */
+/* Options of nb_scaled_dot_product_attention: an additive mask (or NULL), causal masking,
+   dropout probability on the weights (applied when training is true), scale (0: 1/sqrt(d)).
+   With Tq != Tk the causal mask is aligned at the end: query i sees keys 0..i + Tk - Tq (the
+   last queries of a sequence whose earlier keys are cached); PyTorch 2's is_causal aligns at
+   the start instead. */
+typedef struct nb_attn_opts {
+    nb_tensor *mask;
+    bool causal, training;
+    double dropout, scale;
+} nb_attn_opts;
+/* softmax(q k^T * scale + mask) v over q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv]. */
+NB_API nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attn_opts opts);
+/* Options of nb_conv2d: per-axis stride, padding and dilation (zero: 1, 0, 1), groups (0: 1). */
+typedef struct nb_conv_opts {
+    int stride[2], padding[2], dilation[2];
+    int groups;
+} nb_conv_opts;
+/* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
+NB_API nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
+/* Max pooling of [N, C, H, W] (or [C, H, W]) over kernel x kernel windows. */
+NB_API nb_tensor *nb_max_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
+/* Average pooling of [N, C, H, W] (or [C, H, W]), padding counted as torch's default. */
+NB_API nb_tensor *nb_avg_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
+/* Adaptive average pooling of [N, C, H, W] to [N, C, out_h, out_w] (or [C, H, W] to [C, out_h, out_w]). */
+NB_API nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int out_h, int out_w);
+/* Batch norm of x [N, C, ...]: batch statistics when training (updating the running ones in
+   place, momentum 0 means 0.1), running statistics otherwise; eps <= 0 means 1e-5; w and b may
+   be NULL (the running statistics too when training). */
+NB_API nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *w,
+                                nb_tensor *b, bool training, double momentum, double eps);
+/* x * sigmoid(x) */
+NB_API nb_tensor *nb_silu(nb_tensor *x);
+/* Dropout with probability p (in [0, 1]) when training is true; x itself (a new reference) otherwise. */
+NB_API nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
+/* Layer norm over the last axis; w and b may be NULL. */
+NB_API nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+
+/* ---- losses ---- */
+typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
+
+/* Options of nb_cross_entropy (zero fields are PyTorch's defaults). */
+typedef struct nb_ce_opts {
+    nb_reduction reduction;
+    double label_smoothing;  /* 0..1 */
+    int64_t ignore_index;    /* targets equal to it are skipped, only when use_ignore_index is set
+                                (zero does not mean torch's -100) */
+    bool use_ignore_index;
+    nb_tensor *weight;       /* per-class weights [classes], or NULL */
+} nb_ce_opts;
+
+/* Cross entropy of logits [N, C] (or [N, C, d...]) against i64 or i32 class indices [N] ([N, d...]);
+   an index outside 0..C-1 is an error. */
+NB_API nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_ce_opts opts);
+/* Negative log likelihood of log-probabilities [N, C] (or [N, C, d...]) against class indices, as
+   nb_cross_entropy; label_smoothing must be 0. */
+NB_API nb_tensor *nb_nll_loss(nb_tensor *log_probs, nb_tensor *target, nb_ce_opts opts);
+/* Mean squared error (input and target of one shape: no broadcasting). */
+NB_API nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* Mean absolute error (input and target of one shape). */
+NB_API nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* Huber-style smooth L1 with threshold beta (0 means torch's default 1.0; negative is an error). */
+NB_API nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction, double beta);
+/* Binary cross entropy on logits (target of the logits' shape), computed stably; pos_weight may be NULL. */
+NB_API nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction reduction, nb_tensor *pos_weight);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

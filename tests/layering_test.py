@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The layers of DESIGN.md section 2, held by what each source file includes, followed through
+every header it reaches: a backend knows nothing of autograd, ops or layers; the ops know no
+layer (nabla/nn.h); core knows nothing above it. Prints each breach with the include chain that
+makes it and exits 1."""
+import os
+import re
+import sys
+
+root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+root = os.path.abspath(root)
+include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def resolve(name, here):
+    for base in (here, os.path.join(root, "include")):
+        p = os.path.normpath(os.path.join(base, name))
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def closure(path):
+    """Every project file path reaches, each with the chain of includes that reaches it."""
+    seen = {path: [path]}
+    todo = [path]
+    while todo:
+        f = todo.pop()
+        with open(f, encoding="utf-8") as fh:
+            text = fh.read()
+        for name in include_re.findall(text):
+            p = resolve(name, os.path.dirname(f))
+            if p and p not in seen:
+                seen[p] = seen[f] + [p]
+                todo.append(p)
+    return seen
+
+
+def rel(p):
+    return os.path.relpath(p, root)
+
+
+# (files the rule covers, what they must not reach, why); a reached path breaks the rule when it
+# starts with any of the forbidden prefixes
+rules = [
+    ("src/backend/", ["src/autograd/", "src/ops/ops_impl.h", "src/ops/infer", "src/ops/dispatch", "src/nn/",
+                      "src/optim/", "src/compile/", "src/data/", "src/io/", "src/summary/", "src/model/",
+                      "include/nabla.h", "include/nabla/nn.h", "include/nabla/ops.h", "include/nabla/autograd.h"],
+     "a backend knows nothing of autograd, ops or layers (kernel types are src/backend/kernel.h)"),
+    ("src/ops/", ["include/nabla.h", "include/nabla/nn.h", "src/nn/", "src/optim/", "src/compile/", "src/data/",
+                  "src/io/", "src/summary/", "src/model/"],
+     "ops know no layer: the functional forms are declared in nabla/functional.h"),
+    ("src/autograd/graph", ["src/ops/ops_impl.h", "include/nabla.h", "include/nabla/nn.h"],
+     "the graph record sits below ops"),
+    ("src/core/", ["src/", "include/nabla.h", "include/nabla/nn.h", "include/nabla/ops.h"],
+     "core knows nothing above it"),
+]
+
+bad = 0
+checked = 0
+for dirpath, _, files in os.walk(os.path.join(root, "src")):
+    for fn in sorted(files):
+        if not fn.endswith((".c", ".h", ".inc")):
+            continue
+        path = os.path.join(dirpath, fn)
+        r = rel(path)
+        reach = closure(path)
+        checked += 1
+        for prefix, forbidden, why in rules:
+            if not r.startswith(prefix):
+                continue
+            for p, chain in sorted(reach.items()):
+                q = rel(p)
+                if q == r or (prefix == "src/core/" and q.startswith("src/core/")):
+                    continue
+                if any(q.startswith(f) for f in forbidden) and not q.endswith("ops.def"):
+                    print(f"{r} reaches {q} ({why}): " + " -> ".join(rel(c) for c in chain))
+                    bad += 1
+if checked == 0:
+    print("no sources found under", root)
+    sys.exit(1)
+print(f"{checked} source files checked, {bad} breaches")
+sys.exit(1 if bad else 0)
