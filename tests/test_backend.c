@@ -4,66 +4,8 @@
    and the optimizers run on it, nb_module_to moves parameters and optimizer state, and the data
    loader delivers batches there. */
 #include "test_util.h"
-#include "../src/ops/ops_impl.h"
-#include <stdatomic.h>
 
-/* ---- the test backend ---- */
-static atomic_long live_bytes, kernel_calls, copies, syncs;
-
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes)                                      \
-    int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);            \
-    static int ext_##name(nb_tensor *o, nb_tensor *const *i, int n, const nb_op_args *a) {  \
-        atomic_fetch_add(&kernel_calls, 1);                                                  \
-        return nb__cpu_##name(o, i, n, a);                                                   \
-    }
-#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes)
-#include "../src/ops/ops.def"
-#undef NB_OP
-#undef NB_OP_NO_KERNEL
-
-static nb_kernel_fn ext_kernels[NB_OP_COUNT] = {
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes) [NB_OP_##ID] = ext_##name,
-#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes)
-#include "../src/ops/ops.def"
-#undef NB_OP
-#undef NB_OP_NO_KERNEL
-};
-
-/* erf and gelu are left out; tanh runs in f32 only */
-static bool xb_supports(nb_op_id op, nb_dtype dtype) { return !(op == NB_OP_TANH && dtype == NB_F64); }
-static int xb_count(void) { return 2; }
-
-/* Memory of its own, with a header recording the size, so a leak or a wrong size shows. */
-static void *xb_alloc(size_t bytes, int index) {
-    (void)index;
-    size_t *p = malloc(bytes + 64);
-    if (!p) return NULL;
-    p[0] = bytes;
-    atomic_fetch_add(&live_bytes, (long)bytes);
-    return (char *)p + 64;
-}
-static void xb_free(void *q, size_t bytes, int index) {
-    (void)index;
-    size_t *p = (size_t *)((char *)q - 64);
-    assert_int_equal(p[0], bytes);
-    atomic_fetch_sub(&live_bytes, (long)bytes);
-    free(p);
-}
-static int xb_copy(nb_tensor *dst, const nb_tensor *src) {
-    atomic_fetch_add(&copies, 1);
-    memcpy(nb__data(dst), nb__data(src), (size_t)dst->numel * nb__esize(dst->dtype));
-    return 0;
-}
-static int xb_sync(int index) {
-    (void)index;
-    atomic_fetch_add(&syncs, 1);
-    return 0;
-}
-
-static const nb_backend ext_backend = {
-    .name = "ext", .type = NB_EXT, .kernels = ext_kernels, .supports = xb_supports, .device_count = xb_count,
-    .alloc = xb_alloc, .free = xb_free, .copy = xb_copy, .sync = xb_sync,
-};
+#include "ext_backend.h"
 
 static const nb_device cpu = { NB_CPU, 0 }, ext0 = { NB_EXT, 0 }, ext1 = { NB_EXT, 1 };
 
@@ -85,9 +27,7 @@ static void assert_close(nb_tensor *a, nb_tensor *b, double tol) {
 static int setup(void **state) {
     (void)state;
     nb_error_clear();
-    ext_kernels[NB_OP_ERF] = NULL;
-    ext_kernels[NB_OP_GELU] = NULL;
-    nb__backend_register(&ext_backend);
+    ext_backend_register(true);
     return 0;
 }
 
@@ -107,7 +47,7 @@ static void test_registry_and_device_queries(void **state) {
     assert_null(nb_to(nb_ones(NB_SHAPE(2), NB_F32), ext0));
     ASSERT_ERROR_CONTAINS("nb_to: device ext:0 is not available: this build of nabla has no ext backend");
     nb_scope_end(s);
-    nb__backend_register(&ext_backend);
+    ext_backend_register(true);
     assert_int_equal(nb_device_count(NB_CPU), 1);
     assert_int_equal(nb_device_count(NB_EXT), 2);
     assert_true(nb_device_available(ext1));

@@ -271,7 +271,8 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
         }
     }
 
-    if (!(def->flags & NB_F_NONDIFF) && def->backward && nb__grad_enabled()) {
+    /* as in torch, only a float result carries a gradient (a cast to an integer ends the graph) */
+    if (!(def->flags & NB_F_NONDIFF) && def->backward && nb__grad_enabled() && nb__is_float(out->dtype)) {
         bool any = false;
         for (int i = 0; i < nin; i++) any = any || conv[i]->requires_grad;
         if (any && !nb__node_new(op, conv, nin, &args, out, (def->flags & NB_F_SAVE_OUT) != 0)) {
