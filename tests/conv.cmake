@@ -16,9 +16,11 @@ set_tests_properties(conv_ref_generate PROPERTIES FIXTURES_SETUP conv_ref TIMEOU
 
 add_executable(test_conv_torch test_conv_torch.c)
 target_include_directories(test_conv_torch PRIVATE ${CMOCKA_INCLUDE_DIR})
-target_link_libraries(test_conv_torch PRIVATE nabla ${CMOCKA_LIBRARY} m)
+target_include_directories(test_conv_torch PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_link_libraries(test_conv_torch PRIVATE nabla_static ${CMOCKA_LIBRARY} m)
 add_test(NAME test_conv_torch COMMAND test_conv_torch ${NABLA_CONV_REF})
-set_tests_properties(test_conv_torch PROPERTIES FIXTURES_REQUIRED conv_ref TIMEOUT 300)
+set_tests_properties(test_conv_torch PROPERTIES FIXTURES_REQUIRED conv_ref TIMEOUT 300
+  FIXTURES_SETUP torch_coverage ENVIRONMENT "NABLA_OP_COVERAGE=${CMAKE_CURRENT_BINARY_DIR}/op_coverage_conv.txt")
 
 # Linked statically so it can also check the backward ops' own backwards through the op table.
 add_executable(test_conv_gradcheck test_conv_gradcheck.c)

@@ -27,6 +27,8 @@ set_tests_properties(nn_ref_generate PROPERTIES FIXTURES_SETUP nn_ref TIMEOUT 12
 
 add_executable(test_nn_torch test_nn_torch.c)
 target_include_directories(test_nn_torch PRIVATE ${CMOCKA_INCLUDE_DIR})
-target_link_libraries(test_nn_torch PRIVATE nabla ${CMOCKA_LIBRARY} m)
+target_include_directories(test_nn_torch PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_link_libraries(test_nn_torch PRIVATE nabla_static ${CMOCKA_LIBRARY} m)
 add_test(NAME test_nn_torch COMMAND test_nn_torch ${NABLA_NN_REF})
-set_tests_properties(test_nn_torch PROPERTIES FIXTURES_REQUIRED nn_ref TIMEOUT 120)
+set_tests_properties(test_nn_torch PROPERTIES FIXTURES_REQUIRED nn_ref TIMEOUT 120
+  FIXTURES_SETUP torch_coverage ENVIRONMENT "NABLA_OP_COVERAGE=${CMAKE_CURRENT_BINARY_DIR}/op_coverage_nn.txt")

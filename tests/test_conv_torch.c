@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <nabla.h>
+#include "op_coverage.h"
 #include <nabla/nn.h>
 
 /* ---- the reference file ---- */
@@ -345,6 +346,7 @@ static void run_bn_functional(const char *n) {
 static void test_against_torch(void **state) {
     (void)state;
     int ran = 0;
+    op_coverage_begin();
     for (int i = 0; i < ncases; i++) {
         const char *k = cases[i].kind, *n = cases[i].name;
         nb_error_clear();
@@ -365,6 +367,8 @@ static void test_against_torch(void **state) {
         }
         ran++;
     }
+    op_coverage_end();
+    if (op_coverage_write() < 0) failures++;
     fprintf(stderr, "%d cases against torch, %d failures\n", ran, failures);
     assert_int_equal(failures, 0);
     assert_true(ran >= 30);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include "test_util.h"
+#include "op_coverage.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1036,7 +1037,10 @@ int main(int argc, char **argv) {
         nb_backward(nb_sum_all(nb_mul(w, w)));
         nb_scope_end(warm);
         nb_error_clear();
+        op_coverage_begin(); /* the layers, losses and optimizers compared with torch */
         failed = _cmocka_run_group_tests("nn_vs_torch", tests, nt, NULL, NULL);
+        op_coverage_end();
+        if (!filter && op_coverage_write() < 0) failed++;
     }
     free_store();
     free(text);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <nabla.h>
+#include "op_coverage.h"
 
 #define MAX_IN 4
 #define MAX_ARGS 8
@@ -435,7 +436,9 @@ static void test_case(void **state) {
             ok = false;
         }
     } else if (ok) {
+        op_coverage_begin(); /* the ops that make compared outputs and gradients */
         nb_tensor *out = run_op(c, x);
+        op_coverage_end();
         ok = compare(c, "output", out, &c->out);
         if (ok && c->has_g) {
             n_backward_cases++;
@@ -446,7 +449,9 @@ static void test_case(void **state) {
                 for (int i = 0; i < c->g.shape.ndim; i++) rev[i] = c->g.shape.ndim - 1 - i;
                 g = nb_permute(nb_contiguous(nb_permute(g, rev)), rev);
             }
+            op_coverage_begin();
             int rc = nb_backward_with(out, g);
+            op_coverage_end();
             if (rc < 0) {
                 print_error("%s (%s): nb_backward_with failed (%d): %s\n", c->name, c->op, rc, nb_error() ? nb_error() : "?");
                 ok = false;
@@ -594,6 +599,7 @@ int main(int argc, char **argv) {
     nb_error_clear();
     int failed = _cmocka_run_group_tests("ops_vs_torch", tests, nt, NULL, NULL);
     if (argc <= 2) failed += run_fixed_tests();
+    if (argc <= 2 && op_coverage_write() < 0) failed++;
     printf("test_ops_torch: %zu cases (%d with a backward), %d non-contiguous inputs, %d failed\n", nt, n_backward_cases,
            n_noncontig_inputs, failed);
     for (int64_t i = 0; i < n; i++) {

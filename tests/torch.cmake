@@ -23,6 +23,8 @@ set_tests_properties(torch_ref_generate PROPERTIES FIXTURES_SETUP torch_ref TIME
 
 add_executable(test_ops_torch test_ops_torch.c)
 target_include_directories(test_ops_torch PRIVATE ${CMOCKA_INCLUDE_DIR})
-target_link_libraries(test_ops_torch PRIVATE nabla ${CMOCKA_LIBRARY} m)
+target_include_directories(test_ops_torch PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_link_libraries(test_ops_torch PRIVATE nabla_static ${CMOCKA_LIBRARY} m)
 add_test(NAME test_ops_torch COMMAND test_ops_torch ${NABLA_TORCH_REF})
-set_tests_properties(test_ops_torch PROPERTIES FIXTURES_REQUIRED torch_ref TIMEOUT 120)
+set_tests_properties(test_ops_torch PROPERTIES FIXTURES_REQUIRED torch_ref TIMEOUT 120
+  FIXTURES_SETUP torch_coverage ENVIRONMENT "NABLA_OP_COVERAGE=${CMAKE_CURRENT_BINARY_DIR}/op_coverage_ops.txt")
