@@ -43,6 +43,13 @@ typedef struct nb_meta {
 typedef int (*nb_infer_fn)(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 typedef int (*nb_backward_fn)(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 
+/* How the graph compiler fuses an op (the fuse column of ops.def). */
+typedef enum nb_fuse_kind {
+    NB_FUSE_NONE,  /* not fused */
+    NB_FUSE_EW,    /* elementwise, formula nbf_<name> in src/backend/cpu/formulas.h */
+    NB_FUSE_CHEAP, /* elementwise, and cheap enough to recompute per element of a broadcast */
+} nb_fuse_kind;
+
 typedef struct nb_op_def {
     const char *name;
     int nin;
@@ -50,6 +57,7 @@ typedef struct nb_op_def {
     nb_backward_fn backward;
     unsigned flags;
     unsigned dtypes;
+    nb_fuse_kind fuse;
 } nb_op_def;
 
 extern const nb_op_def nb__ops[NB_OP_COUNT];

@@ -1,6 +1,6 @@
 /* CPU kernels for elementwise ops, casts and copies, and creation (fill, arange, random). */
 #include "iter.h"
-#include "kmath.h"
+#include "formulas.h"
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -8,33 +8,7 @@
 /* The generic kernels also expand for unsigned u8, where "x < 0" is always false. */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
-/* ---------- binary arithmetic ---------- */
-#define OP_ADD(x, y) ((x) + (y))
-#define OP_SUB(x, y) ((x) - (y))
-#define OP_MUL(x, y) ((x) * (y))
-/* Integer add, sub and mul wrap around (two's complement) as PyTorch's do; they are computed in
-   the unsigned type of the same width, where overflow is defined. (u8 operands promote to int,
-   which cannot overflow, and the store truncates.) */
-#define WRAP_(T, UT, OP, x, y) ((T)((UT)(x) OP (UT)(y)))
-#define OP_ADD_I64(x, y) WRAP_(int64_t, uint64_t, +, x, y)
-#define OP_SUB_I64(x, y) WRAP_(int64_t, uint64_t, -, x, y)
-#define OP_MUL_I64(x, y) WRAP_(int64_t, uint64_t, *, x, y)
-#define OP_ADD_I32(x, y) WRAP_(int32_t, uint32_t, +, x, y)
-#define OP_SUB_I32(x, y) WRAP_(int32_t, uint32_t, -, x, y)
-#define OP_MUL_I32(x, y) WRAP_(int32_t, uint32_t, *, x, y)
-/* The same, chosen by the element type (the unary kernels are written once for every type). */
-#define WADD(x, y) _Generic((x), int64_t: OP_ADD_I64(x, y), int32_t: OP_ADD_I32(x, y), default: (x) + (y))
-#define WMUL(x, y) _Generic((x), int64_t: OP_MUL_I64(x, y), int32_t: OP_MUL_I32(x, y), default: (x) * (y))
-#define WNEG(x) _Generic((x), int64_t: OP_SUB_I64(0, x), int32_t: OP_SUB_I32(0, x), default: -(x))
-#define OP_DIV(x, y) ((x) / (y))
-#define OP_MAXIMUM(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) > (y) ? (x) : (y))))
-#define OP_MINIMUM(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) < (y) ? (x) : (y))))
-#define OP_POW_F(x, y) powf((x), (y))
-#define OP_POW_D(x, y) pow((x), (y))
-#define OP_EQ(x, y) ((x) == (y))
-#define OP_LT(x, y) ((x) < (y))
-#define OP_GT(x, y) ((x) > (y))
-
+/* ---------- binary arithmetic: the formulas are formulas.h's ---------- */
 /* One inner function: out type TO, input type TI. Fast paths for dense and scalar operands. */
 #define BINARY_FN(NAME, TI, TO, EXPR)                                                              \
     NB_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                   \
@@ -57,13 +31,12 @@
         }                                                                                        \
     }
 
-#define ARITH_FNS_INT(OPN, EXPR, EXPR_I64, EXPR_I32)       \
+#define ARITH_FNS(OPN, EXPR)                                \
     BINARY_FN(OPN##_f32, float, float, EXPR)                \
     BINARY_FN(OPN##_f64, double, double, EXPR)              \
-    BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR_I64)        \
-    BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR_I32)        \
+    BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR)            \
+    BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR)            \
     BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)
-#define ARITH_FNS(OPN, EXPR) ARITH_FNS_INT(OPN, EXPR, EXPR, EXPR)
 #define COMPARE_FNS(OPN, EXPR)                              \
     BINARY_FN(OPN##_f32, float, uint8_t, EXPR)              \
     BINARY_FN(OPN##_f64, double, uint8_t, EXPR)             \
@@ -72,27 +45,25 @@
     BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)             \
     BINARY_FN(OPN##_b, uint8_t, uint8_t, EXPR)
 
-ARITH_FNS_INT(add, OP_ADD, OP_ADD_I64, OP_ADD_I32)
-ARITH_FNS_INT(sub, OP_SUB, OP_SUB_I64, OP_SUB_I32)
-ARITH_FNS_INT(mul, OP_MUL, OP_MUL_I64, OP_MUL_I32)
-ARITH_FNS(maximum, OP_MAXIMUM)
-ARITH_FNS(minimum, OP_MINIMUM)
-BINARY_FN(div_f32, float, float, OP_DIV)
-BINARY_FN(div_f64, double, double, OP_DIV)
-BINARY_FN(pow_f32, float, float, OP_POW_F)
-BINARY_FN(pow_f64, double, double, OP_POW_D)
-/* as torch's threshold_backward: zero where the output is <= 0, so a NaN output passes g */
-#define OP_RELU_BACKWARD(g, y) ((y) <= 0 ? 0 : (g))
-BINARY_FN(relu_backward_f32, float, float, OP_RELU_BACKWARD)
-BINARY_FN(relu_backward_f64, double, double, OP_RELU_BACKWARD)
+ARITH_FNS(add, nbf_add)
+ARITH_FNS(sub, nbf_sub)
+ARITH_FNS(mul, nbf_mul)
+ARITH_FNS(maximum, nbf_maximum)
+ARITH_FNS(minimum, nbf_minimum)
+BINARY_FN(div_f32, float, float, nbf_div)
+BINARY_FN(div_f64, double, double, nbf_div)
+BINARY_FN(pow_f32, float, float, nbf_pow)
+BINARY_FN(pow_f64, double, double, nbf_pow)
+BINARY_FN(relu_backward_f32, float, float, nbf_relu_backward)
+BINARY_FN(relu_backward_f64, double, double, nbf_relu_backward)
 /* bool with bool, as torch: add is a logical or, mul a logical and (sub is refused by its dtypes) */
 #define OP_OR(x, y) ((x) | (y))
 #define OP_AND(x, y) ((x) & (y))
 BINARY_FN(add_b, uint8_t, uint8_t, OP_OR)
 BINARY_FN(mul_b, uint8_t, uint8_t, OP_AND)
-COMPARE_FNS(eq, OP_EQ)
-COMPARE_FNS(lt, OP_LT)
-COMPARE_FNS(gt, OP_GT)
+COMPARE_FNS(eq, nbf_eq)
+COMPARE_FNS(lt, nbf_lt)
+COMPARE_FNS(gt, nbf_gt)
 
 typedef struct { nb_inner_fn f32, f64, i64, i32, u8, b; } typed_fns;
 
@@ -179,7 +150,7 @@ COMPARE_KERNEL(gt)
         char *po = p[0];                                                                       \
         const char *pc = p[1], *pa = p[2], *pb = p[3];                                         \
         for (int64_t i = 0; i < n; i++, po += s[0], pc += s[1], pa += s[2], pb += s[3])        \
-            *(T *)po = *(const uint8_t *)pc ? *(const T *)pa : *(const T *)pb;                 \
+            *(T *)po = nbf_where(*(const uint8_t *)pc, *(const T *)pa, *(const T *)pb);        \
     }
 WHERE_FN(where_f32, float)
 WHERE_FN(where_f64, double)
@@ -193,24 +164,7 @@ int nb__cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     return run_typed("where", &f, out->dtype, out, in, nin, NULL);
 }
 
-/* ---------- unary ---------- */
-static inline float sigmoidf_(float x) { return 1.0f / (1.0f + nbk_expf(-x)); }
-static inline double sigmoid_(double x) { return 1.0 / (1.0 + exp(-x)); }
-/* erf in float is kmath.h's (vectorisable, within 1 ulp of libm's), shared with the graph compiler's
-   fused kernels so that compiled and eager GELU agree bit for bit */
-static inline float geluf_(float x) { return 0.5f * x * (1.0f + nbk_erff(x * 0.70710678118654752440f)); }
-static inline double gelu_(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
-#define SIGN(x) (((x) > 0) - ((x) < 0))
-/* A double scalar as an integer operand without undefined conversions: saturated to int64,
-   then wrapped to the element's width (as torch wraps an integer scalar). */
-static inline int64_t sat_i64(double v) {
-    return v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
-}
-#define SCALAR_AS(x, v) _Generic((x), int64_t: sat_i64(v), int32_t: (int32_t)(uint32_t)(uint64_t)sat_i64(v), \
-                                 uint8_t: (uint8_t)(uint64_t)sat_i64(v), default: (__typeof__(x))(v))
-/* as torch: NaN stays NaN (and -0 stays -0); the fused kernels (compile/kernel.c) use the same test */
-#define RELU(x) ((x) < 0 ? 0 : (x))
-
+/* ---------- unary: the formulas are formulas.h's ---------- */
 /* Unary inner function; F0 and F1 are the op's scalar arguments, elem_t its type (clamp bounds, scalar operand).
    ATTR: NB_WIDE_CLONES for the kmath.h functions, whose double-precision polynomials run twice
    as fast in AVX-512 lanes where the machine has them. */
@@ -247,37 +201,37 @@ static inline int64_t sat_i64(double v) {
         static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL };    \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                                 \
     }
-#define UNARY_FLOAT(OPN, EXPR_F, EXPR_D)                                                         \
-    UNARY_FN(OPN##_f32, float, EXPR_F)                                                           \
-    UNARY_FN(OPN##_f64, double, EXPR_D)                                                          \
+#define UNARY_FLOAT(OPN, EXPR)                                                                  \
+    UNARY_FN(OPN##_f32, float, EXPR)                                                             \
+    UNARY_FN(OPN##_f64, double, EXPR)                                                            \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
         static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
 
-#define UNARY_FLOAT_WIDE(OPN, EXPR_F, EXPR_D)                                                    \
-    UNARY_FN_ATTR(OPN##_f32, float, EXPR_F, NB_WIDE_CLONES)                                      \
-    UNARY_FN(OPN##_f64, double, EXPR_D)                                                          \
+#define UNARY_FLOAT_WIDE(OPN, EXPR)                                                             \
+    UNARY_FN_ATTR(OPN##_f32, float, EXPR, NB_WIDE_CLONES)                                        \
+    UNARY_FN(OPN##_f64, double, EXPR)                                                            \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
         static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
 
-UNARY_NUM(neg, WNEG(x))
-UNARY_NUM(abs, x < 0 ? WNEG(x) : x)
-UNARY_NUM(sign, SIGN(x))
-UNARY_NUM(relu, RELU(x))
-UNARY_NUM(add_scalar, WADD(x, SCALAR_AS(x, F0)))
-UNARY_NUM(mul_scalar, WMUL(x, SCALAR_AS(x, F0)))
-UNARY_NUM(clamp, (double)x < F0 ? SCALAR_AS(x, F0) : ((double)x > F1 ? SCALAR_AS(x, F1) : x))
-UNARY_FLOAT(pow_scalar, powf(x, (float)F0), pow(x, F0))
-UNARY_FLOAT_WIDE(exp, nbk_expf(x), exp(x))
-UNARY_FLOAT(log, logf(x), log(x))
-UNARY_FLOAT(sqrt, sqrtf(x), sqrt(x))
-UNARY_FLOAT(tanh, tanhf(x), tanh(x))
-UNARY_FLOAT_WIDE(sigmoid, sigmoidf_(x), sigmoid_(x))
-UNARY_FLOAT_WIDE(gelu, geluf_(x), gelu_(x))
-UNARY_FLOAT_WIDE(erf, nbk_erff(x), erf(x))
+UNARY_NUM(neg, nbf_neg(x, F0, F1))
+UNARY_NUM(abs, nbf_abs(x, F0, F1))
+UNARY_NUM(sign, nbf_sign(x, F0, F1))
+UNARY_NUM(relu, nbf_relu(x, F0, F1))
+UNARY_NUM(add_scalar, nbf_add_scalar(x, F0, F1))
+UNARY_NUM(mul_scalar, nbf_mul_scalar(x, F0, F1))
+UNARY_NUM(clamp, nbf_clamp(x, F0, F1))
+UNARY_FLOAT(pow_scalar, nbf_pow_scalar(x, F0, F1))
+UNARY_FLOAT_WIDE(exp, nbf_exp(x, F0, F1))
+UNARY_FLOAT(log, nbf_log(x, F0, F1))
+UNARY_FLOAT(sqrt, nbf_sqrt(x, F0, F1))
+UNARY_FLOAT(tanh, nbf_tanh(x, F0, F1))
+UNARY_FLOAT_WIDE(sigmoid, nbf_sigmoid(x, F0, F1))
+UNARY_FLOAT_WIDE(gelu, nbf_gelu(x, F0, F1))
+UNARY_FLOAT_WIDE(erf, nbf_erf(x, F0, F1))
 
 /* ---------- casts and copies ---------- */
 static inline double ld_f32(const char *p) { return *(const float *)p; }
@@ -405,8 +359,8 @@ int nb__cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
     switch (out->dtype) {
     case NB_F32: { float x = (float)v, *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
     case NB_F64: { double *o = p; for (int64_t i = 0; i < n; i++) o[i] = v; break; }
-    case NB_I64: { int64_t x = sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
-    case NB_I32: { int32_t x = (int32_t)(uint32_t)(uint64_t)sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_I64: { int64_t x = nbf_sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_I32: { int32_t x = (int32_t)(uint32_t)(uint64_t)nbf_sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
     default:
         if (n > 0) {
             nb__store(p, out->dtype, 0, v);
