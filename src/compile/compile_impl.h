@@ -23,7 +23,10 @@ typedef struct cval {
     val_kind kind;
     int input;              /* VAL_INPUT: which input */
     int node;               /* VAL_NODE: the node that makes it */
-    nb_tensor *t;           /* captures and constants: the tensor (owned); others: trace-time tensor */
+    nb_tensor *t;           /* captures and constants: the tensor (owned); others: the trace-time
+                               tensor while the traced code can still reach it, else NULL */
+    int64_t toff;           /* the trace-time tensor's element offset into its storage */
+    bool foldable;          /* (tracing) made from constants only, so folding may need t */
     bool is_const;          /* folded: t holds the value */
     nb_shape shape;
     nb_dtype dtype;

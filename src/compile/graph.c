@@ -37,9 +37,12 @@ static void set_meta(cval *v, const nb_tensor *t) {
     v->shape = t->shape;
     v->dtype = t->dtype;
     memcpy(v->stride, t->stride, sizeof v->stride);
+    v->toff = t->offset;
 }
 
 /* ------------------------------------------------------------------ tracing */
+
+static bool is_random(int op) { return op == NB_OP_RAND || op == NB_OP_RANDN; }
 
 /* Open addressing from a pointer to a value id. */
 typedef struct {
@@ -48,12 +51,20 @@ typedef struct {
     int cap, count;
 } ptrmap;
 
+/* The tracer holds a reference to each recorded op's result, so that a pointer in the maps
+   below always names the tensor (or storage) it was recorded for: a freed header's address
+   could come back as a new tensor that no op made. It lets a result go as soon as it alone
+   holds it, when the eager code would have freed it too (see sweep), so tracing a step peaks
+   where running it eagerly does. */
 typedef struct {
     cgraph *g;
     nb_tensor *const *inputs;
     int ninputs;
-    ptrmap tensors;  /* tensor -> the value it holds now */
-    ptrmap storages; /* storage -> the value that made it */
+    ptrmap tensors;  /* tensor -> the value it holds now (-1: none any more) */
+    ptrmap storages; /* storage -> the value that made it (-1: none any more) */
+    ptrmap held_on;  /* storage -> how many tensors on it the tracer holds */
+    int *held;       /* values whose trace-time tensor the tracer holds and may let go */
+    int nheld, capheld;
     bool failed;
     bool off_host;   /* an op ran on a device other than the cpu: device names it */
     nb_device device;
@@ -97,13 +108,29 @@ static int map_put(ptrmap *m, const void *key, int id) {
     return 0;
 }
 
+/* The id slot of a key in the map, or NULL. */
+static int *map_slot(ptrmap *m, const void *key) {
+    if (!m->cap) return NULL;
+    for (size_t h = hash_ptr(key, m->cap);; h = (h + 1) & (size_t)(m->cap - 1)) {
+        if (!m->keys[h]) return NULL;
+        if (m->keys[h] == key) return &m->ids[h];
+    }
+}
+
+/* Forgets what key stands for when it stands for id (any id when id < 0). The key stays, as
+   a tombstone that a later map_put reuses. */
+static void map_forget(ptrmap *m, const void *key, int id) {
+    int *slot = map_slot(m, key);
+    if (slot && (id < 0 || *slot == id)) *slot = -1;
+}
+
 static void map_free(ptrmap *m) {
     free(m->keys);
     free(m->ids);
 }
 
 static int add_node(tracer *tr, nb_op_id op, const int *ids, int nin, const nb_op_args *args, nb_tensor *out,
-                    nb_tensor *in0);
+                    int64_t in0_off);
 
 /* The value a tensor stands for: recorded already, one of the inputs, an alias that the autograd
    record made of a recorded value's storage (a saved output), or a capture. */
@@ -112,7 +139,7 @@ static int value_of(tracer *tr, nb_tensor *t) {
     if (id >= 0) return id;
     int owner = map_find(&tr->storages, t->storage);
     if (owner >= 0) { /* recorded as a detach of the value that owns the storage */
-        if (add_node(tr, NB_OP_DETACH, &owner, 1, &(nb_op_args){ 0 }, t, tr->g->v[owner].t) < 0) return -1;
+        if (add_node(tr, NB_OP_DETACH, &owner, 1, &(nb_op_args){ 0 }, t, tr->g->v[owner].toff) < 0) return -1;
         return map_find(&tr->tensors, t);
     }
     cgraph *g = tr->g;
@@ -129,8 +156,63 @@ static int value_of(tracer *tr, nb_tensor *t) {
     return id;
 }
 
+/* Holds out for value vid: takes over the reference of the value that held the same tensor
+   before (an in-place op hands back its operand), or takes a new one. 0 or -1. */
+static int hold(tracer *tr, int vid, nb_tensor *out) {
+    cgraph *g = tr->g;
+    int w = map_find(&tr->tensors, out);
+    if (w >= 0 && g->v[w].t == out) {
+        if (g->v[w].kind != VAL_NODE) return 0; /* an input's or a capture's: their reference keeps it */
+        g->v[vid].t = out;
+        g->v[w].t = NULL;
+    } else {
+        int on = map_find(&tr->held_on, out->storage);
+        if (map_put(&tr->held_on, out->storage, on < 0 ? 1 : on + 1) < 0) return -1;
+        g->v[vid].t = nb_retain(out);
+    }
+    if (grow((void **)&tr->held, &tr->capheld, tr->nheld + 1, sizeof(int)) < 0) return -1;
+    tr->held[tr->nheld++] = vid;
+    return 0;
+}
+
+/* Lets go of held tensors that nothing but the tracer holds any more: the traced code cannot
+   name them again, and the eager step would have freed them by now. A tensor goes when its
+   storage goes with it, or when the tracer holds another tensor on that storage, so the
+   storage map never outlives its storage either (a storage kept alive by something else, an
+   autograd record's alias say, keeps the tracer's last tensor on it until that goes too).
+   Values that folding may turn into constants keep their tensor: it is their value. */
+static void sweep(tracer *tr) {
+    cgraph *g = tr->g;
+    int keep = 0;
+    for (int i = 0; i < tr->nheld; i++) {
+        int id = tr->held[i];
+        cval *v = &g->v[id];
+        nb_tensor *t = v->t;
+        if (!t) continue; /* a later value took it over */
+        bool drop = false;
+        if (!(v->foldable && !g->v[v->root].mutated_root) && atomic_load(&t->refcount) == 1) {
+            nb_storage *st = t->storage;
+            int *on = map_slot(&tr->held_on, st); /* hold put it there */
+            if (atomic_load(&st->refcount) == 1) { /* the storage goes too */
+                drop = true;
+                map_forget(&tr->storages, st, -1);
+                if (on) *on = -1;
+            } else if (on && *on >= 2) {
+                drop = true;
+                (*on)--;
+            }
+        }
+        if (drop) {
+            map_forget(&tr->tensors, t, id);
+            v->t = NULL;
+            nb_release(t);
+        } else tr->held[keep++] = id;
+    }
+    tr->nheld = keep;
+}
+
 static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const nb_op_args *args, nb_tensor *out,
-                    nb_tensor *in0) {
+                    int64_t in0_off) {
     cgraph *g = tr->g;
     int *ids = malloc(sizeof(int) * (size_t)(nin > 0 ? nin : 1));
     if (!ids) return -1;
@@ -143,16 +225,20 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
     cval *v = &g->v[vid];
     v->kind = VAL_NODE;
     v->node = g->nn;
-    v->t = nb_retain(out);
     set_meta(v, out);
     unsigned flags = nb__ops[op].flags;
     if (flags & (NB_F_VIEW | NB_F_INPLACE)) {
         v->base = ids[0];
-        v->delta = out->offset - in0->offset;
+        v->delta = out->offset - in0_off;
         v->root = g->v[ids[0]].root;
     }
+    /* what pass_fold could make a constant: no input but constants, no random draw */
+    v->foldable = !(flags & NB_F_INPLACE) && !is_random(op) && op != NB_OP_EMPTY;
+    for (int k = 0; k < nin && v->foldable; k++) v->foldable = g->v[ids[k]].foldable;
+    if (flags & NB_F_INPLACE) g->v[v->root].mutated_root = true;
     g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1, .opt_epi = -1, .rgroup = -1 };
     g->nn++;
+    if (hold(tr, vid, out) < 0) return -1;
     if (map_put(&tr->tensors, out, vid) < 0) return -1;
     if (!(flags & (NB_F_VIEW | NB_F_INPLACE)) && map_put(&tr->storages, out->storage, vid) < 0) return -1;
     return vid;
@@ -165,12 +251,13 @@ static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const 
         tr->off_host = true;
         tr->device = out->storage->device;
     }
+    sweep(tr);
     int stack_ids[16];
     int *ids = nin <= 16 ? stack_ids : malloc(sizeof(int) * (size_t)nin);
     if (!ids) { tr->failed = true; return; }
     for (int i = 0; i < nin && !tr->failed; i++)
         if ((ids[i] = value_of(tr, in[i])) < 0) tr->failed = true;
-    if (!tr->failed && add_node(tr, op, ids, nin, args, out, nin ? in[0] : NULL) < 0) tr->failed = true;
+    if (!tr->failed && add_node(tr, op, ids, nin, args, out, nin ? in[0]->offset : 0) < 0) tr->failed = true;
     if (ids != stack_ids) free(ids);
 }
 
@@ -243,10 +330,14 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     g->ops_traced = g->nn;
     map_free(&tr.tensors);
     map_free(&tr.storages);
+    map_free(&tr.held_on);
+    free(tr.held);
     return g;
 fail:
     map_free(&tr.tensors);
     map_free(&tr.storages);
+    map_free(&tr.held_on);
+    free(tr.held);
     if (*result) { nb_release(*result); *result = NULL; }
     nb__graph_free(g);
     return NULL;
@@ -254,7 +345,6 @@ fail:
 
 /* ------------------------------------------------------------------ analysis helpers */
 
-static bool is_random(int op) { return op == NB_OP_RAND || op == NB_OP_RANDN; }
 static bool is_inplace(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_INPLACE); }
 static bool is_view(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_VIEW); }
 
@@ -354,7 +444,7 @@ static int pass_fold(cgraph *g) {
         cnode *n = &g->nodes[i];
         if (n->dead || n->op < 0 || is_inplace(n->op) || is_random(n->op) || n->op == NB_OP_EMPTY) continue;
         cval *o = &g->v[n->out];
-        if (g->v[o->root].mutated_root) continue;
+        if (g->v[o->root].mutated_root || !o->t) continue; /* no tensor: the tracer let it go */
         bool all = true;
         for (int k = 0; k < n->nin && all; k++) all = g->v[n->in[k]].is_const;
         if (!all) continue;
@@ -1094,6 +1184,9 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         if (v->kind == VAL_NODE && !v->is_const && v->t) { nb_release(v->t); v->t = NULL; }
         if (v->kind == VAL_INPUT && v->t) { nb_release(v->t); v->t = NULL; }
     }
+    /* the trace's buffers are garbage now, in sizes the replays will not ask for: back to the
+       system with them before the arena is made, so the trace's peak and the replays' do not add */
+    nb_empty_cache();
     if (plan(g, !(off & NB_PASS_PLAN)) < 0 || make_headers(g) < 0) goto oom;
     attach_tile_epilogues(g);
     attach_optimizer_epilogues(g);
