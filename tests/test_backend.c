@@ -90,6 +90,10 @@ static void test_tensors_move_there_and_back(void **state) {
     assert_string_equal(buf, "tensor([1., 1.], device='ext:1')");
     assert_null(nb_data_ptr(y));
     ASSERT_ERROR_CONTAINS("is not a contiguous CPU tensor");
+    /* an empty tensor there and back */
+    nb_tensor *e = nb_to(nb_zeros(NB_SHAPE(0, 3), NB_F32), ext0);
+    assert_true(on(e, ext0));
+    assert_int_equal(nb_numel(nb_to(nb_sum(e, 0, false), cpu)), 3);
     nb_scope_end(s);
     assert_int_equal(live_bytes, bytes); /* every device buffer went with its last tensor */
 }

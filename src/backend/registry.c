@@ -64,7 +64,7 @@ int nb_synchronize(nb_device dev) {
 /* ---- storage on a device: core frees and reads it through these ---- */
 static void device_release(nb_storage *st) {
     const nb_backend *b = nb__backend_get(st->device.type);
-    if (b && st->data) b->free(st->data, st->nbytes, st->device.index);
+    if (b && st->data) b->free(st->data, st->nbytes ? st->nbytes : 1, st->device.index); /* as allocated */
 }
 
 static int device_read(const nb_storage *st, size_t off, void *dst, size_t n) {
@@ -88,11 +88,9 @@ static const nb_storage_ops device_storage_ops = { device_release, device_read }
 nb_tensor *nb__tensor_new_on(nb_shape shape, nb_dtype dtype, nb_device dev) {
     if (dev.type == NB_CPU) return nb__tensor_new(shape, dtype);
     const nb_backend *b = nb__backend_for("nb_empty", dev);
-    if (!b) return NULL;
-    if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return NULL; }
     int64_t numel;
-    if (!nb__shape_check("nb_empty", &shape, nb__esize(dtype), &numel)) return NULL;
-    size_t nbytes = (size_t)numel * nb__esize(dtype);
+    size_t nbytes;
+    if (!b || !nb__tensor_size(shape, dtype, &numel, &nbytes)) return NULL;
     char sh[160], dv[32];
     void *data = b->alloc(nbytes ? nbytes : 1, dev.index);
     if (!data) {
@@ -101,20 +99,12 @@ nb_tensor *nb__tensor_new_on(nb_shape shape, nb_dtype dtype, nb_device dev) {
         return NULL;
     }
     nb_storage *st = nb__storage_header(dev, data, nbytes, &device_storage_ops);
-    nb_tensor *t = st ? nb__alloc(sizeof *t) : NULL;
+    nb_tensor *t = st ? nb__tensor_on(st, shape, dtype, numel) : NULL;
     if (!t) {
         if (st) nb__free(st, st->block);
         b->free(data, nbytes ? nbytes : 1, dev.index);
         nb__error("nb_empty: out of memory");
-        return NULL;
     }
-    memset(t, 0, sizeof *t);
-    atomic_init(&t->refcount, 1);
-    t->dtype = dtype;
-    t->shape = shape;
-    nb__contiguous_strides(&shape, t->stride);
-    t->numel = numel;
-    t->storage = st;
     return t;
 }
 

@@ -76,6 +76,12 @@ uint64_t nb__error_count(void);
 /* ---- tensors (src/core/tensor.c) ---- */
 /* A fresh contiguous tensor with new storage (uninitialised). Owned by the caller, not a scope. */
 nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype);
+/* Checks a new tensor's dtype and shape (recording "nb_empty: ..." when they are bad, or past
+   64 TiB); sets the element count and byte size. */
+bool nb__tensor_size(nb_shape shape, nb_dtype dtype, int64_t *numel, size_t *nbytes);
+/* A contiguous tensor header over st, which it takes over (released with the tensor); NULL
+   when memory runs out (st is then the caller's). */
+nb_tensor *nb__tensor_on(nb_storage *st, nb_shape shape, nb_dtype dtype, int64_t numel);
 /* A new tensor header over t's storage with the given shape, strides and offset. */
 nb_tensor *nb__tensor_view(nb_tensor *t, nb_shape shape, const int64_t *stride, int64_t offset);
 /* A storage header for nbytes of device memory at data (ops set, refcount 1), or NULL. */

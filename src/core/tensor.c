@@ -128,21 +128,38 @@ static nb_tensor *tensor_header(void) {
     return t;
 }
 
-nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
-    if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return NULL; }
+bool nb__tensor_size(nb_shape shape, nb_dtype dtype, int64_t *numel, size_t *nbytes) {
+    if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return false; }
     size_t esize = nb_dtype_size(dtype);
-    int64_t numel;
-    if (!nb__shape_check("nb_empty", &shape, esize, &numel)) return NULL;
-    if (numel > 0 && (uint64_t)numel > ((uint64_t)1 << 46) / esize) { /* past any machine's memory */
+    if (!nb__shape_check("nb_empty", &shape, esize, numel)) return false;
+    if (*numel > 0 && (uint64_t)*numel > ((uint64_t)1 << 46) / esize) { /* past any machine's memory */
         char sh[160];
         nb__error("nb_empty: shape %s %s needs %llu bytes, more than the 64 TiB nabla allocates at most",
-                  nb_shape_str(shape, sh, sizeof sh), nb_dtype_name(dtype), (unsigned long long)numel * esize);
-        return NULL;
+                  nb_shape_str(shape, sh, sizeof sh), nb_dtype_name(dtype), (unsigned long long)*numel * esize);
+        return false;
     }
-    size_t nbytes = (size_t)numel * esize;
+    *nbytes = (size_t)*numel * esize;
+    return true;
+}
+
+nb_tensor *nb__tensor_on(nb_storage *st, nb_shape shape, nb_dtype dtype, int64_t numel) {
+    nb_tensor *t = tensor_header();
+    if (!t) return NULL;
+    t->dtype = dtype;
+    t->shape = shape;
+    nb__contiguous_strides(&shape, t->stride);
+    t->numel = numel;
+    t->storage = st;
+    return t;
+}
+
+nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
+    int64_t numel;
+    size_t nbytes;
+    if (!nb__tensor_size(shape, dtype, &numel, &nbytes)) return NULL;
     size_t block = STORAGE_HEADER + (nbytes ? nbytes : 1);
     nb_storage *st = nb__alloc(block);
-    nb_tensor *t = st ? tensor_header() : NULL;
+    nb_tensor *t = st ? nb__tensor_on(st, shape, dtype, numel) : NULL;
     if (!t) {
         nb__free(st, block);
         char sh[160];
@@ -157,11 +174,6 @@ nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
     st->block = block;
     st->data = (char *)st + STORAGE_HEADER;
     st->ops = NULL;
-    t->dtype = dtype;
-    t->shape = shape;
-    nb__contiguous_strides(&shape, t->stride);
-    t->numel = numel;
-    t->storage = st;
     return t;
 }
 
