@@ -427,6 +427,24 @@ static void test_print_nonfinite(void **state) {
     nb_scope_end(s);
 }
 
+/* Signed zeros as torch: neg flips the sign of a zero, relu keeps -0, sign of -0 is 0. */
+static void test_signed_zeros(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F64 : NB_F32;
+        nb_tensor *z = nb_cast(nb_from_data((float[]){ 0.0f, -0.0f }, NB_SHAPE(2), NB_F32), dt);
+        double v[2];
+        assert_int_equal(nb_copy_to(nb_cast(nb_neg(z), NB_F64), v, sizeof v), 0);
+        assert_true(signbit(v[0]) && !signbit(v[1]));
+        assert_int_equal(nb_copy_to(nb_cast(nb_relu(z), NB_F64), v, sizeof v), 0);
+        assert_true(!signbit(v[0]) && signbit(v[1]));
+        assert_int_equal(nb_copy_to(nb_cast(nb_mul_scalar(z, -1), NB_F64), v, sizeof v), 0);
+        assert_true(signbit(v[0]) && !signbit(v[1]));
+    }
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_creation, clear_error_setup),
@@ -444,6 +462,7 @@ int main(void) {
         cmocka_unit_test_setup(test_assign, clear_error_setup),
         cmocka_unit_test_setup(test_size_overflow, clear_error_setup),
         cmocka_unit_test_setup(test_print_nonfinite, clear_error_setup),
+        cmocka_unit_test_setup(test_signed_zeros, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,7 +28,9 @@
                                 int32_t: NBF_WRAP_(int32_t, uint32_t, -, x, y), default: (x) - (y))
 #define NBF_WMUL(x, y) _Generic((x), int64_t: NBF_WRAP_(int64_t, uint64_t, *, x, y), \
                                 int32_t: NBF_WRAP_(int32_t, uint32_t, *, x, y), default: (x) * (y))
-#define NBF_WNEG(x) NBF_WSUB(NBF_T(x, 0), x)
+/* -x: floats by negation, so that -(+0) is -0 as in torch (0 - x would give +0) */
+#define NBF_WNEG(x) _Generic((x), int64_t: NBF_WRAP_(int64_t, uint64_t, -, 0, x), \
+                             int32_t: NBF_WRAP_(int32_t, uint32_t, -, 0, x), default: -(x))
 /* A double scalar as an operand of x's type without undefined conversions: integers saturate
    to int64 and then wrap to their width, as torch wraps an integer scalar. */
 static inline int64_t nbf_sat_i64(double v) {
