@@ -34,6 +34,10 @@ struct nb_compiled {
     int nvars;
     uint64_t clock;
     cgraph *last;
+    /* One arena for all the graphs: one runs at a time, and nothing a run hands out lives in
+       it (results and gradients are new tensors), so every variant shares the largest's bytes
+       instead of holding its own. A graph binds to it when it runs. */
+    nb_tensor *arena;
     char *note;
     nb_compiled_stats stats;
 };
@@ -90,6 +94,31 @@ static spec *find_spec(variant *v, nb_tensor *const *in, int n) {
     return NULL;
 }
 
+/* Unbinds every graph and lets the arena go, so a trace does not run beside it. */
+static void drop_arena(nb_compiled *c) {
+    for (int i = 0; i < c->nvars; i++)
+        for (int s = 0; s < c->vars[i]->nspecs; s++) nb__graph_bind(c->vars[i]->specs[s].g, NULL);
+    nb_release(c->arena);
+    c->arena = NULL;
+}
+
+/* Binds g to the shared arena, made (as large as the largest graph's) when there is none. */
+static int bind_arena(nb_compiled *c, cgraph *g) {
+    if (g->arena_bytes == 0 || (g->arena && g->arena == c->arena)) return 0;
+    if (!c->arena || nb_numel(c->arena) < g->arena_bytes) {
+        drop_arena(c);
+        int64_t bytes = g->arena_bytes;
+        for (int i = 0; i < c->nvars; i++)
+            for (int s = 0; s < c->vars[i]->nspecs; s++)
+                if (c->vars[i]->specs[s].g->arena_bytes > bytes) bytes = c->vars[i]->specs[s].g->arena_bytes;
+        if (!(c->arena = nb__tensor_new(NB_SHAPE(bytes), NB_U8))) {
+            if (!nb__has_error()) nb__error("nb_compiled_run: out of memory for an arena of %lld bytes", (long long)bytes);
+            return -1;
+        }
+    }
+    return nb__graph_bind(g, c->arena);
+}
+
 static void variant_free(variant *v) {
     if (!v) return;
     for (int s = 0; s < v->nspecs; s++) nb__graph_free(v->specs[s].g);
@@ -125,6 +154,7 @@ static void take_counters(nb_compiled *c, const cgraph *g) {
 static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, int n) {
     nb_tensor *result = NULL;
     c->stats.traces++;
+    drop_arena(c);
     cgraph *g = nb__trace(c->fn, c->ctx, in, n, &result);
     if (!g) return NULL;
     double t0 = seconds();
@@ -136,6 +166,12 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
         return NULL;
     }
     g->compile_seconds = seconds() - t0;
+    if (bind_arena(c, g) < 0) {
+        free(note);
+        nb__graph_free(g);
+        nb_release(result);
+        return NULL;
+    }
     if (note && !c->note) c->note = note;
     else free(note);
     if (!v) {
@@ -217,6 +253,7 @@ nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n) {
     if (c->last != s->g) take_counters(c, s->g);
     c->last = s->g;
     c->stats.runs++;
+    if (bind_arena(c, s->g) < 0) return NULL;
     return nb__own(nb__graph_run(s->g, inputs, n));
 }
 
@@ -249,6 +286,7 @@ const char *nb_compiled_note(const nb_compiled *c) { return c ? c->note : NULL; 
 void nb_compiled_free(nb_compiled *c) {
     if (!c) return;
     for (int i = 0; i < c->nvars; i++) variant_free(c->vars[i]);
+    nb_release(c->arena);
     free(c->vars);
     free(c->note);
     free(c);

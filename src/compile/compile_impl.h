@@ -114,7 +114,7 @@ typedef struct cgraph {
     int *grad_leaf, *grad_val; /* leaves whose .grad the graph makes, and the value */
     int ngrads;
     char *dump_before;      /* the graph as traced, printed */
-    nb_tensor *arena;       /* the planned buffer (u8) */
+    nb_tensor *arena;       /* the planned buffer (u8) bound to (nb__graph_bind), or NULL */
     nb_tensor **hdr;        /* per value: a tensor header built at plan time, or NULL */
     int ops_traced, removed_dce, removed_cse, folded, fused_ops, kernels, kernels_native, kernels_built, row_groups;
     int64_t arena_bytes, unplanned_bytes;
@@ -131,7 +131,10 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note);
 char *nb__graph_print(const cgraph *g, const char *title);
 /* Frees a graph and the tensors it holds. */
 void nb__graph_free(cgraph *g);
-/* Runs g on inputs; returns an owned tensor or NULL. */
+/* Makes the arena values' headers views of arena (at least g->arena_bytes of u8), releasing
+   those on an arena bound before; a NULL arena only unbinds. 0, or -1 with an error. */
+int nb__graph_bind(cgraph *g, nb_tensor *arena);
+/* Runs g (bound to an arena when it plans one) on inputs; returns an owned tensor or NULL. */
 nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n);
 
 /* ---- fused kernels (src/compile/kernel.c) ---- */

@@ -1040,34 +1040,72 @@ static int plan(cgraph *g, bool reuse) {
     return 0;
 }
 
-/* Headers for every value whose storage is known at plan time. */
+/* Whether value v lies in the arena (planned there, or a view of what is). */
+static bool on_arena(const cgraph *g, const cval *v) {
+    return v->loc == LOC_ARENA || (v->loc == LOC_VIEW && g->v[v->root].loc == LOC_ARENA);
+}
+
+/* The header of view v on its base's header (or tensor). NULL when there is no base to view
+   yet (made per run), or out of memory (error recorded). */
+static nb_tensor *view_header(cgraph *g, const cval *v, bool *failed) {
+    nb_tensor *base = g->v[v->base].loc == LOC_EXTERNAL ? g->v[v->base].t : g->hdr[v->base];
+    if (!base) return NULL;
+    nb_tensor *h = nb__tensor_view(base, v->shape, v->stride, base->offset + v->delta);
+    if (!h) *failed = true;
+    else h->dtype = v->dtype;
+    return h;
+}
+
+/* Headers for every value whose storage is known at plan time, but the arena's (bound later:
+   nb__graph_bind). */
 static int make_headers(cgraph *g) {
     g->hdr = calloc((size_t)g->nv, sizeof *g->hdr);
     if (!g->hdr) return -1;
-    if (g->arena_bytes > 0) {
-        g->arena = nb__tensor_new(NB_SHAPE(g->arena_bytes), NB_U8);
-        if (!g->arena) return -1;
-    }
-    for (int i = 0; i < g->nv; i++) {
+    bool failed = false;
+    for (int i = 0; i < g->nv && !failed; i++) {
         cval *v = &g->v[i];
-        int64_t st[NB_MAX_DIMS];
-        nb__contiguous_strides(&v->shape, st);
-        if (v->loc == LOC_ARENA) {
-            g->hdr[i] = nb__tensor_view(g->arena, v->shape, st, v->arena_off / (int64_t)nb__esize(v->dtype));
-            if (!g->hdr[i]) return -1;
-            g->hdr[i]->dtype = v->dtype;
-        } else if (v->loc == LOC_OWN) {
+        if (on_arena(g, v)) continue;
+        if (v->loc == LOC_OWN) {
             if (!(g->hdr[i] = nb__tensor_new(v->shape, v->dtype))) return -1;
         } else if (v->loc == LOC_VIEW) {
-            int root = v->root;
-            cval *rv = &g->v[root];
+            cval *rv = &g->v[v->root];
             if (rv->loc == LOC_FRESH || rv->kind == VAL_INPUT) continue; /* made per run */
-            nb_tensor *base = g->v[v->base].loc == LOC_EXTERNAL ? g->v[v->base].t : g->hdr[v->base];
-            if (!base) continue;
-            g->hdr[i] = nb__tensor_view(base, v->shape, v->stride, base->offset + v->delta);
-            if (!g->hdr[i]) return -1;
-            g->hdr[i]->dtype = v->dtype;
+            g->hdr[i] = view_header(g, v, &failed);
         }
+    }
+    return failed ? -1 : 0;
+}
+
+int nb__graph_bind(cgraph *g, nb_tensor *arena) {
+    for (int i = 0; i < g->nv; i++)
+        if (g->hdr[i] && on_arena(g, &g->v[i])) {
+            nb_release(g->hdr[i]);
+            g->hdr[i] = NULL;
+        }
+    if (g->arena) nb_release(g->arena);
+    g->arena = NULL;
+    if (!arena || g->arena_bytes == 0) return 0;
+    if (nb_numel(arena) < g->arena_bytes) {
+        nb__error("nb_compiled_run: an arena of %lld bytes for a graph that plans %lld", (long long)nb_numel(arena),
+                  (long long)g->arena_bytes);
+        return -1;
+    }
+    g->arena = nb_retain(arena);
+    bool failed = false;
+    for (int i = 0; i < g->nv && !failed; i++) {
+        cval *v = &g->v[i];
+        if (!on_arena(g, v)) continue;
+        if (v->loc == LOC_ARENA) {
+            int64_t st[NB_MAX_DIMS];
+            nb__contiguous_strides(&v->shape, st);
+            if (!(g->hdr[i] = nb__tensor_view(arena, v->shape, st, v->arena_off / (int64_t)nb__esize(v->dtype)))) failed = true;
+            else g->hdr[i]->dtype = v->dtype;
+        } else g->hdr[i] = view_header(g, v, &failed);
+    }
+    if (failed) {
+        nb__graph_bind(g, NULL);
+        nb__error("nb_compiled_run: out of memory");
+        return -1;
     }
     return 0;
 }
@@ -1185,7 +1223,8 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         if (v->kind == VAL_INPUT && v->t) { nb_release(v->t); v->t = NULL; }
     }
     /* the trace's buffers are garbage now, in sizes the replays will not ask for: back to the
-       system with them before the arena is made, so the trace's peak and the replays' do not add */
+       system with them before the arena is made (nb__graph_bind), so the trace's peak and the
+       replays' do not add up */
     nb_empty_cache();
     if (plan(g, !(off & NB_PASS_PLAN)) < 0 || make_headers(g) < 0) goto oom;
     attach_tile_epilogues(g);
@@ -1231,6 +1270,22 @@ static void run_tile(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c
 
 nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
     (void)n;
+    if (g->arena_bytes > 0 && !g->arena) {
+        nb__error("nb_compiled_run: the graph has no arena bound");
+        return NULL;
+    }
+    /* the gradients the last run handed to the leaves go before this run makes new ones, as
+       the eager step's zero_grad drops them before its backward, so two sets never live at
+       once (a caller that kept one has its own reference). The graph never reads them: what
+       it reads of a leaf's gradient is the tensor it captured */
+    for (int k = 0; k < g->ngrads; k++) {
+        const cval *lv = &g->v[g->grad_leaf[k]];
+        nb_tensor *leaf = lv->kind == VAL_INPUT ? inputs[lv->input] : lv->t;
+        if (g->v[g->v[g->grad_val[k]].root].loc != LOC_FRESH || !leaf->grad) continue;
+        nb_tensor *old = leaf->grad;
+        leaf->grad = NULL;
+        nb_release(old);
+    }
     nb_tensor *stack_vt[256];
     nb_tensor **vt = g->nv <= 256 ? stack_vt : nb__alloc(sizeof(nb_tensor *) * (size_t)g->nv);
     if (!vt) { nb__error("nb_compiled_run: out of memory"); return NULL; }
