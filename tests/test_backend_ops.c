@@ -80,14 +80,17 @@ static void case_binary(void) {
 }
 
 static void case_unary(void) {
-    static nb_tensor *(*const fns[])(nb_tensor *) = { nb_neg, nb_abs, nb_sign, nb_tanh, nb_sigmoid,
-                                                      nb_relu, nb_gelu, nb_erf, nb_exp };
+    static nb_tensor *(*const fns[])(nb_tensor *) = { nb_neg, nb_abs, nb_sign, nb_tanh, nb_sigmoid, nb_relu, nb_gelu,
+                                                      nb_erf, nb_exp, nb_sin, nb_cos, nb_expm1, nb_reciprocal,
+                                                      nb_floor, nb_ceil, nb_round, nb_trunc };
     for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
         fns[f](input(S(3, 5), NB_F32, 0, true));
         fns[f](input(S(7), NB_F64, 1, false));
     }
     nb_log(positive(input(S(4, 3), NB_F32, 0, true)));
     nb_sqrt(positive(input(S(4, 3), NB_F64, 0, false)));
+    nb_rsqrt(positive(input(S(4, 3), NB_F32, 0, true)));
+    nb_log1p(positive(input(S(4, 3), NB_F64, 0, false)));
     nb_add_scalar(input(S(3, 4), NB_F32, 0, true), 1.5);
     nb_mul_scalar(input(S(3, 4), NB_F64, 0, false), -2.5);
     nb_pow_scalar(positive(input(S(3, 4), NB_F32, 0, false)), 1.5);

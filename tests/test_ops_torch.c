@@ -305,6 +305,16 @@ static nb_tensor *run_op(const ref_case *c, nb_tensor **x) {
     if (IS("gelu")) return nb_gelu(x[0]);
     if (IS("erf")) return nb_erf(x[0]);
     if (IS("sign")) return nb_sign(x[0]);
+    if (IS("sin")) return nb_sin(x[0]);
+    if (IS("cos")) return nb_cos(x[0]);
+    if (IS("log1p")) return nb_log1p(x[0]);
+    if (IS("expm1")) return nb_expm1(x[0]);
+    if (IS("reciprocal")) return nb_reciprocal(x[0]);
+    if (IS("rsqrt")) return nb_rsqrt(x[0]);
+    if (IS("floor")) return nb_floor(x[0]);
+    if (IS("ceil")) return nb_ceil(x[0]);
+    if (IS("round")) return nb_round(x[0]);
+    if (IS("trunc")) return nb_trunc(x[0]);
     if (IS("clamp")) return nb_clamp(x[0], fa[0], fa[1]);
     if (IS("matmul")) return nb_matmul(x[0], x[1]);
     if (IS("sum")) return nb_sum(x[0], (int)ia[0], ia[1] != 0);

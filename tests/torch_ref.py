@@ -169,6 +169,16 @@ OPS = {
     'relu': lambda x, ia, fa, sh, dt: torch.relu(x[0]),
     'gelu': lambda x, ia, fa, sh, dt: F.gelu(x[0]),
     'erf': lambda x, ia, fa, sh, dt: torch.erf(x[0]),
+    'sin': lambda x, ia, fa, sh, dt: torch.sin(x[0]),
+    'cos': lambda x, ia, fa, sh, dt: torch.cos(x[0]),
+    'log1p': lambda x, ia, fa, sh, dt: torch.log1p(x[0]),
+    'expm1': lambda x, ia, fa, sh, dt: torch.expm1(x[0]),
+    'reciprocal': lambda x, ia, fa, sh, dt: torch.reciprocal(x[0]),
+    'rsqrt': lambda x, ia, fa, sh, dt: torch.rsqrt(x[0]),
+    'floor': lambda x, ia, fa, sh, dt: torch.floor(x[0]),
+    'ceil': lambda x, ia, fa, sh, dt: torch.ceil(x[0]),
+    'round': lambda x, ia, fa, sh, dt: torch.round(x[0]),
+    'trunc': lambda x, ia, fa, sh, dt: torch.trunc(x[0]),
     'sign': lambda x, ia, fa, sh, dt: torch.sign(x[0]),
     'clamp': lambda x, ia, fa, sh, dt: torch.clamp(x[0], fa[0], fa[1]),
     'matmul': lambda x, ia, fa, sh, dt: torch.matmul(x[0], x[1]),
@@ -350,7 +360,9 @@ case('pow_scalar_int', 'pow_scalar', [In((2, 3), kind='away')], fa=[3.0])
 
 # Unary.
 UNARY_KIND = {'neg': 'n', 'exp': 'n', 'log': 'pos', 'sqrt': 'pos', 'abs': 'away', 'tanh': 'n',
-              'sigmoid': 'n', 'relu': 'away', 'gelu': 'n', 'erf': 'n', 'sign': 'away'}
+              'sigmoid': 'n', 'relu': 'away', 'gelu': 'n', 'erf': 'n', 'sign': 'away',
+              'sin': 'n', 'cos': 'n', 'log1p': 'pos', 'expm1': 'n', 'reciprocal': 'away', 'rsqrt': 'pos',
+              'floor': 'n', 'ceil': 'n', 'round': 'n', 'trunc': 'n'}
 for op, k in UNARY_KIND.items():
     case(f'{op}_contig', op, [In((3, 5), kind=k)])
     case(f'{op}_t', op, [T((2, 3, 4), kind=k)])
@@ -361,6 +373,14 @@ case('sign_zeros', 'sign', [In((5,), kind=('val', [-2.0, 0.0, 3.0, -0.0, 1.0]))]
 case('abs_int', 'abs', [In((2, 3), kind='int')], dtypes=('i64',))
 case('neg_int', 'neg', [In((2, 3), kind='int')], dtypes=('i64',))
 case('relu_int', 'relu', [In((2, 3), kind='int')], dtypes=('i64',))
+# rounding: halves (to even for round), negative halves and signed zeros; integers unchanged;
+# the float functions of an integer tensor compute in f32
+HALVES = [2.5, -0.5, 0.5, 1.5, -2.5, -0.0, 3.7, -3.7]
+for op in ('floor', 'ceil', 'round', 'trunc'):
+    case(f'{op}_halves', op, [In((8,), kind=('val', HALVES))])
+    case(f'{op}_int', op, [In((2, 3), kind='int')], dtypes=('i64',))
+case('sin_int', 'sin', [In((2, 3), kind='int')], dtypes=('i64',))
+case('reciprocal_int', 'reciprocal', [In((2, 3), kind='int')], dtypes=('i64',))
 case('clamp', 'clamp', [In((3, 5))], fa=[-0.6, 0.7])
 case('clamp_t', 'clamp', [T((4, 5))], fa=[-0.3, 1.2])
 case('clamp_int', 'clamp', [In((3, 4), kind='int')], fa=[-2, 3], dtypes=('i64',))
@@ -372,7 +392,8 @@ case('clamp_point', 'clamp', [In((3,), kind=('val', [0.5, 1.0, 1.5]))], fa=[1.0,
 # Non-finite inputs: NaN, +-inf, signed zeros, pass through every elementwise op as in torch,
 # forward and backward (a NaN is NaN, not 0).
 NONFINITE = [float('nan'), float('inf'), -float('inf'), 0.0, -0.0, 2.0, -3.0, 1e-30]
-for op in ('neg', 'exp', 'log', 'sqrt', 'abs', 'tanh', 'sigmoid', 'relu', 'gelu', 'erf', 'sign'):
+for op in ('neg', 'exp', 'log', 'sqrt', 'abs', 'tanh', 'sigmoid', 'relu', 'gelu', 'erf', 'sign',
+           'sin', 'cos', 'log1p', 'expm1', 'reciprocal', 'rsqrt', 'floor', 'ceil', 'round', 'trunc'):
     case(f'{op}_nonfinite', op, [In((8,), kind=('val', NONFINITE))])
 case('relu_nonfinite_t', 'relu', [T((2, 4), kind=('val', [NONFINITE[:4], NONFINITE[4:]]))])
 case('clamp_nonfinite', 'clamp', [In((8,), kind=('val', NONFINITE))], fa=[-1.0, 1.0])

@@ -61,6 +61,27 @@ NB_API nb_tensor *nb_gelu(nb_tensor *t);
 NB_API nb_tensor *nb_erf(nb_tensor *t);
 /* Sign of t: -1, 0 or 1 (its gradient is zero, as in torch). */
 NB_API nb_tensor *nb_sign(nb_tensor *t);
+/* sin(t), elementwise (integers compute in f32, as every float function here). */
+NB_API nb_tensor *nb_sin(nb_tensor *t);
+/* cos(t). */
+NB_API nb_tensor *nb_cos(nb_tensor *t);
+/* log(1 + t), accurate near 0. */
+NB_API nb_tensor *nb_log1p(nb_tensor *t);
+/* exp(t) - 1, accurate near 0. */
+NB_API nb_tensor *nb_expm1(nb_tensor *t);
+/* 1 / t. */
+NB_API nb_tensor *nb_reciprocal(nb_tensor *t);
+/* 1 / sqrt(t). */
+NB_API nb_tensor *nb_rsqrt(nb_tensor *t);
+/* The largest whole number <= t (integers unchanged; the gradient is zero, as for ceil, round
+   and trunc). */
+NB_API nb_tensor *nb_floor(nb_tensor *t);
+/* The smallest whole number >= t. */
+NB_API nb_tensor *nb_ceil(nb_tensor *t);
+/* The nearest whole number, halves to even (as torch.round). */
+NB_API nb_tensor *nb_round(nb_tensor *t);
+/* t rounded toward zero. */
+NB_API nb_tensor *nb_trunc(nb_tensor *t);
 /* t limited to [lo, hi]. */
 NB_API nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi);
 

@@ -117,6 +117,16 @@ nb_tensor *nb_sigmoid(nb_tensor *t) { return call1(NB_OP_SIGMOID, t, NULL); }
 nb_tensor *nb_relu(nb_tensor *t) { return call1(NB_OP_RELU, t, NULL); }
 nb_tensor *nb_gelu(nb_tensor *t) { return call1(NB_OP_GELU, t, NULL); }
 nb_tensor *nb_erf(nb_tensor *t) { return call1(NB_OP_ERF, t, NULL); }
+nb_tensor *nb_sin(nb_tensor *t) { return call1(NB_OP_SIN, t, NULL); }
+nb_tensor *nb_cos(nb_tensor *t) { return call1(NB_OP_COS, t, NULL); }
+nb_tensor *nb_log1p(nb_tensor *t) { return call1(NB_OP_LOG1P, t, NULL); }
+nb_tensor *nb_expm1(nb_tensor *t) { return call1(NB_OP_EXPM1, t, NULL); }
+nb_tensor *nb_reciprocal(nb_tensor *t) { return call1(NB_OP_RECIPROCAL, t, NULL); }
+nb_tensor *nb_rsqrt(nb_tensor *t) { return call1(NB_OP_RSQRT, t, NULL); }
+nb_tensor *nb_floor(nb_tensor *t) { return call1(NB_OP_FLOOR, t, NULL); }
+nb_tensor *nb_ceil(nb_tensor *t) { return call1(NB_OP_CEIL, t, NULL); }
+nb_tensor *nb_round(nb_tensor *t) { return call1(NB_OP_ROUND, t, NULL); }
+nb_tensor *nb_trunc(nb_tensor *t) { return call1(NB_OP_TRUNC, t, NULL); }
 nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi) {
     if (lo > hi) {
         nb__error("nb_clamp: lower bound %g is above upper bound %g", lo, hi);

@@ -232,6 +232,16 @@ UNARY_FLOAT(tanh, nbf_tanh(x, F0, F1))
 UNARY_FLOAT_WIDE(sigmoid, nbf_sigmoid(x, F0, F1))
 UNARY_FLOAT_WIDE(gelu, nbf_gelu(x, F0, F1))
 UNARY_FLOAT_WIDE(erf, nbf_erf(x, F0, F1))
+UNARY_FLOAT(sin, nbf_sin(x, F0, F1))
+UNARY_FLOAT(cos, nbf_cos(x, F0, F1))
+UNARY_FLOAT(log1p, nbf_log1p(x, F0, F1))
+UNARY_FLOAT(expm1, nbf_expm1(x, F0, F1))
+UNARY_FLOAT(reciprocal, nbf_reciprocal(x, F0, F1))
+UNARY_FLOAT(rsqrt, nbf_rsqrt(x, F0, F1))
+UNARY_NUM(floor, nbf_floor(x, F0, F1))
+UNARY_NUM(ceil, nbf_ceil(x, F0, F1))
+UNARY_NUM(round, nbf_round(x, F0, F1))
+UNARY_NUM(trunc, nbf_trunc(x, F0, F1))
 
 /* ---------- casts and copies ---------- */
 static inline double ld_f32(const char *p) { return *(const float *)p; }

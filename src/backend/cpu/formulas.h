@@ -74,6 +74,18 @@ static inline int64_t nbf_sat_i64(double v) {
 #define nbf_relu(x, s0, s1) ((x) < 0 ? NBF_T(x, 0) : (x))
 #define nbf_gelu(x, s0, s1) (NBF_T(x, 0.5) * (x) * (NBF_T(x, 1) + NBF_ERF((x) * NBF_T(x, 0.70710678118654752440))))
 #define nbf_erf(x, s0, s1) NBF_ERF(x)
+#define nbf_sin(x, s0, s1) _Generic((x), float: sinf, default: sin)(x)
+#define nbf_cos(x, s0, s1) _Generic((x), float: cosf, default: cos)(x)
+#define nbf_log1p(x, s0, s1) _Generic((x), float: log1pf, default: log1p)(x)
+#define nbf_expm1(x, s0, s1) _Generic((x), float: expm1f, default: expm1)(x)
+#define nbf_reciprocal(x, s0, s1) (NBF_T(x, 1) / (x))
+#define nbf_rsqrt(x, s0, s1) (NBF_T(x, 1) / nbf_sqrt(x, s0, s1))
+/* integers are whole already: floor, ceil, round and trunc give them back (as torch) */
+#define nbf_floor(x, s0, s1) _Generic((x), float: floorf(x), double: floor(x), default: (x))
+#define nbf_ceil(x, s0, s1) _Generic((x), float: ceilf(x), double: ceil(x), default: (x))
+/* halves to even, as torch.round (nearbyint in the default rounding mode) */
+#define nbf_round(x, s0, s1) _Generic((x), float: nearbyintf(x), double: nearbyint(x), default: (x))
+#define nbf_trunc(x, s0, s1) _Generic((x), float: truncf(x), double: trunc(x), default: (x))
 /* the bounds compare in double, so an integer is held to a fractional bound exactly */
 #define nbf_clamp(x, s0, s1) ((double)(x) < (s0) ? NBF_SCALAR(x, s0) : (double)(x) > (s1) ? NBF_SCALAR(x, s1) : (x))
 /* within a fused kernel every value is a float: copies and float casts pass it on */
