@@ -1,8 +1,12 @@
 /* The backward engine: orders the recorded graph, runs each node's backward formula (ops
    themselves, through the one dispatch path), accumulates gradients into leaves and frees
-   the graph as it goes. Sits above ops; the graph record it walks sits below them. */
+   the graph as it goes. Sits above ops; the graph record it walks sits below them. Hooks
+   (engine.h) tell a layer above when each leaf's gradient is final and when a backward ends. */
 #include "../ops/ops_impl.h"
+#include "engine.h"
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -85,6 +89,123 @@ static int accumulate_leaf(nb_tensor *leaf, nb_tensor *g) {
     return rc;
 }
 
+/* ---- hooks ---- */
+enum { MAX_HOOKS = 64 };
+static nb_backward_hooks hook_table[MAX_HOOKS];
+static bool hook_used[MAX_HOOKS];
+static _Atomic int hook_count;
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int nb__backward_hooks_add(nb_backward_hooks hooks) {
+    pthread_mutex_lock(&hook_lock);
+    int id = -1;
+    for (int i = 0; i < MAX_HOOKS && id < 0; i++)
+        if (!hook_used[i]) id = i;
+    if (id >= 0) {
+        hook_table[id] = hooks;
+        hook_used[id] = true;
+        atomic_fetch_add(&hook_count, 1);
+    }
+    pthread_mutex_unlock(&hook_lock);
+    if (id < 0) nb__error("nb_backward: %d backward hooks are registered already (free a DDP module first)", MAX_HOOKS);
+    return id;
+}
+
+void nb__backward_hooks_remove(int id) {
+    if (id < 0 || id >= MAX_HOOKS) return;
+    pthread_mutex_lock(&hook_lock);
+    if (hook_used[id]) {
+        hook_used[id] = false;
+        atomic_fetch_sub(&hook_count, 1);
+    }
+    pthread_mutex_unlock(&hook_lock);
+}
+
+/* The hooks registered when a backward starts (it calls these, whatever changes meanwhile). */
+typedef struct {
+    nb_backward_hooks h[MAX_HOOKS];
+    int n;
+} hook_set;
+
+static void hooks_snapshot(hook_set *hs) {
+    hs->n = 0;
+    if (atomic_load(&hook_count) == 0) return;
+    pthread_mutex_lock(&hook_lock);
+    for (int i = 0; i < MAX_HOOKS; i++)
+        if (hook_used[i]) hs->h[hs->n++] = hook_table[i];
+    pthread_mutex_unlock(&hook_lock);
+}
+
+static void hooks_ready(const hook_set *hs, nb_tensor *leaf, bool got) {
+    for (int i = 0; i < hs->n; i++)
+        if (hs->h[i].grad_ready) hs->h[i].grad_ready(leaf, got, hs->h[i].ctx);
+}
+
+static int hooks_finished(const hook_set *hs, int rc) {
+    int out = rc;
+    for (int i = 0; i < hs->n; i++)
+        if (hs->h[i].finished && hs->h[i].finished(rc, hs->h[i].ctx) < 0) out = -1;
+    return out;
+}
+
+/* Leaves of one backward with the edges to them still to run: an open-addressing table keyed
+   by the tensor's address, built only when hooks are registered. */
+typedef struct {
+    nb_tensor *leaf;
+    int pending; /* edges from nodes not yet run */
+    bool got;    /* a gradient was added in this backward */
+} leaf_entry;
+
+typedef struct {
+    leaf_entry *e;
+    size_t cap; /* a power of two, or 0 */
+} leaf_map;
+
+static bool is_leaf_edge(const nb_tensor *in) { return in && in->requires_grad && !in->grad_fn; }
+
+static leaf_entry *leaf_find(leaf_map *m, nb_tensor *t, bool insert) {
+    size_t h = (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+    while (m->e[h].leaf && m->e[h].leaf != t) h = (h + 1) & (m->cap - 1);
+    if (!m->e[h].leaf) {
+        if (!insert) return NULL;
+        m->e[h].leaf = t;
+    }
+    return &m->e[h];
+}
+
+/* Counts the edges to each leaf from the nodes of order; -1 when memory runs out. */
+static int leaf_map_build(leaf_map *m, const node_list *order) {
+    size_t edges = 0;
+    for (int k = 0; k < order->n; k++)
+        for (int i = 0; i < order->items[k]->nin; i++) edges += is_leaf_edge(order->items[k]->inputs[i]);
+    m->cap = 16;
+    while (m->cap < 2 * edges) m->cap *= 2;
+    m->e = nb__alloc(sizeof(leaf_entry) * m->cap);
+    if (!m->e) { m->cap = 0; return -1; }
+    memset(m->e, 0, sizeof(leaf_entry) * m->cap);
+    for (int k = 0; k < order->n; k++)
+        for (int i = 0; i < order->items[k]->nin; i++)
+            if (is_leaf_edge(order->items[k]->inputs[i])) leaf_find(m, order->items[k]->inputs[i], true)->pending++;
+    return 0;
+}
+
+/* One edge to leaf has run (got: it gave leaf a gradient); with none left, leaf is ready. */
+static void leaf_edge_done(leaf_map *m, const hook_set *hs, nb_tensor *leaf, bool got) {
+    if (!m->cap) return;
+    leaf_entry *e = leaf_find(m, leaf, false);
+    if (!e) return;
+    if (got) e->got = true;
+    if (--e->pending == 0) hooks_ready(hs, leaf, e->got);
+}
+
+/* Node n was skipped (no gradient reached it): its edges to leaves are done, giving nothing.
+   Called while n still holds its inputs. */
+static void leaf_map_node_skipped(leaf_map *m, const hook_set *hs, nb_node *n) {
+    if (!m->cap) return;
+    for (int i = 0; i < n->nin; i++)
+        if (is_leaf_edge(n->inputs[i])) leaf_edge_done(m, hs, n->inputs[i], false);
+}
+
 int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
     if (!root) {
         if (!nb__has_error()) nb__error("nb_backward: tensor is NULL");
@@ -112,11 +233,15 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
     }
     bool was_enabled = nb_set_grad_enabled(false);
     int rc = 0;
+    hook_set hooks;
+    hooks_snapshot(&hooks);
+    leaf_map leaves = { 0 };
     nb_scope *outer = nb_scope_begin();
     nb_tensor *seed_c = nb_cast(seed, root->dtype);
     if (!seed_c) { rc = -1; goto out; }
     if (!root->grad_fn) {
         rc = accumulate_leaf(root, seed_c);
+        if (rc == 0) hooks_ready(&hooks, root, true);
         goto out;
     }
 
@@ -168,6 +293,8 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
             if (n->inputs[i]->requires_grad && n->inputs[i]->grad_fn) n->inputs[i]->grad_fn->deps++;
     }
 
+    if (hooks.n > 0 && leaf_map_build(&leaves, &order) < 0) { rc = -1; goto oom; }
+
     /* Run the nodes from the root down (reverse post-order is a topological order). */
     r->grad_acc = nb_retain(seed_c);
     bool anomaly = nb__anomaly_enabled();
@@ -175,7 +302,11 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         nb_node *n = order.items[k];
         nb_tensor *g = n->grad_acc;
         n->grad_acc = NULL;
-        if (!g) { nb__node_release_saved(n); continue; } /* no gradient reached it */
+        if (!g) { /* no gradient reached it */
+            leaf_map_node_skipped(&leaves, &hooks, n);
+            nb__node_release_saved(n);
+            continue;
+        }
         const nb_op_def *def = &nb__ops[n->op];
         nb_tensor *stack_gin[8] = { 0 };
         nb_tensor **gin = n->nin <= 8 ? stack_gin : nb__alloc(sizeof(nb_tensor *) * (size_t)n->nin);
@@ -211,7 +342,10 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
                 break;
             }
             if (in->grad_fn) rc = accumulate(&in->grad_fn->grad_acc, gin[i]);
-            else rc = accumulate_leaf(in, gin[i]);
+            else {
+                rc = accumulate_leaf(in, gin[i]);
+                if (rc == 0) leaf_edge_done(&leaves, &hooks, in, true);
+            }
         }
         nb_scope_end(s);
         if (gin != stack_gin) nb__free(gin, sizeof(nb_tensor *) * (size_t)n->nin);
@@ -230,6 +364,8 @@ oom:
     list_free(&stack);
 out:
     nb_scope_end(outer);
+    if (leaves.cap) nb__free(leaves.e, sizeof(leaf_entry) * leaves.cap);
+    if (hooks.n > 0) rc = hooks_finished(&hooks, rc);
     nb_set_grad_enabled(was_enabled);
     return rc;
 }
