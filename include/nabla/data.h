@@ -145,6 +145,14 @@ typedef struct nb_loader_opts {
                            advancing it) */
     nb_device device;   /* where batches are delivered (zero: the cpu); the copy is made by the
                            worker that makes the batch, so it overlaps the training step */
+    /* Distributed sampling, as torch's DistributedSampler (drop_last false): each epoch every rank
+       draws the same order (so the seed must agree across ranks: set it, or call nb_manual_seed
+       with one value everywhere), pads it to a multiple of world_size by repeating its start,
+       and serves the samples at rank, rank + world_size, ...; so every rank has
+       ceil(len / world_size) samples and the same number of batches. world_size 0 takes both
+       from nb_dist (nb_dist_init; a single process before it), and rank must then be 0. */
+    int rank;
+    int world_size;
 } nb_loader_opts;
 
 /* Counters of a loader since it was made. */

@@ -31,6 +31,9 @@ static inline int64_t *nb__alloc_i64(int64_t n) {
         return NULL;
     return malloc((size_t)bytes);
 }
+/* The rank and world size a loader takes when its opts leave world_size zero: set by
+   nb_dist_init and nb_dist_finalize (src/dist, the layer above); (0, 1) until then. */
+void nb__data_set_dist_default(int rank, int world_size);
 /* Reads a whole file into a malloc'd buffer; NULL with an error naming the function and path. */
 void *nb__read_file(const char *who, const char *path, size_t *size);
 

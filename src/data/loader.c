@@ -1,6 +1,8 @@
 /* The data loader: batches in order from a dataset, made in the calling thread or by worker
    threads (pthreads) filling a bounded ring of slots; the order and every sample's randomness
-   come from (seed, epoch, index), so results do not depend on the number of workers. */
+   come from (seed, epoch, index), so results do not depend on the number of workers. With a
+   world size above one, each rank serves its shard of the epoch's order, as torch's
+   DistributedSampler. */
 #include "data_impl.h"
 #ifdef NABLA_HAVE_DNNL
 #include <omp.h>
@@ -17,6 +19,14 @@
 
 void nb__data_permutation(int64_t *order, int64_t n, uint64_t key);
 
+/* The default shard of a loader (opts.world_size 0), as nb_dist_init set it. */
+static _Atomic int dist_rank = 0, dist_world = 1;
+
+void nb__data_set_dist_default(int rank, int world_size) {
+    atomic_store(&dist_rank, rank);
+    atomic_store(&dist_world, world_size > 0 ? world_size : 1);
+}
+
 enum { SLOT_FREE, SLOT_BUSY, SLOT_READY };
 
 typedef struct {
@@ -29,7 +39,10 @@ typedef struct {
 struct nb_data_loader {
     nb_dataset *ds;
     nb_loader_opts opts;
-    int64_t len;      /* samples */
+    int64_t len;      /* samples this rank serves an epoch (the dataset's, with one rank) */
+    int64_t ds_len;   /* samples in the dataset */
+    int rank, world;  /* this loader's shard */
+    int64_t *perm;    /* the whole epoch's order, when world > 1 */
     int64_t nbatches; /* per epoch */
     int64_t *order;   /* this epoch's sample order */
     int64_t epoch;    /* the epoch being served */
@@ -187,8 +200,13 @@ static void release_held(nb_data_loader *l) {
 static void start_epoch_at(nb_data_loader *l, int64_t first) {
     if (l->nthreads) pthread_mutex_lock(&l->lock);
     l->key = nb_data_key(l->opts.seed, (uint64_t)l->epoch);
-    if (l->opts.shuffle) nb__data_permutation(l->order, l->len, nb_data_key(l->key, 0x73687566ull));
-    else for (int64_t i = 0; i < l->len; i++) l->order[i] = i;
+    int64_t *all = l->world > 1 ? l->perm : l->order;
+    if (l->opts.shuffle) nb__data_permutation(all, l->ds_len, nb_data_key(l->key, 0x73687566ull));
+    else for (int64_t i = 0; i < l->ds_len; i++) all[i] = i;
+    /* the rank's shard: every world-th sample of the order padded cyclically to a multiple of
+       the world size (len * world < ds_len + world, so the index fits) */
+    if (l->world > 1)
+        for (int64_t i = 0; i < l->len; i++) l->order[i] = all[(l->rank + i * l->world) % l->ds_len];
     l->next_dispatch = l->next_return = first;
     if (l->nthreads) {
         l->gen++;
@@ -247,21 +265,41 @@ nb_data_loader *nb_data_loader_new(nb_dataset *ds, nb_loader_opts opts) {
         nb__philox(seed, offset, w);
         opts.seed = (uint64_t)w[0] | (uint64_t)w[1] << 32;
     }
-    int64_t len = nb_dataset_len(ds);
-    if (len < 0) { nb__error("nb_data_loader_new: the dataset's len is %lld", (long long)len); return NULL; }
+    if (opts.world_size == 0) {
+        if (opts.rank != 0) {
+            nb__error("nb_data_loader_new: rank %d with world_size 0: give both, or neither (they then come from nb_dist)",
+                      opts.rank);
+            return NULL;
+        }
+        opts.rank = atomic_load(&dist_rank);
+        opts.world_size = atomic_load(&dist_world);
+    }
+    if (opts.world_size < 0 || opts.rank < 0 || opts.rank >= opts.world_size) {
+        nb__error("nb_data_loader_new: rank %d is not a rank of a world of %d (0 <= rank < world_size)", opts.rank,
+                  opts.world_size);
+        return NULL;
+    }
+    int64_t ds_len = nb_dataset_len(ds);
+    if (ds_len < 0) { nb__error("nb_data_loader_new: the dataset's len is %lld", (long long)ds_len); return NULL; }
+    /* this rank's samples: ceil(ds_len / world) (the shard of a padded order) */
+    int64_t len = ds_len / opts.world_size + (ds_len % opts.world_size ? 1 : 0);
     nb_data_loader *l = calloc(1, sizeof *l);
     if (!l) { nb__error("nb_data_loader_new: out of memory"); return NULL; }
     l->ds = ds;
     atomic_fetch_add(&ds->refcount, 1);
     l->opts = opts;
     l->len = len;
+    l->ds_len = ds_len;
+    l->rank = opts.rank;
+    l->world = opts.world_size;
     l->awaited = -1;
     /* batches an epoch, rounded up unless drop_last: no len + batch_size - 1, which overflows
        for a batch_size near INT64_MAX */
     l->nbatches = len / opts.batch_size + (!opts.drop_last && len % opts.batch_size ? 1 : 0);
     l->order = nb__alloc_i64(len);
-    if (!l->order) {
-        nb__error("nb_data_loader_new: out of memory for the order of %lld samples", (long long)len);
+    if (l->world > 1) l->perm = nb__alloc_i64(ds_len);
+    if (!l->order || (l->world > 1 && !l->perm)) {
+        nb__error("nb_data_loader_new: out of memory for the order of %lld samples", (long long)ds_len);
         nb_data_loader_free(l);
         return NULL;
     }
@@ -383,6 +421,7 @@ void nb_data_loader_free(nb_data_loader *l) {
     free(l->slots);
     free(l->threads);
     free(l->order);
+    free(l->perm);
     nb_dataset_free(l->ds);
     free(l);
 }
