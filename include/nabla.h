@@ -14,5 +14,6 @@
 #include "nabla/health.h"
 #include "nabla/model.h"
 #include "nabla/compile.h"
+#include "nabla/dist.h"
 
 #endif

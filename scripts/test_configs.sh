@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two builds beside the default one (run by scripts/test.sh after scripts/deps.sh):
-#   build-nodeps  no optional dependency at all (no OpenBLAS, oneDNN, zlib, libpng or JIT):
+#   build-nodeps  no optional dependency at all (no OpenBLAS, oneDNN, zlib, libpng, JIT or MPI):
 #                 nabla's own GEMM and convolutions, the interpreter, and test_build_config
 #                 checking the "built without ..." errors;
 #   build-arm     aarch64 with Debian's cross compiler, also without optional dependencies,
@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 want="${*:-nodeps arm}"
-no_deps=(-DNABLA_WITH_BLAS=OFF -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JIT=OFF)
+no_deps=(-DNABLA_WITH_BLAS=OFF -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JIT=OFF
+         -DNABLA_WITH_MPI=OFF)
 if [[ " $want " == *" nodeps "* ]]; then
   cmake -S . -B build-nodeps -DCMAKE_BUILD_TYPE=Release "${no_deps[@]}" >/dev/null
   cmake --build build-nodeps -j"$jobs"
