@@ -2,7 +2,7 @@
 # this machine, one kernel thread per rank, Open MPI kept on shared memory and self (no network),
 # allowed to run as root (CI) and to put 3 ranks on 2 cores; each also runs as one plain process.
 # A build without MPI runs each program once, and it reports SKIPPED (exit 77).
-set(NABLA_DIST_TESTS test_dist test_dist_timeout)
+set(NABLA_DIST_TESTS test_dist test_dist_ddp test_dist_timeout)
 set(NABLA_DIST_ENV "NABLA_NUM_THREADS=1" "OMPI_MCA_btl=self,vader" "OMPI_MCA_pml=ob1"
   "OMPI_MCA_btl_vader_single_copy_mechanism=none" "OMPI_MCA_rmaps_base_oversubscribe=1"
   "OMPI_MCA_mpi_yield_when_idle=1" "NABLA_DIST_TIMEOUT=30")

@@ -1,9 +1,11 @@
-/* nabla dist: training across processes on MPI: the process group (init, rank, world size) and
-   collectives on tensors with errors instead of hangs. */
+/* nabla dist: training across processes on MPI: the process group (init, rank, world size),
+   collectives on tensors with errors instead of hangs, and DDP (nb_ddp). docs/distributed.md
+   says how to launch it (mpirun) and what is not built yet. */
 #ifndef NABLA_DIST_H
 #define NABLA_DIST_H
 
 #include "core.h"
+#include "nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,8 +21,9 @@ typedef enum nb_reduce_op { NB_REDUCE_SUM, NB_REDUCE_AVG, NB_REDUCE_MAX, NB_REDU
    every rank naming the rank that differs, and a rank that does not arrive within the timeout is
    an error naming it; the payload then runs as a non-blocking MPI call polled against the same
    deadline. After a timeout or an MPI error the group is unusable: every later collective fails
-   at once, saying why (restart the job). The collectives take contiguous cpu tensors of f32,
-   f64, i64, i32 or u8. */
+   at once, saying why (restart the job). The collectives take contiguous cpu tensors; the
+   reductions f32, f64, i64, i32 or u8 (broadcast and all-gather move any dtype). Collectives
+   are called from one thread at a time. */
 
 /* Joins the process group: MPI_Init (unless the program already initialised MPI) when the
    process was started by an MPI launcher (mpirun, srun), else a world of one process with
@@ -56,6 +59,47 @@ NB_API nb_tensor *nb_dist_all_gather(nb_tensor *t);
 NB_API nb_tensor *nb_dist_reduce_scatter(nb_tensor *t, nb_reduce_op op);
 /* Returns once every rank has called it (or an error naming those that did not, in time). */
 NB_API int nb_dist_barrier(void);
+
+/* ---- DDP: data-parallel training ---- */
+/* What nb_ddp shards: NONE is plain DDP (every rank holds everything). OPTIMIZER (ZeRO-1) and
+   FULL (FSDP) are not built yet: nb_ddp refuses them, saying so. */
+typedef enum nb_shard { NB_SHARD_NONE, NB_SHARD_OPTIMIZER, NB_SHARD_FULL } nb_shard;
+/* Options of nb_ddp; zero fields are the defaults. */
+typedef struct nb_ddp_opts {
+    double bucket_mb; /* gradient bucket size in MiB (0: 25, as PyTorch); the first bucket holds
+                         at most 1 MiB (or bucket_mb when smaller), so it starts early */
+    nb_shard shard;   /* NB_SHARD_NONE (the default) */
+} nb_ddp_opts;
+
+/* Wraps m for data-parallel training (torch.nn.parallel.DistributedDataParallel), taking it
+   over (freed with the DDP module, and on failure; a DDP module given again is refused and left
+   to the caller). Collective: every rank calls it with the same
+   architecture. Rank 0's parameters and buffers are broadcast to the others; parameter
+   gradients are grouped in buckets in reverse registration order, and each bucket's allreduce
+   starts during backward as soon as its last gradient is ready; the end of nb_backward waits
+   for them and leaves every gradient averaged over the ranks. A parameter that got no gradient
+   on a rank counts as zeros there; one that got none on any rank keeps no gradient. nb_forward
+   runs m's forward. The module lists m's parameters, buffers and children under m's own names
+   (no "module." prefix, unlike torch), so a state dict saved on rank 0 loads into m's
+   architecture in a single process; optimizers are made on it as on m. One backward per forward:
+   call nb_optim_zero_grad (or nb_module_zero_grad) before each backward. */
+NB_API nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts);
+/* The module nb_ddp wrapped (borrowed), or NULL with an error when ddp is not a DDP module. */
+NB_API nb_module *nb_ddp_inner(nb_module *ddp);
+
+/* What a DDP module has done since it was made. */
+typedef struct nb_ddp_stats {
+    int buckets;                /* gradient buckets */
+    int64_t bucket_bytes_max;   /* bytes of the largest bucket */
+    int64_t backwards;          /* backward passes reduced */
+    int64_t buckets_early;      /* bucket allreduces started while backward was still running */
+    int64_t buckets_late;       /* started at its end (a bucket with an unused parameter, the last one) */
+    double wait_seconds;        /* time the ends of backward waited for allreduces */
+} nb_ddp_stats;
+/* The counters of a DDP module (zeros with an error when ddp is not one). */
+NB_API nb_ddp_stats nb_ddp_get_stats(nb_module *ddp);
+/* Bucket i's gradient bytes and parameter count (0 or <0 when out of range or not DDP). */
+NB_API int nb_ddp_bucket_info(nb_module *ddp, int i, int64_t *bytes, int *params);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,492 @@
+/* DDP (nb_ddp): data-parallel training as torch's DistributedDataParallel and its reducer.
+   Made collectively: the ranks check that their modules agree (parameter count, names, shapes,
+   dtypes, bucket size), then rank 0's parameters and buffers are broadcast. Gradients are grouped
+   in buckets over the parameters in reverse registration order (the order backward makes them),
+   the first at most 1 MiB so its allreduce starts early, the others bucket_mb. The backward
+   engine's hooks (src/autograd/engine.h) report each parameter whose gradient is final; its
+   gradient is copied into its bucket's flat buffer, and once a bucket is full its allreduce
+   (MPI_Iallreduce, a sum) starts, buckets always in the same order on every rank, so
+   communication runs beside the rest of backward. The end of backward starts what is left (the
+   buckets of parameters that got no gradient: zeros there), waits, and sets every gradient to
+   the sum over ranks divided by the world size. Each bucket carries one extra element per
+   parameter, 1 where the rank had a gradient, so a parameter that had none on every rank keeps
+   none (torch's find_unused_parameters). The sums are MPI's, in an order fixed for a given world
+   size, so a run repeats bit for bit.
+   The DDP module shares the wrapped module's registry (its state), so parameters, buffers and
+   children are listed under the wrapped module's own names. */
+#include "dist_impl.h"
+#include "../autograd/engine.h"
+#include "nabla.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    nb_tensor *t;       /* the parameter (the module's) */
+    const char *name;   /* its dotted name (the module's pool) */
+    int bucket;
+    int64_t offset;     /* first element in the bucket's buffer */
+    int flag;           /* index of its used flag among the bucket's flags */
+    bool ready;         /* reported in this backward */
+} ddp_param;
+
+typedef struct {
+    nb_dtype dtype;
+    int64_t numel;      /* gradient elements; the count flags follow them in buf */
+    int first, count;   /* params[first .. first + count) */
+    void *buf;
+    int ready;          /* parameters ready in this backward */
+    nb_dist_op *op;     /* the allreduce in flight */
+    bool launched;
+} ddp_bucket;
+
+typedef struct {
+    nb_module base;     /* base.state is the inner module's */
+    nb_module *inner;
+    struct nb_module_state *own_state; /* the empty registry nb_module_new gave base */
+    int nparams;
+    ddp_param *params;  /* in bucket order: reverse registration */
+    int *slots;         /* open-addressing table: parameter address -> index, -1 empty */
+    size_t nslots;
+    ddp_bucket *buckets;
+    int nbuckets;
+    int next_launch;    /* buckets start in order: the next one to start */
+    bool armed;         /* a forward recorded a graph; its backward reduces */
+    bool broken;        /* a reduction failed: the group is unusable */
+    int hooks;
+    nb_ddp_stats stats;
+} ddp_module;
+
+static void ddp_free(nb_module *self);
+static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x);
+static const nb_module_class DDP = { .name = "DistributedDataParallel", .forward = ddp_forward, .free = ddp_free };
+
+static ddp_module *as_ddp(nb_module *m, const char *fn) {
+    if (!m || m->cls != &DDP) {
+        if (!nb__has_error()) nb__error("%s: %s", fn, m ? "the module is not a DDP module (nb_ddp)" : "module is NULL");
+        return NULL;
+    }
+    return (ddp_module *)m;
+}
+
+static size_t slot_hash(const nb_tensor *t, size_t cap) {
+    return (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+static int find_param(const ddp_module *d, const nb_tensor *t) {
+    if (!d->nslots) return -1;
+    for (size_t h = slot_hash(t, d->nslots);; h = (h + 1) & (d->nslots - 1)) {
+        int i = d->slots[h];
+        if (i < 0) return -1;
+        if (d->params[i].t == t) return i;
+    }
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t fingerprint(uint64_t h, const nb_named_tensor *e, int n) {
+    for (int i = 0; i < n; i++) {
+        h = fnv(h, e[i].name, strlen(e[i].name) + 1);
+        nb_shape s = nb_shape_of(e[i].tensor);
+        int32_t dt = nb_dtype_of(e[i].tensor);
+        h = fnv(h, &dt, sizeof dt);
+        h = fnv(h, &s.ndim, sizeof s.ndim);
+        h = fnv(h, s.dim, sizeof(int64_t) * (size_t)s.ndim);
+    }
+    return h;
+}
+
+/* Checks that every rank's module agrees with this one's: -1 with an error naming the first
+   rank that differs. */
+static int check_ranks(const nb_named_tensor *params, int np, const nb_named_tensor *bufs, int nbuf, double bucket_mb) {
+    int64_t total = 0;
+    for (int i = 0; i < np; i++) total += nb_numel(params[i].tensor);
+    uint64_t hp = fingerprint(0xcbf29ce484222325ull, params, np), hb = fingerprint(0xcbf29ce484222325ull, bufs, nbuf);
+    int64_t mb_bits;
+    memcpy(&mb_bits, &bucket_mb, sizeof mb_bits);
+    int64_t mine[5] = { np, total, (int64_t)hp, nbuf, mb_bits };
+    mine[4] ^= (int64_t)hb;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *all = nb_dist_all_gather(nb_from_data(mine, NB_SHAPE(5), NB_I64));
+    int rc = all ? 0 : -1;
+    if (all) {
+        const int64_t *a = nb_data_ptr(all);
+        int me = nb_dist_rank();
+        for (int r = 0; r < nb_dist_world_size() && rc == 0; r++) {
+            const int64_t *o = a + 5 * r;
+            if (o[0] != mine[0] || o[1] != mine[1])
+                nb__error("nb_ddp: rank %d's module has %lld parameters (%lld elements), rank %d's has %lld (%lld): every "
+                          "rank must wrap the same architecture", r, (long long)o[0], (long long)o[1], me, (long long)mine[0],
+                          (long long)mine[1]);
+            else if (o[2] != mine[2])
+                nb__error("nb_ddp: the parameters' names, shapes or dtypes differ between rank %d and rank %d", r, me);
+            else if (o[3] != mine[3] || o[4] != mine[4])
+                nb__error("nb_ddp: the buffers or bucket_mb differ between rank %d and rank %d", r, me);
+            if (nb__has_error()) rc = -1;
+        }
+    } else {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "the all-gather failed");
+        nb_error_clear();
+        nb__error("nb_ddp: checking the modules across ranks: %s", msg);
+    }
+    nb_scope_end(s);
+    return rc;
+}
+
+/* Groups the parameters (already in reverse registration order) in buckets, torch's way: per
+   dtype, a bucket closes once it holds at least its limit (the first limit, then bucket). */
+static int assign_buckets(ddp_module *d, double first, double bucket) {
+    enum { MAXDT = NB_DTYPE_COUNT };
+    int open[MAXDT], closed[MAXDT];
+    double bytes[MAXDT];
+    for (int i = 0; i < MAXDT; i++) { open[i] = -1; closed[i] = 0; bytes[i] = 0; }
+    d->buckets = calloc((size_t)(d->nparams > 0 ? d->nparams : 1), sizeof *d->buckets);
+    if (!d->buckets) return -1;
+    /* first pass: each parameter's bucket; buckets numbered in the order they open */
+    int *of = malloc(sizeof(int) * (size_t)(d->nparams > 0 ? d->nparams : 1));
+    if (!of) return -1;
+    for (int i = 0; i < d->nparams; i++) {
+        nb_dtype dt = nb_dtype_of(d->params[i].t);
+        if (open[dt] < 0) {
+            open[dt] = d->nbuckets++;
+            d->buckets[open[dt]].dtype = dt;
+            bytes[dt] = 0;
+        }
+        of[i] = open[dt];
+        bytes[dt] += (double)nb_numel(d->params[i].t) * (double)nb_dtype_size(dt);
+        if (bytes[dt] >= (closed[dt] == 0 ? first : bucket)) {
+            open[dt] = -1;
+            closed[dt]++;
+        }
+    }
+    /* second pass: the parameters reordered bucket by bucket (stable within each) */
+    ddp_param *sorted = malloc(sizeof(ddp_param) * (size_t)(d->nparams > 0 ? d->nparams : 1));
+    if (!sorted) { free(of); return -1; }
+    int at = 0;
+    for (int b = 0; b < d->nbuckets; b++) {
+        ddp_bucket *bk = &d->buckets[b];
+        bk->first = at;
+        for (int i = 0; i < d->nparams; i++) {
+            if (of[i] != b) continue;
+            sorted[at] = d->params[i];
+            sorted[at].bucket = b;
+            sorted[at].offset = bk->numel;
+            sorted[at].flag = bk->count++;
+            int64_t n = nb_numel(d->params[i].t);
+            if (nb__add_overflows(bk->numel, n, &bk->numel)) { free(of); free(sorted); return -1; }
+            at++;
+        }
+        int64_t elems, bytes_total;
+        if (nb__add_overflows(bk->numel, bk->count, &elems) ||
+            nb__mul_overflows(elems, (int64_t)nb_dtype_size(bk->dtype), &bytes_total) || (uint64_t)bytes_total > SIZE_MAX) {
+            free(of); free(sorted);
+            return -1;
+        }
+        bk->buf = malloc((size_t)bytes_total > 0 ? (size_t)bytes_total : 1);
+        if (!bk->buf) { free(of); free(sorted); return -1; }
+        int64_t gb = bk->numel * (int64_t)nb_dtype_size(bk->dtype);
+        if (gb > d->stats.bucket_bytes_max) d->stats.bucket_bytes_max = gb;
+    }
+    free(d->params);
+    d->params = sorted;
+    free(of);
+    d->stats.buckets = d->nbuckets;
+    return 0;
+}
+
+static int build_index(ddp_module *d) {
+    size_t cap = 16;
+    while (cap < 2 * (size_t)d->nparams) cap *= 2;
+    d->slots = malloc(sizeof(int) * cap);
+    if (!d->slots) return -1;
+    for (size_t i = 0; i < cap; i++) d->slots[i] = -1;
+    d->nslots = cap;
+    for (int i = 0; i < d->nparams; i++) {
+        size_t h = slot_hash(d->params[i].t, cap);
+        while (d->slots[h] >= 0) h = (h + 1) & (cap - 1);
+        d->slots[h] = i;
+    }
+    return 0;
+}
+
+/* Writes parameter p's gradient (or zeros) and its used flag into its bucket. */
+static void pack(ddp_module *d, ddp_param *p) {
+    ddp_bucket *b = &d->buckets[p->bucket];
+    size_t es = nb_dtype_size(b->dtype);
+    char *dst = (char *)b->buf + (size_t)p->offset * es;
+    int64_t n = nb_numel(p->t);
+    nb_tensor *g = nb_grad_of(p->t);
+    bool used = g != NULL;
+    if (used && nb_copy_to(g, dst, (size_t)n * es) < 0) used = false;
+    if (!used) memset(dst, 0, (size_t)n * es);
+    char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
+    if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
+    else *(double *)flag = used ? 1.0 : 0.0;
+    p->ready = true;
+    b->ready++;
+}
+
+/* Starts the buckets that are full, in order; early: during backward. */
+static void launch_ready(ddp_module *d, bool early) {
+    while (d->next_launch < d->nbuckets && d->buckets[d->next_launch].ready == d->buckets[d->next_launch].count) {
+        ddp_bucket *b = &d->buckets[d->next_launch];
+        if (nb__dist_start_sum(b->buf, b->numel + b->count, b->dtype, "nb_ddp", &b->op) < 0) {
+            d->broken = true; /* the end of backward reports it */
+            return;
+        }
+        b->launched = true;
+        if (early) d->stats.buckets_early++;
+        else d->stats.buckets_late++;
+        d->next_launch++;
+    }
+}
+
+static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
+    (void)got; /* the gradient that exists is reduced, whatever this backward added */
+    ddp_module *d = ctx;
+    if (!d->armed || d->broken) return;
+    int i = find_param(d, leaf);
+    if (i < 0 || d->params[i].ready) return;
+    pack(d, &d->params[i]);
+    if (d->buckets[d->params[i].bucket].ready == d->buckets[d->params[i].bucket].count) launch_ready(d, true);
+    /* MPI moves collectives on only inside its calls: nudge the oldest one in flight */
+    for (int b = 0; b < d->next_launch; b++)
+        if (d->buckets[b].op) {
+            nb__dist_test(d->buckets[b].op);
+            break;
+        }
+}
+
+/* Takes the averaged gradients out of the buckets. */
+static int unpack(ddp_module *d) {
+    int world = nb_dist_world_size();
+    int rc = 0;
+    bool prev = nb_set_grad_enabled(false);
+    uint64_t errors0 = nb__error_count();
+    for (int i = 0; i < d->nparams && rc == 0; i++) {
+        ddp_param *p = &d->params[i];
+        ddp_bucket *b = &d->buckets[p->bucket];
+        const char *base = b->buf;
+        size_t es = nb_dtype_size(b->dtype);
+        double used = b->dtype == NB_F32 ? *(const float *)(base + (size_t)(b->numel + p->flag) * es)
+                                         : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
+        if (used == 0) continue; /* no rank had a gradient: it keeps none */
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *g = nb_empty(nb_shape_of(p->t), b->dtype);
+        void *out = g ? nb_data_ptr(g) : NULL;
+        if (!out) rc = -1;
+        else {
+            int64_t n = nb_numel(p->t);
+            if (b->dtype == NB_F32) {
+                const float *src = (const float *)base + p->offset;
+                float *o = out, w = (float)world;
+                for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
+            } else {
+                const double *src = (const double *)base + p->offset;
+                double *o = out, w = (double)world;
+                for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
+            }
+            nb_device dev = nb_device_of(p->t);
+            if (dev.type != NB_CPU) g = nb_to(g, dev);
+            if (g) nb_set_grad(p->t, g);
+            if (!g || nb__error_count() != errors0) rc = -1;
+        }
+        nb_scope_end(s);
+        if (rc < 0) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "out of memory");
+            nb_error_clear();
+            nb__error("nb_ddp: setting the averaged gradient of \"%s\": %s", p->name, msg);
+        }
+    }
+    nb_set_grad_enabled(prev);
+    return rc;
+}
+
+static int on_backward_finished(int rc, void *ctx) {
+    ddp_module *d = ctx;
+    if (!d->armed) return 0;
+    d->armed = false;
+    /* what backward did not reach: zeros and a cleared flag, so every rank starts every bucket */
+    if (!d->broken) {
+        for (int i = 0; i < d->nparams; i++)
+            if (!d->params[i].ready) pack(d, &d->params[i]);
+        launch_ready(d, false);
+    }
+    double t0 = nb__dist_now();
+    bool failed = d->broken;
+    for (int b = 0; b < d->nbuckets; b++) {
+        ddp_bucket *bk = &d->buckets[b];
+        if (!bk->launched) continue;
+        char what[96];
+        snprintf(what, sizeof what, "the gradient allreduce of bucket %d (of %d)", b, d->nbuckets);
+        if (!failed && nb__dist_wait(bk->op, "nb_ddp", what) == 0) bk->op = NULL;
+        else failed = true;
+        if (failed && bk->op) {
+            /* in flight or never waited: MPI may still write the buffer */
+            nb__dist_adopt(bk->buf);
+            bk->buf = NULL;
+            bk->op = NULL;
+        }
+        bk->launched = false;
+    }
+    d->stats.wait_seconds += nb__dist_now() - t0;
+    if (failed) {
+        if (!d->broken) d->broken = true;
+        else if (!nb__has_error())
+            nb__error("nb_ddp: a gradient allreduce failed in an earlier step; the process group is unusable (restart the job)");
+        return -1;
+    }
+    d->stats.backwards++;
+    if (rc < 0) return rc; /* this rank's backward failed: its peers were served, its gradients stay */
+    return unpack(d);
+}
+
+static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x) {
+    ddp_module *d = (ddp_module *)self;
+    d->inner->training = self->training;
+    if (nb_is_grad_enabled()) {
+        d->armed = true;
+        d->next_launch = 0;
+        for (int i = 0; i < d->nparams; i++) d->params[i].ready = false;
+        for (int b = 0; b < d->nbuckets; b++) d->buckets[b].ready = 0;
+    }
+    return nb_forward(d->inner, x);
+}
+
+static void ddp_free(nb_module *self) {
+    ddp_module *d = (ddp_module *)self;
+    if (d->hooks >= 0) nb__backward_hooks_remove(d->hooks);
+    for (int b = 0; b < d->nbuckets; b++) free(d->buckets[b].buf);
+    free(d->buckets);
+    free(d->params);
+    free(d->slots);
+    /* the inner module goes with its registry, which base shares: base gets its own empty one
+       back for nb_module_free to free */
+    nb_module_free(d->inner);
+    self->state = d->own_state;
+}
+
+nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
+    const char *fn = "nb_ddp";
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_ddp: module is NULL");
+        return NULL;
+    }
+    if (m->cls == &DDP) {
+        nb__error("nb_ddp: the module is a DDP module already");
+        return NULL; /* it is not taken over: freeing it would free the caller's DDP */
+    }
+    if (opts.shard != NB_SHARD_NONE) {
+        nb__error("nb_ddp: %s is not built yet (this version has NB_SHARD_NONE, plain DDP; see docs/distributed.md)",
+                  opts.shard == NB_SHARD_OPTIMIZER ? "NB_SHARD_OPTIMIZER (ZeRO-1, optimizer state sharded)"
+                  : opts.shard == NB_SHARD_FULL    ? "NB_SHARD_FULL (FSDP-style full sharding)"
+                                                   : "that nb_shard value");
+        nb_module_free(m);
+        return NULL;
+    }
+    if (!(opts.bucket_mb >= 0) || opts.bucket_mb > 1e6) {
+        nb__error("nb_ddp: bucket_mb %g must be in [0, 1e6] (0: 25 MiB)", opts.bucket_mb);
+        nb_module_free(m);
+        return NULL;
+    }
+    if (nb__dist_usable(fn) < 0) { nb_module_free(m); return NULL; }
+    double bucket = (opts.bucket_mb > 0 ? opts.bucket_mb : 25.0) * 1048576.0;
+    double first = bucket < 1048576.0 ? bucket : 1048576.0;
+
+    ddp_module *d = (ddp_module *)nb_module_new(&DDP, sizeof(ddp_module));
+    if (!d) { nb_module_free(m); return NULL; }
+    d->inner = m;
+    d->hooks = -1;
+    nb_named_tensor *pl = NULL, *bl = NULL;
+    int np = nb_module_named_parameters(m, NULL, 0), nbuf = nb_module_named_buffers(m, NULL, 0);
+    if (np < 0 || nbuf < 0) goto fail;
+    pl = malloc(sizeof *pl * (size_t)(np > 0 ? np : 1));
+    bl = malloc(sizeof *bl * (size_t)(nbuf > 0 ? nbuf : 1));
+    d->params = calloc((size_t)(np > 0 ? np : 1), sizeof *d->params);
+    if (!pl || !bl || !d->params) { nb__error("nb_ddp: out of memory"); goto fail; }
+    nb_module_named_parameters(m, pl, np);
+    nb_module_named_buffers(m, bl, nbuf);
+    for (int i = 0; i < np; i++) {
+        nb_tensor *t = pl[i].tensor;
+        char desc[200];
+        nb_dtype dt = nb_dtype_of(t);
+        if (dt != NB_F32 && dt != NB_F64) {
+            nb__error("nb_ddp: parameter \"%s\" is %s; DDP reduces f32 and f64 gradients", pl[i].name, nb_dtype_name(dt));
+            goto fail;
+        }
+        if (nb_device_of(t).type != NB_CPU || !nb_is_contiguous(t)) {
+            nb__error("nb_ddp: parameter \"%s\" is not a contiguous cpu tensor (%s on %s); MPI reduces host memory (NCCL is "
+                      "not built yet)", pl[i].name, nb_dtype_name(dt), nb_device_str(nb_device_of(t), desc, sizeof desc));
+            goto fail;
+        }
+        /* reverse registration order: backward makes the last layers' gradients first */
+        d->params[np - 1 - i] = (ddp_param){ .t = t, .name = pl[i].name };
+    }
+    d->nparams = np;
+    if (check_ranks(pl, np, bl, nbuf, bucket) < 0) goto fail;
+    /* rank 0's values everywhere: parameters, then buffers, in registration order */
+    for (int i = 0; i < np + nbuf; i++) {
+        const nb_named_tensor *e = i < np ? &pl[i] : &bl[i - np];
+        nb_tensor *t = e->tensor;
+        if (nb_device_of(t).type != NB_CPU || !nb_is_contiguous(t)) {
+            nb__error("nb_ddp: buffer \"%s\" is not a contiguous cpu tensor; MPI broadcasts host memory", e->name);
+            goto fail;
+        }
+        if (nb_dist_broadcast(t, 0) < 0) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
+            nb_error_clear();
+            nb__error("nb_ddp: broadcasting \"%s\" from rank 0: %s", e->name, msg);
+            goto fail;
+        }
+    }
+    if (assign_buckets(d, first, bucket) < 0 || build_index(d) < 0) {
+        nb__error("nb_ddp: out of memory for the gradient buckets of %d parameters", np);
+        goto fail;
+    }
+    d->hooks = nb__backward_hooks_add((nb_backward_hooks){ .grad_ready = on_grad_ready, .finished = on_backward_finished, .ctx = d });
+    if (d->hooks < 0) goto fail;
+    free(pl);
+    free(bl);
+    /* share the inner module's registry: the same names, parameters, buffers and children */
+    d->own_state = d->base.state;
+    d->base.state = m->state;
+    d->base.training = m->training;
+    return &d->base;
+fail:
+    free(pl);
+    free(bl);
+    /* base still has its own registry here: ddp_free frees the inner module and keeps it */
+    d->own_state = d->base.state;
+    nb_module_free(&d->base);
+    return NULL;
+}
+
+nb_module *nb_ddp_inner(nb_module *ddp) {
+    ddp_module *d = as_ddp(ddp, "nb_ddp_inner");
+    return d ? d->inner : NULL;
+}
+
+nb_ddp_stats nb_ddp_get_stats(nb_module *ddp) {
+    ddp_module *d = as_ddp(ddp, "nb_ddp_get_stats");
+    return d ? d->stats : (nb_ddp_stats){ 0 };
+}
+
+int nb_ddp_bucket_info(nb_module *ddp, int i, int64_t *bytes, int *params) {
+    ddp_module *d = as_ddp(ddp, "nb_ddp_bucket_info");
+    if (!d) return -1;
+    if (i < 0 || i >= d->nbuckets) {
+        nb__error("nb_ddp_bucket_info: bucket %d of %d", i, d->nbuckets);
+        return -1;
+    }
+    if (bytes) *bytes = d->buckets[i].numel * (int64_t)nb_dtype_size(d->buckets[i].dtype);
+    if (params) *params = d->buckets[i].count;
+    return 0;
+}

@@ -1,0 +1,375 @@
+/* DDP (nb_ddp) under mpirun with 2 and 3 ranks (tests/dist.cmake), and as a single process:
+   - equivalence: examples/mlp.c's 784-128-10 MLP on synthetic data, trained with a global batch
+     of 60 split across the ranks by the loader's shards, against one process on the same global
+     batches: parameters within 1e-5 relative with SGD + momentum, 1e-4 with AdamW (see below);
+   - repeatability: two DDP runs are bit-identical, and every rank holds the same bits;
+   - construction: ranks that start from different weights end with rank 0's; the buckets are in
+     reverse registration order, the first smaller; every bucket starts during backward;
+   - unused parameters: one used only on rank 0 gets rank 0's gradient / W everywhere, one used
+     nowhere keeps no gradient, and nothing hangs;
+   - state dicts keep the inner names and a rank-0 save loads into a plain module;
+   - errors: sharded modes not built, a different architecture on one rank (named), bad options.
+   Exits 77 (CTest's SKIPPED) in a build without MPI. */
+#include "test_util.h"
+
+static int R, W;
+
+typedef struct { nb_module base; nb_module *fc1, *fc2; } Net;
+
+static nb_tensor *net_forward(nb_module *self, nb_tensor *x) {
+    Net *net = (Net *)self;
+    return nb_forward(net->fc2, nb_relu(nb_forward(net->fc1, x)));
+}
+static const nb_module_class NET = { .name = "Net", .forward = net_forward };
+
+static nb_module *net_new(int64_t hidden) {
+    Net *net = (Net *)nb_module_new(&NET, sizeof(Net));
+    net->fc1 = nb_module_child(&net->base, "fc1", nb_nn_linear(784, hidden));
+    net->fc2 = nb_module_child(&net->base, "fc2", nb_nn_linear(hidden, 10));
+    return &net->base;
+}
+
+enum { SAMPLES = 600, GLOBAL_BATCH = 60, STEPS = 20 };
+
+/* The synthetic data set, the same on every rank: x N(0, 1) [600, 784], y = argmax of a fixed
+   random projection (a learnable rule). */
+static nb_dataset *make_data(void) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(7);
+    nb_tensor *x = nb_randn(NB_SHAPE(SAMPLES, 784), NB_F32);
+    nb_tensor *y = nb_argmax(nb_matmul(x, nb_randn(NB_SHAPE(784, 10), NB_F32)), 1, false);
+    nb_dataset *ds = nb_data_tensors(x, y);
+    nb_scope_end(s);
+    assert_non_null(ds);
+    return ds;
+}
+
+/* All of m's parameters, flattened in order, as one malloc'ed f32 array of *n floats. */
+static float *flat_params(nb_module *m, int64_t *n) {
+    nb_named_tensor e[16];
+    int k = nb_module_named_parameters(m, e, 16);
+    int64_t total = 0;
+    for (int i = 0; i < k; i++) total += nb_numel(e[i].tensor);
+    float *out = malloc(sizeof(float) * (size_t)total), *at = out;
+    for (int i = 0; i < k; i++) {
+        assert_int_equal(nb_copy_to(e[i].tensor, at, sizeof(float) * (size_t)nb_numel(e[i].tensor)), 0);
+        at += nb_numel(e[i].tensor);
+    }
+    *n = total;
+    return out;
+}
+
+/* Overwrites m's parameters with the flat values. */
+static void set_params(nb_module *m, const float *v) {
+    nb_named_tensor e[16];
+    int k = nb_module_named_parameters(m, e, 16);
+    for (int i = 0; i < k; i++) {
+        memcpy(nb_data_ptr(e[i].tensor), v, sizeof(float) * (size_t)nb_numel(e[i].tensor));
+        v += nb_numel(e[i].tensor);
+    }
+}
+
+/* Trains model (a DDP module or a plain one) for STEPS batches of loader; adamw or SGD + momentum. */
+static void train(nb_module *model, nb_data_loader *loader, bool adamw) {
+    nb_optimizer *opt = adamw ? nb_optim_adamw(model, (nb_adamw_opts){ .lr = 1e-3 })
+                              : nb_optim_sgd(model, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9 });
+    assert_non_null(opt);
+    int steps = 0;
+    while (steps < STEPS) {
+        nb_batch b;
+        while (steps < STEPS && nb_data_loader_next(loader, &b)) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *loss = nb_cross_entropy(nb_forward(model, b.x), b.y, (nb_ce_opts){ 0 });
+            nb_optim_zero_grad(opt);
+            if (nb_backward(loss) < 0 || nb_optim_step(opt) < 0) fail_msg("rank %d, step %d: %s", R, steps, nb_error());
+            nb_scope_end(s);
+            steps++;
+        }
+        assert_false(nb_data_loader_failed(loader));
+    }
+    nb_optim_free(opt);
+}
+
+/* DDP training from rank-specific initial weights: the final parameters (malloc'ed), the
+   initial ones (rank 0's, after nb_ddp) in *init. */
+static float *train_ddp(nb_dataset *ds, bool adamw, double bucket_mb, float **init, nb_ddp_stats *stats) {
+    nb_manual_seed(1000 + (uint64_t)R); /* each rank starts elsewhere: nb_ddp brings rank 0's weights */
+    nb_module *ddp = nb_ddp(net_new(128), (nb_ddp_opts){ .bucket_mb = bucket_mb });
+    if (!ddp) fail_msg("rank %d: %s", R, nb_error());
+    int64_t n;
+    if (init) *init = flat_params(ddp, &n);
+    nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = GLOBAL_BATCH / W, .shuffle = true, .seed = 5 });
+    assert_non_null(l);
+    assert_int_equal(nb_data_loader_len(l), SAMPLES / GLOBAL_BATCH);
+    train(ddp, l, adamw);
+    nb_data_loader_free(l);
+    if (stats) *stats = nb_ddp_get_stats(ddp);
+    float *out = flat_params(ddp, &n);
+    nb_module_free(ddp);
+    return out;
+}
+
+/* Whether every rank holds exactly these n floats (compared with rank 0's). */
+static void expect_same_on_every_rank(const float *v, int64_t n, const char *what) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *all = nb_dist_all_gather(nb_from_data(v, NB_SHAPE(n), NB_F32));
+    assert_non_null(all);
+    const float *a = nb_data_ptr(all);
+    for (int r = 1; r < W; r++)
+        if (memcmp(a, a + (size_t)r * (size_t)n, sizeof(float) * (size_t)n) != 0)
+            fail_msg("%s: rank %d's bits differ from rank 0's", what, r);
+    nb_scope_end(s);
+}
+
+static void equivalence(bool adamw) {
+    nb_dataset *ds = make_data();
+    float *init = NULL;
+    nb_ddp_stats st;
+    float *ddp = train_ddp(ds, adamw, 0.004, &init, &st);
+    int64_t n = 784 * 128 + 128 + 128 * 10 + 10;
+    /* one process on the same global batches from the same start */
+    nb_module *ref = net_new(128);
+    set_params(ref, init);
+    nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = GLOBAL_BATCH, .shuffle = true, .seed = 5, .world_size = 1 });
+    train(ref, l, adamw);
+    nb_data_loader_free(l);
+    int64_t m;
+    float *want = flat_params(ref, &m);
+    assert_int_equal(m, n);
+    /* relative to the largest weight of each of the four tensors */
+    static const int64_t sizes[4] = { 128 * 784, 128, 10 * 128, 10 };
+    int64_t at = 0;
+    double worst = 0, moved = 0;
+    for (int t = 0; t < 4; t++) {
+        double big = 0, diff = 0;
+        for (int64_t i = at; i < at + sizes[t]; i++) {
+            big = fmax(big, fabs(want[i]));
+            diff = fmax(diff, fabs((double)ddp[i] - want[i]));
+            moved = fmax(moved, fabs((double)want[i] - init[i]));
+        }
+        worst = fmax(worst, diff / big);
+        at += sizes[t];
+    }
+    if (R == 0) printf("# %s, %d ranks: largest relative difference from one process %.3g\n", adamw ? "AdamW" : "SGD", W, worst);
+    /* SGD's steps are proportional to the gradients, so the ranks' different order of summing
+       shows as rounding (2e-7 measured). Adam divides by sqrt(v): a gradient element that is
+       near zero after the batch's terms cancel, rounded differently, moves its weight by a
+       sizeable part of lr (9e-6 measured over 20 steps), so AdamW is held to 1e-4. */
+    double tol = adamw ? 1e-4 : 1e-5;
+    if (!(worst <= tol)) fail_msg("rank %d: DDP differs from one process by %.3g relative (at most %g)", R, worst, tol);
+    assert_true(moved > 1e-3); /* it trained */
+    expect_same_on_every_rank(ddp, n, "the trained parameters");
+    /* every bucket started during backward: two buckets (fc2's, then fc1's) per step */
+    assert_int_equal(st.buckets, 2);
+    assert_int_equal(st.backwards, STEPS);
+    assert_int_equal(st.buckets_early, 2 * STEPS);
+    assert_int_equal(st.buckets_late, 0);
+    /* a second run repeats the first bit for bit */
+    float *again = train_ddp(ds, adamw, 0.004, NULL, NULL);
+    if (memcmp(again, ddp, sizeof(float) * (size_t)n) != 0) fail_msg("rank %d: two DDP runs differ", R);
+    free(again);
+    free(want);
+    free(ddp);
+    free(init);
+    nb_module_free(ref);
+    nb_dataset_free(ds);
+}
+
+static void test_equivalence_sgd(void **state) {
+    (void)state;
+    equivalence(false);
+}
+
+static void test_equivalence_adamw(void **state) {
+    (void)state;
+    equivalence(true);
+}
+
+static void test_construction(void **state) {
+    (void)state;
+    nb_manual_seed(50 + (uint64_t)R);
+    nb_module *net = net_new(128);
+    int64_t n;
+    float *before = flat_params(net, &n);
+    nb_module *ddp = nb_ddp(net, (nb_ddp_opts){ 0 });
+    if (!ddp) fail_msg("%s", nb_error());
+    assert_ptr_equal(nb_ddp_inner(ddp), net);
+    float *after = flat_params(ddp, &n);
+    expect_same_on_every_rank(after, n, "the parameters after nb_ddp");
+    if (R == 0) assert_memory_equal(before, after, sizeof(float) * (size_t)n);
+    /* the default: one bucket of everything (407 KB < the first bucket's 1 MiB) */
+    assert_int_equal(nb_ddp_get_stats(ddp).buckets, 1);
+    int64_t bytes;
+    int params;
+    assert_int_equal(nb_ddp_bucket_info(ddp, 0, &bytes, &params), 0);
+    assert_int_equal(bytes, 4 * (784 * 128 + 128 + 128 * 10 + 10));
+    assert_int_equal(params, 4);
+    assert_int_equal(nb_ddp_bucket_info(ddp, 1, &bytes, &params), -1);
+    ASSERT_ERROR_CONTAINS("bucket 1 of 1");
+    /* names are the inner module's */
+    nb_named_tensor e[8];
+    assert_int_equal(nb_module_named_parameters(ddp, e, 8), 4);
+    assert_string_equal(e[0].name, "fc1.weight");
+    assert_string_equal(e[3].name, "fc2.bias");
+    nb_module_free(ddp);
+    free(before);
+    free(after);
+    /* 4 KiB buckets: reverse order, the first closes once it holds 4 KiB: fc2.bias + fc2.weight,
+       then fc1.bias + fc1.weight */
+    ddp = nb_ddp(net_new(128), (nb_ddp_opts){ .bucket_mb = 0.004 });
+    assert_non_null(ddp);
+    assert_int_equal(nb_ddp_get_stats(ddp).buckets, 2);
+    assert_int_equal(nb_ddp_bucket_info(ddp, 0, &bytes, &params), 0);
+    assert_int_equal(bytes, 4 * (10 + 1280));
+    assert_int_equal(params, 2);
+    assert_int_equal(nb_ddp_bucket_info(ddp, 1, &bytes, &params), 0);
+    assert_int_equal(bytes, 4 * (128 + 784 * 128));
+    nb_module_free(ddp);
+    /* 2 MiB buckets: the first is capped at 1 MiB; a 3-layer net of 0.4 + 1 + 1 MiB layers */
+    nb_module *seq = nb_nn_sequential(nb_nn_linear(1024, 256), nb_nn_linear(256, 1024), nb_nn_linear(1024, 256), NULL);
+    ddp = nb_ddp(seq, (nb_ddp_opts){ .bucket_mb = 2 });
+    assert_non_null(ddp);
+    assert_int_equal(nb_ddp_get_stats(ddp).buckets, 2);
+    assert_int_equal(nb_ddp_bucket_info(ddp, 0, &bytes, &params), 0);
+    assert_int_equal(bytes, 4 * (256 + 256 * 1024)); /* 2.bias, 2.weight: 1 MiB + 1 KiB >= 1 MiB */
+    assert_int_equal(nb_ddp_bucket_info(ddp, 1, &bytes, &params), 0);
+    assert_int_equal(params, 4);
+    nb_module_free(ddp);
+}
+
+/* fc_a always, fc_b on rank 0 only, fc_c never */
+typedef struct { nb_module base; nb_module *a, *b, *c; } Branchy;
+static nb_tensor *branchy_forward(nb_module *self, nb_tensor *x) {
+    Branchy *m = (Branchy *)self;
+    nb_tensor *h = nb_forward(m->a, x);
+    if (nb_dist_rank() == 0) h = nb_add(h, nb_forward(m->b, x));
+    return h;
+}
+static const nb_module_class BRANCHY = { .name = "Branchy", .forward = branchy_forward };
+
+static void test_unused_parameters(void **state) {
+    (void)state;
+    nb_manual_seed(3);
+    Branchy *br = (Branchy *)nb_module_new(&BRANCHY, sizeof(Branchy));
+    br->a = nb_module_child(&br->base, "a", nb_nn_linear(6, 4));
+    br->b = nb_module_child(&br->base, "b", nb_nn_linear(6, 4));
+    br->c = nb_module_child(&br->base, "c", nb_nn_linear(6, 4));
+    nb_module *ddp = nb_ddp(&br->base, (nb_ddp_opts){ .bucket_mb = 0.00005 }); /* a bucket per layer */
+    if (!ddp) fail_msg("%s", nb_error());
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(11 + (uint64_t)R);
+    nb_tensor *x = nb_randn(NB_SHAPE(5, 6), NB_F32);
+    /* this rank's own gradients, from the inner module (no reduction) */
+    nb_module *inner = nb_ddp_inner(ddp);
+    assert_int_equal(nb_backward(nb_sum_all(nb_forward(inner, x))), 0);
+    nb_tensor *own_a = nb_clone(nb_grad_of(nb_module_get(inner, "a.weight")));
+    nb_tensor *own_b = R == 0 ? nb_clone(nb_grad_of(nb_module_get(inner, "b.weight"))) : nb_zeros(NB_SHAPE(4, 6), NB_F32);
+    assert_null(nb_grad_of(nb_module_get(inner, "c.weight")));
+    nb_module_zero_grad(ddp);
+    /* through DDP: averaged */
+    for (int step = 0; step < 2; step++) {
+        nb_module_zero_grad(ddp);
+        if (nb_backward(nb_sum_all(nb_forward(ddp, x))) < 0) fail_msg("rank %d: %s", R, nb_error());
+        nb_tensor *ga = nb_grad_of(nb_module_get(ddp, "a.weight")), *gb = nb_grad_of(nb_module_get(ddp, "b.weight"));
+        assert_non_null(ga);
+        assert_non_null(gb); /* used on rank 0 only, so every rank has it */
+        assert_null(nb_grad_of(nb_module_get(ddp, "c.weight"))); /* used nowhere: none */
+        assert_null(nb_grad_of(nb_module_get(ddp, "c.bias")));
+        nb_tensor *want_a = nb_clone(own_a), *want_b = nb_clone(own_b);
+        assert_int_equal(nb_dist_all_reduce(want_a, NB_REDUCE_AVG), 0);
+        assert_int_equal(nb_dist_all_reduce(want_b, NB_REDUCE_AVG), 0);
+        assert_true(nb_item(nb_max(nb_flatten(nb_abs(nb_sub(ga, want_a)), 0, -1), 0, false)) < 1e-6);
+        assert_true(nb_item(nb_max(nb_flatten(nb_abs(nb_sub(gb, want_b)), 0, -1), 0, false)) < 1e-6);
+    }
+    nb_ddp_stats st = nb_ddp_get_stats(ddp);
+    assert_int_equal(st.backwards, 2);
+    assert_true(st.buckets_late >= 2); /* c's bucket at least, each step */
+    nb_scope_end(s);
+    nb_module_free(ddp);
+}
+
+static void test_state_dict(void **state) {
+    (void)state;
+    nb_manual_seed(60 + (uint64_t)R);
+    nb_module *ddp = nb_ddp(net_new(32), (nb_ddp_opts){ 0 });
+    assert_non_null(ddp);
+    char path[64];
+    snprintf(path, sizeof path, "ddp_state_%d.safetensors", W);
+    if (R == 0) assert_int_equal(nb_save_state_dict(ddp, path), 0);
+    assert_int_equal(nb_dist_barrier(), 0);
+    /* a single process's module of the same architecture loads it strictly */
+    nb_manual_seed(999);
+    nb_module *plain = net_new(32);
+    if (nb_load_state_dict(plain, path, (nb_load_opts){ 0 }) < 0) fail_msg("%s", nb_error());
+    int64_t n, m;
+    float *a = flat_params(ddp, &n), *b = flat_params(plain, &m);
+    assert_int_equal(n, m);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)n);
+    /* and the DDP module loads it back under the same names */
+    assert_int_equal(nb_load_state_dict(ddp, path, (nb_load_opts){ 0 }), 0);
+    assert_int_equal(nb_dist_barrier(), 0);
+    free(a); free(b);
+    nb_module_free(plain);
+    nb_module_free(ddp);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .shard = NB_SHARD_OPTIMIZER }));
+    ASSERT_ERROR_CONTAINS("NB_SHARD_OPTIMIZER (ZeRO-1, optimizer state sharded) is not built yet");
+    assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .shard = NB_SHARD_FULL }));
+    ASSERT_ERROR_CONTAINS("NB_SHARD_FULL (FSDP-style full sharding) is not built yet");
+    assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .bucket_mb = -1 }));
+    ASSERT_ERROR_CONTAINS("bucket_mb -1 must be in");
+    assert_null(nb_ddp(NULL, (nb_ddp_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("module is NULL");
+    nb_module *plain = net_new(8);
+    assert_null(nb_ddp_inner(plain));
+    ASSERT_ERROR_CONTAINS("not a DDP module");
+    nb_module_free(plain);
+    nb_module *ddp = nb_ddp(net_new(8), (nb_ddp_opts){ 0 });
+    assert_non_null(ddp);
+    assert_null(nb_ddp(ddp, (nb_ddp_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("a DDP module already");
+    nb_module_free(ddp);
+    if (W == 1) return;
+    /* the last rank's module is narrower: every rank fails, naming a rank that differs */
+    assert_null(nb_ddp(net_new(R == W - 1 ? 16 : 8), (nb_ddp_opts){ 0 }));
+    const char *e = nb_error();
+    if (!e || !strstr(e, "nb_ddp: rank ") || !strstr(e, "must wrap the same architecture")) fail_msg("error: %s", e ? e : "(none)");
+    nb_error_clear();
+    /* the group is still usable */
+    assert_int_equal(nb_dist_barrier(), 0);
+}
+
+int main(int argc, char **argv) {
+#ifndef NABLA_WITH_MPI
+    (void)argc; (void)argv;
+    printf("SKIPPED: nabla was built without MPI (NABLA_WITH_MPI=OFF)\n");
+    return 77;
+#else
+    if (nb_dist_init(&argc, &argv) < 0) {
+        fprintf(stderr, "nb_dist_init: %s\n", nb_error());
+        return 1;
+    }
+    nb_set_num_threads(1);
+    R = nb_dist_rank();
+    W = nb_dist_world_size();
+    if (GLOBAL_BATCH % W != 0) {
+        printf("SKIPPED: the global batch of %d does not split across %d ranks\n", GLOBAL_BATCH, W);
+        nb_dist_finalize();
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_construction, clear_error_setup),
+        cmocka_unit_test_setup(test_equivalence_sgd, clear_error_setup),
+        cmocka_unit_test_setup(test_equivalence_adamw, clear_error_setup),
+        cmocka_unit_test_setup(test_unused_parameters, clear_error_setup),
+        cmocka_unit_test_setup(test_state_dict, clear_error_setup),
+        cmocka_unit_test_setup(test_errors, clear_error_setup),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    nb_dist_finalize();
+    return failed;
+#endif
+}
