@@ -1,5 +1,7 @@
 /* What this build was configured with (CMake passes the NABLA_WITH_* options): a feature built
-   in works, one left out fails with an error that names the missing library and the option; and
+   in works, one left out fails with an error that names the missing library and the option (MPI:
+   a process not started by mpirun is a world of one either way, and a build without MPI
+   refuses to join a launcher's world of several); and
    matrix products (OpenBLAS or nabla's own GEMM) match a plain double-precision loop over odd
    shapes and every transpose. Runs in every configuration, the aarch64 one included. */
 #include <setjmp.h>
@@ -90,6 +92,58 @@ static void test_jit(void **state) {
     nb_scope_end(s);
 }
 
+/* nabla/dist.h: a world of one process when not started by a launcher, with or without MPI */
+static void test_dist(void **state) {
+    (void)state;
+#ifdef NABLA_WITH_MPI
+    if (!strstr(nb_dist_backend(), "MPI (")) fail_msg("backend: %s", nb_dist_backend());
+#else
+    if (!strstr(nb_dist_backend(), "built without MPI: NABLA_WITH_MPI=OFF")) fail_msg("backend: %s", nb_dist_backend());
+    /* as if started by mpirun -n 2: the process cannot join its peers */
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    assert_int_equal(nb_dist_init(NULL, NULL), -1);
+    if (!error_has("built without MPI (NABLA_WITH_MPI=OFF)") || !error_has("one of 2 processes")) fail_msg("error: %s", nb_error());
+    nb_error_clear();
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    assert_false(nb_dist_is_initialized());
+#endif
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_from_data((float[]){ 1, 2, 3 }, NB_SHAPE(3), NB_F32);
+    assert_int_equal(nb_dist_all_reduce(t, NB_REDUCE_SUM), -1); /* before nb_dist_init */
+    if (!error_has("call nb_dist_init first")) fail_msg("error: %s", nb_error());
+    nb_error_clear();
+    assert_int_equal(nb_dist_init(NULL, NULL), 0);
+    assert_int_equal(nb_dist_rank(), 0);
+    assert_int_equal(nb_dist_world_size(), 1);
+    assert_int_equal(nb_dist_all_reduce(t, NB_REDUCE_SUM), 0);
+    assert_int_equal(nb_dist_all_reduce(t, NB_REDUCE_AVG), 0);
+    assert_int_equal(nb_dist_broadcast(t, 0), 0);
+    assert_true(nb_item(nb_sum_all(t)) == 6.0);
+    assert_int_equal(nb_dist_broadcast(t, 1), -1);
+    nb_error_clear();
+    nb_tensor *g = nb_dist_all_gather(t), *r = nb_dist_reduce_scatter(t, NB_REDUCE_SUM);
+    assert_non_null(g);
+    assert_non_null(r);
+    assert_true(max_abs_diff(g, t) == 0 && max_abs_diff(r, t) == 0);
+    assert_int_equal(nb_dist_barrier(), 0);
+    /* DDP of one process: the gradients are the module's own */
+    nb_manual_seed(5);
+    nb_module *ddp = nb_ddp(nb_nn_linear(3, 2), (nb_ddp_opts){ 0 });
+    if (!ddp) fail_msg("nb_ddp: %s", nb_error());
+    nb_tensor *x = nb_randn(NB_SHAPE(4, 3), NB_F32);
+    assert_int_equal(nb_backward(nb_sum_all(nb_forward(ddp, x))), 0);
+    nb_tensor *w = nb_module_get(ddp, "weight");
+    nb_tensor *gw = nb_clone(nb_grad_of(w));
+    nb_module_zero_grad(ddp);
+    assert_int_equal(nb_backward(nb_sum_all(nb_forward(nb_ddp_inner(ddp), x))), 0);
+    assert_true(max_abs_diff(gw, nb_grad_of(w)) == 0);
+    assert_int_equal(nb_ddp_get_stats(ddp).backwards, 1);
+    nb_module_free(ddp);
+    nb_scope_end(s);
+    nb_dist_finalize();
+    assert_false(nb_dist_is_initialized());
+}
+
 /* nb_matmul against a double loop: sizes around the own GEMM's blocks (4 rows, 256 of k, 512
    columns), operands transposed in place, and a broadcast batch. */
 static void check_matmul(int64_t n, int64_t k, int64_t m, bool ta, bool tb, nb_dtype dt) {
@@ -145,6 +199,7 @@ int main(void) {
         cmocka_unit_test(test_png),
         cmocka_unit_test(test_jit),
         cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_dist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
