@@ -253,6 +253,12 @@ static nb_tensor *double_it(nb_tensor *const *in, int n, void *ctx) {
     return nb_add(in[0], in[0]);
 }
 
+static nb_tensor *back_to_cpu(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    (void)ctx;
+    return nb_mul_scalar(nb_to(in[0], cpu), 2);
+}
+
 static void test_compiled_graphs_refuse_other_devices(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
@@ -260,6 +266,11 @@ static void test_compiled_graphs_refuse_other_devices(void **state) {
     nb_tensor *y = nb_to(nb_ones(NB_SHAPE(3), NB_F32), ext0);
     assert_null(nb_compiled_run(c, &y, 1));
     ASSERT_ERROR_CONTAINS("nb_compiled_run: the traced function ran ops on ext:0, but compiled graphs run on the cpu only");
+    nb_compiled_free(c);
+    /* a function that brings its device input back to the cpu is refused too */
+    c = nb_compile(back_to_cpu, NULL, (nb_graph_opts){ 0 });
+    assert_null(nb_compiled_run(c, &y, 1));
+    ASSERT_ERROR_CONTAINS("ran ops on ext:0");
     nb_compiled_free(c);
     nb_scope_end(s);
 }

@@ -63,16 +63,14 @@ typedef struct cnode {
 #define NODE_FUSED (-1)
 #define MAX_ROW_GROUP 16 /* kernels in one row group */
 
-/* Fused elementwise code: registers in SSA form, one instruction each. */
-enum {
-    FI_LOAD, FI_ADD, FI_SUB, FI_MUL, FI_DIV, FI_POW, FI_MAX, FI_MIN, FI_ADDS, FI_MULS, FI_POWS, FI_NEG,
-    FI_EXP, FI_LOG, FI_SQRT, FI_ABS, FI_SIGN, FI_TANH, FI_SIGMOID, FI_RELU, FI_RELU_BW, FI_GELU, FI_ERF,
-    FI_CLAMP, FI_WHERE, FI_COPY, FI_COUNT
-};
+/* Fused elementwise code: registers in SSA form, one instruction each: a load of an input
+   (FI_LOAD), or an op of ops.def whose fuse column is EW or CHEAP (op is its nb_op_id), which
+   computes formulas.h's nbf_<name> on the float registers. */
+#define FI_LOAD (-1)
 typedef struct finstr {
     int op;
     int a, b, c;            /* source registers (FI_LOAD: a is the input index) */
-    int s;                  /* first scalar index */
+    int s;                  /* a unary op's scalars: sc[s] and sc[s + 1] (its args.f[0], f[1]) */
 } finstr;
 
 /* How a fused kernel reduces what it computes (none, or a sum over a 2-D view of the output). */

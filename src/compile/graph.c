@@ -247,9 +247,12 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
 static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args, nb_tensor *out) {
     tracer *tr = ctx;
     if (tr->failed) return;
-    if (out->storage->device.type != NB_CPU && !tr->off_host) {
-        tr->off_host = true;
-        tr->device = out->storage->device;
+    for (int i = -1; i < nin && !tr->off_host; i++) { /* the output, then each input */
+        nb_device d = (i < 0 ? out : in[i])->storage->device;
+        if (d.type != NB_CPU) {
+            tr->off_host = true;
+            tr->device = d;
+        }
     }
     sweep(tr);
     int stack_ids[16];
@@ -504,28 +507,10 @@ static int pass_cse(cgraph *g) {
 
 /* ------------------------------------------------------------------ fusion */
 
-typedef struct { int op, fi, arity; } fuse_rule;
-static const fuse_rule fuse_rules[] = {
-    { NB_OP_ADD, FI_ADD, 2 }, { NB_OP_SUB, FI_SUB, 2 }, { NB_OP_MUL, FI_MUL, 2 }, { NB_OP_DIV, FI_DIV, 2 },
-    { NB_OP_POW, FI_POW, 2 }, { NB_OP_MAXIMUM, FI_MAX, 2 }, { NB_OP_MINIMUM, FI_MIN, 2 },
-    { NB_OP_ADD_SCALAR, FI_ADDS, 1 }, { NB_OP_MUL_SCALAR, FI_MULS, 1 }, { NB_OP_POW_SCALAR, FI_POWS, 1 },
-    { NB_OP_NEG, FI_NEG, 1 }, { NB_OP_EXP, FI_EXP, 1 }, { NB_OP_LOG, FI_LOG, 1 }, { NB_OP_SQRT, FI_SQRT, 1 },
-    { NB_OP_ABS, FI_ABS, 1 }, { NB_OP_SIGN, FI_SIGN, 1 }, { NB_OP_TANH, FI_TANH, 1 },
-    { NB_OP_SIGMOID, FI_SIGMOID, 1 }, { NB_OP_RELU, FI_RELU, 1 }, { NB_OP_RELU_BACKWARD, FI_RELU_BW, 2 },
-    { NB_OP_GELU, FI_GELU, 1 }, { NB_OP_ERF, FI_ERF, 1 }, { NB_OP_CLAMP, FI_CLAMP, 1 },
-    { NB_OP_WHERE, FI_WHERE, 3 }, { NB_OP_COPY, FI_COPY, 1 }, { NB_OP_CAST, FI_COPY, 1 },
-};
-
-static const fuse_rule *rule_of(int op) {
-    for (size_t i = 0; i < sizeof fuse_rules / sizeof *fuse_rules; i++)
-        if (fuse_rules[i].op == op) return &fuse_rules[i];
-    return NULL;
-}
-
 static bool loadable(nb_dtype d) { return d == NB_F32 || d == NB_F64 || d == NB_BOOL || d == NB_U8 || d == NB_I32 || d == NB_I64; }
 
 static bool fusable(const cgraph *g, const cnode *n) {
-    if (n->dead || n->op < 0 || !rule_of(n->op)) return false;
+    if (n->dead || n->op < 0 || nb__ops[n->op].fuse == NB_FUSE_NONE) return false;
     const cval *o = &g->v[n->out];
     if (o->dtype != NB_F32 || o->base >= 0 || o->is_const) return false;
     for (int k = 0; k < n->nin; k++) {
@@ -537,15 +522,8 @@ static bool fusable(const cgraph *g, const cnode *n) {
     return true;
 }
 
-/* Ops cheap enough to recompute for every element of a broadcast result. */
-static bool cheap(int op) {
-    switch (op) {
-    case NB_OP_ADD: case NB_OP_SUB: case NB_OP_MUL: case NB_OP_ADD_SCALAR: case NB_OP_MUL_SCALAR: case NB_OP_NEG:
-    case NB_OP_RELU: case NB_OP_COPY: case NB_OP_CAST: case NB_OP_ABS: case NB_OP_MAXIMUM: case NB_OP_MINIMUM:
-        return true;
-    default: return false;
-    }
-}
+/* Ops cheap enough to recompute for every element of a broadcast result (ops.def's CHEAP). */
+static bool cheap(int op) { return op >= 0 && nb__ops[op].fuse == NB_FUSE_CHEAP; }
 
 /* Whether value v is a product that only its consumer reads (so that consumer is its epilogue). */
 static bool private_product(const cgraph *g, int v, const nb_shape *shape) {
@@ -590,7 +568,6 @@ static fkernel *build_kernel(cgraph *g, group *gr) {
     if (!k->in || !k->in_dtype || !k->code || !k->scal || !reg_of_node) goto oom;
     for (int m = 0; m < gr->n; m++) {
         cnode *n = &g->nodes[gr->member[m]];
-        const fuse_rule *r = rule_of(n->op);
         int src[3] = { 0, 0, 0 };
         for (int a = 0; a < n->nin; a++) {
             int v = n->in[a], p = g->v[v].node, reg = -1;
@@ -614,9 +591,11 @@ static fkernel *build_kernel(cgraph *g, group *gr) {
             }
             src[a] = reg;
         }
-        finstr ins = { .op = r->fi, .a = src[0], .b = src[1], .c = src[2], .s = k->nscal };
-        if (r->fi == FI_ADDS || r->fi == FI_MULS || r->fi == FI_POWS) k->scal[k->nscal++] = n->args.f[0];
-        if (r->fi == FI_CLAMP) { k->scal[k->nscal++] = n->args.f[0]; k->scal[k->nscal++] = n->args.f[1]; }
+        finstr ins = { .op = n->op, .a = src[0], .b = src[1], .c = src[2], .s = k->nscal };
+        if (nb__ops[n->op].nin == 1) { /* a unary formula takes the op's two float arguments */
+            k->scal[k->nscal++] = n->args.f[0];
+            k->scal[k->nscal++] = n->args.f[1];
+        }
         k->code[k->n] = ins;
         reg_of_node[m] = k->n++;
         size_t len = strlen(label);
