@@ -219,15 +219,10 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
     c->last = g;
     take_counters(c, g);
     c->stats.variants = c->nvars;
-    /* the trace ran eagerly: its result is this call's answer, detached like every replay's */
-    nb_tensor *r = result;
-    if (result->requires_grad || result->grad_fn) {
-        nb_scope *sc = nb_scope_begin();
-        r = nb_keep(nb_detach(result));
-        nb_scope_end(sc);
-        nb_release(result);
-    }
-    return r;
+    /* the trace computed shapes only: the graph's first replay is this call's answer (and makes
+       its updates, its gradients and its random draws, as the eager step would have) */
+    nb_release(result);
+    return nb__graph_run(g, in, n);
 }
 
 nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n) {

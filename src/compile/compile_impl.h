@@ -121,7 +121,8 @@ typedef struct cgraph {
 } cgraph;
 
 /* ---- tracing and passes (src/compile/graph.c) ---- */
-/* Runs fn under the tracer into a new graph; the eager result goes to *result. NULL on error. */
+/* Runs fn under the tracer into a new graph, computing shapes only (no kernel runs but those of
+   values folding may need); the shape-only result goes to *result. NULL on error. */
 cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_tensor **result);
 /* Runs the passes that opts leaves on, then plans memory. 0 or -1. */
 int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note);

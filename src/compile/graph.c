@@ -51,11 +51,13 @@ typedef struct {
     int cap, count;
 } ptrmap;
 
-/* The tracer holds a reference to each recorded op's result, so that a pointer in the maps
-   below always names the tensor (or storage) it was recorded for: a freed header's address
-   could come back as a new tensor that no op made. It lets a result go as soon as it alone
-   holds it, when the eager code would have freed it too (see sweep), so tracing a step peaks
-   where running it eagerly does. */
+/* The tracer runs the traced code with shapes only: dispatch asks it before each op (before)
+   and it lets only what constant folding needs be computed, so an op's output is allocated but
+   never written (never resident) and the trace holds little memory; the first replay is the
+   call's answer. It holds a reference to each recorded op's result, so that a pointer in the
+   maps below always names the tensor (or storage) it was recorded for: a freed header's address
+   could come back as a new tensor that no op made. It lets a result go as soon as it alone holds
+   it, before the next op allocates, as the eager code would have freed it (see sweep). */
 typedef struct {
     cgraph *g;
     nb_tensor *const *inputs;
@@ -244,6 +246,22 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
     return vid;
 }
 
+/* Before an op makes its output: lets go what the traced code let go, and says whether the
+   kernel runs. Only what folding may need is computed: the op of constants alone. Nothing else
+   is ever read while tracing (a host read fails the trace), and an in-place op or a random draw
+   left out leaves the parameters, the optimizer state and the generator for the replay. */
+static bool before(void *ctx, nb_op_id op, nb_tensor *const *in, int nin) {
+    tracer *tr = ctx;
+    if (tr->failed) return true;
+    sweep(tr);
+    if ((nb__ops[op].flags & NB_F_INPLACE) || is_random(op) || op == NB_OP_EMPTY) return false;
+    for (int i = 0; i < nin; i++) {
+        int id = map_find(&tr->tensors, in[i]);
+        if (id < 0 || !tr->g->v[id].foldable) return false;
+    }
+    return true;
+}
+
 static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args, nb_tensor *out) {
     tracer *tr = ctx;
     if (tr->failed) return;
@@ -254,7 +272,6 @@ static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const 
             tr->device = d;
         }
     }
-    sweep(tr);
     int stack_ids[16];
     int *ids = nin <= 16 ? stack_ids : malloc(sizeof(int) * (size_t)nin);
     if (!ids) { tr->failed = true; return; }
@@ -278,8 +295,10 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     bool prev_grad = nb_is_grad_enabled();
     nb_scope *s = nb_scope_begin();
     nb__trace_set(record, &tr);
+    nb__trace_set_before(before);
     nb_tensor *r = tr.failed ? NULL : fn(inputs, n, ctx);
     nb__trace_set(NULL, NULL);
+    nb__trace_set_before(NULL);
     unsigned host_reads = nb__host_reads - reads;
     nb_set_grad_enabled(prev_grad);
     if (r && !tr.failed) {

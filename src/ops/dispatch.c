@@ -22,6 +22,8 @@ nb_dtype nb__promote(nb_dtype a, nb_dtype b) {
 static NB_TLS nb_trace_record_fn trace_rec;
 static NB_TLS void *trace_ctx;
 static NB_TLS bool trace_paused;
+static NB_TLS nb_trace_before_fn trace_before;
+void nb__trace_set_before(nb_trace_before_fn before) { trace_before = before; }
 static NB_TLS unsigned reads_at_pause;
 
 void nb__trace_set(nb_trace_record_fn rec, void *ctx) {
@@ -226,6 +228,9 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
         goto done;
     }
 
+    /* a tracer may want shapes only: the output is made (never written) and the kernel skipped */
+    bool run = true;
+    if (trace_rec && !trace_paused && trace_before) run = trace_before(trace_ctx, op, conv, nin);
     if (def->flags & NB_F_VIEW) {
         out = nb__tensor_view(conv[0], meta.shape, meta.stride, meta.offset);
         if (!out) goto done;
@@ -236,7 +241,7 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
         if (!kernel) goto done;
         out = def->flags & NB_F_INPLACE ? nb_retain(conv[0]) : nb__tensor_new_on(meta.shape, meta.dtype, dev);
         if (!out) goto done;
-        if (kernel(out, conv, nin, &args) < 0) {
+        if (run && kernel(out, conv, nin, &args) < 0) {
             nb_release(out);
             out = NULL;
             goto done;
@@ -251,7 +256,7 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
        are never checked: nb_empty's buffer is uninitialised, nb_full(-inf) makes what it was
        asked for. Views make no values. */
     int out_class;
-    if (nb__anomaly_enabled() && !(def->flags & (NB_F_VIEW | NB_F_CREATE)) &&
+    if (run && nb__anomaly_enabled() && !(def->flags & (NB_F_VIEW | NB_F_CREATE)) &&
         (out_class = nonfinite_class(out)) != NB_NONFINITE_NONE) {
         int in_class = nb__args_nonfinite_class(&args);
         for (int i = 0; i < nin && in_class < out_class; i++) {

@@ -76,6 +76,10 @@ typedef void (*nb_trace_record_fn)(void *ctx, nb_op_id op, nb_tensor *const *in,
                                    nb_tensor *out);
 /* Makes rec(ctx, ...) this thread's tracer, called after each op's kernel; NULL stops tracing. */
 void nb__trace_set(nb_trace_record_fn rec, void *ctx);
+/* Asked before each op while tracing (after its checks, before its output is made): true runs the
+   kernel, false makes the output without computing it (a shape-only trace). */
+typedef bool (*nb_trace_before_fn)(void *ctx, nb_op_id op, nb_tensor *const *in, int nin);
+void nb__trace_set_before(nb_trace_before_fn before);
 /* Pauses (true) or resumes (false) recording on this thread; returns the previous state. Host reads
    (nb_item, nb_data_ptr) made while paused are not counted against the trace. */
 bool nb__trace_suspend(bool suspend);
