@@ -19,7 +19,11 @@
 #                  come from the rounds after the first); --quick: 2 rounds of short loops
 #   TORCH2_PYTHON  the PyTorch 2 interpreter (default .venv-torch2/bin/python, which
 #                  scripts/torch2_env.sh makes)
-# Threads: both at their defaults (2 each on the 2-core machine; the table says).
+#   TORCH_THREADS=n  PyTorch's threads (torch.set_num_threads); unset: its default
+# Threads: both at their defaults (2 each on the 2-core machine; the table says). On a busy
+# machine PyTorch's OpenMP threads spin while the cores are taken and its steps run many times
+# slower (the table warns when other processes kept the cores busy); TORCH_THREADS=1 is its
+# sturdier setting there.
 # Exits 0 even when a floor is missed; non-zero when a benchmark could not run.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +47,8 @@ if ! [ -x "$py" ] || ! "$py" -c 'import sys, torch; sys.exit(int(torch.__version
          "(from PyPI, about 4 GB), or point TORCH2_PYTHON at one" >&2
     exit 2
 fi
+threads=
+[ -z "${TORCH_THREADS:-}" ] || threads="--threads $TORCH_THREADS"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 workloads="mlp cnn gpt_train gpt"
@@ -52,7 +58,7 @@ while [ $i -lt "$rounds" ]; do
     "$exe" $quick > "$out/nabla.$i"
     for w in $workloads; do
         echo "run_compile.sh: round $((i + 1)) of $rounds: torch.compile $w" >&2
-        TORCHINDUCTOR_CACHE_DIR="$out/inductor-$w" "$py" "$here/bench_compile_torch.py" $quick --only $w \
+        TORCHINDUCTOR_CACHE_DIR="$out/inductor-$w" "$py" "$here/bench_compile_torch.py" $quick $threads --only $w \
             > "$out/torch.$w.$i" 2> "$out/torch.$w.$i.err" ||
             { cat "$out/torch.$w.$i.err" >&2; exit 1; }
     done
