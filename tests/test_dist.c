@@ -5,8 +5,8 @@
    errors, and the data loader's shards (as torch's DistributedSampler). Exits 77 (CTest's
    SKIPPED) in a build without MPI. */
 #include "test_util.h"
+#include "dist_util.h"
 
-static int R, W; /* rank, world size */
 
 static int group_setup(void **state) {
     (void)state;
@@ -284,18 +284,8 @@ static void test_loader_shards(void **state) {
 }
 
 int main(int argc, char **argv) {
-#ifndef NABLA_WITH_MPI
-    (void)argc; (void)argv;
-    printf("SKIPPED: nabla was built without MPI (NABLA_WITH_MPI=OFF)\n");
-    return 77;
-#else
-    if (nb_dist_init(&argc, &argv) < 0) {
-        fprintf(stderr, "nb_dist_init: %s\n", nb_error());
-        return 1;
-    }
-    nb_set_num_threads(1);
-    R = nb_dist_rank();
-    W = nb_dist_world_size();
+    int started = dist_test_start(&argc, &argv);
+    if (started) return started;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_world, clear_error_setup),
         cmocka_unit_test_setup(test_all_reduce, clear_error_setup),
@@ -309,5 +299,4 @@ int main(int argc, char **argv) {
     int failed = cmocka_run_group_tests(tests, group_setup, NULL);
     nb_dist_finalize();
     return failed;
-#endif
 }

@@ -11,8 +11,8 @@
    - errors: sharded modes not built, a different architecture on one rank (named), bad options.
    Exits 77 (CTest's SKIPPED) in a build without MPI. */
 #include "test_util.h"
+#include "dist_util.h"
 
-static int R, W;
 
 typedef struct { nb_module base; nb_module *fc1, *fc2; } Net;
 
@@ -343,18 +343,8 @@ static void test_errors(void **state) {
 }
 
 int main(int argc, char **argv) {
-#ifndef NABLA_WITH_MPI
-    (void)argc; (void)argv;
-    printf("SKIPPED: nabla was built without MPI (NABLA_WITH_MPI=OFF)\n");
-    return 77;
-#else
-    if (nb_dist_init(&argc, &argv) < 0) {
-        fprintf(stderr, "nb_dist_init: %s\n", nb_error());
-        return 1;
-    }
-    nb_set_num_threads(1);
-    R = nb_dist_rank();
-    W = nb_dist_world_size();
+    int started = dist_test_start(&argc, &argv);
+    if (started) return started;
     if (GLOBAL_BATCH % W != 0) {
         printf("SKIPPED: the global batch of %d does not split across %d ranks\n", GLOBAL_BATCH, W);
         nb_dist_finalize();
@@ -371,5 +361,4 @@ int main(int argc, char **argv) {
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     nb_dist_finalize();
     return failed;
-#endif
 }

@@ -4,6 +4,7 @@
    a few seconds, not hang, and every later collective must fail at once saying why; then every
    rank finalizes and exits. Exits 77 (CTest's SKIPPED) in a build without MPI. */
 #include "test_util.h"
+#include "dist_util.h"
 #include <time.h>
 
 static double now(void) {
@@ -12,7 +13,6 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static int R, W;
 
 static void test_missing_rank(void **state) {
     (void)state;
@@ -45,21 +45,10 @@ static void test_missing_rank(void **state) {
 }
 
 int main(int argc, char **argv) {
-#ifndef NABLA_WITH_MPI
-    (void)argc; (void)argv;
-    printf("SKIPPED: nabla was built without MPI (NABLA_WITH_MPI=OFF)\n");
-    return 77;
-#else
-    if (nb_dist_init(&argc, &argv) < 0) {
-        fprintf(stderr, "nb_dist_init: %s\n", nb_error());
-        return 1;
-    }
-    nb_set_num_threads(1);
-    R = nb_dist_rank();
-    W = nb_dist_world_size();
+    int started = dist_test_start(&argc, &argv);
+    if (started) return started;
     const struct CMUnitTest tests[] = { cmocka_unit_test_setup(test_missing_rank, clear_error_setup) };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     nb_dist_finalize();
     return failed;
-#endif
 }
