@@ -66,26 +66,6 @@ static double loop(nb_graph_fn fn, void *ctx, nb_compiled *c, nb_tensor **in, in
     return (now_s() - t0) / per;
 }
 
-/* CPU seconds of the whole machine (all but idle and iowait, /proc/stat) and of this process, so
-   that the cores other processes took while we timed can be printed beside the figures (as
-   bench_nn.c does). */
-static double machine_busy_s(void) {
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return -1;
-    unsigned long long v[8] = { 0 };
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n < 4) return -1;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double own_cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
 /* Alternates short eager and compiled loops many times and prints the medians and their ratio:
    with both sides sampled side by side, a burst of load from elsewhere falls on both alike. */
 static void compare(const char *name, nb_graph_fn fn, void *ctx, nb_compiled *c, nb_tensor **in, int n, int per,

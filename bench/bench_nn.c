@@ -31,27 +31,6 @@
 
 static bool quick = false;
 
-
-/* CPU seconds used by the whole machine (every process, /proc/stat) and by this process, so
-   that the CPU other processes took while we timed can be reported beside the figures. */
-static double machine_busy_s(void) {
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return -1;
-    unsigned long long v[8] = { 0 };
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n < 4) return -1;
-    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle and iowait */
-    return (double)busy / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double own_cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
 /* ---- the training harness: one model, one optimizer, batches in turn ---- */
 
 typedef struct trainer {

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* Seconds on a monotonic clock. */
 static inline double now_s(void) {
@@ -49,6 +51,26 @@ static inline long vm_hwm_kib(void) {
         }
     fclose(f);
     return kib;
+}
+
+/* CPU seconds used by the whole machine (every process but idle and iowait, /proc/stat), or -1:
+   with own_cpu_s, what other processes took while a benchmark timed is printed beside it. */
+static inline double machine_busy_s(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = { 0 };
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 4) return -1;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds used by this process (user and system). */
+static inline double own_cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
 #endif

@@ -257,8 +257,9 @@ static nb_tensor *as_dtype(nb_tensor *x, nb_dtype d) {
     return t;
 }
 
-/* The inputs of a call on dev at dtype d: each a fresh copy (in-place ops write them). The
-   call's own dtype keeps each input's layout (strided views stay strided). */
+/* The inputs of a call on dev at dtype d: a fresh copy for an in-place op (which writes them)
+   and for another device; on the cpu at the call's own dtype, the recorded inputs themselves,
+   so strided views stay strided. */
 static void inputs_for(const call *c, nb_dtype d, nb_device dev, nb_tensor **out) {
     const nb_op_def *def = &nb__ops[c->op];
     for (int i = 0; i < c->nin; i++) {
@@ -267,13 +268,8 @@ static void inputs_for(const call *c, nb_dtype d, nb_device dev, nb_tensor **out
            step count and coefficients) */
         bool data = is_data_input(def, i) && !(c->op == NB_OP_OPTIM_UPDATE && (i == 2 || i == 3));
         if (data) x = as_dtype(x, d);
-        if (nb_device_of(x).type != dev.type || nb_device_of(x).index != dev.index || (def->flags & NB_F_INPLACE)) {
-            if (nb_is_contiguous(x) || dev.type != NB_CPU) x = nb_to(nb_clone(x), dev);
-            else {
-                /* the same strides on the host: a transposed copy of a transposed view */
-                x = nb_clone(x);
-            }
-        }
+        if (nb_device_of(x).type != dev.type || nb_device_of(x).index != dev.index || (def->flags & NB_F_INPLACE))
+            x = nb_to(nb_clone(x), dev); /* a fresh dense copy there (nb_to keeps a tensor already there) */
         out[i] = x;
     }
 }
