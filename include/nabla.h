@@ -15,5 +15,6 @@
 #include "nabla/model.h"
 #include "nabla/compile.h"
 #include "nabla/dist.h"
+#include "nabla/onnx.h"
 
 #endif

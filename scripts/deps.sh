@@ -4,7 +4,7 @@
 # compiler, qemu-user, and the arm64 multiarch libraries the tests link); scripts/test.sh asks.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libomp-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev zlib1g-dev
-          libpng-dev libjansson-dev libopenmpi-dev openmpi-bin libxml2-utils librsvg2-bin python3-pil
+          libpng-dev libjansson-dev libopenmpi-dev openmpi-bin libxml2-utils librsvg2-bin protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-pil
           python3-torch python3-numpy dataset-fashion-mnist)
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -12,20 +12,20 @@
 
 static atomic_long live_bytes, kernel_calls, copies, syncs;
 
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse)                                      \
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)                                      \
     int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);            \
     static int ext_##name(nb_tensor *o, nb_tensor *const *i, int n, const nb_op_args *a) {  \
         atomic_fetch_add(&kernel_calls, 1);                                                  \
         return nb__cpu_##name(o, i, n, a);                                                   \
     }
-#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse)
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)
 #include "../src/ops/ops.def"
 #undef NB_OP
 #undef NB_OP_NO_KERNEL
 
 static nb_kernel_fn ext_kernels[NB_OP_COUNT] = {
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse) [NB_OP_##ID] = ext_##name,
-#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse)
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) [NB_OP_##ID] = ext_##name,
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)
 #include "../src/ops/ops.def"
 #undef NB_OP
 #undef NB_OP_NO_KERNEL

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layers of DESIGN.md section 2, held by what each source file includes, followed through
 every header it reaches: a backend knows nothing of autograd, ops or layers; the ops know no
-layer (nabla/nn.h); core knows nothing above it. Prints each breach with the include chain that
+layer (nabla/nn.h); core knows nothing above it; nothing below src/onnx/ reaches it. Prints each breach with the include chain that
 makes it and exits 1."""
 import os
 import re
@@ -55,6 +55,10 @@ rules = [
     ("src/core/", ["src/", "include/nabla.h", "include/nabla/nn.h", "include/nabla/ops.h"],
      "core knows nothing above it"),
 ]
+# ONNX (src/onnx/) stands on the tracer, io and nn: nothing below it reaches its internals
+for below in ("src/backend/", "src/autograd/", "src/ops/", "src/nn/", "src/optim/", "src/compile/", "src/io/",
+              "src/data/", "src/summary/"):
+    rules.append((below, ["src/onnx/"], "ONNX import and export sit above the layers they use"))
 
 bad = 0
 checked = 0

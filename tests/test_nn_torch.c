@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include "test_util.h"
 #include "op_coverage.h"
+#include "gpt_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -319,63 +320,9 @@ static nb_module *mk_mha_self_causal_no_bias(void) {
 }
 static nb_module *mk_mha_self_one_head(void) { return nb_nn_multihead_attention(6, 1, (nb_mha_opts){ .causal = true }); }
 
-/* A pre-norm GPT block as examples/char_gpt.c's (and nn_ref.py's Block). */
-typedef struct {
-    nb_module base;
-    nb_module *ln1, *attn, *ln2, *mlp;
-} gpt_block;
-
-static nb_tensor *gpt_block_forward(nb_module *self, nb_tensor *x) {
-    gpt_block *b = (gpt_block *)self;
-    x = nb_add(x, nb_forward(b->attn, nb_forward(b->ln1, x)));
-    return nb_add(x, nb_forward(b->mlp, nb_forward(b->ln2, x)));
-}
-static const nb_module_class GPT_BLOCK = { .name = "Block", .forward = gpt_block_forward };
-
-static nb_module *gpt_block_new(int64_t width, int heads) {
-    gpt_block *b = (gpt_block *)nb_module_new(&GPT_BLOCK, sizeof(gpt_block));
-    if (!b) return NULL;
-    b->ln1 = nb_module_child(&b->base, "ln1", nb_nn_layer_norm(width));
-    b->attn = nb_module_child(&b->base, "attn", nb_nn_multihead_attention(width, heads, (nb_mha_opts){ .causal = true }));
-    b->ln2 = nb_module_child(&b->base, "ln2", nb_nn_layer_norm(width));
-    b->mlp = nb_module_child(&b->base, "mlp", nb_nn_sequential(nb_nn_linear(width, 4 * width), nb_nn_gelu(),
-                                                               nb_nn_linear(4 * width, width), NULL));
-    if (!b->ln1 || !b->attn || !b->ln2 || !b->mlp) {
-        nb_module_free(&b->base);
-        return NULL;
-    }
-    return &b->base;
-}
 static nb_module *mk_gpt_block(void) { return gpt_block_new(16, 4); }
-
 /* examples/char_gpt.c's model, small: vocabulary 11, context 8, width 16, 4 heads, 2 blocks. */
-typedef struct {
-    nb_module base;
-    nb_module *tok, *pos, *blocks, *ln_f, *head;
-} tiny_gpt;
-
-static nb_tensor *tiny_gpt_forward(nb_module *self, nb_tensor *idx) {
-    tiny_gpt *g = (tiny_gpt *)self;
-    nb_tensor *x = nb_add(nb_forward(g->tok, idx), nb_forward(g->pos, nb_arange(0, (double)nb_dim(idx, 1), 1, NB_I64)));
-    return nb_forward(g->head, nb_forward(g->ln_f, nb_forward(g->blocks, x)));
-}
-static const nb_module_class TINY_GPT = { .name = "TinyGPT", .forward = tiny_gpt_forward };
-
-static nb_module *mk_gpt_tiny(void) {
-    tiny_gpt *g = (tiny_gpt *)nb_module_new(&TINY_GPT, sizeof(tiny_gpt));
-    if (!g) return NULL;
-    g->tok = nb_module_child(&g->base, "tok", nb_nn_embedding(11, 16));
-    g->pos = nb_module_child(&g->base, "pos", nb_nn_embedding(8, 16));
-    g->blocks = nb_module_child(&g->base, "blocks", nb_nn_sequential(NULL));
-    for (int i = 0; i < 2 && g->blocks; i++) nb_nn_sequential_add(g->blocks, gpt_block_new(16, 4));
-    g->ln_f = nb_module_child(&g->base, "ln_f", nb_nn_layer_norm(16));
-    g->head = nb_module_child(&g->base, "head", nb_nn_linear(16, 11));
-    if (nb_error()) {
-        nb_module_free(&g->base);
-        return NULL;
-    }
-    return &g->base;
-}
+static nb_module *mk_gpt_tiny(void) { return gpt_model_new(11, 8, 16, 2, 4); }
 
 static const layer_case LAYERS[] = {
     { "linear", mk_linear, 0, 0 },

@@ -7,7 +7,7 @@
 
 /* One id per op of the one list (src/ops/ops.def). */
 typedef enum nb_op_id {
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse) NB_OP_##ID,
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) NB_OP_##ID,
 #include "../ops/ops.def"
 #undef NB_OP
     NB_OP_COUNT

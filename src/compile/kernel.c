@@ -158,7 +158,7 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
 #define FUSE_CASE_EW(ID, name, nin) \
                 case NB_OP_##ID: for (int e = 0; e < n; e++) o[e] = FORMULA_##nin(name); break;
 #define FUSE_CASE_CHEAP FUSE_CASE_EW
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse) FUSE_CASE_##fuse(ID, name, nin)
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) FUSE_CASE_##fuse(ID, name, nin)
 #include "../ops/ops.def"
 #undef NB_OP
                 default: break; /* not reached: build_kernel emits loads and fusible ops only */

@@ -212,6 +212,17 @@ void nb_module_train(nb_module *m, bool training) {
         if (m->state->items[i].kind == ENTRY_CHILD) nb_module_train(m->state->items[i].child, training);
 }
 
+int nb__module_modes(nb_module *m, bool *modes, int cap, int k, bool restore) {
+    if (k < cap) {
+        if (restore) m->training = modes[k];
+        else modes[k] = m->training;
+    }
+    k++;
+    for (int i = 0; i < m->state->n; i++)
+        if (m->state->items[i].kind == ENTRY_CHILD) k = nb__module_modes(m->state->items[i].child, modes, cap, k, restore);
+    return k;
+}
+
 static void free_names(nb_module_state *st) {
     for (int i = 0; i < st->names_n; i++) free(st->names[i]);
     free(st->names);

@@ -11,6 +11,11 @@ typedef struct nb_module_state nb_module_state;
 /* Visits every parameter of the tree in registration order. */
 void nb__module_each_param(nb_module *m, void (*fn)(nb_tensor *p, void *ctx), void *ctx);
 
+/* Records (restore false) or sets back (true) the training flag of m and every descendant, in
+   one fixed order, into modes[k..] (at most cap of them); returns the count the tree needs, so a
+   first call with cap 0 sizes the array. */
+int nb__module_modes(nb_module *m, bool *modes, int cap, int k, bool restore);
+
 /* The name a layer uses in messages: its path, or its class name for a root. */
 static inline const char *nb__layer_name(const nb_module *m) {
     const char *p = nb_module_path(m);

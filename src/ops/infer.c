@@ -649,7 +649,7 @@ static int infer_pool2d_backward(const char *fn, nb_tensor *const *in, int nin, 
 #include "backward.inc"
 
 const nb_op_def nb__ops[NB_OP_COUNT] = {
-#define NB_OP(ID, nm, n, inf, bwd, fl, dt, fuse) [NB_OP_##ID] = { #nm, n, inf, bwd, fl, dt, NB_FUSE_##fuse },
+#define NB_OP(ID, nm, n, inf, bwd, fl, dt, fuse, onnx) [NB_OP_##ID] = { #nm, n, inf, bwd, fl, dt, NB_FUSE_##fuse },
 #include "ops.def"
 #undef NB_OP
 };

@@ -2,15 +2,15 @@
 #include "../backend.h"
 #include <string.h>
 
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse) int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);
-#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse)
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)
 #include "../../ops/ops.def"
 #undef NB_OP
 #undef NB_OP_NO_KERNEL
 
 static const nb_kernel_fn cpu_kernels[NB_OP_COUNT] = {
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse) [NB_OP_##ID] = nb__cpu_##name,
-#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse)
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) [NB_OP_##ID] = nb__cpu_##name,
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)
 #include "../../ops/ops.def"
 #undef NB_OP
 #undef NB_OP_NO_KERNEL

@@ -1,0 +1,66 @@
+/* Writes the models tests/onnx_export_check.py compares with ONNX Runtime: the seed MLP, the
+   TF-tutorial CNN and a char GPT, each exported at opsets 17 and 21 with a dynamic batch axis,
+   and nabla's own outputs for inputs at batch 1 and batch 5 (NPY files), into DIR.
+   Usage: onnx_export_models DIR */
+#include <nabla.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpt_model.h"
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (!(x)) {                                                                                \
+            fprintf(stderr, "onnx_export_models: %s failed: %s\n", #x, nb_error() ? nb_error() : "?"); \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Exports m at each opset, and saves inputs and nabla's outputs at batch 1 and 5. */
+static int write_model(const char *dir, const char *name, nb_module *m, nb_shape sample, nb_dtype dtype, int64_t hi) {
+    char path[512];
+    nb_module_train(m, false);
+    int64_t batches[2] = { 1, 5 };
+    for (int b = 0; b < 2; b++) {
+        nb_shape s = { sample.ndim + 1, { batches[b] } };
+        for (int k = 0; k < sample.ndim; k++) s.dim[k + 1] = sample.dim[k];
+        nb_tensor *x = dtype == NB_I64 ? nb_cast(nb_floor(nb_mul_scalar(nb_rand(s, NB_F32), (double)hi)), NB_I64)
+                                       : nb_randn(s, NB_F32);
+        CHECK(x);
+        nb_tensor *y = nb_forward(m, x);
+        CHECK(y);
+        snprintf(path, sizeof path, "%s/%s_b%lld_in.npy", dir, name, (long long)batches[b]);
+        CHECK(nb_save_npy(x, path) == 0);
+        snprintf(path, sizeof path, "%s/%s_b%lld_out.npy", dir, name, (long long)batches[b]);
+        CHECK(nb_save_npy(y, path) == 0);
+        if (b == 0) {
+            int opsets[2] = { 17, 21 };
+            for (int o = 0; o < 2; o++) {
+                snprintf(path, sizeof path, "%s/%s_op%d.onnx", dir, name, opsets[o]);
+                CHECK(nb_onnx_export(m, x, path, (nb_onnx_export_opts){ .opset = opsets[o], .dynamic_batch = true }) == 0);
+            }
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    nb_manual_seed(7);
+    nb_scope *s = nb_scope_begin();
+    nb_module *mlp = nb_nn_from_config(nb_nn_config_builtin("mlp"), NB_SHAPE(1, 28, 28));
+    nb_module *cnn = nb_nn_from_config(nb_nn_config_builtin("cnn"), NB_SHAPE(1, 28, 28));
+    nb_module *gpt = gpt_model_new(86, 32, 64, 2, 4);
+    CHECK(mlp && cnn && gpt);
+    int rc = write_model(argv[1], "mlp", mlp, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
+             write_model(argv[1], "cnn", cnn, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
+             write_model(argv[1], "gpt", gpt, NB_SHAPE(32), NB_I64, 86);
+    nb_scope_end(s);
+    nb_module_free(mlp);
+    nb_module_free(cnn);
+    nb_module_free(gpt);
+    return rc;
+}
