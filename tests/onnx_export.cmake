@@ -6,3 +6,5 @@ target_link_libraries(onnx_export_models PRIVATE nabla m)
 add_test(NAME onnx_export_ort COMMAND sh -c
   "py=$(${CMAKE_SOURCE_DIR}/scripts/onnx_env.sh) && rm -rf onnx_export && mkdir onnx_export && \
    $<TARGET_FILE:onnx_export_models> onnx_export && \"$py\" ${CMAKE_CURRENT_SOURCE_DIR}/onnx_export_check.py onnx_export")
+# the exporter's errors, and a failed export keeping the old file
+nabla_test(test_onnx_export)

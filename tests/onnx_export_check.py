@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the files tests/onnx_export_models wrote into DIR: onnx.checker.check_model with
-full_check on every exported model, and ONNX Runtime's outputs against nabla's at batch 1 and
+full_check on every exported model, the state dict's names on its initializers, and ONNX Runtime's outputs against nabla's at batch 1 and
 at batch 5 (through the dynamic batch axis), at each opset. The error is relative to the
 reference's largest magnitude, max|nabla - ort| / max|ort|; the floor is 1e-5 (f32).
 Usage (the environment of scripts/onnx_env.sh): onnx_export_check.py DIR"""
@@ -31,6 +31,12 @@ def main(d):
             print(f"FAIL {os.path.basename(path)}: checker: {e}")
             failed += 1
             continue
+        names = set(open(os.path.join(d, f"{name}_names.txt")).read().split())
+        inits = {t.name for t in model.graph.initializer}
+        if not names <= inits:
+            print(f"FAIL {os.path.basename(path)}: state-dict names missing from the initializers: "
+                  f"{sorted(names - inits)[:5]}")
+            failed += 1
         got_opset = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")][0]
         if got_opset != int(opset):
             print(f"FAIL {os.path.basename(path)}: opset {got_opset}, expected {opset}")

@@ -1,9 +1,10 @@
 /* Writes the models tests/onnx_export_check.py compares with ONNX Runtime: the seed MLP, the
-   TF-tutorial CNN and a char GPT, each exported at opsets 17 and 21 with a dynamic batch axis,
+   TF-tutorial CNN, the residual CNN (batch norm in eval mode) and a char GPT, each exported at opsets 17 and 21 with a dynamic batch axis,
    and nabla's own outputs for inputs at batch 1 and batch 5 (NPY files), into DIR.
    Usage: onnx_export_models DIR */
 #include <nabla.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpt_model.h"
@@ -16,10 +17,21 @@
         }                                                                                          \
     } while (0)
 
-/* Exports m at each opset, and saves inputs and nabla's outputs at batch 1 and 5. */
+/* Exports m at each opset, and saves inputs and nabla's outputs at batch 1 and 5, and the
+   state dict's names (NAME_names.txt) that the initializers must carry. */
 static int write_model(const char *dir, const char *name, nb_module *m, nb_shape sample, nb_dtype dtype, int64_t hi) {
     char path[512];
     nb_module_train(m, false);
+    snprintf(path, sizeof path, "%s/%s_names.txt", dir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    int ne = nb_module_state_entries(m, NULL, 0);
+    nb_named_tensor *es = calloc((size_t)ne + 1, sizeof *es);
+    CHECK(es && nb_module_state_entries(m, es, ne) == ne);
+    for (int i = 0; i < ne; i++) /* the batch counter is not read in eval mode, so not exported */
+        if (!strstr(es[i].name, "num_batches_tracked")) fprintf(f, "%s\n", es[i].name);
+    free(es);
+    fclose(f);
     int64_t batches[2] = { 1, 5 };
     for (int b = 0; b < 2; b++) {
         nb_shape s = { sample.ndim + 1, { batches[b] } };
@@ -53,14 +65,17 @@ int main(int argc, char **argv) {
     nb_scope *s = nb_scope_begin();
     nb_module *mlp = nb_nn_from_config(nb_nn_config_builtin("mlp"), NB_SHAPE(1, 28, 28));
     nb_module *cnn = nb_nn_from_config(nb_nn_config_builtin("cnn"), NB_SHAPE(1, 28, 28));
+    nb_module *resnet = nb_nn_from_config(nb_nn_config_builtin("resnet"), NB_SHAPE(1, 28, 28));
     nb_module *gpt = gpt_model_new(86, 32, 64, 2, 4);
-    CHECK(mlp && cnn && gpt);
+    CHECK(mlp && cnn && resnet && gpt);
     int rc = write_model(argv[1], "mlp", mlp, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "cnn", cnn, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
+             write_model(argv[1], "resnet", resnet, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "gpt", gpt, NB_SHAPE(32), NB_I64, 86);
     nb_scope_end(s);
     nb_module_free(mlp);
     nb_module_free(cnn);
+    nb_module_free(resnet);
     nb_module_free(gpt);
     return rc;
 }
