@@ -20,7 +20,7 @@ extern "C" {
 
 /* Options of the exporters; zero fields take the defaults. */
 typedef struct nb_onnx_export_opts {
-    int opset;                        /* 0: 17 (IR version 8, the widest reach); 11..21 */
+    int opset;                        /* 0: 17 (IR version 8, the widest reach); 11..26 */
     bool dynamic_batch;               /* dimension 0 of every input (and the output dimensions
                                          that follow it) is the symbolic "batch": the function is
                                          traced at two batch sizes to tell which arguments follow it */

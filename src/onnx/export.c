@@ -237,13 +237,17 @@ static char **symbolic_dims(onnx_writer *w, int v) {
 
 /* ------------------------------------------------------------------ the export */
 
-/* The ONNX IR version that goes with an opset (onnx/helper.py's VERSION_TABLE). */
+/* The ONNX IR version that goes with an opset (onnx/helper.py's VERSION_TABLE). The exporter
+   writes none of the fields the later IR versions added, so Debian's IR 8 schema serves. */
 static int ir_version_of(int opset) {
     if (opset <= 11) return 6;
     if (opset <= 14) return 7;
     if (opset <= 18) return 8;
     if (opset <= 20) return 9;
-    return 10;
+    if (opset <= 22) return 10;
+    if (opset <= 23) return 11;
+    if (opset <= 24) return 12;
+    return 13;
 }
 
 /* Marks the nodes the result needs (the trace also holds what the function computed and let

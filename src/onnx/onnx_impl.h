@@ -10,10 +10,10 @@
 #include "onnx_pb_prefix.h" /* protobuf-c's symbols under the nb__pb_ prefix */
 #include "onnx.pb-c.h"
 
-/* The opsets the exporter writes and the importer reads. */
+/* The opsets the exporter writes: 11 to the newest that ONNX Runtime 1.31 runs (26). */
 #define NB_ONNX_OPSET_DEFAULT 17
 #define NB_ONNX_OPSET_MIN 11
-#define NB_ONNX_OPSET_MAX 21
+#define NB_ONNX_OPSET_MAX 26
 
 /* ONNX's TensorProto.DataType of a nabla dtype (0 = UNDEFINED: none). */
 int nb__onnx_dtype(nb_dtype d);
