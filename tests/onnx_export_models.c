@@ -49,7 +49,7 @@ static int write_model(const char *dir, const char *name, nb_module *m, nb_shape
             int opsets[2] = { 17, 26 };
             for (int o = 0; o < 2; o++) {
                 snprintf(path, sizeof path, "%s/%s_op%d.onnx", dir, name, opsets[o]);
-                CHECK(nb_onnx_export(m, x, path, (nb_onnx_export_opts){ .opset = opsets[o], .dynamic_batch = true }) == 0);
+                CHECK(nb_onnx_export(m, &x, 1, path, (nb_onnx_export_opts){ .opset = opsets[o], .dynamic_batch = true }) == 0);
             }
         }
     }

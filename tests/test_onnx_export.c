@@ -52,19 +52,19 @@ static void test_export_bad_arguments(void **state) {
     (void)state;
     nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
     nb_tensor *in[1] = { x };
-    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, NULL, NULL, (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, NULL, (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("nb_onnx_export_fn: needs a function");
-    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 0, NULL, path_in("a.onnx"), (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 0, path_in("a.onnx"), (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("1 to 32 example inputs");
-    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, NULL, path_in("a.onnx"), (nb_onnx_export_opts){ .opset = 9 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, path_in("a.onnx"), (nb_onnx_export_opts){ .opset = 9 }), -1);
     ASSERT_ERROR_CONTAINS("opset 9 is not supported (11 to 26)");
-    assert_int_equal(nb_onnx_export(NULL, x, path_in("a.onnx"), (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export(NULL, in, 1, path_in("a.onnx"), (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("must not be NULL");
     nb_tensor *s = nb_scalar(1);
     nb_tensor *ins[1] = { s };
-    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, ins, 1, NULL, path_in("a.onnx"), (nb_onnx_export_opts){ .dynamic_batch = true }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, ins, 1, path_in("a.onnx"), (nb_onnx_export_opts){ .dynamic_batch = true }), -1);
     ASSERT_ERROR_CONTAINS("dynamic_batch needs a batch axis, but input 0 is 0-d");
-    assert_int_equal(nb_onnx_export_fn(fn_null, NULL, in, 1, NULL, path_in("a.onnx"), (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_null, NULL, in, 1, path_in("a.onnx"), (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("nb_onnx_export_fn: the traced function returned NULL");
     assert_int_equal(access(path_in("a.onnx"), F_OK), -1);
 }
@@ -73,7 +73,7 @@ static void test_export_no_onnx_form(void **state) {
     (void)state;
     nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
     nb_tensor *in[1] = { x };
-    assert_int_equal(nb_onnx_export_fn(fn_rand, NULL, in, 1, NULL, path_in("r.onnx"), (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_rand, NULL, in, 1, path_in("r.onnx"), (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("op rand (node 0) has no ONNX form");
 }
 
@@ -82,12 +82,12 @@ static void test_export_batch_dependence(void **state) {
     nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
     nb_tensor *in[1] = { x };
     nb_onnx_export_opts dyn = { .dynamic_batch = true };
-    assert_int_equal(nb_onnx_export_fn(fn_batch_branch, NULL, in, 1, NULL, path_in("b.onnx"), dyn), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_batch_branch, NULL, in, 1, path_in("b.onnx"), dyn), -1);
     ASSERT_ERROR_CONTAINS("records different ops at batch 2 and 5");
-    assert_int_equal(nb_onnx_export_fn(fn_batch_scalar, NULL, in, 1, NULL, path_in("b.onnx"), dyn), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_batch_scalar, NULL, in, 1, path_in("b.onnx"), dyn), -1);
     ASSERT_ERROR_CONTAINS("op mul_scalar (node 0): the scalar changes with the batch size");
     /* at a fixed batch size both are plain graphs */
-    assert_int_equal(nb_onnx_export_fn(fn_batch_scalar, NULL, in, 1, NULL, path_in("b.onnx"), (nb_onnx_export_opts){ 0 }), 0);
+    assert_int_equal(nb_onnx_export_fn(fn_batch_scalar, NULL, in, 1, path_in("b.onnx"), (nb_onnx_export_opts){ 0 }), 0);
     assert_int_equal(access(path_in("b.onnx"), F_OK), 0);
 }
 
@@ -101,19 +101,19 @@ static void test_export_keeps_old_file(void **state) {
     fclose(f);
     nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
     nb_tensor *in[1] = { x };
-    assert_int_equal(nb_onnx_export_fn(fn_rand, NULL, in, 1, NULL, p, (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_rand, NULL, in, 1, p, (nb_onnx_export_opts){ 0 }), -1);
     nb_error_clear();
     char *text = read_whole_file(p);
     assert_non_null(text);
     assert_string_equal(text, "old contents");
     free(text);
-    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, NULL, p, (nb_onnx_export_opts){ 0 }), 0);
+    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, p, (nb_onnx_export_opts){ 0 }), 0);
     text = read_whole_file(p);
     assert_non_null(text);
     assert_true(strcmp(text, "old contents") != 0);
     free(text);
     /* a folder that does not exist */
-    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, NULL, "/nonexistent-dir/x.onnx", (nb_onnx_export_opts){ 0 }), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_relu, NULL, in, 1, "/nonexistent-dir/x.onnx", (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("/nonexistent-dir/x.onnx");
 }
 
@@ -124,7 +124,10 @@ static void test_export_restores_mode(void **state) {
     assert_non_null(m);
     nb_module_train(m, true);
     nb_tensor *x = nb_randn(NB_SHAPE(2, 3), NB_F32);
-    assert_int_equal(nb_onnx_export(m, x, path_in("m.onnx"), (nb_onnx_export_opts){ .dynamic_batch = true }), 0);
+    nb_tensor *in2[2] = { x, x };
+    assert_int_equal(nb_onnx_export(m, in2, 2, path_in("m.onnx"), (nb_onnx_export_opts){ 0 }), -1);
+    ASSERT_ERROR_CONTAINS("a module takes one input, got 2");
+    assert_int_equal(nb_onnx_export(m, in2, 1, path_in("m.onnx"), (nb_onnx_export_opts){ .dynamic_batch = true }), 0);
     assert_true(m->training);
     assert_true(nb_module_get_child(m, "1")->training);
     nb_module_free(m);

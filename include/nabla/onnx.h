@@ -25,17 +25,20 @@ typedef struct nb_onnx_export_opts {
                                          that follow it) is the symbolic "batch": the function is
                                          traced at two batch sizes to tell which arguments follow it */
     const char *const *input_names;   /* n names, or NULL: "input" (one input), else "input_0", ... */
-    const char *output_name;          /* NULL: "output" */
+    const char *const *output_names;  /* the output's name first, or NULL: "output" */
     const char *graph_name;           /* NULL: "nabla" */
+    nb_module *names_from;            /* nb_onnx_export_fn: a module whose state-dict names the
+                                         captured tensors it holds take (nb_onnx_export: the module) */
 } nb_onnx_export_opts;
 
-/* Exports m's forward pass on the example input x (in eval mode: dropout off, batch norm on its
-   running statistics; the module's mode is restored after). 0, or -1 with the error. */
-NB_API int nb_onnx_export(nb_module *m, nb_tensor *x, const char *path, nb_onnx_export_opts opts);
-/* Exports any function of tensors on the n example inputs (at most 32); names_from, when not
-   NULL, names the captured tensors it holds by their state-dict names. 0, or -1 with the error. */
-NB_API int nb_onnx_export_fn(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_module *names_from,
-                             const char *path, nb_onnx_export_opts opts);
+/* Exports m's forward pass on its example input (n is 1: a module takes one tensor), in eval
+   mode: dropout off, batch norm on its running statistics; each module's mode is restored
+   after. 0, or -1 with the error. */
+NB_API int nb_onnx_export(nb_module *m, nb_tensor *const *example_inputs, int n, const char *path,
+                          nb_onnx_export_opts opts);
+/* Exports any function of tensors on the n example inputs (at most 32). 0, or -1 with the error. */
+NB_API int nb_onnx_export_fn(nb_graph_fn fn, void *ctx, nb_tensor *const *example_inputs, int n, const char *path,
+                             nb_onnx_export_opts opts);
 
 /* ---- import ----
    A loaded model is checked whole before anything runs: every operator and attribute it uses is

@@ -425,7 +425,7 @@ static int export_graph(onnx_writer *w, const nb_named_tensor *es, int nes, cons
             if (g->v[v].kind == VAL_CAPTURE && !w->names[v]) rc = write_capture(w, v, capture_name(w, g->v[v].t, es, nes, v));
         }
     }
-    const char *out_name = o->output_name ? o->output_name : "output";
+    const char *out_name = o->output_names && o->output_names[0] ? o->output_names[0] : "output";
     if (g->v[g->out].kind == VAL_NODE) w->names[g->out] = (char *)out_name;
     for (int i = 0; i < g->nn && rc == 0; i++) {
         if (!live[i]) continue;
@@ -465,8 +465,9 @@ static int export_graph(onnx_writer *w, const nb_named_tensor *es, int nes, cons
     return rc;
 }
 
-static int export_impl(const char *fn, nb_graph_fn f, void *ctx, nb_tensor *const *inputs, int n, nb_module *names_from,
-                       const char *path, nb_onnx_export_opts o) {
+static int export_impl(const char *fn, nb_graph_fn f, void *ctx, nb_tensor *const *inputs, int n, const char *path,
+                       nb_onnx_export_opts o) {
+    nb_module *names_from = o.names_from;
     if (!f || !path || !inputs || n < 1 || n > 32) {
         nb__error("%s: needs a function, 1 to 32 example inputs and a path", fn);
         return -1;
@@ -529,9 +530,9 @@ static int export_impl(const char *fn, nb_graph_fn f, void *ctx, nb_tensor *cons
     return rc;
 }
 
-int nb_onnx_export_fn(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_module *names_from,
-                      const char *path, nb_onnx_export_opts opts) {
-    return export_impl("nb_onnx_export_fn", fn, ctx, inputs, n, names_from, path, opts);
+int nb_onnx_export_fn(nb_graph_fn fn, void *ctx, nb_tensor *const *example_inputs, int n, const char *path,
+                      nb_onnx_export_opts opts) {
+    return export_impl("nb_onnx_export_fn", fn, ctx, example_inputs, n, path, opts);
 }
 
 static nb_tensor *module_fn(nb_tensor *const *in, int n, void *ctx) {
@@ -539,9 +540,14 @@ static nb_tensor *module_fn(nb_tensor *const *in, int n, void *ctx) {
     return nb_forward(ctx, in[0]);
 }
 
-int nb_onnx_export(nb_module *m, nb_tensor *x, const char *path, nb_onnx_export_opts opts) {
-    if (!m || !x) {
+int nb_onnx_export(nb_module *m, nb_tensor *const *example_inputs, int n, const char *path, nb_onnx_export_opts opts) {
+    if (!m || !example_inputs || !example_inputs[0]) {
         nb__error("nb_onnx_export: the module and the example input must not be NULL");
+        return -1;
+    }
+    if (n != 1) {
+        nb__error("nb_onnx_export: a module takes one input, got %d; export a function of several with "
+                  "nb_onnx_export_fn", n);
         return -1;
     }
     /* eval mode for the trace, and each module's own mode back after it */
@@ -550,7 +556,8 @@ int nb_onnx_export(nb_module *m, nb_tensor *x, const char *path, nb_onnx_export_
     if (!saved) { nb__error("nb_onnx_export: out of memory"); return -1; }
     nb__module_modes(m, saved, nm, 0, false);
     nb_module_train(m, false);
-    int rc = export_impl("nb_onnx_export", module_fn, m, &x, 1, m, path, opts);
+    opts.names_from = m;
+    int rc = export_impl("nb_onnx_export", module_fn, m, example_inputs, 1, path, opts);
     nb__module_modes(m, saved, nm, 0, true);
     free(saved);
     return rc;

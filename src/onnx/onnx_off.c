@@ -4,15 +4,15 @@
 
 #define OFF(fn) nb__error(fn ": built without ONNX (NABLA_WITH_ONNX=OFF; it needs protobuf-c and libonnx-dev)")
 
-int nb_onnx_export(nb_module *m, nb_tensor *x, const char *path, nb_onnx_export_opts opts) {
-    (void)m; (void)x; (void)path; (void)opts;
+int nb_onnx_export(nb_module *m, nb_tensor *const *example_inputs, int n, const char *path, nb_onnx_export_opts opts) {
+    (void)m; (void)example_inputs; (void)n; (void)path; (void)opts;
     OFF("nb_onnx_export");
     return -1;
 }
 
-int nb_onnx_export_fn(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_module *names_from,
-                      const char *path, nb_onnx_export_opts opts) {
-    (void)fn; (void)ctx; (void)inputs; (void)n; (void)names_from; (void)path; (void)opts;
+int nb_onnx_export_fn(nb_graph_fn fn, void *ctx, nb_tensor *const *example_inputs, int n, const char *path,
+                      nb_onnx_export_opts opts) {
+    (void)fn; (void)ctx; (void)example_inputs; (void)n; (void)path; (void)opts;
     OFF("nb_onnx_export_fn");
     return -1;
 }
