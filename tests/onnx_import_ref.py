@@ -1,0 +1,155 @@
+"""Writes small models built with onnx.helper, at opsets 11, 13, 17, 18 and 21, with ONNX
+Runtime's outputs, in the folder format of tests/onnx_node_data.py (so onnx_conformance checks
+them, there within 1e-4): a CNN (Conv, BatchNormalization, Relu, MaxPool, GlobalAveragePool,
+Flatten, Gemm) and an attention block (LayerNormalization, or its expansion before opset 17;
+Shape->Gather->Concat->Reshape, Transpose, MatMul, Softmax, Split, Unsqueeze/Squeeze, ReduceMean,
+Clip, Erf GELU), each with a symbolic batch dimension. Each model passes onnx.checker first.
+
+Usage: python tests/onnx_import_ref.py OUT
+"""
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_node_data import write_bin  # noqa: E402
+
+rng = np.random.default_rng(18)
+
+
+def init(name, *shape, scale=0.5):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def i64(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def axes_node(op, opset, since, inputs, output, axes, name, inits, **attrs):
+    """A node whose axes are an attribute before opset `since`, an input from it."""
+    if opset < since:
+        return helper.make_node(op, inputs, [output], axes=axes, name=name, **attrs)
+    inits.append(i64(name + "_axes", axes))
+    return helper.make_node(op, inputs + [name + "_axes"], [output], name=name, **attrs)
+
+
+def cnn(opset):
+    inits = [init("w1", 4, 3, 3, 3), init("b1", 4), init("bn_s", 4), init("bn_b", 4), init("bn_m", 4, scale=0.1),
+             numpy_helper.from_array((rng.random(4) + 0.5).astype(np.float32), "bn_v"), init("w2", 5, 4), init("b2", 5)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("BatchNormalization", ["c1", "bn_s", "bn_b", "bn_m", "bn_v"], ["bn"], epsilon=1e-5, name="bn"),
+        helper.make_node("Relu", ["bn"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p1"], ["g1"]),
+        helper.make_node("Flatten", ["g1"], ["f1"], axis=1),
+        helper.make_node("Gemm", ["f1", "w2", "b2"], ["y"], transB=1, alpha=1.5, beta=0.5),
+    ]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], inits)
+    return g, {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+
+
+def attention(opset):
+    D, H = 8, 2
+    inits = [init("ln_s", D), init("ln_b", D), init("wq", D, D), init("wo", D, D),
+             i64("idx01", [0, 1]), i64("heads", [H, D // H]), i64("merged", [D]),
+             numpy_helper.from_array(np.array(-2.0, np.float32), "lo"), numpy_helper.from_array(np.array(2.0, np.float32), "hi")]
+    nodes = []
+    if opset >= 17:
+        nodes.append(helper.make_node("LayerNormalization", ["t", "ln_s", "ln_b"], ["ln"], axis=-1, epsilon=1e-5))
+    else:  # what exporters write before LayerNormalization existed
+        inits.append(numpy_helper.from_array(np.array(2.0, np.float32), "two"))
+        inits.append(numpy_helper.from_array(np.array(1e-5, np.float32), "eps"))
+        nodes += [axes_node("ReduceMean", opset, 18, ["t"], "mu", [-1], "rm1", inits),
+                  helper.make_node("Sub", ["t", "mu"], ["xc"]),
+                  helper.make_node("Pow", ["xc", "two"], ["sq"]),
+                  axes_node("ReduceMean", opset, 18, ["sq"], "var", [-1], "rm2", inits),
+                  helper.make_node("Add", ["var", "eps"], ["ve"]),
+                  helper.make_node("Sqrt", ["ve"], ["sd"]),
+                  helper.make_node("Div", ["xc", "sd"], ["xn"]),
+                  helper.make_node("Mul", ["xn", "ln_s"], ["xs"]),
+                  helper.make_node("Add", ["xs", "ln_b"], ["ln"])]
+    nodes += [
+        helper.make_node("MatMul", ["ln", "wq"], ["q"]),
+        # Shape -> Gather -> Concat -> Reshape: [N, T, D] -> [N, T, H, D/H]
+        helper.make_node("Shape", ["q"], ["qs"]),
+        helper.make_node("Gather", ["qs", "idx01"], ["nt"], axis=0),
+        helper.make_node("Concat", ["nt", "heads"], ["hs"], axis=0),
+        helper.make_node("Reshape", ["q", "hs"], ["qh"]),
+        helper.make_node("Transpose", ["qh"], ["qt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["qh"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["qt", "kt"], ["sc"]),
+    ]
+    if opset < 13:  # Softmax coerces to 2-D before 13: flatten the last axis alone
+        nodes.append(helper.make_node("Softmax", ["sc"], ["pr"], axis=3))
+    else:
+        nodes.append(helper.make_node("Softmax", ["sc"], ["pr"], axis=-1))
+    nodes += [
+        helper.make_node("MatMul", ["pr", "qt"], ["ctx"]),
+        helper.make_node("Transpose", ["ctx"], ["ct"], perm=[0, 2, 1, 3]),
+        helper.make_node("Concat", ["nt", "merged"], ["ms"], axis=0),
+        helper.make_node("Reshape", ["ct", "ms"], ["cm"]),
+        helper.make_node("MatMul", ["cm", "wo"], ["o"]),
+    ]
+    # Split in two along the features (split sizes an attribute before 13, an input from 13;
+    # from 18 num_outputs may say it), GELU by Erf on one half, Clip with input bounds
+    if opset < 13:
+        nodes.append(helper.make_node("Split", ["o"], ["o1", "o2"], axis=-1, split=[4, 4]))
+    elif opset < 18:
+        inits.append(i64("halves", [4, 4]))
+        nodes.append(helper.make_node("Split", ["o", "halves"], ["o1", "o2"], axis=-1))
+    else:
+        nodes.append(helper.make_node("Split", ["o"], ["o1", "o2"], axis=-1, num_outputs=2))
+    inits += [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in
+              [("rs2", 1 / np.sqrt(2)), ("one", 1.0), ("half", 0.5)]]
+    nodes += [
+        helper.make_node("Mul", ["o1", "rs2"], ["e0"]), helper.make_node("Erf", ["e0"], ["e1"]),
+        helper.make_node("Add", ["e1", "one"], ["e2"]), helper.make_node("Mul", ["o1", "e2"], ["e3"]),
+        helper.make_node("Mul", ["e3", "half"], ["gl"]),
+        helper.make_node("Clip", ["o2", "lo", "hi"], ["cl"]),
+        helper.make_node("Concat", ["gl", "cl"], ["cat"], axis=-1),
+        axes_node("Unsqueeze", opset, 13, ["cat"], "u", [1], "unsq", inits),
+        axes_node("Squeeze", opset, 13, ["u"], "sq2", [1], "sqz", inits),
+        axes_node("ReduceMean", opset, 18, ["sq2"], "y", [1], "pool", inits, keepdims=0),
+    ]
+    g = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("t", TensorProto.FLOAT, ["N", 6, D])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", D])], inits)
+    return g, {"t": rng.standard_normal((3, 6, D)).astype(np.float32)}
+
+
+def main():
+    out = sys.argv[1]
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    lines = []
+    for opset in (11, 13, 17, 18, 21):
+        for name, make in (("cnn", cnn), ("attention", attention)):
+            g, feeds = make(opset)
+            model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_import_ref")
+            model.ir_version = 7 if opset < 15 else 8 if opset < 19 else 10 if opset < 21 else 10
+            onnx.checker.check_model(model, full_check=True)
+            sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            ys = sess.run(None, feeds)
+            tname = "%s_opset%d" % (name, opset)
+            d = os.path.join(out, tname)
+            os.makedirs(d)
+            onnx.save(model, os.path.join(d, "model.onnx"))
+            for k, vi in enumerate(g.input):
+                write_bin(os.path.join(d, "0_in%d.bin" % k), feeds[vi.name], "f32")
+            for k, y in enumerate(ys):
+                write_bin(os.path.join(d, "0_out%d.bin" % k), y, "f32")
+            lines.append("%s\tok\t%s\t1\n" % (tname, name))
+    with open(os.path.join(out, "manifest.tsv"), "w") as f:
+        f.write("# onnx %s, onnxruntime %s\n" % (onnx.__version__, ort.__version__))
+        f.writelines(lines)
+    print("onnx_import_ref.py: %d models into %s" % (len(lines), out))
+
+
+if __name__ == "__main__":
+    main()
