@@ -202,7 +202,8 @@ static int write_doc(const char *path) {
                "domain. *Opsets* are the model opsets at which the implemented versions apply (a model's\n"
                "opset picks each operator's newest version not above it); *versions* are the operator's\n"
                "ONNX schema versions nabla implements, of its whole history (onnx 1.23). Every ONNX node\n"
-               "conformance test of these versions passes, except those needing a dtype nabla lacks.\n\n"
+               "conformance test of these versions passes, except those needing a dtype nabla lacks and the\n"
+               "training-mode Dropout tests, whose reference draws numpy's random numbers.\n\n"
                "| operator | opsets | versions | history | attributes |\n|---|---|---|---|---|\n", count);
     for (const onnx_op *o = nb__onnx_import_ops; o->name; o++) {
         char range[32], vers[200] = "";

@@ -1,0 +1,528 @@
+/* ONNX import's unit tests: models built here with protobuf-c (the same generated onnx.pb-c.h
+   the library uses), run eagerly and compiled, and bad input of each kind the issue names:
+   truncated and corrupt files, a cycle, an initializer whose bytes do not match its shape,
+   external data leaving the model's folder, an unknown operator or attribute, wrong inputs. */
+#include "test_util.h"
+#include "onnx_pb_prefix.h" /* the library's names for the generated protobuf-c code */
+#include "onnx.pb-c.h"
+
+#include <unistd.h>
+
+/* ---------- building models ---------- */
+typedef struct {
+    Onnx__ModelProto model;
+    Onnx__GraphProto graph;
+    Onnx__OperatorSetIdProto opset, *opsets[1];
+    Onnx__NodeProto nodes[8], *node_p[8];
+    Onnx__AttributeProto attrs[8], *attr_p[8];
+    Onnx__TensorProto inits[4], *init_p[4];
+    Onnx__StringStringEntryProto ext[2], *ext_p[2];
+    Onnx__ValueInfoProto vis[4], *in_p[2], *out_p[2];
+    Onnx__TypeProto types[4];
+    Onnx__TypeProto__Tensor ttypes[4];
+    Onnx__TensorShapeProto shapes[4];
+    Onnx__TensorShapeProto__Dimension dims[4][4], *dim_p[4][4];
+    char *strs[8][4];
+    int nattr;
+} mb;
+
+static void mb_init(mb *b, int opset) {
+    memset(b, 0, sizeof *b);
+    onnx__model_proto__init(&b->model);
+    onnx__graph_proto__init(&b->graph);
+    onnx__operator_set_id_proto__init(&b->opset);
+    b->opset.domain = "";
+    b->opset.has_version = true;
+    b->opset.version = opset;
+    b->opsets[0] = &b->opset;
+    b->model.has_ir_version = true;
+    b->model.ir_version = 8;
+    b->model.n_opset_import = 1;
+    b->model.opset_import = b->opsets;
+    b->model.producer_name = "test_onnx_import";
+    b->model.graph = &b->graph;
+    b->graph.name = "g";
+    b->graph.node = b->node_p;
+    b->graph.initializer = b->init_p;
+    b->graph.input = b->in_p;
+    b->graph.output = b->out_p;
+}
+
+/* A value info of f32 with dims (-1: the symbolic "N"); k indexes the slot. */
+static Onnx__ValueInfoProto *mb_vi(mb *b, int k, const char *name, int ndim, const int64_t *dims) {
+    Onnx__ValueInfoProto *vi = &b->vis[k];
+    onnx__value_info_proto__init(vi);
+    onnx__type_proto__init(&b->types[k]);
+    onnx__type_proto__tensor__init(&b->ttypes[k]);
+    onnx__tensor_shape_proto__init(&b->shapes[k]);
+    vi->name = (char *)name;
+    vi->type = &b->types[k];
+    b->types[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    b->types[k].tensor_type = &b->ttypes[k];
+    b->ttypes[k].has_elem_type = true;
+    b->ttypes[k].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    b->ttypes[k].shape = &b->shapes[k];
+    b->shapes[k].n_dim = (size_t)ndim;
+    b->shapes[k].dim = b->dim_p[k];
+    for (int i = 0; i < ndim; i++) {
+        Onnx__TensorShapeProto__Dimension *d = &b->dims[k][i];
+        onnx__tensor_shape_proto__dimension__init(d);
+        if (dims[i] < 0) {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            d->dim_param = "N";
+        } else {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            d->dim_value = dims[i];
+        }
+        b->dim_p[k][i] = d;
+    }
+    return vi;
+}
+
+static void mb_input(mb *b, const char *name, int ndim, const int64_t *dims) {
+    b->in_p[b->graph.n_input] = mb_vi(b, (int)b->graph.n_input, name, ndim, dims);
+    b->graph.n_input++;
+}
+
+static void mb_output(mb *b, const char *name) {
+    b->out_p[b->graph.n_output] = mb_vi(b, 2 + (int)b->graph.n_output, name, 0, NULL);
+    b->vis[2 + b->graph.n_output].type->tensor_type->shape = NULL;
+    b->graph.n_output++;
+}
+
+/* A node with up to 3 inputs and one output (NULL ends the inputs). */
+static Onnx__NodeProto *mb_node(mb *b, const char *op, const char *name, const char *in0, const char *in1,
+                                const char *in2, const char *out) {
+    int k = (int)b->graph.n_node++;
+    Onnx__NodeProto *n = &b->nodes[k];
+    onnx__node_proto__init(n);
+    n->op_type = (char *)op;
+    n->name = (char *)name;
+    char **s = b->strs[k];
+    int ni = 0;
+    if (in0) s[ni++] = (char *)in0;
+    if (in1) s[ni++] = (char *)in1;
+    if (in2) s[ni++] = (char *)in2;
+    n->n_input = (size_t)ni;
+    n->input = s;
+    s[3] = (char *)out;
+    n->n_output = 1;
+    n->output = &s[3];
+    b->node_p[k] = n;
+    return n;
+}
+
+static void mb_attr_ints(mb *b, Onnx__NodeProto *n, const char *name, int64_t *v, int count) {
+    Onnx__AttributeProto *a = &b->attrs[b->nattr];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    a->n_ints = (size_t)count;
+    a->ints = v;
+    b->attr_p[b->nattr] = a;
+    n->attribute = &b->attr_p[b->nattr];
+    n->n_attribute = 1;
+    b->nattr++;
+}
+
+/* An f32 initializer of dims holding bytes raw bytes (which need not match, for the tests). */
+static Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int ndim, int64_t *dims, const void *raw, size_t bytes) {
+    int k = (int)b->graph.n_initializer++;
+    Onnx__TensorProto *t = &b->inits[k];
+    onnx__tensor_proto__init(t);
+    t->name = (char *)name;
+    t->has_data_type = true;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_dims = (size_t)ndim;
+    t->dims = dims;
+    if (raw) {
+        t->has_raw_data = true;
+        t->raw_data.len = bytes;
+        t->raw_data.data = (uint8_t *)raw;
+    }
+    b->init_p[k] = t;
+    return t;
+}
+
+/* The model's bytes (malloc'ed). */
+static uint8_t *mb_pack(mb *b, size_t *size) {
+    *size = onnx__model_proto__get_packed_size(&b->model);
+    uint8_t *buf = malloc(*size ? *size : 1);
+    onnx__model_proto__pack(&b->model, buf);
+    return buf;
+}
+
+static int64_t dims_b3[2] = { -1, 3 }, dims3[1] = { 3 };
+static const float bias[3] = { 1, -2, 0.5f };
+
+/* y = Relu(x + b) with x [N, 3] and b an initializer */
+static void mb_add_relu(mb *b, int opset) {
+    mb_init(b, opset);
+    mb_input(b, "x", 2, dims_b3);
+    mb_init_f32(b, "b", 1, dims3, bias, sizeof bias);
+    mb_node(b, "Add", "add0", "x", "b", NULL, "s");
+    mb_node(b, "Relu", "relu0", "s", NULL, NULL, "y");
+    mb_output(b, "y");
+}
+
+static void test_runs(void **state) {
+    (void)state;
+    mb b;
+    mb_add_relu(&b, 17);
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    assert_int_equal(nb_onnx_num_inputs(m), 1);
+    assert_int_equal(nb_onnx_num_outputs(m), 1);
+    assert_string_equal(nb_onnx_input_name(m, 0), "x");
+    assert_string_equal(nb_onnx_output_name(m, 0), "y");
+    assert_null(nb_onnx_input_name(m, 1));
+    assert_int_equal(nb_onnx_opset(m), 17);
+    char *sum = nb_onnx_summary(m);
+    assert_non_null(strstr(sum, "Add"));
+    assert_non_null(strstr(sum, "x: f32 [N, 3]"));
+    assert_non_null(strstr(sum, "initializers: 1, 3 elements"));
+    free(sum);
+    /* two batch sizes through the symbolic dimension */
+    for (int batch = 1; batch <= 2; batch++) {
+        float x[6] = { -1, 1, 0, 2, 3, -4 }, want[6];
+        for (int i = 0; i < 3 * batch; i++) want[i] = fmaxf(x[i] + bias[i % 3], 0);
+        nb_tensor *in = nb_from_data(x, NB_SHAPE(batch, 3), NB_F32), *y = NULL;
+        assert_int_equal(nb_onnx_run(m, &in, 1, &y, 1), 0);
+        float got[6];
+        assert_int_equal(nb_copy_to(y, got, sizeof(float) * (size_t)(3 * batch)), 0);
+        for (int i = 0; i < 3 * batch; i++) assert_float_equal(got[i], want[i], 1e-6);
+        nb_release(in);
+        nb_release(y);
+    }
+    nb_onnx_free(m);
+    assert_null(nb_error());
+}
+
+/* a model of Shape -> Gather -> Concat -> Reshape, compiled: the shapes are folded at trace time */
+static void test_compiled_shapes(void **state) {
+    (void)state;
+    mb b;
+    mb_init(&b, 13);
+    int64_t dx[3] = { -1, 2, 3 };
+    mb_input(&b, "x", 3, dx);
+    static int64_t idx_v[1] = { 0 }, tail_v[1] = { 6 }, one[1] = { 1 };
+    Onnx__TensorProto *idx = mb_init_f32(&b, "idx", 1, one, idx_v, sizeof idx_v);
+    idx->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    Onnx__TensorProto *tail = mb_init_f32(&b, "tail", 1, one, tail_v, sizeof tail_v);
+    tail->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_node(&b, "Shape", "shape", "x", NULL, NULL, "s");
+    mb_node(&b, "Gather", "gather", "s", "idx", NULL, "n");
+    mb_node(&b, "Concat", "concat", "n", "tail", NULL, "ns");
+    int64_t axis0 = 0;
+    Onnx__AttributeProto *a = &b.attrs[b.nattr];
+    onnx__attribute_proto__init(a);
+    a->name = "axis";
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->has_i = true;
+    a->i = axis0;
+    b.attr_p[b.nattr] = a;
+    b.nodes[2].attribute = &b.attr_p[b.nattr++];
+    b.nodes[2].n_attribute = 1;
+    mb_node(&b, "Reshape", "reshape", "x", "ns", NULL, "r");
+    mb_node(&b, "Tanh", "tanh", "r", NULL, NULL, "y");
+    mb_output(&b, "y");
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *eager = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    nb_onnx_model *comp = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ .compile = true });
+    free(buf);
+    assert_non_null(eager);
+    assert_non_null(comp);
+    for (int batch = 1; batch <= 3; batch++) {
+        nb_manual_seed((uint64_t)batch);
+        nb_tensor *x = nb_randn(NB_SHAPE(batch, 2, 3), NB_F32), *y1 = NULL, *y2 = NULL;
+        assert_int_equal(nb_onnx_run(eager, &x, 1, &y1, 1), 0);
+        assert_int_equal(nb_onnx_run(comp, &x, 1, &y2, 1), 0);
+        nb_shape s = nb_shape_of(y2);
+        assert_int_equal(s.ndim, 2);
+        assert_int_equal(s.dim[0], batch);
+        assert_int_equal(s.dim[1], 6);
+        float a1[18], a2[18];
+        nb_copy_to(y1, a1, sizeof(float) * (size_t)(6 * batch));
+        nb_copy_to(y2, a2, sizeof(float) * (size_t)(6 * batch));
+        for (int i = 0; i < 6 * batch; i++) assert_float_equal(a1[i], a2[i], 1e-6);
+        nb_release(x);
+        nb_release(y1);
+        nb_release(y2);
+    }
+    nb_onnx_free(eager);
+    nb_onnx_free(comp);
+    assert_null(nb_error());
+}
+
+static void test_truncated_and_corrupt(void **state) {
+    (void)state;
+    mb b;
+    mb_add_relu(&b, 17);
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    char path[] = "/tmp/nabla_onnx_truncXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    /* every cut of the file is refused cleanly or loads a smaller valid model: never a crash */
+    int refused = 0;
+    for (size_t cut = 0; cut < size; cut++) {
+        nb_onnx_model *m = nb_onnx_load_memory(buf, cut, (nb_onnx_load_opts){ 0 });
+        if (!m) { assert_non_null(nb_error()); refused++; nb_error_clear(); }
+        nb_onnx_free(m);
+    }
+    assert_true(refused > (int)size / 2);
+    /* a file cut in the middle of the initializer: the error says so and names the file */
+    assert_int_equal(write(fd, buf, size / 2), (ssize_t)(size / 2));
+    close(fd);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS(path);
+    unlink(path);
+    /* corrupt bytes */
+    uint8_t junk[64];
+    for (int i = 0; i < 64; i++) junk[i] = (uint8_t)(0xff - i * 7);
+    assert_null(nb_onnx_load_memory(junk, sizeof junk, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("corrupt or truncated");
+    buf[size / 3] ^= 0xff;
+    buf[size / 3 + 1] ^= 0x5a;
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    if (!m) assert_non_null(nb_error());
+    nb_onnx_free(m);
+    nb_error_clear();
+    free(buf);
+    assert_null(nb_onnx_load("/nonexistent/model.onnx", (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("/nonexistent/model.onnx");
+}
+
+static void expect_load_error(mb *b, const char *const *texts) {
+    size_t size;
+    uint8_t *buf = mb_pack(b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_null(m);
+    for (int i = 0; texts[i]; i++) {
+        const char *e = nb_error();
+        if (!e || !strstr(e, texts[i])) fail_msg("expected \"%s\" in \"%s\"", texts[i], e ? e : "(none)");
+    }
+    nb_error_clear();
+}
+
+static void test_cycle(void **state) {
+    (void)state;
+    mb b;
+    mb_init(&b, 17);
+    mb_input(&b, "x", 2, dims_b3);
+    mb_node(&b, "Add", "a", "x", "t2", NULL, "t1");
+    mb_node(&b, "Relu", "b", "t1", NULL, NULL, "t2");
+    mb_output(&b, "t2");
+    expect_load_error(&b, (const char *const[]){ "cycle", "Add node 'a'", NULL });
+}
+
+static void test_unknown_names(void **state) {
+    (void)state;
+    mb b;
+    mb_add_relu(&b, 17);
+    b.strs[1][0] = "nothere";
+    expect_load_error(&b, (const char *const[]){ "Relu node 'relu0'", "input 'nothere'", NULL });
+    mb_add_relu(&b, 17);
+    b.out_p[0]->name = "missing";
+    expect_load_error(&b, (const char *const[]){ "graph output 'missing'", NULL });
+}
+
+static void test_initializer_size(void **state) {
+    (void)state;
+    mb b;
+    mb_add_relu(&b, 17);
+    b.inits[0].raw_data.len = 8; /* 2 floats for a [3] tensor */
+    expect_load_error(&b, (const char *const[]){ "initializer 'b'", "8 bytes", "needs 12", NULL });
+    mb_add_relu(&b, 17);
+    static int64_t huge[2] = { INT64_C(1) << 40, INT64_C(1) << 40 };
+    b.inits[0].dims = huge;
+    b.inits[0].n_dims = 2;
+    expect_load_error(&b, (const char *const[]){ "initializer 'b'", NULL });
+    mb_add_relu(&b, 17);
+    static int64_t neg[1] = { -3 };
+    b.inits[0].dims = neg;
+    expect_load_error(&b, (const char *const[]){ "invalid dimension -3", NULL });
+}
+
+/* A model whose initializer b lives in external file loc; written to dir/model.onnx. */
+static void write_external(const char *dir, const char *loc, char *path, size_t psize) {
+    mb b;
+    mb_add_relu(&b, 17);
+    Onnx__TensorProto *t = &b.inits[0];
+    t->has_raw_data = false;
+    t->has_data_location = true;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    onnx__string_string_entry_proto__init(&b.ext[0]);
+    onnx__string_string_entry_proto__init(&b.ext[1]);
+    b.ext[0].key = "location";
+    b.ext[0].value = (char *)loc;
+    b.ext[1].key = "offset";
+    b.ext[1].value = "4";
+    b.ext_p[0] = &b.ext[0];
+    b.ext_p[1] = &b.ext[1];
+    t->n_external_data = 2;
+    t->external_data = b.ext_p;
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    snprintf(path, psize, "%s/model.onnx", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(buf, 1, size, f);
+    fclose(f);
+    free(buf);
+}
+
+static void test_external_data(void **state) {
+    (void)state;
+    char dir[] = "/tmp/nabla_onnx_extXXXXXX", path[256], data[300];
+    assert_non_null(mkdtemp(dir));
+    /* the weights at offset 4 of weights.bin beside the model */
+    snprintf(data, sizeof data, "%s/weights.bin", dir);
+    FILE *f = fopen(data, "wb");
+    float pad = 0;
+    fwrite(&pad, 4, 1, f);
+    fwrite(bias, sizeof bias, 1, f);
+    fclose(f);
+    write_external(dir, "weights.bin", path, sizeof path);
+    nb_onnx_model *m = nb_onnx_load(path, (nb_onnx_load_opts){ 0 });
+    assert_non_null(m);
+    float x[3] = { 0, 3, 0 }, got[3];
+    nb_tensor *in = nb_from_data(x, NB_SHAPE(1, 3), NB_F32), *y = NULL;
+    assert_int_equal(nb_onnx_run(m, &in, 1, &y, 1), 0);
+    nb_copy_to(y, got, sizeof got);
+    assert_float_equal(got[0], 1, 0);
+    assert_float_equal(got[1], 1, 0);
+    assert_float_equal(got[2], 0.5, 0);
+    nb_release(in);
+    nb_release(y);
+    nb_onnx_free(m);
+    /* locations that leave the folder */
+    const char *bad[] = { "../weights.bin", "sub/../../weights.bin", "/etc/passwd", "..", NULL };
+    for (int i = 0; bad[i]; i++) {
+        write_external(dir, bad[i], path, sizeof path);
+        assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+        ASSERT_ERROR_CONTAINS("leaves the model's folder");
+    }
+    /* data past the file's end, and external data from memory */
+    write_external(dir, "weights.bin", path, sizeof path);
+    f = fopen(data, "wb");
+    fwrite(bias, 8, 1, f);
+    fclose(f);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("past the end");
+    size_t n;
+    char *bytes = read_whole_file(path);
+    f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    n = (size_t)ftell(f);
+    fclose(f);
+    assert_null(nb_onnx_load_memory(bytes, n, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("loaded from memory");
+    free(bytes);
+    unlink(path);
+    unlink(data);
+    rmdir(dir);
+}
+
+static void test_unsupported(void **state) {
+    (void)state;
+    mb b;
+    mb_add_relu(&b, 17);
+    b.nodes[1].op_type = "FooBar";
+    expect_load_error(&b, (const char *const[]){ "FooBar", "'relu0'", "#1", "opset 17", NULL });
+    /* an attribute Relu does not have */
+    mb_add_relu(&b, 17);
+    static int64_t v[1] = { 1 };
+    mb_attr_ints(&b, &b.nodes[1], "bogus", v, 1);
+    expect_load_error(&b, (const char *const[]){ "attribute 'bogus'", "Relu node 'relu0'", NULL });
+    /* an operator version nabla does not implement: Range at opset 27 is Range-27 */
+    mb_add_relu(&b, 27);
+    b.nodes[1].op_type = "Range";
+    expect_load_error(&b, (const char *const[]){ "Range", "version 27", NULL });
+    /* another domain */
+    mb_add_relu(&b, 17);
+    b.nodes[0].domain = "com.microsoft";
+    expect_load_error(&b, (const char *const[]){ "domain 'com.microsoft'", NULL });
+}
+
+static void test_wrong_inputs(void **state) {
+    (void)state;
+    mb b;
+    mb_add_relu(&b, 17);
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    nb_tensor *y = NULL;
+    nb_tensor *bad_shape = nb_zeros(NB_SHAPE(2, 4), NB_F32);
+    assert_int_equal(nb_onnx_run(m, &bad_shape, 1, &y, 1), -1);
+    ASSERT_ERROR_CONTAINS("input 0 ('x') has shape [2, 4]; the model declares [?, 3]");
+    nb_tensor *bad_rank = nb_zeros(NB_SHAPE(3), NB_F32);
+    assert_int_equal(nb_onnx_run(m, &bad_rank, 1, &y, 1), -1);
+    ASSERT_ERROR_CONTAINS("'x'");
+    nb_tensor *bad_dtype = nb_zeros(NB_SHAPE(2, 3), NB_I64);
+    assert_int_equal(nb_onnx_run(m, &bad_dtype, 1, &y, 1), -1);
+    ASSERT_ERROR_CONTAINS("input 0 ('x') is i64; the model declares f32");
+    nb_tensor *two[2] = { bad_shape, bad_shape };
+    assert_int_equal(nb_onnx_run(m, two, 2, &y, 1), -1);
+    ASSERT_ERROR_CONTAINS("takes 1 input, 2 given");
+    nb_tensor *none = NULL;
+    assert_int_equal(nb_onnx_run(m, &none, 1, &y, 1), -1);
+    ASSERT_ERROR_CONTAINS("is NULL");
+    assert_int_equal(nb_onnx_run(m, &bad_dtype, 1, &y, 2), -1);
+    ASSERT_ERROR_CONTAINS("2 outputs asked for");
+    assert_null(y);
+    nb_release(bad_shape);
+    nb_release(bad_rank);
+    nb_release(bad_dtype);
+    nb_onnx_free(m);
+    nb_onnx_free(NULL);
+    assert_int_equal(nb_onnx_num_inputs(NULL), 0);
+}
+
+/* a node failing at run names itself: Reshape to a shape of the wrong size */
+static void test_run_error_names_node(void **state) {
+    (void)state;
+    mb b;
+    mb_init(&b, 17);
+    mb_input(&b, "x", 2, dims_b3);
+    static int64_t sv[1] = { 4 }, one[1] = { 1 };
+    Onnx__TensorProto *s = mb_init_f32(&b, "s", 1, one, sv, sizeof sv);
+    s->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_node(&b, "Reshape", "rs", "x", "s", NULL, "y");
+    mb_output(&b, "y");
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    nb_tensor *x = nb_zeros(NB_SHAPE(2, 3), NB_F32), *y = NULL;
+    assert_int_equal(nb_onnx_run(m, &x, 1, &y, 1), -1);
+    ASSERT_ERROR_CONTAINS("Reshape node 'rs' (#0)");
+    nb_release(x);
+    nb_onnx_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_runs, clear_error_setup),
+        cmocka_unit_test_setup(test_compiled_shapes, clear_error_setup),
+        cmocka_unit_test_setup(test_truncated_and_corrupt, clear_error_setup),
+        cmocka_unit_test_setup(test_cycle, clear_error_setup),
+        cmocka_unit_test_setup(test_unknown_names, clear_error_setup),
+        cmocka_unit_test_setup(test_initializer_size, clear_error_setup),
+        cmocka_unit_test_setup(test_external_data, clear_error_setup),
+        cmocka_unit_test_setup(test_unsupported, clear_error_setup),
+        cmocka_unit_test_setup(test_wrong_inputs, clear_error_setup),
+        cmocka_unit_test_setup(test_run_error_names_node, clear_error_setup),
+    };
+    return RUN_TESTS(tests);
+}
