@@ -22,6 +22,13 @@ add_test(NAME onnx_conformance COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_t
 set_tests_properties(onnx_conformance PROPERTIES TIMEOUT 300
   PASS_REGULAR_EXPRESSION "every test of a claimed operator passed")
 
+# The same tests through nb_compile: models it cannot take (several outputs, shapes given as input
+# values) are counted apart; every other one must pass.
+add_test(NAME onnx_conformance_compiled COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh conformance
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance> --compile)
+set_tests_properties(onnx_conformance_compiled PROPERTIES TIMEOUT 300 DEPENDS onnx_conformance
+  PASS_REGULAR_EXPRESSION "every test of a claimed operator passed" ENVIRONMENT "NABLA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")
+
 # Models built with onnx.helper at opsets 11, 13, 17, 18 and 21 (Gemm, BatchNormalization,
 # LayerNormalization, Shape->Gather->Concat->Reshape) against ONNX Runtime within 1e-4.
 add_test(NAME onnx_import_ort COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh ort

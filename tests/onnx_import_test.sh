@@ -5,9 +5,10 @@
 #   ort:         writes the onnx.helper models and ONNX Runtime's outputs (tests/onnx_import_ref.py),
 #                then checks nabla's outputs within 1e-4, eagerly and compiled
 #   doc:         checks that docs/onnx.md's import section is what the operator table generates
-# Usage: tests/onnx_import_test.sh MODE SOURCE_DIR BUILD_DIR ONNX_CONFORMANCE
+# Usage: tests/onnx_import_test.sh MODE SOURCE_DIR BUILD_DIR ONNX_CONFORMANCE [RUNNER ARGS...]
 set -euo pipefail
 mode=$1 src=$2 build=$3 runner=$4
+shift 4
 case "$mode" in
 conformance)
     py=$("$src/scripts/onnx_env.sh")
@@ -15,7 +16,7 @@ conformance)
     if [ ! -f "$data/manifest.tsv" ] || [ "$src/tests/onnx_node_data.py" -nt "$data/manifest.tsv" ]; then
         "$py" "$src/tests/onnx_node_data.py" "$data" 2>/dev/null
     fi
-    exec "$runner" "$data"
+    exec "$runner" "$data" "$@"
     ;;
 ort)
     py=$("$src/scripts/onnx_env.sh")

@@ -189,6 +189,13 @@ nb_tensor *nb__onnx_tensor(const Onnx__TensorProto *tp, const char *dir, const c
     return t;
 }
 
+nb_tensor *nb__onnx_const(const void *data, nb_shape shape, nb_dtype dtype) {
+    bool was = nb__trace_suspend(true);
+    nb_tensor *t = nb_from_data(data, shape, dtype);
+    nb__trace_suspend(was);
+    return t;
+}
+
 /* Whether t may be read on the host now: always when running eagerly; while tracing, only when it
    is a known value among the running node's inputs (else it has no elements yet). */
 static bool readable(onnx_run *r, nb_tensor *t, const char *what) {

@@ -138,7 +138,7 @@ static nb_tensor *windows(nb_tensor *x, const geom *g, const int64_t *table, dou
     nb_tensor *flat = nb_reshape(x, NB_SHAPE(N, C, g->S));
     nb_tensor *parts[2] = { flat, nb_full(NB_SHAPE(N, C, 1), pad, nb_dtype_of(x)) };
     nb_tensor *ext = nb_cat(parts, 2, 2);
-    nb_tensor *idx = nb_from_data(table, NB_SHAPE(g->O * g->K), NB_I64);
+    nb_tensor *idx = nb__onnx_const(table, NB_SHAPE(g->O * g->K), NB_I64);
     return nb_reshape(nb_index_select(ext, 2, idx), NB_SHAPE(N, C, g->O, g->K));
 }
 
@@ -241,7 +241,7 @@ int nb__onnx_maxpool(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int 
             table[q] = c;
         }
         nb_tensor *am = nb_argmax(win, 3, true); /* [N, C, O, 1] */
-        nb_tensor *tab = nb_expand(nb_from_data(table, NB_SHAPE(1, 1, g.O, g.K), NB_I64), NB_SHAPE(xs.dim[0], xs.dim[1], g.O, g.K));
+        nb_tensor *tab = nb_expand(nb__onnx_const(table, NB_SHAPE(1, 1, g.O, g.K), NB_I64), NB_SHAPE(xs.dim[0], xs.dim[1], g.O, g.K));
         nb_tensor *pos = nb_reshape(nb_gather(nb_contiguous(tab), 3, am), NB_SHAPE(xs.dim[0], xs.dim[1], g.O));
         nb_tensor *base = nb_mul_scalar(nb_reshape(nb_arange(0, (double)(xs.dim[0] * xs.dim[1]), 1, NB_I64),
                                                    NB_SHAPE(xs.dim[0], xs.dim[1], 1)), (double)g.S);
@@ -270,7 +270,7 @@ int nb__onnx_avgpool(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int 
     for (int64_t o = 0; o < g.O; o++) cnt[o] = (double)(incl ? padded[o] : inside[o]);
     nb_dtype dt = nb_dtype_of(x);
     nb_tensor *win = windows(x, &g, table, 0);
-    nb_tensor *div = nb_cast(nb_from_data(cnt, NB_SHAPE(g.O), NB_F64), dt);
+    nb_tensor *div = nb_cast(nb__onnx_const(cnt, NB_SHAPE(g.O), NB_F64), dt);
     out[0] = unflatten(nb_div(nb_sum(win, 3, false), div), &g);
     free(inside);
     free(padded);

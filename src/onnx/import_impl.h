@@ -112,6 +112,9 @@ int nb__onnx_attr_ints(const onnx_node *n, const char *name, const int64_t **v);
 /* A tensor from a TensorProto (raw or typed fields; external data under dir, NULL: refused), a
    reference the caller owns (no scope holds it); NULL with the error naming what. */
 nb_tensor *nb__onnx_tensor(const Onnx__TensorProto *tp, const char *dir, const char *what);
+/* nb_from_data with the tracer paused: a constant the graph captures with its elements (made
+   while tracing, a new tensor would have no elements yet). Owned by the current scope. */
+nb_tensor *nb__onnx_const(const void *data, nb_shape shape, nb_dtype dtype);
 /* Reads 1-D (or 0-d) integer tensor t into v (at most cap values); the count, or -1 with the
    error (when tracing, t must be known: made from constants). */
 int nb__onnx_read_ints(onnx_run *r, nb_tensor *t, const char *what, int64_t *v, int cap);

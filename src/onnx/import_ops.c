@@ -208,7 +208,7 @@ RUN(cast_like) { UNUSED; OUT(nb_dtype_of(in[0]) == nb_dtype_of(in[1]) ? nb_clone
 /* ---------- shapes ---------- */
 /* A 1-D i64 tensor of v[0..k) (or 0-d when scalar). */
 static nb_tensor *ints_tensor(const int64_t *v, int k, bool scalar) {
-    return nb_from_data(v, scalar ? NB_SHAPE() : NB_SHAPE(k), NB_I64);
+    return nb__onnx_const(v, scalar ? NB_SHAPE() : NB_SHAPE(k), NB_I64);
 }
 
 RUN(shape) {
@@ -439,7 +439,7 @@ static nb_tensor *slice_axis(nb_tensor *x, int ax, int64_t st, int64_t en, int64
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
     if (!idx) return NULL;
     for (int64_t i = 0; i < cnt; i++) idx[i] = st + i * step;
-    nb_tensor *it = nb_from_data(idx, NB_SHAPE(cnt), NB_I64);
+    nb_tensor *it = nb__onnx_const(idx, NB_SHAPE(cnt), NB_I64);
     free(idx);
     return nb_index_select(x, ax, it);
 }
@@ -574,7 +574,7 @@ RUN(range) {
     double *v = malloc(sizeof(double) * (size_t)(c ? c : 1));
     if (!v) FAIL("out of memory");
     for (int64_t i = 0; i < c; i++) v[i] = st + (double)i * dl;
-    nb_tensor *t = nb_from_data(v, NB_SHAPE(c), NB_F64);
+    nb_tensor *t = nb__onnx_const(v, NB_SHAPE(c), NB_F64);
     free(v);
     OUT(as(t, d));
 }
@@ -590,7 +590,7 @@ RUN(constant) {
     if ((a = nb__onnx_attr(n, "value_float"))) OUT(nb_full(NB_SHAPE(), a->f, NB_F32));
     if ((a = nb__onnx_attr(n, "value_int"))) OUT(ints_tensor(&a->i, 1, true));
     if ((a = nb__onnx_attr(n, "value_ints"))) OUT(ints_tensor(a->ints, (int)a->n_ints, false));
-    if ((a = nb__onnx_attr(n, "value_floats"))) OUT(nb_from_data(a->floats, NB_SHAPE((int64_t)a->n_floats), NB_F32));
+    if ((a = nb__onnx_attr(n, "value_floats"))) OUT(nb__onnx_const(a->floats, NB_SHAPE((int64_t)a->n_floats), NB_F32));
     FAIL("no value");
 }
 static int check_constant(const onnx_node *n, char *msg, size_t size) {
@@ -681,7 +681,7 @@ RUN(pad) {
             }
             idx[j] = q;
         }
-        nb_tensor *it = nb_from_data(idx, NB_SHAPE(tot), NB_I64);
+        nb_tensor *it = nb__onnx_const(idx, NB_SHAPE(tot), NB_I64);
         free(idx);
         x = nb_index_select(x, a, it);
     }
