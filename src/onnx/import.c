@@ -19,8 +19,9 @@ void nb__onnx_node_error(const onnx_node *n, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const char *name = str(n->pb->name);
-    if (*name) nb__error("nb_onnx: %s node '%s' (#%d): %s", n->pb->op_type, name, n->index, msg);
-    else nb__error("nb_onnx: %s node #%d: %s", n->pb->op_type, n->index, msg);
+    const char *op = *str(n->pb->op_type) ? n->pb->op_type : "(no operator)";
+    if (*name) nb__error("nb_onnx: %s node '%s' (#%d): %s", op, name, n->index, msg);
+    else nb__error("nb_onnx: %s node #%d: %s", op, n->index, msg);
 }
 
 /* ---------- attributes ---------- */
@@ -432,7 +433,6 @@ static int load_nodes(loader *L, const Onnx__GraphProto *g) {
         n->in = malloc(sizeof(int) * (size_t)(n->nin + 1));
         n->out = malloc(sizeof(int) * (size_t)(n->nout + 1));
         if (!n->in || !n->out) { nb__error("nb_onnx_load: out of memory"); goto done; }
-        if (!g->node[i]->op_type) g->node[i]->op_type = (char *)""; /* messages print it */
         for (int k = 0; k < n->nout; k++) {
             const char *o = str(n->pb->output[k]);
             n->out[k] = -1;

@@ -597,6 +597,7 @@ static int check_constant(const onnx_node *n, char *msg, size_t size) {
     if (n->pb->n_attribute != 1) return snprintf(msg, size, "exactly one value attribute is needed"), -1;
     const Onnx__AttributeProto *a = n->pb->attribute[0];
     nb_dtype d;
+    if (!a->name) return snprintf(msg, size, "an attribute has no name"), -1;
     if (!strcmp(a->name, "value") && (!a->t || !nb__onnx_to_dtype(a->t->data_type, &d)))
         return snprintf(msg, size, "'value' is not a tensor of a dtype nabla has"), -1;
     if (!strcmp(a->name, "value_ints") && a->n_ints > (1u << 30)) return snprintf(msg, size, "too many values"), -1;
