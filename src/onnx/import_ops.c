@@ -56,11 +56,7 @@ RUN(mod) {
     nb_tensor *a = nb_cast(in[0], NB_F64), *b = nb_cast(in[1], NB_F64);
     nb_tensor *q = nb_div(a, b);
     q = fm ? nb_trunc(q) : nb_floor(q);
-    nb_tensor *res = nb_sub(a, nb_mul(q, b));
-    if (!fm) {
-        /* Python's %: a zero remainder stays zero; otherwise the sign follows b (floor already did) */
-    }
-    OUT(as(res, d));
+    OUT(as(nb_sub(a, nb_mul(q, b)), d)); /* floor of the quotient gives the remainder b's sign */
 }
 
 RUN(pow) {
