@@ -4,6 +4,7 @@
    `nabla summary`, `nabla info FILE...` and `nabla plot LOGDIR...`. */
 #include "cli_data.h"
 #include "cli_model.h"
+#include "cli_onnx.h"
 #include "train_args.h"
 #include <nabla.h>
 #include <dirent.h>
@@ -743,7 +744,9 @@ static void usage(FILE *f) {
                "  eval MODEL            test accuracy, per-class accuracy, confusion matrix\n"
                "  predict MODEL INPUTS  top classes of the samples of an IDX, NPY or PNG file\n"
                "  summary MODEL|CONFIG  layers, output shapes and parameter counts\n"
-               "  info FILE...          a safetensors or .npy file's tensors, shapes and metadata\n"
+               "  info FILE...          a safetensors, .npy or .onnx file's tensors, shapes and metadata\n"
+               "  export MODEL -o F     a saved model as an ONNX file (nabla export --help)\n"
+               "  run MODEL.onnx ...    an ONNX model on NPY inputs (nabla run --help)\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  version               the library version\n");
 }
@@ -764,11 +767,13 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "summary")) return summary_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) {
         if (argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
-            printf("usage: nabla info FILE...   (a .safetensors state dict or checkpoint, or a .npy array)\n");
+            printf("usage: nabla info FILE...   (a .safetensors state dict or checkpoint, a .npy array or a .onnx model)\n");
             return 0;
         }
         return nabla_info_main(argc - 1, argv + 1, stdout, stderr);
     }
+    if (!strcmp(cmd, "export")) return cli_export_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cli_run_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());

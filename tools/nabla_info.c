@@ -1,7 +1,9 @@
 /* nabla-info: prints a safetensors or .npy file's tensors, dtypes, shapes, parameter count and
-   metadata (the `nabla info` subcommand reuses nabla_info_main). Usage: nabla-info FILE... */
+   metadata, or an ONNX model's inputs, outputs, opset and operators (the `nabla info`
+   subcommand reuses nabla_info_main). Usage: nabla-info FILE... */
 #include <nabla.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Whether a state-dict key names a buffer rather than a parameter (PyTorch's batch-norm buffers). */
@@ -60,16 +62,33 @@ static int info_safetensors(const char *path, FILE *out) {
     return 0;
 }
 
+static int info_onnx(const char *path, FILE *out) {
+    nb_onnx_model *m = nb_onnx_load(path, (nb_onnx_load_opts){ 0 });
+    char *text = m ? nb_onnx_summary(m) : NULL;
+    nb_onnx_free(m);
+    if (!text) return -1;
+    fprintf(out, "%s:\n%s", path, text);
+    free(text);
+    return 0;
+}
+
+/* Whether path ends in suffix. */
+static bool ends_with(const char *path, const char *suffix) {
+    size_t n = strlen(path), k = strlen(suffix);
+    return n > k && strcmp(path + n - k, suffix) == 0;
+}
+
 /* Prints each file's summary to out; 0, or 1 when a file could not be read (its error on err). */
 int nabla_info_main(int argc, char **argv, FILE *out, FILE *err) {
     if (argc < 2) {
-        fprintf(err, "usage: %s FILE...   (a .safetensors state dict or checkpoint, or a .npy array)\n", argv[0]);
+        fprintf(err, "usage: %s FILE...   (a .safetensors state dict or checkpoint, a .npy array or a .onnx model)\n", argv[0]);
         return 2;
     }
     int rc = 0;
     for (int i = 1; i < argc; i++) {
-        size_t n = strlen(argv[i]);
-        int r = n > 4 && strcmp(argv[i] + n - 4, ".npy") == 0 ? info_npy(argv[i], out) : info_safetensors(argv[i], out);
+        int r = ends_with(argv[i], ".npy")    ? info_npy(argv[i], out)
+              : ends_with(argv[i], ".onnx") ? info_onnx(argv[i], out)
+                                            : info_safetensors(argv[i], out);
         if (r < 0) {
             fprintf(err, "%s\n", nb_error() ? nb_error() : "unknown error");
             nb_error_clear();
