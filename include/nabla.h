@@ -16,5 +16,6 @@
 #include "nabla/compile.h"
 #include "nabla/dist.h"
 #include "nabla/onnx.h"
+#include "nabla/hf.h"
 
 #endif

@@ -1,0 +1,77 @@
+/* nabla hf: Hugging Face pretrained models. Tokenizers (below) give the ids of Hugging Face's
+   `tokenizers` library; checkpoints and generation have sections of their own. */
+#ifndef NABLA_HF_H
+#define NABLA_HF_H
+
+#include "core.h"
+#include "nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- tokenizers ----
+   Byte-level BPE (GPT-2's vocab.json + merges.txt; tokenizer.json with a BPE model and a
+   ByteLevel pre-tokenizer) and WordPiece (BERT's vocab.txt; tokenizer.json with a WordPiece
+   model, BertNormalizer and BertPreTokenizer), encode and decode, with added and special
+   tokens, the post-processor's special tokens, and tokenizer.json's truncation and padding.
+   Text is UTF-8; invalid UTF-8 is not an error: each maximal invalid sequence reads as U+FFFD
+   (as Python's bytes.decode('utf-8', 'replace')), so its ids are those `tokenizers` gives the
+   replaced text. A loaded tokenizer is read-only: one may be used from several threads at once.
+   docs/pretrained.md lists what is supported and what is not yet. */
+typedef struct nb_tokenizer nb_tokenizer;
+
+/* Loads a tokenizer from a tokenizer.json file; a vocab.txt file (WordPiece, lower-casing as
+   bert-base-uncased unless a tokenizer_config.json beside it says "do_lower_case": false); a
+   vocab.json file with merges.txt beside it (byte-level BPE, as tokenizers' ByteLevelBPETokenizer);
+   or a folder holding one of those (tokenizer.json first). NULL with an error naming the file and
+   field on a missing file, malformed JSON or merges, or a model, normalizer, pre-tokenizer,
+   post-processor or decoder it does not support. Free with nb_tokenizer_free. */
+NB_API nb_tokenizer *nb_tokenizer_load(const char *path);
+/* Loads a tokenizer from the len bytes of tokenizer.json text at json (no NUL needed). */
+NB_API nb_tokenizer *nb_tokenizer_from_json(const char *json, size_t len);
+/* Frees the tokenizer; NULL is ignored. */
+NB_API void nb_tokenizer_free(nb_tokenizer *t);
+
+/* Options of nb_tokenize_ex; all-zero is what `tokenizers`' encode(text) does. */
+typedef struct nb_tokenize_opts {
+    bool no_special_tokens; /* leave out what the post-processor adds (BERT's [CLS] and [SEP]):
+                               encode(text, add_special_tokens=False) */
+    bool no_truncation;     /* ignore tokenizer.json's "truncation" (max_length) */
+    bool no_padding;        /* ignore tokenizer.json's "padding" (MiniLM's pads to 128) */
+} nb_tokenize_opts;
+/* Writes the ids of the NUL-terminated UTF-8 text into ids[0..cap) and returns how many there
+   are, which may exceed cap (then only cap are written: call again with a larger buffer); < 0
+   with an error. Special tokens, truncation and padding as tokenizer.json says. */
+NB_API int64_t nb_tokenize(nb_tokenizer *t, const char *text, int64_t *ids, int64_t cap);
+/* nb_tokenize on the len bytes at text (NUL bytes included), with options. */
+NB_API int64_t nb_tokenize_ex(nb_tokenizer *t, const char *text, size_t len, int64_t *ids, int64_t cap,
+                              nb_tokenize_opts opts);
+
+/* Options of nb_detokenize_ex; all-zero is what `tokenizers`' decode(ids) does. */
+typedef struct nb_detokenize_opts {
+    bool keep_special_tokens; /* decode special tokens too: decode(ids, skip_special_tokens=False) */
+    size_t *len;              /* when not NULL, receives the text's length in bytes (a decoded
+                                 text may hold NUL bytes: the ids of a "\0") */
+} nb_detokenize_opts;
+/* The text of n ids as a malloc'ed NUL-terminated UTF-8 string (free it), special tokens left
+   out; bytes that do not form UTF-8 (a piece of a character) read as U+FFFD. NULL with an error
+   when an id is not in the vocabulary (`tokenizers` drops such ids silently). */
+NB_API char *nb_detokenize(nb_tokenizer *t, const int64_t *ids, int64_t n);
+/* nb_detokenize with options. */
+NB_API char *nb_detokenize_ex(nb_tokenizer *t, const int64_t *ids, int64_t n, nb_detokenize_opts opts);
+
+/* One more than the largest id (the rows an embedding table needs), added tokens included. */
+NB_API int64_t nb_tokenizer_vocab_size(const nb_tokenizer *t);
+/* The id of a token string (an added token, else the model's vocabulary), or -1 when there is
+   none (no error is recorded: absence is an answer). */
+NB_API int64_t nb_token_to_id(const nb_tokenizer *t, const char *token);
+/* The token string of an id (borrowed, valid until nb_tokenizer_free; byte-level BPE tokens are
+   in GPT-2's byte alphabet, "Ġ" for a space), or NULL with an error when no token has that id. */
+NB_API const char *nb_id_to_token(const nb_tokenizer *t, int64_t id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
