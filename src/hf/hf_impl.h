@@ -22,8 +22,8 @@ typedef struct {
     uint32_t cp, off, len;
 } nb__uc_mapn;
 extern const char nb__uc_version[];
-extern const nb__uc_range nb__uc_classes[], nb__uc_ccc[];
-extern const int nb__uc_classes_n, nb__uc_ccc_n;
+extern const nb__uc_range nb__uc_classes[], nb__uc_ccc[], nb__uc_bert9[];
+extern const int nb__uc_classes_n, nb__uc_ccc_n, nb__uc_bert9_n;
 extern const nb__uc_map1 nb__uc_lower1[];
 extern const int nb__uc_lower1_n;
 extern const nb__uc_mapn nb__uc_lowern[], nb__uc_nfd[];
@@ -32,6 +32,8 @@ extern const uint32_t nb__uc_lower_pool[], nb__uc_nfd_pool[];
 
 /* The class of a code point: NB_UC_L, _N, _P, _MN, _OTHER (Cc, Cf, Co) or 0. */
 int nb__uc_class(uint32_t cp);
+/* The class BERT's steps see (tokenizers asks Unicode 9.0 tables): NB_UC_MN, _P, _OTHER or 0. */
+int nb__uc_bert_class(uint32_t cp);
 /* The canonical combining class of a code point (0 for most). */
 int nb__uc_combining(uint32_t cp);
 /* Whether cp has the White_Space property (Rust's char::is_whitespace, Oniguruma's \s). */

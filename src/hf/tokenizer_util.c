@@ -25,6 +25,11 @@ int nb__uc_class(uint32_t cp) {
     return range_find(nb__uc_classes, nb__uc_classes_n, cp);
 }
 
+int nb__uc_bert_class(uint32_t cp) {
+    if ((cp >= 0xE000 && cp <= 0xF8FF) || cp >= 0xF0000) return cp <= 0x10FFFD && (cp & 0xFFFF) <= 0xFFFD ? NB_UC_OTHER : 0;
+    return range_find(nb__uc_bert9, nb__uc_bert9_n, cp);
+}
+
 int nb__uc_combining(uint32_t cp) { return cp < 0x300 ? 0 : range_find(nb__uc_ccc, nb__uc_ccc_n, cp); }
 
 bool nb__uc_space(uint32_t cp) {

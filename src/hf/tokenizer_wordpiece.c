@@ -51,10 +51,11 @@ static int lower(const nb__cps *a, nb__cps *b) {
     return 0;
 }
 
+/* Drops the nonspacing marks (as Unicode 9.0 has them: tokenizers' table). */
 static void drop_marks(nb__cps *a) {
     size_t m = 0;
     for (size_t i = 0; i < a->n; i++)
-        if (nb__uc_class(a->v[i]) != NB_UC_MN) a->v[m++] = a->v[i];
+        if (nb__uc_bert_class(a->v[i]) != NB_UC_MN) a->v[m++] = a->v[i];
     a->n = m;
 }
 
@@ -74,7 +75,7 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
                 for (size_t i = 0; i < a.n; i++) {
                     uint32_t c = a.v[i];
                     bool keep_ctl = c == '\t' || c == '\n' || c == '\r';
-                    if (c == 0 || c == 0xFFFD || (!keep_ctl && nb__uc_class(c) == NB_UC_OTHER)) continue;
+                    if (c == 0 || c == 0xFFFD || (!keep_ctl && nb__uc_bert_class(c) == NB_UC_OTHER)) continue;
                     a.v[m++] = keep_ctl || nb__uc_space(c) ? ' ' : c;
                 }
                 a.n = m;
@@ -121,10 +122,10 @@ done:
 }
 
 /* ---------- pre-tokenizers ---------- */
-/* BERT's punctuation: ASCII punctuation or a P* character. */
+/* BERT's punctuation: ASCII punctuation or a P* character (of Unicode 9.0, as tokenizers). */
 static bool is_bert_punct(uint32_t c) {
     if (c < 128) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
-    return nb__uc_class(c) == NB_UC_P;
+    return nb__uc_bert_class(c) == NB_UC_P;
 }
 
 /* Splits on white space (removed) and, when punct, isolates each punctuation character. */
