@@ -59,6 +59,10 @@ rules = [
 for below in ("src/backend/", "src/autograd/", "src/ops/", "src/nn/", "src/optim/", "src/compile/", "src/io/",
               "src/data/", "src/summary/"):
     rules.append((below, ["src/onnx/"], "ONNX import and export sit above the layers they use"))
+# Hugging Face models and tokenizers (src/hf/) sit on the same floor: nothing below reaches them
+for below in ("src/core/", "src/backend/", "src/autograd/", "src/ops/", "src/nn/", "src/optim/", "src/compile/",
+              "src/io/", "src/data/", "src/summary/"):
+    rules.append((below, ["src/hf/"], "Hugging Face models and tokenizers sit above the layers they use"))
 
 bad = 0
 checked = 0
