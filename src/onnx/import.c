@@ -556,6 +556,35 @@ static int load_graph(loader *L) {
 }
 
 static nb_tensor *compiled_fn(nb_tensor *const *inputs, int n, void *ctx);
+static int run_node(onnx_run *r, const onnx_node *n, nb_tensor **vals);
+
+/* Constant folding at load: a node whose inputs are initializers alone (a weight's Transpose,
+   a Constant, a batch norm folded by arithmetic) runs once here and its outputs become
+   initializers, so no run repeats it. Nodes that read shapes or draw random numbers stay. */
+static int fold_constants(nb_onnx_model *m) {
+    nb_tensor **vals = calloc((size_t)m->nv + 1, sizeof *vals);
+    if (!vals) { nb__error("nb_onnx_load: out of memory"); return -1; }
+    for (int i = 0; i < m->nv; i++) vals[i] = m->v[i].init;
+    bool grad = nb_is_grad_enabled();
+    nb_set_grad_enabled(false);
+    nb_scope *s = nb_scope_begin();
+    onnx_run r = { .m = m, .vals = vals };
+    int rc = 0;
+    for (int i = 0; i < m->nn && rc == 0; i++) {
+        onnx_node *n = &m->nodes[i];
+        bool all = !(n->op->flags & (OP_SHAPE_ONLY | OP_NEVER_KNOWN));
+        for (int k = 0; k < n->nin && all; k++) all = n->in[k] < 0 || vals[n->in[k]];
+        if (!all) continue;
+        rc = run_node(&r, n, vals);
+        for (int k = 0; k < n->nout && rc == 0; k++)
+            if (n->out[k] >= 0) m->v[n->out[k]].init = nb_keep(vals[n->out[k]]);
+        n->folded = rc == 0;
+    }
+    nb_scope_end(s);
+    nb_set_grad_enabled(grad);
+    free(vals);
+    return rc;
+}
 
 static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_onnx_load_opts opts, nb__map *map) {
     if (size > (size_t)INT32_MAX) {
@@ -578,6 +607,7 @@ static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_on
     int rc = load_graph(&L);
     free(L.names.key);
     free(L.names.id);
+    if (rc == 0) rc = fold_constants(m);
     if (rc == 0 && opts.compile) {
         if (m->noutputs != 1) {
             nb__error("nb_onnx_load: compile needs a model with one output; this one has %d", m->noutputs);
@@ -705,6 +735,7 @@ static int interpret(nb_onnx_model *m, nb_tensor *const *inputs, bool tracing, n
     int rc = 0;
     for (int i = 0; i < m->nn && rc == 0; i++) {
         const onnx_node *n = &m->nodes[i];
+        if (n->folded) continue; /* its outputs are initializers now */
         /* A node of known values only (initializers, constants, shapes) runs with the tracer
            paused, so its results are real tensors that later nodes can read on the host (a
            Reshape's shape) and the graph gets them as constants. Shape and Size read shapes

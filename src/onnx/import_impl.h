@@ -24,6 +24,7 @@ typedef struct onnx_node {
     int *in, nin;
     int *out, nout;
     int index;                /* in the file */
+    bool folded;              /* computed at load from initializers alone: its outputs are initializers */
 } onnx_node;
 
 /* A declared graph input: dtype and shape (-1 for a symbolic or missing dimension). */

@@ -286,7 +286,7 @@ RUN(transpose) {
         for (int i = 0; i < k; i++)
             if (axis_of(n, p[i], rank, &perm[i]) < 0) return -1;
     }
-    OUT(nb_contiguous(nb_permute(in[0], perm)));
+    OUT(nb_permute(in[0], perm)); /* a view: products read transposed operands in place */
 }
 
 /* Axes given as the attribute (before `input_from`) or as input 1; the count, or -1. */
