@@ -190,20 +190,23 @@ int64_t nb_tokenize_ex(nb_tokenizer *t, const char *text, size_t len, int64_t *i
         if (t->pad_multiple && target % t->pad_multiple) target += t->pad_multiple - target % t->pad_multiple;
     }
     int64_t lead = t->pad_left ? target - n : 0, k = 0;
-    /* the output: left padding, the post-processor's tokens around the ids, right padding */
+    /* the output: left padding, the post-processor's tokens around the ids, right padding
+       (padding is counted, not looped over: a Fixed length can be large) */
 #define EMIT(x)                            \
     do {                                   \
         if (k < cap) ids[k] = (x);         \
         k++;                               \
     } while (0)
-    for (int64_t i = 0; i < lead; i++) EMIT(t->pad_id);
+    for (int64_t i = 0; i < lead && k < cap; i++) ids[k++] = t->pad_id;
+    k = lead;
     if (!opts.no_special_tokens)
         for (int i = 0; i < t->n_post_pre; i++) EMIT(t->post_pre[i]);
     for (size_t i = 0; i < v.n; i++) EMIT(v.v[i]);
     if (!opts.no_special_tokens)
         for (int i = 0; i < t->n_post_post; i++) EMIT(t->post_post[i]);
-    while (k < target) EMIT(t->pad_id);
 #undef EMIT
+    for (int64_t i = k; i < target && i < cap; i++) ids[i] = t->pad_id;
+    if (k < target) k = target;
     free(v.v);
     return k;
 }

@@ -70,7 +70,8 @@ static char *join(const char *dir, const char *name) {
 
 /* ---------- the vocabulary ---------- */
 static int add_token(nb_tokenizer *t, const ctx *c, const char *tok, size_t len, int64_t id, bool model) {
-    if (id < 0 || id > INT32_MAX) return FAIL(c, "token id %lld of '%.40s' is not in [0, 2^31)", (long long)id, tok);
+    /* 2^24 ids is 64 times the largest vocabularies in use, and bounds the id table */
+    if (id < 0 || id >= (1 << 24)) return FAIL(c, "token id %lld of '%.40s' is not in [0, 2^24)", (long long)id, tok);
     if (model && nb__strmap_set(&t->vocab, tok, len, id) < 0) return FAIL(c, "out of memory");
     if (id >= t->id_cap) {
         int64_t cap = t->id_cap ? t->id_cap : 1024;
@@ -405,11 +406,13 @@ static int parse_truncation_padding(nb_tokenizer *t, const ctx *c, json_t *root)
         else if (json_is_integer(fixed) && json_integer_value(fixed) >= 0) {
             t->pad_mode = 1;
             t->pad_len = json_integer_value(fixed);
+            if (t->pad_len > INT32_MAX) return FAIL(c, "padding.strategy.Fixed %lld is past 2^31", (long long)t->pad_len);
         } else return FAIL(c, "padding.strategy is neither \"BatchLongest\" nor {\"Fixed\": n}");
         if (mult && !json_is_null(mult)) {
             if (!json_is_integer(mult) || json_integer_value(mult) <= 0)
                 return FAIL(c, "padding.pad_to_multiple_of is not a positive integer");
             t->pad_multiple = json_integer_value(mult);
+            if (t->pad_multiple > INT32_MAX) return FAIL(c, "padding.pad_to_multiple_of is past 2^31");
         }
         if (!json_is_integer(id) || json_integer_value(id) < 0) return FAIL(c, "padding.pad_id is not a non-negative integer");
         t->pad_id = json_integer_value(id);
