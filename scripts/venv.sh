@@ -8,6 +8,8 @@
 #   CHECK      Python code that must run in the environment (imports, a version line on stderr)
 #   PYTHON=... (environment) the interpreter the environment is made from (default /usr/bin/python3,
 #              Debian's, with python3-venv)
+#   VENV_SYSTEM_SITE=1 (environment) the environment also sees the interpreter's own packages
+#              (Debian's python3-torch, for references that run on it)
 set -euo pipefail
 reqs=$1 dir=$2 check=$3
 name=$(basename "$reqs")
@@ -27,7 +29,7 @@ if ! "$base" -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 echo "venv.sh: making $dir from $base with $name" >&2
 rm -rf "$dir"
-"$base" -m venv "$dir"
+if [ "${VENV_SYSTEM_SITE:-}" = 1 ]; then "$base" -m venv --system-site-packages "$dir"; else "$base" -m venv "$dir"; fi
 "$py" -m pip install --disable-pip-version-check -q --upgrade pip==26.3 >&2
 # --only-binary: wheels only, nothing built here; --no-deps is not used, so a pin missing from
 # the file would show as an unpinned install in `pip freeze`, not as a broken environment

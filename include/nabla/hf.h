@@ -70,6 +70,65 @@ NB_API int64_t nb_token_to_id(const nb_tokenizer *t, const char *token);
    in GPT-2's byte alphabet, "Ġ" for a space), or NULL with an error when no token has that id. */
 NB_API const char *nb_id_to_token(const nb_tokenizer *t, int64_t id);
 
+/* ---- checkpoints ----
+   A checkpoint folder as save_pretrained writes it: config.json and model.safetensors, or
+   model-0000K-of-0000N.safetensors shards with model.safetensors.index.json. The files are
+   mapped copy-on-write and a parameter whose dtype is the model's is a view of its file: no
+   second copy (training writes copy only the pages it touches; the file never changes); bf16
+   and f16 weights are converted. Built now: BERT-family encoders (model_type "bert": BERT,
+   MiniLM) and GPT-2 (model_type "gpt2"). docs/pretrained.md says what is not built yet. */
+
+/* Options of nb_hf_load; zero fields take the defaults. */
+typedef struct nb_hf_opts {
+    nb_dtype dtype; /* the parameters' dtype: NB_F32 (0) or NB_F64 */
+} nb_hf_opts;
+
+/* Builds the architecture config.json names, with Hugging Face's parameter names, and binds the
+   checkpoint's weights, in eval mode. nb_forward(m, ids [B, T] i64) gives an encoder's last
+   hidden states [B, T, hidden], a causal LM's logits [B, T, vocab]. NULL with an error naming the file and the field or key: an
+   unsupported model_type or activation, a missing or unexpected key, a shape that differs from
+   the config's, a shard the index lists but the folder lacks, a truncated file. */
+NB_API nb_module *nb_hf_load(const char *dir, nb_hf_opts opts);
+/* An encoder's last hidden states [B, T, hidden] for ids [B, T], with attention_mask [B, T]
+   (1 for a token, 0 for padding; NULL: all tokens) and token_type_ids [B, T] (NULL: zeros). */
+NB_API nb_tensor *nb_hf_encode(nb_module *m, nb_tensor *ids, nb_tensor *attention_mask, nb_tensor *token_type_ids);
+/* Mean of hidden [B, T, H] over the tokens attention_mask keeps (NULL: all), L2-normalised when
+   normalize: sentence-transformers' Pooling(mean) and Normalize. [B, H]. */
+NB_API nb_tensor *nb_hf_mean_pool(nb_tensor *hidden, nb_tensor *attention_mask, bool normalize);
+
+/* Options of nb_hf_embed; zero fields take the defaults. */
+typedef struct nb_hf_embed_opts {
+    const char *model_dir; /* where sentence_bert_config.json's max_seq_length is read, or NULL */
+    int64_t max_tokens;    /* longest input, special tokens included (0: max_seq_length, else the
+                              model's positions); longer texts are cut, keeping the closing token */
+    int64_t pad_id;        /* the padding id (BERT's [PAD] is 0) */
+} nb_hf_embed_opts;
+/* Sentence embeddings [n, hidden] of n texts: tokenized (special tokens added), padded into one
+   batch, encoded, mean-pooled over the real tokens and L2-normalised, as sentence-transformers'
+   encode(texts) computes them for all-MiniLM-L6-v2. NULL with the error. */
+NB_API nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts, int n, nb_hf_embed_opts opts);
+
+/* ---- generation ---- */
+
+/* Options of nb_generate; all-zero is greedy decoding of no tokens. */
+typedef struct nb_generate_opts {
+    int64_t max_new_tokens;
+    double temperature;   /* 0: greedy (the argmax; ties to the lower id); else the softmax of
+                             logits / temperature is sampled */
+    int64_t top_k;        /* sampling: only the k most likely tokens (0: all) */
+    double top_p;         /* sampling: only the most likely tokens whose probability reaches top_p
+                             (0 or 1: all) */
+    uint64_t seed;        /* the sampler's generator (splitmix64): one seed, one output */
+    const int64_t *stop;  /* tokens that end a row (GPT-2's <|endoftext|> is 50256), nstop of them */
+    int nstop;
+    void (*on_token)(int64_t row, int64_t id, void *ctx); /* called with each new token, as made */
+    void *ctx;
+} nb_generate_opts;
+/* Continues each row of ids [B, T] i64 (prompts of one length) by up to max_new_tokens tokens
+   with a key/value cache: [B, T + n] i64, n the steps run (a row that met a stop token repeats
+   the first stop token after it; all rows stopped ends early). NULL with the error. */
+NB_API nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts);
+
 #ifdef __cplusplus
 }
 #endif

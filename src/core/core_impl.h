@@ -35,7 +35,8 @@ typedef struct nb_storage_ops {
 } nb_storage_ops;
 
 /* A block of elements; views share one. Host storage is one block with its data behind the
-   header; a device's storage has ops, and its data is the device's. */
+   header; a device's storage has ops, and its data is the device's; so does host memory from
+   elsewhere, whose data the host reads directly (its device is the cpu). */
 typedef struct nb_storage {
     atomic_int refcount;
     atomic_uint version; /* bumped by every in-place write, so saved tensors can be checked */
@@ -43,7 +44,9 @@ typedef struct nb_storage {
     size_t nbytes;     /* usable bytes at data */
     size_t block;      /* size of the whole block handed out by the allocator */
     void *data;
-    const nb_storage_ops *ops; /* NULL: host memory, freed with the header */
+    const nb_storage_ops *ops; /* NULL: nabla's own host memory, freed with the header; else a
+                                  device's memory, or host memory nabla does not own (a mapped
+                                  file) that ops->release lets go */
 } nb_storage;
 
 struct nb_tensor {

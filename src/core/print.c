@@ -144,7 +144,7 @@ size_t nb_format(const nb_tensor *t, char *buf, size_t size) {
     /* a device's tensor is formatted from a host copy */
     const nb_tensor *shown = t;
     nb_tensor *host = NULL;
-    if (t->storage->ops) {
+    if (t->storage->device.type != NB_CPU) {
         host = nb__tensor_new(t->shape, t->dtype);
         if (!host || nb__read_to_host(t, nb__data(host)) < 0) {
             nb_release(host);

@@ -420,7 +420,7 @@ int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
 
 int nb__read_to_host(const nb_tensor *t, void *dst) {
     if (t->numel == 0) return 0;
-    if (!t->storage->ops) {
+    if (t->storage->device.type == NB_CPU) {
         gather_dense(t, nb__data(t), dst);
         return 0;
     }
@@ -452,7 +452,7 @@ double nb_item(const nb_tensor *t) {
         nb__error("nb_item: tensor %s has %lld elements, expected 1", nb__describe(t, d, sizeof d), (long long)t->numel);
         return NAN;
     }
-    if (t->storage->ops) {
+    if (t->storage->device.type != NB_CPU) {
         uint64_t v;
         if (nb__read_to_host(t, &v) < 0) return NAN;
         return nb__load(&v, t->dtype, 0);

@@ -230,7 +230,15 @@ int nb__afile_commit(nb__afile *f) {
 }
 
 /* ---------- read-only mappings ---------- */
-int nb__map_open(nb__map *m, const char *fn, const char *path) {
+static int map_open(nb__map *m, const char *fn, const char *path, int prot);
+
+int nb__map_open(nb__map *m, const char *fn, const char *path) { return map_open(m, fn, path, PROT_READ); }
+
+int nb__map_open_cow(nb__map *m, const char *fn, const char *path) {
+    return map_open(m, fn, path, PROT_READ | PROT_WRITE);
+}
+
+static int map_open(nb__map *m, const char *fn, const char *path, int prot) {
     memset(m, 0, sizeof *m);
     if (!path) {
         nb__error("%s: path is NULL", fn);
@@ -263,7 +271,7 @@ int nb__map_open(nb__map *m, const char *fn, const char *path) {
         close(fd);
         return 0;
     }
-    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, m->size, prot, MAP_PRIVATE, fd, 0);
     int err = errno;
     close(fd);
     if (p == MAP_FAILED) {

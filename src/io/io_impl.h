@@ -39,6 +39,9 @@ typedef struct nb__map {
 } nb__map;
 /* Maps path read-only; 0 or <0 with an error naming fn and path. */
 int nb__map_open(nb__map *m, const char *fn, const char *path);
+/* Maps path copy-on-write: readable and writable, a write copying its page and never reaching
+   the file (parameters viewed in a checkpoint that training may update). 0 or <0. */
+int nb__map_open_cow(nb__map *m, const char *fn, const char *path);
 void nb__map_close(nb__map *m);
 
 /* Converts n elements from src (of dtype sd) into dst (of dtype dd), both dense. */
@@ -49,6 +52,10 @@ struct nb_metadata {
     int n, cap;
     char **keys, **values;
 };
+
+/* Where tensor i's bytes are in the memory the file was opened from (nb_safetensors_nbytes of
+   them), or NULL: for views over a mapping that outlives the reader (src/hf/). */
+const void *nb__safetensors_data(const nb_safetensors *f, int i);
 
 /* ---- shared by state dicts and checkpoints (src/io/safetensors.c) ---- */
 /* Loads the file's tensors into targets named by full file keys; file keys outside prefixes

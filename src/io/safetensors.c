@@ -306,6 +306,10 @@ int nb_safetensors_info(const nb_safetensors *f, int i, nb_dtype *dtype, nb_shap
     return 0;
 }
 
+const void *nb__safetensors_data(const nb_safetensors *f, int i) {
+    return f && i >= 0 && i < f->n ? f->data + f->e[i].begin : NULL;
+}
+
 size_t nb_safetensors_nbytes(const nb_safetensors *f, int i) {
     return f && i >= 0 && i < f->n ? (size_t)(f->e[i].end - f->e[i].begin) : 0;
 }

@@ -60,7 +60,7 @@ static bool is_data_input(const nb_op_def *def, int i) {
 static int value_class(double v) { return v != v ? NB_NONFINITE_NAN : isinf(v) ? NB_NONFINITE_INF : NB_NONFINITE_NONE; }
 static int nonfinite_class(const nb_tensor *t) {
     if (!nb__is_float(t->dtype)) return NB_NONFINITE_NONE;
-    if (t->storage->ops) { /* a device's tensor: scanned in a host copy */
+    if (t->storage->device.type != NB_CPU) { /* a device's tensor: scanned in a host copy */
         nb_tensor *h = nb__tensor_new(t->shape, t->dtype);
         int c = h && nb__read_to_host(t, nb__data(h)) == 0 ? nonfinite_class(h) : NB_NONFINITE_NONE;
         nb_release(h);

