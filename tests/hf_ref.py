@@ -11,6 +11,8 @@ sentence-transformers (the environment of scripts/hf_ref_env.sh):
   gpt2/, gpt2_sharded/  a small GPT2LMHeadModel at random initialisation, whole and in shards
   gpt2_ids.npy, gpt2_logits.npy   two prompts of 7 tokens and their logits
   gpt2_greedy.npy     greedy generate() of 50 new tokens after the first prompt
+  gpt2/tokenizer.json a byte-level BPE of 300 tokens trained on the licences (the model's vocabulary)
+  gpt2_cli.txt        the text `nabla generate gpt2 --prompt "The licence" --max-new-tokens 30` prints
 Usage: hf_ref.py DIR"""
 import glob
 import os
@@ -83,15 +85,35 @@ def main(d):
     np.save(os.path.join(d, "tiny_hidden.npy"), hidden.numpy().astype(np.float32))
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from tokenizers import ByteLevelBPETokenizer
+
+    # a byte-level BPE trained on the licences, saved beside the model: `nabla generate` reads both
+    bpe = ByteLevelBPETokenizer()
+    bpe.train([p for p in sorted(glob.glob("/usr/share/common-licenses/*")) if os.path.isfile(p)],
+              vocab_size=300, min_frequency=2, special_tokens=["<|endoftext|>"], show_progress=False)
+    vocab = bpe.get_vocab_size()
     torch.manual_seed(1)
-    gcfg = GPT2Config(vocab_size=101, n_embd=32, n_layer=2, n_head=4, n_positions=80)
+    gcfg = GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=80,
+                      bos_token_id=0, eos_token_id=0)
     gpt2 = GPT2LMHeadModel(gcfg).eval()
     gpt2.save_pretrained(os.path.join(d, "gpt2"), safe_serialization=True)
     gpt2.save_pretrained(os.path.join(d, "gpt2_sharded"), safe_serialization=True, max_shard_size="30kB")
-    gids = torch.randint(0, 101, (2, 7))
+    bpe.save(os.path.join(d, "gpt2", "tokenizer.json"))
+    gids = torch.randint(1, vocab, (2, 7))
     with torch.no_grad():
         logits = gpt2(input_ids=gids).logits
-        greedy = gpt2.generate(gids[:1], do_sample=False, max_new_tokens=50, min_new_tokens=50, pad_token_id=0)
+        greedy = gpt2.generate(gids[:1], do_sample=False, max_new_tokens=50, min_new_tokens=50, pad_token_id=0,
+                               eos_token_id=None)
+        # what `nabla generate` prints for a prompt: the text of transformers' greedy tokens, up to
+        # the end-of-text token (0)
+        prompt = "The licence"
+        pids = torch.tensor([bpe.encode(prompt).ids])
+        cont = gpt2.generate(pids, do_sample=False, max_new_tokens=30, pad_token_id=0, eos_token_id=0)[0].tolist()
+    new = cont[pids.shape[1]:]
+    if 0 in new:
+        new = new[:new.index(0) + 1]
+    open(os.path.join(d, "gpt2_cli.txt"), "w", encoding="utf-8").write(
+        prompt + bpe.decode(new, skip_special_tokens=True) + "\n")
     np.save(os.path.join(d, "gpt2_ids.npy"), gids.numpy())
     np.save(os.path.join(d, "gpt2_logits.npy"), logits.numpy().astype(np.float32))
     np.save(os.path.join(d, "gpt2_greedy.npy"), greedy.numpy())

@@ -1,9 +1,12 @@
 /* The nabla command: `nabla train` (the main job: a classifier trained on Fashion-MNIST or the
    user's data, with a progress line, TensorBoard logs, a saved model that carries its config, an
    SVG of the curves and the saved model's test accuracy), `nabla eval`, `nabla predict`,
-   `nabla summary`, `nabla info FILE...` and `nabla plot LOGDIR...`. */
+   `nabla summary`, `nabla info FILE...`, `nabla plot LOGDIR...`, the ONNX commands (`nabla export`,
+   `nabla run`: tools/cli_onnx.c) and the pretrained-model ones (`nabla generate`, `nabla embed`:
+   tools/cli_hf.c). */
 #include "cli_data.h"
 #include "cli_model.h"
+#include "cli_hf.h"
 #include "cli_onnx.h"
 #include "train_args.h"
 #include <nabla.h>
@@ -747,6 +750,8 @@ static void usage(FILE *f) {
                "  info FILE...          a safetensors, .npy or .onnx file's tensors, shapes and metadata\n"
                "  export MODEL -o F     a saved model as an ONNX file (nabla export --help)\n"
                "  run MODEL.onnx ...    an ONNX model on NPY inputs (nabla run --help)\n"
+               "  generate DIR --prompt T   a Hugging Face causal LM continues T (nabla generate --help)\n"
+               "  embed DIR --text T    sentence embeddings of a Hugging Face encoder (nabla embed --help)\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  version               the library version\n");
 }
@@ -774,6 +779,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "export")) return cli_export_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cli_run_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate")) return cli_generate_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed")) return cli_embed_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());

@@ -124,6 +124,8 @@ typedef struct nb_generate_opts {
     void (*on_token)(int64_t row, int64_t id, void *ctx); /* called with each new token, as made */
     void *ctx;
 } nb_generate_opts;
+/* The end-of-text token of a causal LM (config.json's eos_token_id), or -1 when it has none. */
+NB_API int64_t nb_hf_eos_id(const nb_module *lm);
 /* Continues each row of ids [B, T] i64 (prompts of one length) by up to max_new_tokens tokens
    with a key/value cache: [B, T + n] i64, n the steps run (a row that met a stop token repeats
    the first stop token after it; all rows stopped ends early). NULL with the error. */

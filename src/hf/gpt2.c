@@ -43,7 +43,7 @@ typedef struct {
 
 typedef struct {
     nb_module base;
-    int64_t embd, heads, layers, positions, vocab;
+    int64_t embd, heads, layers, positions, vocab, eos;
     bool gelu_tanh;
     nb_module *wte, *wpe, *ln_f;
     nb_tensor *wte_w;
@@ -57,6 +57,8 @@ static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = gpt2
 bool nb__hf_is_gpt2(const nb_module *m) { return m && m->cls == &GPT2; }
 int64_t nb__hf_gpt2_layers(const nb_module *m) { return ((const gpt2_model *)m)->layers; }
 int64_t nb__hf_gpt2_positions(const nb_module *m) { return ((const gpt2_model *)m)->positions; }
+
+int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_is_gpt2(m) ? ((const gpt2_model *)m)->eos : -1; }
 
 /* transformers' "gelu_new": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
 static nb_tensor *gelu_tanh(nb_tensor *x) {
@@ -187,6 +189,8 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
     g->positions = positions;
     g->vocab = vocab;
     g->gelu_tanh = tanh_gelu;
+    json_t *eos = json_object_get(cfg, "eos_token_id");
+    g->eos = json_is_integer(eos) && json_integer_value(eos) >= 0 && json_integer_value(eos) < vocab ? json_integer_value(eos) : -1;
     g->block = calloc((size_t)layers, sizeof *g->block);
     char k[160];
     nb_module *tr = g->block ? (*pre ? nb_module_child(&g->base, "transformer", nb__hf_container("Module")) : &g->base) : NULL;

@@ -85,8 +85,12 @@ static int64_t max_tokens(const char *dir, int64_t positions) {
 
 nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts, int n, nb_hf_embed_opts opts) {
     const char *fn = "nb_hf_embed";
-    if (!nb__hf_is_bert(m) || !tok || !texts || n < 1) {
-        nb__error("%s: needs an encoder from nb_hf_load, a tokenizer and at least one text", fn);
+    if (!nb__hf_is_bert(m)) {
+        nb__error("%s: the module is not an encoder (BERT-family) that nb_hf_load made", fn);
+        return NULL;
+    }
+    if (!tok || !texts || n < 1) {
+        nb__error("%s: needs a tokenizer and at least one text", fn);
         return NULL;
     }
     int64_t limit = opts.max_tokens > 0 ? opts.max_tokens : max_tokens(opts.model_dir, nb__hf_positions(m));
