@@ -62,7 +62,8 @@ int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_is_gpt2(m) ? ((const gp
 
 /* transformers' "gelu_new": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
 static nb_tensor *gelu_tanh(nb_tensor *x) {
-    nb_tensor *inner = nb_mul_scalar(nb_add(x, nb_mul_scalar(nb_pow_scalar(x, 3.0), 0.044715)), sqrt(2.0 / M_PI));
+    nb_tensor *cube = nb_mul(nb_mul(x, x), x); /* torch.pow(x, 3.0), which torch computes as x * x * x */
+    nb_tensor *inner = nb_mul_scalar(nb_add(x, nb_mul_scalar(cube, 0.044715)), sqrt(2.0 / M_PI));
     return nb_mul(nb_mul_scalar(x, 0.5), nb_add_scalar(nb_tanh(inner), 1.0));
 }
 

@@ -131,6 +131,47 @@ static void plan_chunks(gemm_plan *p, bool whole_rows) {
     p->chunks = (d + p->chunk - 1) / p->chunk;
 }
 
+/* One row times a matrix, y[0..cols) = a[0..k) B, read straight through: the GEMM libraries
+   pack B even for one row, which costs a decoding step (a token at a time) as much again as the
+   product. B is [k, cols] at b[i * ldb + j], or (tb) its transpose at b[j * ldb + i]. */
+#define GEMV(T)                                                                                    \
+    NB_KERNEL_CLONES static void gemv_##T(bool tb, int64_t cols, int64_t k, const T *a, const T *b, int64_t ldb, T *y) { \
+        int64_t j = 0, i = 0;                                                                      \
+        if (tb) { /* four dot products at a time: four chains, one pass over a */                  \
+            for (; j + 4 <= cols; j += 4) {                                                        \
+                const T *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;         \
+                T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                  \
+                _Pragma("omp simd reduction(+ : s0, s1, s2, s3)") for (int64_t q = 0; q < k; q++) { \
+                    s0 += a[q] * b0[q];                                                            \
+                    s1 += a[q] * b1[q];                                                            \
+                    s2 += a[q] * b2[q];                                                            \
+                    s3 += a[q] * b3[q];                                                            \
+                }                                                                                  \
+                y[j] = s0, y[j + 1] = s1, y[j + 2] = s2, y[j + 3] = s3;                            \
+            }                                                                                      \
+            for (; j < cols; j++) {                                                                \
+                const T *bj = b + j * ldb;                                                         \
+                T s = 0;                                                                           \
+                _Pragma("omp simd reduction(+ : s)") for (int64_t q = 0; q < k; q++) s += a[q] * bj[q]; \
+                y[j] = s;                                                                          \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (j = 0; j < cols; j++) y[j] = 0;                                                       \
+        for (; i + 4 <= k; i += 4) { /* four rows of B a pass: y read and written a quarter as often */ \
+            const T a0 = a[i], a1 = a[i + 1], a2 = a[i + 2], a3 = a[i + 3];                        \
+            const T *b0 = b + i * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;             \
+            _Pragma("omp simd") for (int64_t q = 0; q < cols; q++) y[q] += a0 * b0[q] + a1 * b1[q] + a2 * b2[q] + a3 * b3[q]; \
+        }                                                                                          \
+        for (; i < k; i++) {                                                                       \
+            const T ai = a[i], *bi = b + i * ldb;                                                  \
+            _Pragma("omp simd") for (int64_t q = 0; q < cols; q++) y[q] += ai * bi[q];             \
+        }                                                                                          \
+    }
+GEMV(float)
+GEMV(double)
+#undef GEMV
+
 /* One piece of one product of the batch: unit = batch index * chunks + chunk index. */
 static void gemm_unit(const gemm_plan *p, int64_t unit) {
     const nb_tensor *a = p->a, *b = p->b;
@@ -151,6 +192,15 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
         B += lo * (p->tb ? p->ldb : 1) * es;
         C += lo * es;
         cols = len;
+    }
+    /* one row of A (ta is false then: blas_layout reads a single row as row-major) */
+    if (rows == 1 && !p->ta && p->out->dtype == NB_F32) {
+        gemv_float(p->tb, cols, k, (const float *)A, (const float *)B, p->ldb, (float *)C);
+        goto done;
+    }
+    if (rows == 1 && !p->ta && p->out->dtype == NB_F64) {
+        gemv_double(p->tb, cols, k, (const double *)A, (const double *)B, p->ldb, (double *)C);
+        goto done;
     }
     switch (p->out->dtype) {
     case NB_F32:
@@ -193,6 +243,7 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
                            k, cols, m, ars, acs, brs, bcs);
     }
     }
+done:
     if (p->epi) { /* the piece is final: its epilogue runs while it is in cache */
         int64_t r0 = p->split_rows ? lo : 0, c0 = p->split_rows ? 0 : lo;
         p->epi(p->epi_ctx, bi, r0, r0 + rows, c0, c0 + cols);
@@ -243,8 +294,9 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     int64_t units = batches * plan.chunks;
     /* BLAS runs single-threaded (see threads.c); the pieces run in parallel here */
     /* a parallel region costs a few microseconds (far more when the machine is busy): only
-       products of some millions of multiply-adds get one */
-    int threads = units > 1 && n * m * k * batches >= ((int64_t)1 << 21) ? nb__threads() : 1;
+       products of some millions of multiply-adds get one (a row times a matrix reads its matrix
+       from memory, and two threads read it faster: from some hundred thousand) */
+    int threads = units > 1 && n * m * k * batches >= ((int64_t)1 << (n == 1 ? 17 : 21)) ? nb__threads() : 1;
     nb__parallel_for(threads, units, gemm_units, &plan);
     nb_release(ac);
     nb_release(bc);
