@@ -11,6 +11,7 @@ sentence-transformers (the environment of scripts/hf_ref_env.sh):
   gpt2/, gpt2_sharded/  a small GPT2LMHeadModel at random initialisation, whole and in shards
   gpt2_ids.npy, gpt2_logits.npy   two prompts of 7 tokens and their logits
   gpt2_greedy.npy     greedy generate() of 50 new tokens after the first prompt
+  gpt2_ragged_ids.npy, gpt2_ragged.npy   prompts of 7 and 4 tokens, left-padded, and 20 greedy tokens
   gpt2/tokenizer.json a byte-level BPE of 300 tokens trained on the licences (the model's vocabulary)
   gpt2_cli.txt        the text `nabla generate gpt2 --prompt "The licence" --max-new-tokens 30` prints
 Usage: hf_ref.py DIR"""
@@ -104,6 +105,13 @@ def main(d):
         logits = gpt2(input_ids=gids).logits
         greedy = gpt2.generate(gids[:1], do_sample=False, max_new_tokens=50, min_new_tokens=50, pad_token_id=0,
                                eos_token_id=None)
+        # two prompts of 7 and 4 tokens in one batch, left-padded as transformers pads them
+        rag = gids.clone()
+        rmask = torch.ones(2, 7, dtype=torch.long)
+        rmask[1, :3] = 0
+        rag[1, :3] = 0
+        ragged = gpt2.generate(rag, attention_mask=rmask, do_sample=False, max_new_tokens=20, min_new_tokens=20,
+                               pad_token_id=0, eos_token_id=None)
         # what `nabla generate` prints for a prompt: the text of transformers' greedy tokens, up to
         # the end-of-text token (0)
         prompt = "The licence"
@@ -117,6 +125,8 @@ def main(d):
     np.save(os.path.join(d, "gpt2_ids.npy"), gids.numpy())
     np.save(os.path.join(d, "gpt2_logits.npy"), logits.numpy().astype(np.float32))
     np.save(os.path.join(d, "gpt2_greedy.npy"), greedy.numpy())
+    np.save(os.path.join(d, "gpt2_ragged_ids.npy"), rag.numpy())
+    np.save(os.path.join(d, "gpt2_ragged.npy"), ragged.numpy())
     print(f"hf_ref.py: {len(sents)} sentences, MiniLM at {minilm}, tiny BERT in {d}")
 
 

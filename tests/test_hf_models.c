@@ -145,6 +145,35 @@ static void test_gpt2(void **state) {
     nb_scope_end(s);
 }
 
+/* Prompts of different lengths in one batch (left padding): transformers' greedy tokens. */
+static void test_gpt2_ragged(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/gpt2", ref);
+    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
+    assert_non_null(m);
+    nb_scope *s = nb_scope_begin();
+    int64_t lens[2] = { 7, 4 };
+    nb_tensor *got = nb_generate(m, load_ref("gpt2_ragged_ids.npy"),
+                                 (nb_generate_opts){ .max_new_tokens = 20, .prompt_lengths = lens });
+    if (!got) fail_msg("nb_generate: %s", nb_error());
+    nb_tensor *want = load_ref("gpt2_ragged.npy");
+    assert_int_equal(nb_numel(got), nb_numel(want));
+    int64_t a[64], b[64];
+    assert_int_equal(nb_copy_to(got, a, sizeof(int64_t) * (size_t)nb_numel(got)), 0);
+    assert_int_equal(nb_copy_to(want, b, sizeof(int64_t) * (size_t)nb_numel(want)), 0);
+    int same = 0;
+    for (int64_t i = 0; i < nb_numel(want); i++) same += a[i] == b[i];
+    printf("GPT-2: prompts of 7 and 4 tokens in one batch: %d of %lld tokens as transformers\n", same,
+           (long long)nb_numel(want));
+    assert_int_equal(same, nb_numel(want));
+    int64_t bad[2] = { 7, 0 };
+    assert_null(nb_generate(m, load_ref("gpt2_ragged_ids.npy"), (nb_generate_opts){ .max_new_tokens = 1, .prompt_lengths = bad }));
+    ASSERT_ERROR_CONTAINS("prompt_lengths[1] is 0");
+    nb_scope_end(s);
+    nb_module_free(m);
+}
+
 /* Sampling: one seed, one output; top_k 1 and a tiny top_p are greedy; stop tokens end rows. */
 static void test_gpt2_sampling(void **state) {
     (void)state;
@@ -288,6 +317,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_tiny_bert, setup),
         cmocka_unit_test_setup(test_minilm_embeddings, setup),
         cmocka_unit_test_setup(test_gpt2, setup),
+        cmocka_unit_test_setup(test_gpt2_ragged, setup),
         cmocka_unit_test_setup(test_gpt2_sampling, setup),
         cmocka_unit_test_setup(test_broken_checkpoints, setup),
     };

@@ -123,10 +123,14 @@ typedef struct nb_generate_opts {
     int nstop;
     void (*on_token)(int64_t row, int64_t id, void *ctx); /* called with each new token, as made */
     void *ctx;
+    const int64_t *prompt_lengths; /* B lengths, or NULL (every row's prompt is all T tokens): row
+                                      b's prompt is its last prompt_lengths[b] tokens, the ones
+                                      before are left padding, masked out (transformers' layout
+                                      for a batch of prompts of different lengths) */
 } nb_generate_opts;
 /* The end-of-text token of a causal LM (config.json's eos_token_id), or -1 when it has none. */
 NB_API int64_t nb_hf_eos_id(const nb_module *lm);
-/* Continues each row of ids [B, T] i64 (prompts of one length) by up to max_new_tokens tokens
+/* Continues each row of ids [B, T] i64 (left-padded when prompt_lengths is given) by up to max_new_tokens tokens
    with a key/value cache: [B, T + n] i64, n the steps run (a row that met a stop token repeats
    the first stop token after it; all rows stopped ends early). NULL with the error. */
 NB_API nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts);

@@ -5,6 +5,7 @@
 #include "hf_model.h"
 #include "nabla/hf.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -94,6 +95,12 @@ nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
                   (long long)N, (long long)nb__hf_gpt2_positions(lm));
         return NULL;
     }
+    for (int64_t b = 0; opts.prompt_lengths && b < B; b++)
+        if (opts.prompt_lengths[b] < 1 || opts.prompt_lengths[b] > T0) {
+            nb__error("%s: prompt_lengths[%lld] is %lld; each row's prompt has 1 to %lld tokens", fn, (long long)b,
+                      (long long)opts.prompt_lengths[b], (long long)T0);
+            return NULL;
+        }
     int64_t L = nb__hf_gpt2_layers(lm);
     nb_tensor **cache = calloc((size_t)(2 * L), sizeof *cache);
     int64_t *all = malloc(sizeof(int64_t) * (size_t)(B * (T0 + N)));
@@ -115,9 +122,29 @@ nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
     cand *c = NULL;
     int64_t V = 0;
     int rc = 0;
+    /* left padding: each row's positions count from its first real token, and its padding is
+       masked out of every key; both as transformers computes them */
+    float *keymask = opts.prompt_lengths ? calloc((size_t)(B * (T0 + N)), sizeof(float)) : NULL;
+    int64_t *pos = opts.prompt_lengths ? malloc(sizeof(int64_t) * (size_t)(B * T0)) : NULL;
+    if (opts.prompt_lengths && (!keymask || !pos)) { nb__error("%s: out of memory", fn); rc = -1; }
     for (int64_t step = 0; step < N && rc == 0; step++) {
         nb_scope *s = nb_scope_begin();
-        nb_tensor *logits = nb__hf_gpt2_step(lm, input, cache, step == 0 ? 0 : T0 + step - 1);
+        int64_t past = step == 0 ? 0 : T0 + step - 1, tn = step == 0 ? T0 : 1;
+        nb_tensor *pos_ids = NULL, *mask = NULL;
+        if (keymask) {
+            for (int64_t b = 0; b < B; b++) {
+                int64_t pad = T0 - opts.prompt_lengths[b];
+                for (int64_t t = 0; t < tn; t++) {
+                    int64_t at = past + t;
+                    pos[b * tn + t] = at < pad ? 1 : at - pad; /* padding's own positions are never read */
+                    keymask[b * (past + tn) + at] = at < pad ? -FLT_MAX : 0.0f;
+                }
+                for (int64_t t = 0; t < past; t++) keymask[b * (past + tn) + t] = t < pad ? -FLT_MAX : 0.0f;
+            }
+            pos_ids = nb_from_data(pos, NB_SHAPE(B, tn), NB_I64);
+            mask = nb_from_data(keymask, NB_SHAPE(B, 1, 1, past + tn), NB_F32);
+        }
+        nb_tensor *logits = (!keymask || (pos_ids && mask)) ? nb__hf_gpt2_step(lm, input, cache, past, pos_ids, mask) : NULL;
         int64_t t = logits ? nb_dim(logits, 1) : 0;
         nb_tensor *last = logits ? nb_contiguous(nb_cast(nb_reshape(nb_slice(logits, 1, t - 1, t, 1),
                                                                     NB_SHAPE(B, nb_dim(logits, 2))), NB_F32)) : NULL;
@@ -146,6 +173,8 @@ nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
     nb_release(input);
     nb_set_grad_enabled(grad);
     free(c);
+    free(keymask);
+    free(pos);
     if (rc == 0) {
         /* the rows as made: the prompt and `made` tokens (a row that stopped repeats its stop token) */
         for (int64_t b = 0; b < B; b++) memmove(all + b * (T0 + made), all + b * (T0 + N), sizeof(int64_t) * (size_t)(T0 + made));

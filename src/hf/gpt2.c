@@ -50,7 +50,7 @@ typedef struct {
     gpt2_block *block;
 } gpt2_model;
 
-static nb_tensor *gpt2_forward(nb_module *self, nb_tensor *ids) { return nb__hf_gpt2_step(self, ids, NULL, 0); }
+static nb_tensor *gpt2_forward(nb_module *self, nb_tensor *ids) { return nb__hf_gpt2_step(self, ids, NULL, 0, NULL, NULL); }
 static void gpt2_free(nb_module *self) { free(((gpt2_model *)self)->block); }
 static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = gpt2_forward, .free = gpt2_free };
 
@@ -73,7 +73,8 @@ static nb_tensor *heads_of(nb_tensor *x, int64_t heads) {
     return nb_permute(nb_reshape(x, NB_SHAPE(s.dim[0], s.dim[1], heads, s.dim[2] / heads)), (int[]){ 0, 2, 1, 3 });
 }
 
-nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past) {
+nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+                            nb_tensor *key_mask) {
     gpt2_model *g = (gpt2_model *)m;
     if (!ids || nb_ndim(ids) != 2) {
         nb__error("nb_forward: GPT-2 takes token ids [batch, tokens]");
@@ -86,7 +87,7 @@ nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
         return NULL;
     }
     nb_scope *s = nb_scope_begin();
-    nb_tensor *pos = nb_arange((double)past, (double)(past + T), 1, NB_I64);
+    nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
     nb_tensor *x = nb_add(nb_forward(g->wte, ids), nb_forward(g->wpe, pos));
     for (int64_t i = 0; i < g->layers && x; i++) {
         gpt2_block *b = &g->block[i];
@@ -104,7 +105,7 @@ nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
             cache[2 * i] = nb_retain(k = nb_contiguous(k));
             cache[2 * i + 1] = nb_retain(v = nb_contiguous(v));
         }
-        nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .causal = true });
+        nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .causal = true, .mask = key_mask });
         a = nb_reshape(nb_permute(a, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, g->embd));
         x = nb_add(x, nb_forward(b->c_proj, a));
         nb_tensor *h = nb_forward(b->c_fc, nb_forward(b->ln2, x));

@@ -59,9 +59,11 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
 bool nb__hf_is_gpt2(const nb_module *m);
 int64_t nb__hf_gpt2_layers(const nb_module *m);
 int64_t nb__hf_gpt2_positions(const nb_module *m);
-/* GPT-2's logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1; with cache (2 per
-   layer: keys, values [B, heads, past, head size], NULL before the first step; owned) the new
-   keys and values are appended to it. */
-nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past);
+/* GPT-2's logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1 (or pos_ids [B, T]
+   i64); with cache (2 per layer: keys, values [B, heads, past, head size], NULL before the first
+   step; owned) the new keys and values are appended to it; key_mask [B, 1, 1, past + T] (or
+   NULL) is added to the attention scores (left padding). */
+nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+                            nb_tensor *key_mask);
 
 #endif
