@@ -38,11 +38,28 @@ static double rel_err(nb_tensor *a, nb_tensor *b) {
     return d / (m > 0 ? m : 1);
 }
 
-static void check_tiny(const char *sub) {
+/* How many positions of two token tensors of one size hold the same id (-1: sizes differ). */
+static int64_t same_tokens(nb_tensor *got, nb_tensor *want) {
+    int64_t n = nb_numel(want), a[128], b[128];
+    if (nb_numel(got) != n || n > 128) return -1;
+    assert_int_equal(nb_copy_to(got, a, sizeof(int64_t) * (size_t)n), 0);
+    assert_int_equal(nb_copy_to(want, b, sizeof(int64_t) * (size_t)n), 0);
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; i++) same += a[i] == b[i];
+    return same;
+}
+
+/* A checkpoint of the reference folder, loaded (the test fails when it does not load). */
+static nb_module *load_sub(const char *sub) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", ref, sub);
     nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
     if (!m) fail_msg("nb_hf_load %s: %s", dir, nb_error());
+    return m;
+}
+
+static void check_tiny(const char *sub) {
+    nb_module *m = load_sub(sub);
     nb_tensor *h = nb_hf_encode(m, load_ref("tiny_ids.npy"), load_ref("tiny_mask.npy"), load_ref("tiny_types.npy"));
     assert_non_null(h);
     double e = rel_err(h, load_ref("tiny_hidden.npy"));
@@ -113,10 +130,7 @@ static void test_minilm_embeddings(void **state) {
 /* GPT-2: logits of two prompts within 1e-4 of transformers', whole and sharded; greedy
    generation gives transformers' 50 tokens. */
 static void check_gpt2(const char *sub) {
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", ref, sub);
-    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
-    if (!m) fail_msg("nb_hf_load %s: %s", dir, nb_error());
+    nb_module *m = load_sub(sub);
     nb_tensor *ids = load_ref("gpt2_ids.npy");
     nb_tensor *logits = nb_forward(m, ids);
     assert_non_null(logits);
@@ -127,12 +141,9 @@ static void check_gpt2(const char *sub) {
     nb_tensor *got = nb_generate(m, nb_slice(ids, 0, 0, 1, 1), (nb_generate_opts){ .max_new_tokens = 50 });
     if (!got) fail_msg("nb_generate: %s", nb_error());
     assert_int_equal(nb_dim(got, 1), nb_dim(want, 1));
-    int64_t a[128], b[128];
-    assert_int_equal(nb_copy_to(got, a, sizeof(int64_t) * (size_t)nb_numel(got)), 0);
-    assert_int_equal(nb_copy_to(want, b, sizeof(int64_t) * (size_t)nb_numel(want)), 0);
-    int same = 0;
-    while (same < nb_numel(want) && a[same] == b[same]) same++;
-    printf("GPT-2 (%s): greedy generation: %d of %lld tokens as transformers\n", sub, same, (long long)nb_numel(want));
+    int64_t same = same_tokens(got, want);
+    printf("GPT-2 (%s): greedy generation: %lld of %lld tokens as transformers\n", sub, (long long)same,
+           (long long)nb_numel(want));
     assert_int_equal(same, nb_numel(want));
     nb_module_free(m);
 }
@@ -148,10 +159,7 @@ static void test_gpt2(void **state) {
 /* Prompts of different lengths in one batch (left padding): transformers' greedy tokens. */
 static void test_gpt2_ragged(void **state) {
     (void)state;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/gpt2", ref);
-    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
-    assert_non_null(m);
+    nb_module *m = load_sub("gpt2");
     nb_scope *s = nb_scope_begin();
     int64_t lens[2] = { 7, 4 };
     nb_tensor *got = nb_generate(m, load_ref("gpt2_ragged_ids.npy"),
@@ -159,12 +167,8 @@ static void test_gpt2_ragged(void **state) {
     if (!got) fail_msg("nb_generate: %s", nb_error());
     nb_tensor *want = load_ref("gpt2_ragged.npy");
     assert_int_equal(nb_numel(got), nb_numel(want));
-    int64_t a[64], b[64];
-    assert_int_equal(nb_copy_to(got, a, sizeof(int64_t) * (size_t)nb_numel(got)), 0);
-    assert_int_equal(nb_copy_to(want, b, sizeof(int64_t) * (size_t)nb_numel(want)), 0);
-    int same = 0;
-    for (int64_t i = 0; i < nb_numel(want); i++) same += a[i] == b[i];
-    printf("GPT-2: prompts of 7 and 4 tokens in one batch: %d of %lld tokens as transformers\n", same,
+    int64_t same = same_tokens(got, want);
+    printf("GPT-2: prompts of 7 and 4 tokens in one batch: %lld of %lld tokens as transformers\n", (long long)same,
            (long long)nb_numel(want));
     assert_int_equal(same, nb_numel(want));
     int64_t bad[2] = { 7, 0 };
@@ -177,10 +181,7 @@ static void test_gpt2_ragged(void **state) {
 /* Sampling: one seed, one output; top_k 1 and a tiny top_p are greedy; stop tokens end rows. */
 static void test_gpt2_sampling(void **state) {
     (void)state;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/gpt2", ref);
-    nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
-    assert_non_null(m);
+    nb_module *m = load_sub("gpt2");
     nb_scope *s = nb_scope_begin();
     nb_tensor *ids = load_ref("gpt2_ids.npy");
     nb_generate_opts o = { .max_new_tokens = 20, .temperature = 1.0, .seed = 5 };

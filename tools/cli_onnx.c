@@ -157,7 +157,7 @@ int cli_run_main(int argc, char **argv) {
         goto done;
     }
     rc = 0;
-    for (int k = 0; k < nout && rc == 0; k++) {
+    for (int k = 0; k < (out ? 1 : nout) && rc == 0; k++) {
         const char *name = nb_onnx_output_name(m, k);
         char path[4096], sb[160];
         if (out && k == 0) snprintf(path, sizeof path, "%s", out);
@@ -172,7 +172,6 @@ int cli_run_main(int argc, char **argv) {
             printf("%s: %s %s\n", name, nb_dtype_name(nb_dtype_of(y[k])), nb_shape_str(nb_shape_of(y[k]), sb, sizeof sb));
             continue;
         }
-        if (out && k > 0) break;
         if (nb_save_npy(y[k], path) < 0) {
             fprintf(stderr, "nabla run: %s\n", nb_error());
             rc = 1;

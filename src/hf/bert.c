@@ -29,20 +29,6 @@ bool nb__hf_is_bert(const nb_module *m) { return m && m->cls == &BERT; }
 
 int64_t nb__hf_positions(const nb_module *m) { return ((const bert_model *)m)->positions; }
 
-/* Ends scope s, handing x (made inside it, or NULL) to the scope around it. */
-static nb_tensor *scope_return(nb_scope *s, nb_tensor *x) {
-    if (x) nb_keep(x);
-    nb_scope_end(s);
-    return x ? nb__own(x) : NULL;
-}
-
-/* [B, T, E] -> [B, heads, T, E / heads] */
-static nb_tensor *split_heads(nb_tensor *x, int64_t heads) {
-    nb_shape s = nb_shape_of(x);
-    nb_tensor *v = nb_reshape(x, NB_SHAPE(s.dim[0], s.dim[1], heads, s.dim[2] / heads));
-    return nb_permute(v, (int[]){ 0, 2, 1, 3 });
-}
-
 nb_tensor *nb_hf_encode(nb_module *m, nb_tensor *ids, nb_tensor *attention_mask, nb_tensor *token_type_ids) {
     if (!nb__hf_is_bert(m)) {
         nb__error("nb_hf_encode: the module is not an encoder that nb_hf_load made");
@@ -84,16 +70,16 @@ nb_tensor *nb_hf_encode(nb_module *m, nb_tensor *ids, nb_tensor *attention_mask,
     }
     for (int64_t i = 0; i < b->layers && x; i++) {
         bert_layer *l = &b->layer[i];
-        nb_tensor *q = split_heads(nb_forward(l->query, x), b->heads);
-        nb_tensor *k = split_heads(nb_forward(l->key, x), b->heads);
-        nb_tensor *v = split_heads(nb_forward(l->value, x), b->heads);
+        nb_tensor *q = nb__hf_split_heads(nb_forward(l->query, x), b->heads);
+        nb_tensor *k = nb__hf_split_heads(nb_forward(l->key, x), b->heads);
+        nb_tensor *v = nb__hf_split_heads(nb_forward(l->value, x), b->heads);
         nb_tensor *ctx = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .mask = mask });
         ctx = nb_reshape(nb_permute(ctx, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, b->hidden));
         x = nb_forward(l->attn_norm, nb_add(nb_forward(l->attn_out, ctx), x));
         nb_tensor *h = nb_gelu(nb_forward(l->inter, x));
         x = nb_forward(l->out_norm, nb_add(nb_forward(l->out, h), x));
     }
-    return scope_return(s, x);
+    return nb__hf_scope_return(s, x);
 }
 
 nb_tensor *nb_hf_mean_pool(nb_tensor *hidden, nb_tensor *attention_mask, bool normalize) {
@@ -113,7 +99,7 @@ nb_tensor *nb_hf_mean_pool(nb_tensor *hidden, nb_tensor *attention_mask, bool no
         nb_tensor *norm = nb_clamp(nb_sqrt(nb_sum(nb_mul(e, e), 1, true)), 1e-12, INFINITY);
         e = nb_div(e, norm);
     }
-    return scope_return(s, e);
+    return nb__hf_scope_return(s, e);
 }
 
 /* A child named name under parent, made by mk (NULL on failure, the error set). */

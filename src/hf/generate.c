@@ -38,16 +38,14 @@ static int64_t choose(const float *logits, int64_t V, const nb_generate_opts *o,
     }
     float mx = -INFINITY;
     for (int64_t j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
-    double total = 0;
-    for (int64_t j = 0; j < V; j++) {
-        c[j] = (cand){ (float)exp((logits[j] - mx) / o->temperature), j };
-        total += c[j].p;
-    }
-    qsort(c, (size_t)V, sizeof *c, by_prob);
+    for (int64_t j = 0; j < V; j++) c[j] = (cand){ (float)exp((logits[j] - mx) / o->temperature), j };
     int64_t keep = o->top_k > 0 && o->top_k < V ? o->top_k : V;
+    bool cut_p = o->top_p > 0 && o->top_p < 1;
+    /* the order matters only to a cut; plain sampling draws from the ids as they are */
+    if (keep < V || cut_p) qsort(c, (size_t)V, sizeof *c, by_prob);
     double kept = 0;
     for (int64_t j = 0; j < keep; j++) kept += c[j].p;
-    if (o->top_p > 0 && o->top_p < 1) { /* the smallest prefix whose share reaches top_p */
+    if (cut_p) { /* the smallest prefix whose share reaches top_p */
         double cum = 0;
         for (int64_t j = 0; j < keep; j++) {
             cum += c[j].p;
@@ -58,7 +56,6 @@ static int64_t choose(const float *logits, int64_t V, const nb_generate_opts *o,
             }
         }
     }
-    (void)total;
     double u = (double)(next_u64(rng) >> 11) * 0x1.0p-53 * kept, cum = 0;
     for (int64_t j = 0; j < keep; j++) {
         cum += c[j].p;

@@ -67,12 +67,6 @@ static nb_tensor *gelu_tanh(nb_tensor *x) {
     return nb_mul(nb_mul_scalar(x, 0.5), nb_add_scalar(nb_tanh(inner), 1.0));
 }
 
-/* [B, T, E] -> [B, heads, T, E / heads] */
-static nb_tensor *heads_of(nb_tensor *x, int64_t heads) {
-    nb_shape s = nb_shape_of(x);
-    return nb_permute(nb_reshape(x, NB_SHAPE(s.dim[0], s.dim[1], heads, s.dim[2] / heads)), (int[]){ 0, 2, 1, 3 });
-}
-
 nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
                             nb_tensor *key_mask) {
     gpt2_model *g = (gpt2_model *)m;
@@ -92,9 +86,9 @@ nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
     for (int64_t i = 0; i < g->layers && x; i++) {
         gpt2_block *b = &g->block[i];
         nb_tensor *qkv = nb_forward(b->c_attn, nb_forward(b->ln1, x));
-        nb_tensor *q = heads_of(nb_slice(qkv, 2, 0, g->embd, 1), g->heads);
-        nb_tensor *k = heads_of(nb_slice(qkv, 2, g->embd, 2 * g->embd, 1), g->heads);
-        nb_tensor *v = heads_of(nb_slice(qkv, 2, 2 * g->embd, 3 * g->embd, 1), g->heads);
+        nb_tensor *q = nb__hf_split_heads(nb_slice(qkv, 2, 0, g->embd, 1), g->heads);
+        nb_tensor *k = nb__hf_split_heads(nb_slice(qkv, 2, g->embd, 2 * g->embd, 1), g->heads);
+        nb_tensor *v = nb__hf_split_heads(nb_slice(qkv, 2, 2 * g->embd, 3 * g->embd, 1), g->heads);
         if (cache) { /* the keys and values of the tokens before, then these */
             if (cache[2 * i]) {
                 k = nb_cat((nb_tensor *[]){ cache[2 * i], k }, 2, 2);
@@ -112,10 +106,7 @@ nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
         h = g->gelu_tanh ? gelu_tanh(h) : nb_gelu(h);
         x = nb_add(x, nb_forward(b->mlp_proj, h));
     }
-    nb_tensor *logits = x ? nb_matmul(nb_forward(g->ln_f, x), nb_transpose(g->wte_w, 0, 1)) : NULL;
-    if (logits) nb_keep(logits);
-    nb_scope_end(s);
-    return logits ? nb__own(logits) : NULL;
+    return nb__hf_scope_return(s, x ? nb_matmul(nb_forward(g->ln_f, x), nb_transpose(g->wte_w, 0, 1)) : NULL);
 }
 
 static bool build_block(gpt2_model *g, hf_weights *w, const char *pre, int64_t i, int64_t inner, double eps,

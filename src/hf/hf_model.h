@@ -43,8 +43,10 @@ nb_module *nb__hf_linear(hf_weights *w, const char *prefix, int64_t in, int64_t 
 nb_module *nb__hf_layer_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt);
 /* Embedding table prefix.weight [num, dim]. */
 nb_module *nb__hf_embedding(hf_weights *w, const char *prefix, int64_t num, int64_t dim, nb_dtype dt);
-/* The eps of a layer norm module that nb__hf_layer_norm made. */
-double nb__hf_layer_norm_eps(nb_module *m);
+/* [B, T, E] -> [B, heads, T, E / heads], the attention's layout. */
+nb_tensor *nb__hf_split_heads(nb_tensor *x, int64_t heads);
+/* Ends scope s, handing x (made inside it, or NULL) to the scope around it. */
+nb_tensor *nb__hf_scope_return(nb_scope *s, nb_tensor *x);
 
 /* ---- the architectures ---- */
 /* BERT-family encoders (BertModel: BERT, MiniLM) from config.json; NULL with the error. */

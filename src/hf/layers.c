@@ -41,6 +41,19 @@ const char *nb__hf_str(json_t *cfg, const char *key, const char *def) {
     return s ? s : def;
 }
 
+/* ---------------------------------------------------------------- helpers */
+
+nb_tensor *nb__hf_split_heads(nb_tensor *x, int64_t heads) {
+    nb_shape s = nb_shape_of(x);
+    return nb_permute(nb_reshape(x, NB_SHAPE(s.dim[0], s.dim[1], heads, s.dim[2] / heads)), (int[]){ 0, 2, 1, 3 });
+}
+
+nb_tensor *nb__hf_scope_return(nb_scope *s, nb_tensor *x) {
+    if (x) nb_keep(x);
+    nb_scope_end(s);
+    return x ? nb__own(x) : NULL;
+}
+
 /* ---------------------------------------------------------------- modules */
 
 static nb_tensor *no_forward(nb_module *self, nb_tensor *x) {
@@ -121,8 +134,6 @@ nb_module *nb__hf_layer_norm(hf_weights *w, const char *prefix, int64_t dim, dou
     }
     return &l->base;
 }
-
-double nb__hf_layer_norm_eps(nb_module *m) { return ((hf_layer_norm *)m)->eps; }
 
 typedef struct {
     nb_module base;

@@ -94,6 +94,7 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
         return NULL;
     }
     int64_t limit = opts.max_tokens > 0 ? opts.max_tokens : max_tokens(opts.model_dir, nb__hf_positions(m));
+    if (limit < 2) limit = 2; /* room for the special tokens at least */
     int64_t pad = opts.pad_id;
     int64_t **ids = calloc((size_t)n, sizeof *ids);
     int64_t *len = calloc((size_t)n, sizeof *len);
@@ -106,11 +107,22 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
             ok = false;
             break;
         }
+        /* into a buffer of the longest input: a second pass only for a text that is longer */
         nb_tokenize_opts to = { .no_padding = true, .no_truncation = true };
-        int64_t c = nb_tokenize_ex(tok, texts[i], strlen(texts[i]), NULL, 0, to);
-        ids[i] = c >= 0 ? malloc(sizeof(int64_t) * (size_t)(c > 0 ? c : 1)) : NULL;
-        if (c < 0 || !ids[i] || nb_tokenize_ex(tok, texts[i], strlen(texts[i]), ids[i], c, to) != c) {
-            if (c >= 0 && !ids[i]) nb__error("%s: out of memory", fn);
+        size_t tl = strlen(texts[i]);
+        ids[i] = malloc(sizeof(int64_t) * (size_t)limit);
+        int64_t c = ids[i] ? nb_tokenize_ex(tok, texts[i], tl, ids[i], limit, to) : -1;
+        if (c > limit && c <= INT32_MAX) {
+            int64_t *big = realloc(ids[i], sizeof(int64_t) * (size_t)c);
+            if (big) ids[i] = big;
+            c = big && nb_tokenize_ex(tok, texts[i], tl, ids[i], c, to) == c ? c : -1;
+            if (!big) nb__error("%s: out of memory", fn);
+        } else if (c > limit) {
+            nb__error("%s: text %d has %lld tokens", fn, i, (long long)c);
+            c = -1;
+        }
+        if (c < 0) {
+            if (!ids[i]) nb__error("%s: out of memory", fn);
             ok = false;
             break;
         }
@@ -136,10 +148,7 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
                     mp[i * longest + j] = 1;
                 }
         nb_tensor *h = xp && mp ? nb_hf_encode(m, x, mask, NULL) : NULL;
-        out = h ? nb_hf_mean_pool(h, mask, true) : NULL;
-        if (out) nb_keep(out);
-        nb_scope_end(s);
-        if (out) nb__own(out);
+        out = nb__hf_scope_return(s, h ? nb_hf_mean_pool(h, mask, true) : NULL);
     }
     for (int i = 0; ids && i < n; i++) free(ids[i]);
     free(ids);

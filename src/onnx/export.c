@@ -123,16 +123,13 @@ void nb__onnxw_attr_ints(onnx_writer *w, Onnx__NodeProto *nd, const char *name, 
     a->ints = c;
 }
 
-/* Writes v, converted to dtype d, as the bytes of one element. */
+/* Writes v as one element of dtype d: halves through f32, as nabla's kernels round them. */
 static void scalar_bytes(nb_dtype d, double v, void *out) {
-    float f = (float)v;
-    nb__convert(out, d, d == NB_F64 ? (const void *)&v : (const void *)&f, d == NB_F64 ? NB_F64 : NB_F32, 1);
-    if (!nb__is_float(d)) { /* integers and bool from the double itself, not through f32 */
-        nb__convert(out, d, &v, NB_F64, 1);
-    }
+    nb__store(out, d, 0, d == NB_F16 || d == NB_BF16 ? (double)(float)v : v);
 }
 
-/* A tensor proto of dtype d and shape, holding nbytes of raw data copied from p. */
+/* A tensor proto of dtype d and shape, holding nbytes of raw data copied from p (NULL: left for
+   the caller to fill, at raw_data.data). */
 static Onnx__TensorProto *tensor_proto(onnx_writer *w, const char *name, nb_dtype d, const int64_t *dims, int nd,
                                        const void *p, size_t nbytes) {
     Onnx__TensorProto *t = nb__onnxw_alloc(w, sizeof *t);
@@ -146,7 +143,7 @@ static Onnx__TensorProto *tensor_proto(onnx_writer *w, const char *name, nb_dtyp
     t->has_data_type = true;
     t->data_type = nb__onnx_dtype(d);
     t->name = name ? (char *)name : NULL;
-    if (nbytes) memcpy(data, p, nbytes);
+    if (nbytes && p) memcpy(data, p, nbytes);
     t->has_raw_data = true;
     t->raw_data.len = nbytes;
     t->raw_data.data = data;
@@ -300,11 +297,11 @@ static int write_capture(onnx_writer *w, int vid, const char *name) {
     int64_t numel;
     size_t nbytes;
     if (!nb__tensor_size(v->shape, v->dtype, &numel, &nbytes)) return -1;
-    void *host = malloc(nbytes ? nbytes : 1);
-    if (!host) { nb__error("%s: out of memory copying %s", w->fn, name); return -1; }
-    if (nb__read_to_host(v->t, host) < 0) { free(host); return -1; }
-    const char *r = add_init(w, tensor_proto(w, name, v->dtype, v->shape.dim, v->shape.ndim, host, nbytes));
-    free(host);
+    /* read straight into the initializer's bytes: one copy of each weight */
+    Onnx__TensorProto *t = tensor_proto(w, name, v->dtype, v->shape.dim, v->shape.ndim, NULL, nbytes);
+    if (!t) { nb__error("%s: out of memory copying %s", w->fn, name); return -1; }
+    if (nb__read_to_host(v->t, t->raw_data.data) < 0) return -1;
+    const char *r = add_init(w, t);
     w->names[vid] = (char *)r;
     return r ? 0 : -1;
 }

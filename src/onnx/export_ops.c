@@ -55,12 +55,14 @@ static int onnx_arange(onnx_writer *w, const cnode *n, const cnode *n2) {
     int64_t len = n->args.shape.dim[0];
     nb_dtype d = out_dtype(w, n);
     double start = n->args.f[0], step = n->args.f[1];
-    const char *lim = nb__onnxw_const_scalar(w, d, start + step * (double)len);
-    const char *st = nb__onnxw_const_scalar(w, d, start), *dl = nb__onnxw_const_scalar(w, d, step);
     if (d == NB_F32 || d == NB_F64 || d == NB_I64 || d == NB_I32) {
         /* integers count exactly; floats too when every value is an integer multiple in range */
         bool exact = !nb__is_float(d) || (start == floor(start) && step == floor(step) && fabs(start) + fabs(step) * (double)len < 1e7);
-        if (exact) return DONE(nb__onnxw_node(w, "Range", (const char *const[]){ st, lim, dl }, 3, OUT()));
+        if (exact) {
+            const char *in[3] = { nb__onnxw_const_scalar(w, d, start), nb__onnxw_const_scalar(w, d, start + step * (double)len),
+                                  nb__onnxw_const_scalar(w, d, step) };
+            return DONE(nb__onnxw_node(w, "Range", in, 3, OUT()));
+        }
     }
     /* otherwise start + step * index, computed in f64 and cast like nabla's kernel */
     const char *r = nb__onnxw_tmp(w, "arange");

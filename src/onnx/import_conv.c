@@ -206,15 +206,21 @@ static double lowest(nb_dtype d) {
     }
 }
 
+/* A pooling node's windows over x's shape: the kernel_shape attribute and the padding, strides
+   and dilations make_geom reads. 0, or -1 with the error naming the node. */
+static int pool_geom(const onnx_node *n, nb_shape xs, geom *g) {
+    int64_t kernel[MAXSP];
+    if (xs.ndim < 3 || xs.ndim > MAXSP + 2) FAIL("the input must be [N, C, spatial...], not %d-D", xs.ndim);
+    if (per_axis(n, "kernel_shape", xs.ndim - 2, 0, kernel, 1) < 0) return -1;
+    return make_geom(n, xs, kernel, true, g);
+}
+
 int nb__onnx_maxpool(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int nin, nb_tensor **out, int nout) {
     (void)r, (void)nin;
     nb_tensor *x = in[0];
     nb_shape xs = nb_shape_of(x);
-    int64_t kernel[MAXSP];
-    if (xs.ndim < 3 || xs.ndim > MAXSP + 2) FAIL("the input must be [N, C, spatial...], not %d-D", xs.ndim);
-    if (per_axis(n, "kernel_shape", xs.ndim - 2, 0, kernel, 1) < 0) return -1;
     geom g;
-    if (make_geom(n, xs, kernel, true, &g) < 0) return -1;
+    if (pool_geom(n, xs, &g) < 0) return -1;
     bool want_idx = nout > 1 && n->out[1] >= 0;
     nb_dtype dt = nb_dtype_of(x);
     if (!want_idx && symmetric2d(&g) && g.k[0] == g.k[1] && g.s[0] == g.s[1] && g.pb[0] == g.pb[1] && g.dl[0] == 1 &&
@@ -256,11 +262,8 @@ int nb__onnx_avgpool(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int 
     (void)r, (void)nin, (void)nout;
     nb_tensor *x = in[0];
     nb_shape xs = nb_shape_of(x);
-    int64_t kernel[MAXSP];
-    if (xs.ndim < 3 || xs.ndim > MAXSP + 2) FAIL("the input must be [N, C, spatial...], not %d-D", xs.ndim);
-    if (per_axis(n, "kernel_shape", xs.ndim - 2, 0, kernel, 1) < 0) return -1;
     geom g;
-    if (make_geom(n, xs, kernel, true, &g) < 0) return -1;
+    if (pool_geom(n, xs, &g) < 0) return -1;
     bool incl = nb__onnx_attr_i(n, "count_include_pad", 0) != 0;
     int64_t *inside = malloc(sizeof(int64_t) * (size_t)g.O), *padded = malloc(sizeof(int64_t) * (size_t)g.O);
     int64_t *table = inside && padded ? window_table(&g, inside, padded) : NULL;
