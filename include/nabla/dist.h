@@ -61,8 +61,11 @@ NB_API nb_tensor *nb_dist_reduce_scatter(nb_tensor *t, nb_reduce_op op);
 NB_API int nb_dist_barrier(void);
 
 /* ---- DDP: data-parallel training ---- */
-/* What nb_ddp shards: NONE is plain DDP (every rank holds everything). OPTIMIZER (ZeRO-1) and
-   FULL (FSDP) are not built yet: nb_ddp refuses them, saying so. */
+/* What nb_ddp shards: NONE is plain DDP (every rank holds everything). OPTIMIZER is ZeRO-1:
+   every optimizer made on the DDP module keeps state for, and updates, only the parameters this
+   rank owns (whole parameters dealt out by size, as torch's ZeroRedundancyOptimizer), and
+   nb_optim_step ends by broadcasting each rank's updated parameters to the others, so every rank
+   holds every parameter and the results are plain DDP's bit for bit. FULL (FSDP) is nb_fsdp. */
 typedef enum nb_shard { NB_SHARD_NONE, NB_SHARD_OPTIMIZER, NB_SHARD_FULL } nb_shard;
 /* Options of nb_ddp; zero fields are the defaults. */
 typedef struct nb_ddp_opts {
@@ -95,6 +98,8 @@ typedef struct nb_ddp_stats {
     int64_t buckets_early;      /* bucket allreduces started while backward was still running */
     int64_t buckets_late;       /* started at its end (a bucket with an unused parameter, the last one) */
     double wait_seconds;        /* time the ends of backward waited for allreduces */
+    int params_owned;           /* parameters this rank's optimizer updates (all but under ZeRO-1) */
+    int64_t owned_bytes;        /* their bytes */
 } nb_ddp_stats;
 /* The counters of a DDP module (zeros with an error when ddp is not one). */
 NB_API nb_ddp_stats nb_ddp_get_stats(nb_module *ddp);

@@ -2,7 +2,9 @@
    and one fused update op per parameter through the dispatch path. */
 #include "../ops/ops_impl.h"
 #include "../nn/nn_impl.h"
+#include "optim_impl.h"
 #include "nabla/optim.h"
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@ typedef struct {
     nb_tensor *state[3];
     nb_tensor *step;    /* i64 0-d: updates taken */
     int group;
+    bool foreign;       /* another process owns it (a partition): no state, no update here */
 } slot;
 
 typedef struct {
@@ -34,7 +37,37 @@ struct nb_optimizer {
     int ngroups;
     char **state_names;
     int state_names_n;
+    nb__optim_partition part; /* part.owns NULL: every parameter is this process's */
 };
+
+/* ---- partitions (optim_impl.h): which module's optimizers update only some parameters ---- */
+enum { MAX_PARTITIONS = 64 };
+static struct { const nb_module *m; nb__optim_partition p; } partitions[MAX_PARTITIONS];
+static pthread_mutex_t partition_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int nb__optim_partition_set(const nb_module *m, const nb__optim_partition *p) {
+    pthread_mutex_lock(&partition_lock);
+    int at = -1, rc = 0;
+    for (int i = 0; i < MAX_PARTITIONS; i++) {
+        if (partitions[i].m == m) { at = i; break; }
+        if (!partitions[i].m && at < 0) at = i;
+    }
+    if (p && at >= 0) partitions[at].m = m, partitions[at].p = *p;
+    else if (!p && at >= 0 && partitions[at].m == m) partitions[at].m = NULL;
+    else if (p) rc = -1;
+    pthread_mutex_unlock(&partition_lock);
+    if (rc < 0) nb__error("nb_optim: %d modules have a sharded optimizer already", MAX_PARTITIONS);
+    return rc;
+}
+
+static bool partition_of(const nb_module *m, nb__optim_partition *out) {
+    bool found = false;
+    pthread_mutex_lock(&partition_lock);
+    for (int i = 0; i < MAX_PARTITIONS && !found; i++)
+        if (partitions[i].m == m) { *out = partitions[i].p; found = true; }
+    pthread_mutex_unlock(&partition_lock);
+    return found;
+}
 
 /* A zero option is the default; NB_ZERO (negative zero) asks for an explicit 0. */
 static double opt_or(double v, double dflt) { return v == 0 && !signbit(v) ? dflt : (v == 0 ? 0.0 : v); }
@@ -114,6 +147,8 @@ static nb_optimizer *finish(nb_optimizer *o, nb_module *m) {
         nb__module_each_param(m, collect, &l);
         int rc = nb_optim_add_param_group(o, l.items, l.n, (nb_group_opts){ 0 });
         free(l.items);
+        if (rc >= 0 && partition_of(m, &o->part))
+            for (int i = 0; i < o->nslots; i++) o->slots[i].foreign = !o->part.owns(o->slots[i].param, o->part.ctx);
         if (rc < 0) {
             nb_optim_free(o);
             return NULL;
@@ -276,6 +311,7 @@ int nb_optim_init_state(nb_optimizer *o) {
     if (rc == 0) sync_hyper(o);
     for (int i = 0; i < o->nslots && rc == 0; i++) {
         slot *s = &o->slots[i];
+        if (s->foreign) continue;
         if (s->step) {
             /* the state follows its parameter to another device (nb_module_to), as PyTorch's
                optimizer load_state_dict moves it */
@@ -314,7 +350,7 @@ int nb_optim_step(nb_optimizer *o) {
     for (int i = 0; i < o->nslots && rc == 0; i++) {
         slot *s = &o->slots[i];
         nb_tensor *g = nb_grad_of(s->param);
-        if (!g) continue; /* a parameter without a gradient is left alone, as in torch */
+        if (!g || s->foreign) continue; /* a parameter without a gradient is left alone, as in torch */
         /* the step count and the coefficients are tensors the op reads, not arguments */
         nb_op_args a = { .i = { 0 } };
         nb_tensor *in[7] = { s->param, g, s->step, o->groups[s->group].hyper };
@@ -359,6 +395,7 @@ int nb_optim_step(nb_optimizer *o) {
         nb_scope_end(sc);
     }
     nb_set_grad_enabled(prev);
+    if (rc == 0 && o->part.after_step) rc = o->part.after_step(o->part.ctx);
     return rc;
 }
 

@@ -1,0 +1,23 @@
+/* The optimizer's partition hook (optim.c): a layer above it (ZeRO-1 in src/dist) makes an
+   optimizer built on a module update only the parameters this process owns, keep state for
+   those alone, and bring the others in from their owners after each step. Internal. */
+#ifndef NB_OPTIM_IMPL_H
+#define NB_OPTIM_IMPL_H
+
+#include "../core/core_impl.h"
+#include "nabla/nn.h"
+
+typedef struct nb__optim_partition {
+    /* whether this process updates param (a parameter the partition does not know: true) */
+    bool (*owns)(const nb_tensor *param, void *ctx);
+    /* after every step: the parameters this process does not own, from their owners (0, or <0
+       with an error, which nb_optim_step returns) */
+    int (*after_step)(void *ctx);
+    void *ctx;
+} nb__optim_partition;
+
+/* Sets the partition every optimizer made later on module m follows (a NULL p removes it);
+   0, or -1 with an error when 64 modules have one already. */
+int nb__optim_partition_set(const nb_module *m, const nb__optim_partition *p);
+
+#endif
