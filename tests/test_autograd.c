@@ -296,6 +296,51 @@ static void test_memory_flat_over_10000_steps(void **state) {
     nb_release(x);
 }
 
+/* torch's Tensor.register_hook: the hook sees the complete gradient (both uses of y summed),
+   what it returns flows on, hooks run in order, and a failing or mis-shaped one fails backward. */
+static nb_tensor *double_grad(nb_tensor *g, void *ctx) {
+    (*(int *)ctx)++;
+    return nb_mul_scalar(g, 2.0);
+}
+static nb_tensor *record_grad(nb_tensor *g, void *ctx) {
+    *(double *)ctx = nb_item(nb_sum_all(g));
+    return g;
+}
+static nb_tensor *bad_shape(nb_tensor *g, void *ctx) { (void)g; (void)ctx; return nb_zeros(NB_SHAPE(7), NB_F32); }
+static nb_tensor *failing(nb_tensor *g, void *ctx) { (void)g; (void)ctx; nb_error_clear(); return NULL; }
+
+static void test_tensor_hooks(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_set_requires_grad(nb_from_data((float[]){ 1, 2, 3 }, NB_SHAPE(3), NB_F32), true);
+    nb_tensor *y = nb_mul(x, x);
+    int calls = 0;
+    double seen = 0;
+    assert_int_equal(nb_tensor_register_hook(y, record_grad, &seen), 0);
+    assert_int_equal(nb_tensor_register_hook(y, double_grad, &calls), 0);
+    /* loss = sum(y) + sum(3 y): y's gradient is 4 per element, doubled to 8; x's is 8 * 2x */
+    assert_int_equal(nb_backward(nb_add(nb_sum_all(y), nb_sum_all(nb_mul_scalar(y, 3.0)))), 0);
+    assert_int_equal(calls, 1);
+    assert_true(seen == 12.0);
+    float g[3];
+    assert_int_equal(nb_copy_to(nb_grad_of(x), g, sizeof g), 0);
+    assert_true(g[0] == 16 && g[1] == 32 && g[2] == 48);
+    /* leaves and tensors without grad are refused */
+    assert_int_equal(nb_tensor_register_hook(x, record_grad, &seen), -1);
+    ASSERT_ERROR_CONTAINS("is a leaf");
+    assert_int_equal(nb_tensor_register_hook(nb_zeros(NB_SHAPE(2), NB_F32), record_grad, &seen), -1);
+    ASSERT_ERROR_CONTAINS("does not require grad");
+    nb_tensor *z = nb_mul(x, x);
+    assert_int_equal(nb_tensor_register_hook(z, bad_shape, NULL), 0);
+    assert_int_equal(nb_backward(nb_sum_all(z)), -1);
+    ASSERT_ERROR_CONTAINS("a gradient hook on the output of nb_mul returned [7] f32 for a gradient [3] f32");
+    z = nb_mul(x, x);
+    assert_int_equal(nb_tensor_register_hook(z, failing, NULL), 0);
+    assert_int_equal(nb_backward(nb_sum_all(z)), -1);
+    ASSERT_ERROR_CONTAINS("a gradient hook on the output of nb_mul failed");
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_control_flow, clear_error_setup),
@@ -309,6 +354,7 @@ int main(void) {
         cmocka_unit_test_setup(test_anomaly_rule, clear_error_setup),
         cmocka_unit_test_setup(test_failures_record_errors, clear_error_setup),
         cmocka_unit_test_setup(test_memory_flat_over_10000_steps, clear_error_setup),
+        cmocka_unit_test_setup(test_tensor_hooks, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

@@ -106,14 +106,18 @@ static float *train_ddp(nb_dataset *ds, bool adamw, double bucket_mb, nb_shard s
     nb_module *ddp = nb_ddp(net_new(128), (nb_ddp_opts){ .bucket_mb = bucket_mb, .shard = shard });
     if (!ddp) fail_msg("rank %d: %s", R, nb_error());
     int64_t n;
-    if (init) *init = flat_params(ddp, &n);
+    assert_int_equal(nb_dist_full_params_begin(ddp), 0); /* a no-op but under NB_SHARD_FULL */
+    if (init) *init = flat_params(nb_ddp_inner(ddp), &n);
+    assert_int_equal(nb_dist_full_params_end(ddp, false), 0);
     nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = GLOBAL_BATCH / W, .shuffle = true, .seed = 5 });
     assert_non_null(l);
     assert_int_equal(nb_data_loader_len(l), SAMPLES / GLOBAL_BATCH);
     train(ddp, l, adamw);
     nb_data_loader_free(l);
     if (stats) *stats = nb_ddp_get_stats(ddp);
-    float *out = flat_params(ddp, &n);
+    assert_int_equal(nb_dist_full_params_begin(ddp), 0);
+    float *out = flat_params(nb_ddp_inner(ddp), &n);
+    assert_int_equal(nb_dist_full_params_end(ddp, false), 0);
     nb_module_free(ddp);
     return out;
 }
@@ -200,6 +204,34 @@ static void equivalence(bool adamw) {
                (long long)most, (long long)state, (long long)full_state);
     nb_scope_end(sc);
     free(zero);
+    /* full sharding: the same averaged gradients, summed by a reduce-scatter instead of an
+       allreduce (another order of the same additions), and the same updates, element by element */
+    nb_ddp_stats fs;
+    float *full = train_ddp(ds, adamw, 0, NB_SHARD_FULL, NULL, &fs);
+    double fworst = 0;
+    at = 0;
+    for (int t = 0; t < 4; t++) {
+        double big = 0, diff = 0;
+        for (int64_t i = at; i < at + sizes[t]; i++) {
+            big = fmax(big, fabs(ddp[i]));
+            diff = fmax(diff, fabs((double)full[i] - ddp[i]));
+        }
+        fworst = fmax(fworst, diff / big);
+        at += sizes[t];
+    }
+    if (R == 0) printf("# full sharding, %d ranks: largest relative difference from DDP %.3g\n", W, fworst);
+    if (!(fworst <= 1e-6)) fail_msg("rank %d: full sharding differs from DDP by %.3g relative (at most 1e-6)", R, fworst);
+    expect_same_on_every_rank(full, n, "the fully sharded parameters");
+    /* two units (fc1, fc2), each reduce-scattered during backward; the state is 1/world of DDP's
+       but for the padding of each unit to a multiple of the world size */
+    assert_int_equal(fs.buckets, 2);
+    assert_int_equal(fs.backwards, STEPS);
+    assert_int_equal(fs.buckets_early, 2 * STEPS);
+    int64_t fmine = last_state_bytes, per_kind = adamw ? 2 : 1;
+    int64_t bound = per_kind * 4 * ((784 * 128 + 128) / W + 1 + (128 * 10 + 10) / W + 1);
+    if (fmine > bound) fail_msg("rank %d: %lld bytes of optimizer state under full sharding (at most %lld)", R, (long long)fmine, (long long)bound);
+    if (R == 0) printf("# full sharding, %d ranks: optimizer state %lld bytes per rank (%lld under DDP)\n", W, (long long)fmine, (long long)full_state);
+    free(full);
     free(want);
     free(ddp);
     free(init);
@@ -345,10 +377,122 @@ static void test_state_dict(void **state) {
     nb_module_free(ddp);
 }
 
+static nb_tensor *pair_forward(nb_module *self, nb_tensor *x) {
+    Branchy *m = (Branchy *)self; /* c is never used */
+    return nb_add(nb_forward(m->a, x), nb_forward(m->b, x));
+}
+static const nb_module_class PAIR = { .name = "Pair", .forward = pair_forward };
+
+/* The elements of a flat parameter's shard on this rank, from a plain module's tensors a and b
+   (a unit's parameters, concatenated): *n of them, in a malloc'ed array. */
+static float *shard_of(nb_tensor *a, nb_tensor *b, int64_t shard) {
+    int64_t na = nb_numel(a), nb = nb_numel(b);
+    float *all = calloc((size_t)(shard * W), sizeof(float));
+    assert_int_equal(nb_copy_to(a, all, sizeof(float) * (size_t)na), 0);
+    assert_int_equal(nb_copy_to(b, all + na, sizeof(float) * (size_t)nb), 0);
+    float *mine = malloc(sizeof(float) * (size_t)shard);
+    memcpy(mine, all + (size_t)(R * shard), sizeof(float) * (size_t)shard);
+    free(all);
+    return mine;
+}
+
+static void test_full_sharding(void **state) {
+    (void)state;
+    nb_manual_seed(60 + (uint64_t)R); /* each rank starts elsewhere: rank 0's weights win */
+    nb_module *fs = nb_ddp(net_new(32), (nb_ddp_opts){ .shard = NB_SHARD_FULL });
+    if (!fs) fail_msg("rank %d: %s", R, nb_error());
+    nb_module *inner = nb_ddp_inner(fs);
+    /* the module's parameters are the units' shards */
+    nb_named_tensor e[8];
+    assert_int_equal(nb_module_named_parameters(fs, e, 8), 2);
+    assert_string_equal(e[0].name, "flat_param_fc1");
+    assert_string_equal(e[1].name, "flat_param_fc2");
+    int64_t s1 = (784 * 32 + 32 + W - 1) / W, s2 = (32 * 10 + 10 + W - 1) / W;
+    assert_int_equal(nb_numel(e[0].tensor), s1);
+    assert_int_equal(nb_numel(e[1].tensor), s2);
+    /* the wrapped module's parameters have no memory between uses: errors, not crashes */
+    float v[32];
+    assert_true(nb_copy_to(nb_module_get(inner, "fc1.bias"), v, sizeof v) < 0);
+    ASSERT_ERROR_CONTAINS("no memory now");
+    nb_scope *s = nb_scope_begin();
+    assert_null(nb_neg(nb_module_get(inner, "fc1.bias")));
+    ASSERT_ERROR_CONTAINS("has no memory now: its storage was released");
+    /* rank 0 saves an ordinary state dict; one process's module loads it strictly */
+    char path[64];
+    snprintf(path, sizeof path, "fsdp_state_%d.safetensors", W);
+    if (nb_dist_save_state_dict(fs, path) < 0) fail_msg("rank %d: %s", R, nb_error());
+    nb_module *plain = net_new(32);
+    if (nb_load_state_dict(plain, path, (nb_load_opts){ 0 }) < 0) fail_msg("%s", nb_error());
+    /* its forward is the sharded module's, in eval without grad and in training with it */
+    nb_manual_seed(5);
+    nb_tensor *x = nb_randn(NB_SHAPE(6, 784), NB_F32);
+    bool prev = nb_set_grad_enabled(false);
+    nb_tensor *want = nb_forward(plain, x), *got = nb_forward(fs, x);
+    nb_set_grad_enabled(prev);
+    assert_non_null(got);
+    assert_true(nb_item(nb_max(nb_flatten(nb_abs(nb_sub(got, want)), 0, -1), 0, false)) == 0);
+    /* gradients: every rank has the same batch, so the average is one process's gradient */
+    assert_int_equal(nb_backward(nb_sum_all(nb_forward(plain, x))), 0);
+    if (nb_backward(nb_sum_all(nb_forward(fs, x))) < 0) fail_msg("rank %d: %s", R, nb_error());
+    float *w1 = shard_of(nb_grad_of(nb_module_get(plain, "fc1.weight")), nb_grad_of(nb_module_get(plain, "fc1.bias")), s1);
+    float *g1 = malloc(sizeof(float) * (size_t)s1);
+    assert_non_null(nb_grad_of(e[0].tensor));
+    assert_int_equal(nb_copy_to(nb_grad_of(e[0].tensor), g1, sizeof(float) * (size_t)s1), 0);
+    for (int64_t i = 0; i < s1; i++)
+        if (fabsf(g1[i] - w1[i]) > 1e-5f * (1 + fabsf(w1[i]))) fail_msg("rank %d: gradient element %lld: %g, want %g", R, (long long)i, g1[i], w1[i]);
+    free(w1);
+    free(g1);
+    /* the wrapped module's own gradients were dropped with the full parameters */
+    assert_null(nb_grad_of(nb_module_get(inner, "fc1.weight")));
+    /* a fresh sharded module loads the file, every rank reading it */
+    nb_manual_seed(77);
+    nb_module *fs2 = nb_ddp(net_new(32), (nb_ddp_opts){ .shard = NB_SHARD_FULL });
+    assert_non_null(fs2);
+    if (nb_dist_load_state_dict(fs2, path, (nb_load_opts){ 0 }) < 0) fail_msg("rank %d: %s", R, nb_error());
+    prev = nb_set_grad_enabled(false);
+    got = nb_forward(fs2, x);
+    nb_set_grad_enabled(prev);
+    assert_true(nb_item(nb_max(nb_flatten(nb_abs(nb_sub(got, want)), 0, -1), 0, false)) == 0);
+    /* a file of another shape fails on every rank, saying why */
+    nb_module *fs3 = nb_ddp(net_new(16), (nb_ddp_opts){ .shard = NB_SHARD_FULL });
+    assert_non_null(fs3);
+    assert_true(nb_dist_load_state_dict(fs3, path, (nb_load_opts){ 0 }) < 0);
+    assert_non_null(nb_error());
+    nb_error_clear();
+    nb_scope_end(s);
+    nb_module_free(fs3);
+    nb_module_free(fs2);
+    nb_module_free(plain);
+    nb_module_free(fs);
+
+    /* a unit no rank uses: no collective for it in forward, nothing hangs, its shard keeps no
+       gradient; the others have theirs */
+    nb_manual_seed(3);
+    Branchy *br = (Branchy *)nb_module_new(&PAIR, sizeof(Branchy));
+    br->a = nb_module_child(&br->base, "a", nb_nn_linear(6, 4));
+    br->b = nb_module_child(&br->base, "b", nb_nn_linear(6, 4));
+    br->c = nb_module_child(&br->base, "c", nb_nn_linear(6, 4));
+    nb_module *pair = nb_ddp(&br->base, (nb_ddp_opts){ .shard = NB_SHARD_FULL });
+    assert_non_null(pair);
+    s = nb_scope_begin();
+    for (int step = 0; step < 2; step++) {
+        nb_module_zero_grad(pair);
+        if (nb_backward(nb_sum_all(nb_forward(pair, nb_randn(NB_SHAPE(5, 6), NB_F32)))) < 0) fail_msg("rank %d: %s", R, nb_error());
+        assert_non_null(nb_grad_of(nb_module_get(pair, "flat_param_a")));
+        assert_non_null(nb_grad_of(nb_module_get(pair, "flat_param_b")));
+        assert_null(nb_grad_of(nb_module_get(pair, "flat_param_c")));
+    }
+    nb_ddp_stats st = nb_ddp_get_stats(pair);
+    assert_int_equal(st.backwards, 2);
+    assert_int_equal(st.buckets, 3);
+    nb_scope_end(s);
+    nb_module_free(pair);
+}
+
 static void test_errors(void **state) {
     (void)state;
-    assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .shard = NB_SHARD_FULL }));
-    ASSERT_ERROR_CONTAINS("NB_SHARD_FULL (FSDP-style full sharding) is not built yet");
+    assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .shard = (nb_shard)7 }));
+    ASSERT_ERROR_CONTAINS("shard 7 is not an nb_shard value");
     assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .bucket_mb = -1 }));
     ASSERT_ERROR_CONTAINS("bucket_mb -1 must be in");
     assert_null(nb_ddp(NULL, (nb_ddp_opts){ 0 }));
@@ -386,6 +530,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_equivalence_adamw, clear_error_setup),
         cmocka_unit_test_setup(test_unused_parameters, clear_error_setup),
         cmocka_unit_test_setup(test_state_dict, clear_error_setup),
+        cmocka_unit_test_setup(test_full_sharding, clear_error_setup),
         cmocka_unit_test_setup(test_errors, clear_error_setup),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -730,6 +731,58 @@ static void test_training_bits_do_not_depend_on_threads(void **state) {
     free(got);
 }
 
+/* Forward hooks, as torch's register_forward_pre_hook / register_forward_hook: in order, able
+   to replace the input and the output, called on failure with no output, and removable. */
+typedef struct { int pre, post, failed; } hook_log;
+static nb_tensor *pre_scale(nb_module *m, nb_tensor *x, void *ctx) {
+    (void)m;
+    ((hook_log *)ctx)->pre++;
+    return nb_mul_scalar(x, 2.0);
+}
+static nb_tensor *post_add(nb_module *m, nb_tensor *x, nb_tensor *y, void *ctx) {
+    (void)m; (void)x;
+    hook_log *log = ctx;
+    if (!y) { log->failed++; return NULL; }
+    log->post++;
+    return nb_add_scalar(y, 1.0);
+}
+
+static void test_forward_hooks(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_module *relu = nb_nn_relu();
+    hook_log log = { 0 };
+    int a = nb_module_add_forward_pre_hook(relu, pre_scale, &log);
+    int b = nb_module_add_forward_hook(relu, post_add, &log);
+    assert_true(a >= 0 && b >= 0 && a != b);
+    float out[2];
+    nb_tensor *y = nb_forward(relu, nb_from_data((float[]){ -1, 3 }, NB_SHAPE(2), NB_F32));
+    assert_int_equal(nb_copy_to(y, out, sizeof out), 0);
+    assert_true(out[0] == 1 && out[1] == 7); /* relu(2x) + 1 */
+    assert_int_equal(log.pre, 1);
+    assert_int_equal(log.post, 1);
+    /* a forward that fails still reaches the forward hook, with no output */
+    nb_module *lin = nb_nn_linear(3, 2);
+    assert_true(nb_module_add_forward_hook(lin, post_add, &log) >= 0);
+    assert_null(nb_forward(lin, nb_zeros(NB_SHAPE(4, 5), NB_F32)));
+    assert_int_equal(log.failed, 1);
+    nb_error_clear();
+    /* removed, it runs no more; a second removal is an error */
+    assert_int_equal(nb_module_remove_hook(relu, a), 0);
+    assert_int_equal(nb_module_remove_hook(relu, b), 0);
+    assert_int_equal(nb_module_remove_hook(relu, b), -1);
+    ASSERT_ERROR_CONTAINS("has no hook");
+    y = nb_forward(relu, nb_from_data((float[]){ -1, 3 }, NB_SHAPE(2), NB_F32));
+    assert_int_equal(nb_copy_to(y, out, sizeof out), 0);
+    assert_true(out[0] == 0 && out[1] == 3);
+    assert_int_equal(log.pre, 1);
+    assert_int_equal(nb_module_add_forward_hook(relu, NULL, NULL), -1);
+    ASSERT_ERROR_CONTAINS("the hook is NULL");
+    nb_scope_end(s);
+    nb_module_free(lin);
+    nb_module_free(relu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_net_names_and_lookup),
@@ -745,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_training),
         cmocka_unit_test(test_optim_arguments),
         cmocka_unit_test(test_training_bits_do_not_depend_on_threads),
+        cmocka_unit_test_setup(test_forward_hooks, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

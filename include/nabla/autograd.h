@@ -15,6 +15,14 @@ NB_API nb_tensor *nb_set_requires_grad(nb_tensor *t, bool requires_grad);
 NB_API bool nb_requires_grad(const nb_tensor *t);
 /* Whether t is a leaf: made by no recorded op, so no graph node stands behind it (false for NULL). */
 NB_API bool nb_is_leaf(const nb_tensor *t);
+/* A gradient hook (torch's Tensor.register_hook): called during backward with the tensor's
+   gradient once it is complete, before it flows on to what made the tensor; returns the gradient
+   to use instead (grad itself, or a tensor of its shape and dtype), or NULL with an error to fail
+   the backward. What it returns in its own scope is kept for as long as the backward needs. */
+typedef nb_tensor *(*nb_grad_hook)(nb_tensor *grad, void *ctx);
+/* Registers fn on t, a tensor computed with grad (not a leaf), for the backward through it; hooks
+   run in the order registered and go with t's graph. 0, or <0 with the error. */
+NB_API int nb_tensor_register_hook(nb_tensor *t, nb_grad_hook fn, void *ctx);
 /* Backpropagates from the one-element tensor t, accumulating into leaves' gradients; 0 or <0. The
    graph is freed as it goes: a second backward through it is an error (run the forward again). */
 NB_API int nb_backward(nb_tensor *t);

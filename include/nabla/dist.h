@@ -5,6 +5,7 @@
 #define NABLA_DIST_H
 
 #include "core.h"
+#include "io.h"
 #include "nn.h"
 
 #ifdef __cplusplus
@@ -65,7 +66,16 @@ NB_API int nb_dist_barrier(void);
    every optimizer made on the DDP module keeps state for, and updates, only the parameters this
    rank owns (whole parameters dealt out by size, as torch's ZeroRedundancyOptimizer), and
    nb_optim_step ends by broadcasting each rank's updated parameters to the others, so every rank
-   holds every parameter and the results are plain DDP's bit for bit. FULL (FSDP) is nb_fsdp. */
+   holds every parameter and the results are plain DDP's bit for bit. FULL is FSDP-style full
+   sharding: the wrapped module is cut into units (each direct child with parameters, and the
+   root's own parameters); each rank keeps 1/world of each unit's flattened parameters, which are
+   the DDP module's only parameters (nb_module_named_parameters lists "flat_param_<child>"), so an
+   optimizer made on it keeps 1/world of the state. A unit's full parameters are all-gathered
+   before its forward and again before its backward, and released after each; its gradients are
+   reduce-scattered during backward, leaving each rank its shard, averaged. Outside those
+   moments the wrapped module's parameters have no memory: read or write them between
+   nb_dist_full_params_begin and _end, and save and load with nb_dist_save_state_dict and
+   nb_dist_load_state_dict. */
 typedef enum nb_shard { NB_SHARD_NONE, NB_SHARD_OPTIMIZER, NB_SHARD_FULL } nb_shard;
 /* Options of nb_ddp; zero fields are the defaults. */
 typedef struct nb_ddp_opts {
@@ -87,6 +97,20 @@ typedef struct nb_ddp_opts {
    architecture in a single process; optimizers are made on it as on m. One backward per forward:
    call nb_optim_zero_grad (or nb_module_zero_grad) before each backward. */
 NB_API nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts);
+/* Collective: brings every unit's full parameters in (NB_SHARD_FULL; a no-op for the other
+   modes), so the wrapped module's parameters can be read and written, as torch's
+   summon_full_params. 0 or <0. */
+NB_API int nb_dist_full_params_begin(nb_module *ddp);
+/* Ends nb_dist_full_params_begin: with writeback, what was written into the full parameters
+   (the same on every rank) goes into each rank's shard; then they are released. 0 or <0. */
+NB_API int nb_dist_full_params_end(nb_module *ddp, bool writeback);
+/* Collective: rank 0 writes the wrapped module's ordinary state dict (full parameters, the
+   wrapped module's names), which loads into the plain architecture in one process. Every rank
+   returns rank 0's status. Works for a plain module too. */
+NB_API int nb_dist_save_state_dict(nb_module *ddp, const char *path);
+/* Collective: every rank loads path (an ordinary state dict, read by each rank: a shared or
+   copied file) into the wrapped module, then keeps its shard. Fails on every rank when any fails. */
+NB_API int nb_dist_load_state_dict(nb_module *ddp, const char *path, nb_load_opts opts);
 /* The module nb_ddp wrapped (borrowed), or NULL with an error when ddp is not a DDP module. */
 NB_API nb_module *nb_ddp_inner(nb_module *ddp);
 

@@ -24,6 +24,7 @@ struct nb_module {
     const nb_module_class *cls;
     bool training;
     struct nb_module_state *state;
+    struct nb_module_hooks *hooks; /* private: forward hooks (nb_module_add_forward_hook) */
 };
 
 /* A name and a borrowed tensor, as listed by nb_module_named_parameters. */
@@ -45,8 +46,23 @@ NB_API nb_tensor *nb_module_buffer(nb_module *m, const char *name, nb_tensor *t)
 /* Registers a child module under name; m owns it from now on. Returns child, or NULL with child
    freed (kept when it already belongs to another module). */
 NB_API nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child);
-/* Runs the module's forward on x. */
+/* Runs the module's forward on x, with its forward hooks around it. */
 NB_API nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
+/* A forward pre-hook (torch's register_forward_pre_hook): called by nb_forward before m's forward;
+   returns the input the forward gets (x, or another tensor), or NULL with an error to fail. */
+typedef nb_tensor *(*nb_forward_pre_hook)(nb_module *m, nb_tensor *x, void *ctx);
+/* A forward hook (torch's register_forward_hook): called after m's forward with its input and
+   output y; returns what nb_forward returns (y, or another tensor), or NULL with an error. It is
+   also called when the forward (or an earlier hook) failed, with y NULL, so a hook that took
+   something for the call can give it back; it returns NULL then. */
+typedef nb_tensor *(*nb_forward_hook)(nb_module *m, nb_tensor *x, nb_tensor *y, void *ctx);
+/* Adds a pre-hook to m (run in the order added); a handle (>= 0) for nb_module_remove_hook, or
+   <0 with the error. */
+NB_API int nb_module_add_forward_pre_hook(nb_module *m, nb_forward_pre_hook fn, void *ctx);
+/* Adds a forward hook to m (run in the order added); a handle, or <0 with the error. */
+NB_API int nb_module_add_forward_hook(nb_module *m, nb_forward_hook fn, void *ctx);
+/* Removes the hook with that handle from m; 0, or <0 when m has no such hook. */
+NB_API int nb_module_remove_hook(nb_module *m, int handle);
 /* Moves parameters and buffers (and their gradients) to device in place, as torch's
    module.to: each keeps its identity, so an optimizer made before still updates it, and its
    state follows on the next step. Returns m, or NULL with the error recorded and nothing moved

@@ -307,6 +307,30 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
             nb__node_release_saved(n);
             continue;
         }
+        for (nb_grad_hook_entry *h = n->hooks; h; h = h->next) {
+            nb_scope *hs = nb_scope_begin();
+            uint64_t errors0 = nb__error_count();
+            nb_tensor *g2 = h->fn(g, h->ctx);
+            if (g2 && g2 != g && (!nb__shape_eq(&g2->shape, &g->shape) || g2->dtype != g->dtype)) {
+                char d1[200], d2[200];
+                nb__error("nb_backward: a gradient hook on the output of nb_%s returned %s for a gradient %s",
+                          nb__node_op_name(n), nb__describe(g2, d1, sizeof d1), nb__describe(g, d2, sizeof d2));
+                g2 = NULL;
+            }
+            if (g2 && g2 != g) {
+                nb_retain(g2);
+                nb_release(g);
+                g = g2;
+            }
+            nb_scope_end(hs);
+            if (!g2) {
+                if (nb__error_count() == errors0) nb__error("nb_backward: a gradient hook on the output of nb_%s failed", nb__node_op_name(n));
+                nb_release(g);
+                rc = -1;
+                break;
+            }
+        }
+        if (rc < 0) break;
         const nb_op_def *def = &nb__ops[n->op];
         nb_tensor *stack_gin[8] = { 0 };
         nb_tensor **gin = n->nin <= 8 ? stack_gin : nb__alloc(sizeof(nb_tensor *) * (size_t)n->nin);

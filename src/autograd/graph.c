@@ -122,9 +122,40 @@ void nb__node_unref(nb_node *n) {
     if (!n || atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) != 1) return;
     nb__node_release_saved(n);
     if (n->grad_acc) nb_release(n->grad_acc);
+    for (nb_grad_hook_entry *h = n->hooks, *next; h; h = next) {
+        next = h->next;
+        nb__free(h, sizeof *h);
+    }
     if (n->inputs != n->inline_inputs) {
         nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)n->nin);
         nb__free(n->versions, sizeof(unsigned) * (size_t)n->nin);
     }
     nb__free(n, sizeof *n);
+}
+
+int nb_tensor_register_hook(nb_tensor *t, nb_grad_hook fn, void *ctx) {
+    if (!t || !fn) {
+        nb__error("nb_tensor_register_hook: %s is NULL", t ? "the hook" : "tensor");
+        return -1;
+    }
+    char d[200];
+    if (!t->requires_grad) {
+        nb__error("nb_tensor_register_hook: tensor %s does not require grad", nb__describe(t, d, sizeof d));
+        return -1;
+    }
+    if (!t->grad_fn) {
+        nb__error("nb_tensor_register_hook: tensor %s is a leaf; hooks on leaves are not built yet (hook the tensor a "
+                  "leaf flows into, or read nb_grad_of after backward)", nb__describe(t, d, sizeof d));
+        return -1;
+    }
+    nb_grad_hook_entry *h = nb__alloc(sizeof *h);
+    if (!h) {
+        nb__error("nb_tensor_register_hook: out of memory");
+        return -1;
+    }
+    *h = (nb_grad_hook_entry){ fn, ctx, NULL };
+    nb_grad_hook_entry **at = &t->grad_fn->hooks;
+    while (*at) at = &(*at)->next;
+    *at = h;
+    return 0;
 }

@@ -4,6 +4,14 @@
 #define NB_GRAPH_H
 
 #include "../backend/kernel.h"
+#include "nabla/autograd.h"
+
+/* A gradient hook on a node's output (nb_tensor_register_hook), in the order registered. */
+typedef struct nb_grad_hook_entry {
+    nb_grad_hook fn;
+    void *ctx;
+    struct nb_grad_hook_entry *next;
+} nb_grad_hook_entry;
 
 typedef struct nb_node {
     atomic_int refcount;
@@ -23,6 +31,7 @@ typedef struct nb_node {
     int deps;
     int visit;
     nb_tensor *grad_acc;
+    nb_grad_hook_entry *hooks;  /* called on the output's gradient before the backward runs */
 } nb_node;
 
 /* A node for op over inputs, producing out (out's grad_fn is set; saves out when asked). */

@@ -420,6 +420,12 @@ int nb_copy_to(const nb_tensor *t, void *dst, size_t bytes) {
 
 int nb__read_to_host(const nb_tensor *t, void *dst) {
     if (t->numel == 0) return 0;
+    if (!t->storage->data) {
+        char d[200];
+        nb__error("nb_copy_to: %s has no memory now: its storage was released (a sharded module's parameters exist "
+                  "only during its forward and backward)", nb__describe(t, d, sizeof d));
+        return -1;
+    }
     if (t->storage->device.type == NB_CPU) {
         gather_dense(t, nb__data(t), dst);
         return 0;

@@ -44,6 +44,8 @@ static struct {
     int nadopted, adopted_cap;
 #ifdef NABLA_HAVE_MPI
     MPI_Comm comm;      /* a duplicate of MPI_COMM_WORLD: nabla's messages never meet the program's */
+    MPI_Comm side;      /* a second duplicate: collectives started while others run (FSDP's gradient
+                           reduce-scatters beside its parameter all-gathers) keep their own order */
 #endif
 } G = { .rank = 0, .size = 1 };
 
@@ -180,6 +182,15 @@ int nb_dist_init(int *argc, char ***argv) {
             return -1;
         }
         MPI_Comm_set_errhandler(G.comm, MPI_ERRORS_RETURN);
+        rc = MPI_Comm_dup(MPI_COMM_WORLD, &G.side);
+        if (rc != MPI_SUCCESS) {
+            mpi_error("nb_dist_init", "MPI_Comm_dup", rc);
+            MPI_Comm_free(&G.comm);
+            if (G.own_mpi) MPI_Finalize();
+            G.own_mpi = false;
+            return -1;
+        }
+        MPI_Comm_set_errhandler(G.side, MPI_ERRORS_RETURN);
         MPI_Comm_rank(G.comm, &G.rank);
         MPI_Comm_size(G.comm, &G.size);
         G.mpi = true;
@@ -204,7 +215,7 @@ void nb_dist_finalize(void) {
 #ifdef NABLA_HAVE_MPI
     if (G.mpi) {
         /* after a failure the duplicate may still have collectives in flight: leave it to MPI_Finalize */
-        if (!G.failed[0]) MPI_Comm_free(&G.comm);
+        if (!G.failed[0]) MPI_Comm_free(&G.comm), MPI_Comm_free(&G.side);
         if (G.own_mpi) MPI_Finalize();
     }
 #endif
@@ -367,6 +378,55 @@ int nb__dist_start_broadcast(void *buf, int64_t count, nb_dtype dtype, int root,
         return -1;
     }
     return start_pieces(buf, count, dtype, root, NB_REDUCE_SUM, fn, op);
+}
+
+/* Starts an all-gather (gather) or a summing reduce-scatter of per elements per rank. */
+static int start_block(bool gather, const void *send, void *recv, int64_t per, nb_dtype dt, bool side, const char *fn,
+                       nb_dist_op **out) {
+    *out = NULL;
+    if (nb__dist_usable(fn) < 0) return -1;
+    if (per < 0 || per > INT_MAX) {
+        nb__error("%s: %lld elements per rank; at most %d (MPI's count)", fn, (long long)per, INT_MAX);
+        return -1;
+    }
+    if (!gather && !reducible(dt)) {
+        nb__error("%s: cannot sum %s elements across ranks (f32, f64, i64, i32 or u8)", fn, nb_dtype_name(dt));
+        return -1;
+    }
+    size_t bytes = (size_t)per * nb__esize(dt);
+    if (G.size == 1 || per == 0) {
+        if (bytes) memmove(recv, send, bytes);
+        return 0;
+    }
+#ifdef NABLA_HAVE_MPI
+    nb_dist_op *o = malloc(sizeof *o + sizeof(MPI_Request));
+    if (!o) { nb__error("%s: out of memory", fn); return -1; }
+    MPI_Comm c = side ? G.side : G.comm;
+    int rc = gather ? MPI_Iallgather(send, (int)per, mpi_type(dt), recv, (int)per, mpi_type(dt), c, &o->req[0])
+                    : MPI_Ireduce_scatter_block(send, recv, (int)per, mpi_type(dt), MPI_SUM, c, &o->req[0]);
+    if (rc != MPI_SUCCESS) {
+        mpi_error(fn, gather ? "MPI_Iallgather" : "MPI_Ireduce_scatter_block", rc);
+        fail_group();
+        free(o);
+        return -1;
+    }
+    o->n = 1;
+    *out = o;
+    return 0;
+#else
+    nb__error("%s: needs peers, but nabla was built without MPI (NABLA_WITH_MPI=OFF)", fn);
+    return -1;
+#endif
+}
+
+int nb__dist_start_all_gather(const void *send, void *recv, int64_t per, nb_dtype dtype, bool side, const char *fn,
+                              nb_dist_op **op) {
+    return start_block(true, send, recv, per, dtype, side, fn, op);
+}
+
+int nb__dist_start_reduce_scatter(const void *send, void *recv, int64_t per, nb_dtype dtype, bool side, const char *fn,
+                                  nb_dist_op **op) {
+    return start_block(false, send, recv, per, dtype, side, fn, op);
 }
 
 bool nb__dist_test(nb_dist_op *op) {

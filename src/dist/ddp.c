@@ -470,42 +470,14 @@ static void ddp_free(nb_module *self) {
     self->state = d->own_state;
 }
 
-nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
-    const char *fn = "nb_ddp";
-    if (!m) {
-        if (!nb__has_error()) nb__error("nb_ddp: module is NULL");
-        return NULL;
-    }
-    if (m->cls == &DDP) {
-        nb__error("nb_ddp: the module is a DDP module already");
-        return NULL; /* it is not taken over: freeing it would free the caller's DDP */
-    }
-    if (opts.shard != NB_SHARD_NONE && opts.shard != NB_SHARD_OPTIMIZER) {
-        nb__error("nb_ddp: %s is not built yet (this version has NB_SHARD_NONE, plain DDP; see docs/distributed.md)",
-                  opts.shard == NB_SHARD_FULL ? "NB_SHARD_FULL (FSDP-style full sharding)" : "that nb_shard value");
-        nb_module_free(m);
-        return NULL;
-    }
-    if (!(opts.bucket_mb >= 0) || opts.bucket_mb > 1e6) {
-        nb__error("nb_ddp: bucket_mb %g must be in [0, 1e6] (0: 25 MiB)", opts.bucket_mb);
-        nb_module_free(m);
-        return NULL;
-    }
-    if (nb__dist_usable(fn) < 0) { nb_module_free(m); return NULL; }
-    double bucket = (opts.bucket_mb > 0 ? opts.bucket_mb : 25.0) * 1048576.0;
-    double first = bucket < 1048576.0 ? bucket : 1048576.0;
-
-    ddp_module *d = (ddp_module *)nb_module_new(&DDP, sizeof(ddp_module));
-    if (!d) { nb_module_free(m); return NULL; }
-    d->inner = m;
-    d->hooks = -1;
+int nb__ddp_prepare(nb_module *m, double bucket, nb_named_tensor **params, int *nparams, nb_named_tensor **buffers,
+                    int *nbuffers) {
     nb_named_tensor *pl = NULL, *bl = NULL;
     int np = nb_module_named_parameters(m, NULL, 0), nbuf = nb_module_named_buffers(m, NULL, 0);
-    if (np < 0 || nbuf < 0) goto fail;
+    if (np < 0 || nbuf < 0) return -1;
     pl = malloc(sizeof *pl * (size_t)(np > 0 ? np : 1));
     bl = malloc(sizeof *bl * (size_t)(nbuf > 0 ? nbuf : 1));
-    d->params = calloc((size_t)(np > 0 ? np : 1), sizeof *d->params);
-    if (!pl || !bl || !d->params) { nb__error("nb_ddp: out of memory"); goto fail; }
+    if (!pl || !bl) { nb__error("nb_ddp: out of memory"); goto fail; }
     nb_module_named_parameters(m, pl, np);
     nb_module_named_buffers(m, bl, nbuf);
     for (int i = 0; i < np; i++) {
@@ -521,10 +493,7 @@ nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
                       "not built yet)", pl[i].name, nb_dtype_name(dt), nb_device_str(nb_device_of(t), desc, sizeof desc));
             goto fail;
         }
-        /* reverse registration order: backward makes the last layers' gradients first */
-        d->params[np - 1 - i] = (ddp_param){ .t = t, .name = pl[i].name };
     }
-    d->nparams = np;
     if (check_ranks(pl, np, bl, nbuf, bucket) < 0) goto fail;
     /* rank 0's values everywhere: parameters, then buffers, in registration order */
     for (int i = 0; i < np + nbuf; i++) {
@@ -542,6 +511,56 @@ nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
             goto fail;
         }
     }
+    *params = pl, *nparams = np, *buffers = bl, *nbuffers = nbuf;
+    return 0;
+fail:
+    free(pl);
+    free(bl);
+    return -1;
+}
+
+nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
+    const char *fn = "nb_ddp";
+    if (!m) {
+        if (!nb__has_error()) nb__error("nb_ddp: module is NULL");
+        return NULL;
+    }
+    if (m->cls == &DDP || nb__fsdp_is(m)) {
+        nb__error("nb_ddp: the module is a DDP module already");
+        return NULL; /* it is not taken over: freeing it would free the caller's DDP */
+    }
+    if (opts.shard != NB_SHARD_NONE && opts.shard != NB_SHARD_OPTIMIZER && opts.shard != NB_SHARD_FULL) {
+        nb__error("nb_ddp: shard %d is not an nb_shard value", (int)opts.shard);
+        nb_module_free(m);
+        return NULL;
+    }
+    if (!(opts.bucket_mb >= 0) || opts.bucket_mb > 1e6) {
+        nb__error("nb_ddp: bucket_mb %g must be in [0, 1e6] (0: 25 MiB)", opts.bucket_mb);
+        nb_module_free(m);
+        return NULL;
+    }
+    if (nb__dist_usable(fn) < 0) { nb_module_free(m); return NULL; }
+    double bucket = (opts.bucket_mb > 0 ? opts.bucket_mb : 25.0) * 1048576.0;
+    double first = bucket < 1048576.0 ? bucket : 1048576.0;
+
+    nb_named_tensor *pl = NULL, *bl = NULL;
+    int np = 0, nbuf = 0;
+    if (nb__ddp_prepare(m, bucket, &pl, &np, &bl, &nbuf) < 0) { nb_module_free(m); return NULL; }
+    if (opts.shard == NB_SHARD_FULL) {
+        nb_module *f = nb__fsdp_new(m, pl, np, bl, nbuf);
+        free(pl);
+        free(bl);
+        return f;
+    }
+    ddp_module *d = (ddp_module *)nb_module_new(&DDP, sizeof(ddp_module));
+    if (!d) { free(pl); free(bl); nb_module_free(m); return NULL; }
+    d->inner = m;
+    d->hooks = -1;
+    d->params = calloc((size_t)(np > 0 ? np : 1), sizeof *d->params);
+    if (!d->params) { nb__error("nb_ddp: out of memory"); goto fail; }
+    /* reverse registration order: backward makes the last layers' gradients first */
+    for (int i = 0; i < np; i++) d->params[np - 1 - i] = (ddp_param){ .t = pl[i].tensor, .name = pl[i].name };
+    d->nparams = np;
     if (assign_buckets(d, first, bucket) < 0 || build_index(d) < 0) {
         nb__error("nb_ddp: out of memory for the gradient buckets of %d parameters", np);
         goto fail;
@@ -576,16 +595,19 @@ fail:
 }
 
 nb_module *nb_ddp_inner(nb_module *ddp) {
+    if (nb__fsdp_is(ddp)) return nb__fsdp_inner(ddp);
     ddp_module *d = as_ddp(ddp, "nb_ddp_inner");
     return d ? d->inner : NULL;
 }
 
 nb_ddp_stats nb_ddp_get_stats(nb_module *ddp) {
+    if (nb__fsdp_is(ddp)) return nb__fsdp_stats(ddp);
     ddp_module *d = as_ddp(ddp, "nb_ddp_get_stats");
     return d ? d->stats : (nb_ddp_stats){ 0 };
 }
 
 int nb_ddp_bucket_info(nb_module *ddp, int i, int64_t *bytes, int *params) {
+    if (nb__fsdp_is(ddp)) return nb__fsdp_unit_info(ddp, i, bytes, params);
     ddp_module *d = as_ddp(ddp, "nb_ddp_bucket_info");
     if (!d) return -1;
     if (i < 0 || i >= d->nbuckets) {

@@ -20,6 +20,15 @@ int nb__dist_usable(const char *fn);
 int nb__dist_start_sum(void *buf, int64_t count, nb_dtype dtype, const char *fn, nb_dist_op **op);
 /* As nb__dist_start_sum, a broadcast of count elements from root. */
 int nb__dist_start_broadcast(void *buf, int64_t count, nb_dtype dtype, int root, const char *fn, nb_dist_op **op);
+/* Starts an all-gather of per elements from each rank: send (per elements) into recv (world x
+   per, in rank order). side: on the second communicator, whose collectives keep an order of
+   their own beside the first's. Every rank makes the same calls in the same order on each. */
+int nb__dist_start_all_gather(const void *send, void *recv, int64_t per, nb_dtype dtype, bool side, const char *fn,
+                              nb_dist_op **op);
+/* As nb__dist_start_all_gather, a reduce-scatter: send (world x per) summed over the ranks, and
+   this rank's per elements into recv. */
+int nb__dist_start_reduce_scatter(const void *send, void *recv, int64_t per, nb_dtype dtype, bool side, const char *fn,
+                                  nb_dist_op **op);
 /* Lets MPI move started collectives on (MPI progresses only inside its calls); whether op is done. */
 bool nb__dist_test(nb_dist_op *op);
 /* Waits for op against the timeout and frees it (NULL is done); 0, or <0 with an error naming fn
@@ -28,6 +37,20 @@ bool nb__dist_test(nb_dist_op *op);
 int nb__dist_wait(nb_dist_op *op, const char *fn, const char *what);
 /* Takes malloc'ed memory that an abandoned collective may still write; freed after MPI_Finalize. */
 void nb__dist_adopt(void *mem);
+/* nb_ddp's common start (ddp.c): lists m's parameters and buffers (malloc'ed arrays the caller
+   frees), checks they are contiguous f32/f64 cpu tensors and that every rank's module agrees,
+   and broadcasts rank 0's values. 0, or <0 with an error (m is left to the caller). */
+int nb__ddp_prepare(nb_module *m, double bucket, nb_named_tensor **params, int *nparams, nb_named_tensor **buffers,
+                    int *nbuffers);
+/* Full sharding (fsdp.c): the FSDP module over m (taken over, also on failure), after
+   nb__ddp_prepare listed pl and bl. */
+nb_module *nb__fsdp_new(nb_module *m, const nb_named_tensor *pl, int np, const nb_named_tensor *bl, int nbuf);
+/* Whether m is an FSDP module; its wrapped module; its counters. */
+bool nb__fsdp_is(const nb_module *m);
+nb_module *nb__fsdp_inner(nb_module *m);
+nb_ddp_stats nb__fsdp_stats(nb_module *m);
+/* nb_ddp_bucket_info for an FSDP module: unit i's full bytes and parameter count. */
+int nb__fsdp_unit_info(nb_module *m, int i, int64_t *bytes, int *params);
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double nb__dist_now(void);
 

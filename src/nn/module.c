@@ -137,6 +137,90 @@ nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child) {
     return child;
 }
 
+/* ---- forward hooks ---- */
+typedef struct {
+    int handle;
+    bool pre;
+    nb_forward_pre_hook pre_fn;
+    nb_forward_hook fn;
+    void *ctx;
+} hook;
+
+struct nb_module_hooks {
+    hook *items;
+    int n, cap, next_handle;
+};
+
+static int add_hook(nb_module *m, hook h, const char *fn) {
+    if (!m || (!h.pre_fn && !h.fn)) {
+        nb__error("%s: %s is NULL", fn, m ? "the hook" : "module");
+        return -1;
+    }
+    if (!m->hooks && !(m->hooks = calloc(1, sizeof *m->hooks))) {
+        nb__error("%s: out of memory", fn);
+        return -1;
+    }
+    struct nb_module_hooks *hs = m->hooks;
+    if (hs->n == hs->cap) {
+        int cap = hs->cap ? 2 * hs->cap : 4;
+        hook *items = realloc(hs->items, sizeof(hook) * (size_t)cap);
+        if (!items) {
+            nb__error("%s: out of memory", fn);
+            return -1;
+        }
+        hs->items = items;
+        hs->cap = cap;
+    }
+    h.handle = hs->next_handle++;
+    hs->items[hs->n++] = h;
+    return h.handle;
+}
+
+int nb_module_add_forward_pre_hook(nb_module *m, nb_forward_pre_hook fn, void *ctx) {
+    return add_hook(m, (hook){ .pre = true, .pre_fn = fn, .ctx = ctx }, "nb_module_add_forward_pre_hook");
+}
+
+int nb_module_add_forward_hook(nb_module *m, nb_forward_hook fn, void *ctx) {
+    return add_hook(m, (hook){ .fn = fn, .ctx = ctx }, "nb_module_add_forward_hook");
+}
+
+int nb_module_remove_hook(nb_module *m, int handle) {
+    struct nb_module_hooks *hs = m ? m->hooks : NULL;
+    for (int i = 0; hs && i < hs->n; i++)
+        if (hs->items[i].handle == handle) {
+            memmove(&hs->items[i], &hs->items[i + 1], sizeof(hook) * (size_t)(hs->n - i - 1));
+            hs->n--;
+            return 0;
+        }
+    nb__error("nb_module_remove_hook: %s has no hook %d", m ? nb__layer_name(m) : "(NULL module)", handle);
+    return -1;
+}
+
+/* The forward with the hooks around it: pre-hooks in order, the forward, then every forward
+   hook (each also on a failure, with y NULL, so none misses the end of a call it began). */
+static nb_tensor *hooked_forward(nb_module *m, nb_tensor *x) {
+    struct nb_module_hooks *hs = m->hooks;
+    int n = hs->n;
+    hook stack[8], *hooks = n <= 8 ? stack : malloc(sizeof(hook) * (size_t)n);
+    if (!hooks) {
+        nb__error("nb_forward: out of memory");
+        return NULL;
+    }
+    memcpy(hooks, hs->items, sizeof(hook) * (size_t)n); /* a hook may add or remove hooks */
+    nb_tensor *in = x, *y = NULL;
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        if (hooks[i].pre && !(in = hooks[i].pre_fn(m, in, hooks[i].ctx))) ok = false;
+    if (ok) y = m->cls->forward(m, in);
+    for (int i = 0; i < n; i++)
+        if (!hooks[i].pre) {
+            nb_tensor *r = hooks[i].fn(m, in ? in : x, y, hooks[i].ctx);
+            y = y ? r : NULL; /* a failure stays one */
+        }
+    if (hooks != stack) free(hooks);
+    return y;
+}
+
 nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
     if (!m) {
         if (!nb__has_error()) nb__error("nb_forward: module is NULL");
@@ -150,6 +234,7 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
         nb__error("nb_forward: %s has no forward", m->cls->name);
         return NULL;
     }
+    if (m->hooks && m->hooks->n) return hooked_forward(m, x);
     return m->cls->forward(m, x);
 }
 
@@ -243,6 +328,8 @@ void nb_module_free(nb_module *m) {
     free_names(st);
     free(st->path);
     free(st);
+    if (m->hooks) free(m->hooks->items);
+    free(m->hooks);
     free(m);
 }
 

@@ -146,6 +146,13 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
             if (!nb__has_error()) nb__error("nb_%s: input %d is NULL", def->name, i);
             return NULL;
         }
+        if (!in[i]->storage->data && in[i]->numel > 0) {
+            /* memory handed back while its tensor lives on (an FSDP unit's parameters between uses) */
+            char d[200];
+            nb__error("nb_%s: input %d %s has no memory now: its storage was released (a sharded module's parameters "
+                      "exist only during its forward and backward)", def->name, i, nb__describe(in[i], d, sizeof d));
+            return NULL;
+        }
         on_host = on_host && in[i]->storage->device.type == NB_CPU;
     }
     /* the device and backend the op runs on (the host's, without a lookup, when all is there) */
