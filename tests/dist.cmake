@@ -36,6 +36,10 @@ if(NABLA_WITH_MPI AND MPIEXEC_EXECUTABLE)
   endforeach()
   set_tests_properties(test_dist_timeout_np2 test_dist_timeout_np3 test_dist_timeout_single PROPERTIES
     ENVIRONMENT "${NABLA_DIST_ENV};NABLA_DIST_TIMEOUT=1")
+  # nabla train on 2 ranks (--nproc and mpirun), a killed rank, and the restart from a checkpoint
+  add_test(NAME nabla_train_ranks COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dist_cli_test.sh $<TARGET_FILE:nabla-cli>)
+  set_tests_properties(nabla_train_ranks PROPERTIES ENVIRONMENT "${NABLA_DIST_ENV}" TIMEOUT 300 RUN_SERIAL TRUE
+    PASS_REGULAR_EXPRESSION "dist_cli_test: all passed")
 else()
   foreach(t ${NABLA_DIST_TESTS})
     add_test(NAME ${t} COMMAND ${t})

@@ -52,7 +52,7 @@ static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     (void)m;
     run_ctx *c = user;
     if (c->per_step && nb_sched_step(c->per_step) < 0) return false;
-    if (c->log_every > 0 && (step + 1) % c->log_every == 0)
+    if (c->w && c->log_every > 0 && (step + 1) % c->log_every == 0)
         return nb_summary_scalar(c->w, "step/loss", loss, step + 1) == 0;
     return true;
 }
@@ -293,8 +293,82 @@ static int test_accuracy(nb_module *m, nb_dataset *ds, int64_t k, double *acc, i
     return rc;
 }
 
+/* --nproc N: the same command again under mpirun, as N ranks of this machine (without --nproc). */
+static int launch_ranks(int nproc, int argc, char **argv) {
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
+        fprintf(stderr, "nabla train: --nproc starts mpirun, but this process was started by an MPI launcher already; "
+                        "leave out --nproc (mpirun -n N nabla train ...)\n");
+        return 2;
+    }
+    char self[4096], n[16];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) snprintf(self, sizeof self, "%s", "nabla");
+    else self[len] = 0;
+    snprintf(n, sizeof n, "%d", nproc);
+    char **args = calloc((size_t)argc + 12, sizeof *args);
+    if (!args) { fprintf(stderr, "nabla train: out of memory\n"); return 1; }
+    int k = 0;
+    args[k++] = "mpirun";
+    if (geteuid() == 0) args[k++] = "--allow-run-as-root"; /* containers and CI run as root */
+    /* every rank may use several threads: no pinning of a rank to one core; more ranks than
+       cores are allowed (they share them) */
+    args[k++] = "--bind-to";
+    args[k++] = "none";
+    args[k++] = "--oversubscribe";
+    args[k++] = "-n";
+    args[k++] = n;
+    args[k++] = self;
+    args[k++] = "train";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--nproc")) { i++; continue; }
+        args[k++] = argv[i];
+    }
+    fflush(stdout);
+    execvp("mpirun", args);
+    fprintf(stderr, "nabla train: --nproc %d needs Open MPI's mpirun (Debian: apt install openmpi-bin): %s\n", nproc,
+            strerror(errno));
+    free(args);
+    return 1;
+}
+
+static int train_ranks(train_opts o, int rank, int world);
+
+/* Several ranks on one machine share its cores: without --threads or NABLA_NUM_THREADS, each
+   takes its part of them. */
+static void share_cores(int threads) {
+    if (threads > 0 || getenv("NABLA_NUM_THREADS")) return;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long ranks = local ? strtol(local, NULL, 10) : 1, cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ranks > 1 && cores > 0) nb_set_num_threads((int)(cores / ranks > 0 ? cores / ranks : 1));
+}
+
 static int train(train_opts o) {
     if (o.threads > 0) nb_set_num_threads(o.threads);
+    /* data-parallel when started by mpirun: every rank trains on its shard of each global batch,
+       rank 0 alone prints and writes */
+    if (nb_dist_init(NULL, NULL) < 0) {
+        fprintf(stderr, "nabla train: %s\n", nb_error());
+        return 1;
+    }
+    int rank = nb_dist_rank(), world = nb_dist_world_size();
+    if (world > 1) {
+        share_cores(o.threads);
+        if (o.batch % world) {
+            if (rank == 0)
+                fprintf(stderr, "nabla train: --batch-size %lld is the global batch, split across the %d ranks: give a "
+                                "multiple of %d\n", (long long)o.batch, world, world);
+            nb_dist_finalize();
+            return 2;
+        }
+        o.batch /= world;
+        if (rank != 0) o.quiet = true;
+    }
+    int rc = train_ranks(o, rank, world);
+    nb_dist_finalize();
+    return rc;
+}
+
+static int train_ranks(train_opts o, int rank, int world) {
     bool resnet = !strcmp(o.model, "resnet");
     bool augment = o.augment == 1 || (o.augment == -1 && resnet);
     const char *schedule = o.schedule ? o.schedule : resnet ? "onecycle" : "none";
@@ -335,7 +409,16 @@ static int train(train_opts o) {
         goto done;
     }
     if (cli_model_build(o.model, train_src.sample, classes, train_src.names, &cm, "train") < 0) goto done;
-    if (choose_logdir(&o, logdir, sizeof logdir) < 0) goto done;
+    if (world > 1) {
+        /* rank 0's initial weights everywhere; gradients averaged over the ranks in backward */
+        cm.module = nb_ddp(cm.module, (nb_ddp_opts){ 0 });
+        if (!cm.module) {
+            fprintf(stderr, "nabla train: rank %d: %s\n", rank, nb_error());
+            goto done;
+        }
+    }
+    logdir[0] = 0;
+    if (rank == 0 && choose_logdir(&o, logdir, sizeof logdir) < 0) goto done;
     snprintf(out, sizeof out, "%s", o.out ? o.out : "");
     if (!o.out) snprintf(out, sizeof out, "%s/model.safetensors", logdir);
     snprintf(svg, sizeof svg, "%s/curves.svg", logdir);
@@ -358,14 +441,15 @@ static int train(train_opts o) {
     }
     loader = nb_data_loader_new(aug_ds ? aug_ds : train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
                                                                                .num_workers = o.workers, .seed = o.seed + 1 });
-    if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500 });
+    /* every rank validates on the whole split, so all of them pick the same best epoch */
+    if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1 });
     if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
     else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr });
     else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr });
     model = loader && opt && (val_loader || !val_ds) ? nb_model_new(cm.module) : NULL;
     if (model) cm.module = NULL; /* the model owns the module now */
-    w = model ? nb_summary_open(logdir) : NULL;
-    if (!w || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
+    w = model && rank == 0 ? nb_summary_open(logdir) : NULL;
+    if ((rank == 0 && !w) || !model || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         goto done;
     }
@@ -404,21 +488,24 @@ static int train(train_opts o) {
     char ckpt_path[640];
     snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint.safetensors", logdir);
     run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every, !strcmp(schedule, "onecycle") ? sched : NULL };
-    nb_callback cb = { .on_epoch_end = save_checkpoint, .on_batch_end = o.log_every || cc.per_step ? log_step : NULL, .user = &cc };
+    nb_callback cb = { .on_epoch_end = rank == 0 ? save_checkpoint : NULL, .on_batch_end = o.log_every || cc.per_step ? log_step : NULL, .user = &cc };
+    char split[64] = "";
+    if (world > 1) snprintf(split, sizeof split, " (%lld on each of %d ranks)", (long long)o.batch, world);
     if (!o.quiet)
         printf("nabla train: %s on %s (%lld training samples %s, %lld classes, %lld held out for validation), %s lr %g%s%s, "
-               "batch %lld, %d epochs, %d workers%s, logs in %s\n",
+               "batch %lld%s, %d epochs, %d workers%s, logs in %s\n",
                o.model, o.data ? o.data : "Fashion-MNIST", (long long)nb_dataset_len(train_ds),
                nb_shape_str(train_src.sample, (char[160]){ 0 }, 160), (long long)classes,
                (long long)(val_ds ? nb_dataset_len(val_ds) : 0), o.optimizer, o.lr,
-               strcmp(schedule, "none") ? " " : "", strcmp(schedule, "none") ? schedule : "", (long long)o.batch, o.epochs,
+               strcmp(schedule, "none") ? " " : "", strcmp(schedule, "none") ? schedule : "", (long long)o.batch * world,
+               split, o.epochs,
                o.workers, augment ? ", augmented" : "", logdir);
     /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
        touched once, at the end, by the model that was saved */
     nb_history *h = nb_model_fit_loader(model, loader, val_loader,
                                         (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch,
                                                        .verbose = o.quiet ? -1 : 0, .tensorboard = w,
-                                                       .checkpoint_path = out, .callbacks = &cb, .n_callbacks = 1,
+                                                       .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb, .n_callbacks = 1,
                                                        .lr_schedule = cc.per_step ? NULL : sched });
     nb_summary_close(w);
     w = NULL;
@@ -427,6 +514,10 @@ static int train(train_opts o) {
         goto done;
     }
     nb_history_free(h);
+    if (rank != 0) { /* rank 0 saves, tests and plots */
+        rc = 0;
+        goto done;
+    }
     /* the best epoch's weights, saved again with the config and class names beside them */
     cm.module = mod;
     if (nb_load_state_dict(mod, out, (nb_load_opts){ 0 }) < 0) {
@@ -477,6 +568,7 @@ static int train_main(int argc, char **argv) {
     int rc = train_parse_args(argc, argv, &o, stdout, stderr);
     if (rc == 1) return 0;
     if (rc) return 2;
+    if (o.nproc > 1) return launch_ranks(o.nproc, argc, argv);
     return train(o);
 }
 

@@ -38,6 +38,10 @@ void train_usage(FILE *f) {
                "  --workers N              data-loader threads (default 2)\n"
                "  --threads N              compute threads (default: NABLA_NUM_THREADS, else the cores)\n"
                "  --device cpu             where to train (only cpu in this build)\n"
+               "  --nproc N                train data-parallel on N processes of this machine (runs\n"
+               "                           mpirun; `mpirun -n N nabla train ...` does the same on a\n"
+               "                           cluster); --batch-size is then the global batch, split evenly\n"
+               "                           across them, and only rank 0 prints and writes files\n"
                "  --seed N                 seed of the run: weights, split, shuffling (default 0)\n"
                "  --logdir DIR             run folder (default runs/<model>/YYYYmmdd-HHMMSS); must be\n"
                "                           empty or new unless --overwrite or --resume\n"
@@ -121,7 +125,7 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
                                               "--device", "--epochs", "--batch-size", "--lr", "--workers", "--labels", "--label",
                                               "--test", "--test-labels", "--augment", "--schedule",
                                               "--image-size", "--channels",
-                                              "--threads", "--seed", "--limit", "--val-split", "--log-every" };
+                                              "--threads", "--nproc", "--seed", "--limit", "--val-split", "--log-every" };
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
         if (!known) {
@@ -190,6 +194,7 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         } else if (!strcmp(a, "--epochs")) { if (!whole(err, a, v, 1, 1000000, &n)) return 2; o->epochs = (int)n; }
         else if (!strcmp(a, "--batch-size")) { if (!whole(err, a, v, 1, 1 << 30, &n)) return 2; o->batch = n; }
         else if (!strcmp(a, "--workers")) { if (!whole(err, a, v, 0, 256, &n)) return 2; o->workers = (int)n; }
+        else if (!strcmp(a, "--nproc")) { if (!whole(err, a, v, 1, 4096, &n)) return 2; o->nproc = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!whole(err, a, v, 1, 1024, &n)) return 2; o->threads = (int)n; }
         else if (!strcmp(a, "--limit")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->limit = n; }
         else if (!strcmp(a, "--log-every")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->log_every = n; }

@@ -10,6 +10,7 @@ typedef struct train_opts {
     const char *model, *optimizer, *logdir, *out, *data, *resume, *device;
     const char *labels, *label, *test, *test_labels, *schedule;
     int epochs, workers, threads;
+    int nproc;       /* > 0: launch this many ranks under mpirun (--nproc) */
     int64_t batch, limit, log_every;
     int64_t channels, height, width; /* images converted and resized to these (0: the first image's) */
     double lr, val_split;

@@ -1,0 +1,63 @@
+#!/bin/sh
+# `nabla train` data-parallel: --nproc and mpirun, rank 0 alone writing, a killed rank ending the
+# job with the rank named, and a restart from the last checkpoint giving an uninterrupted run's
+# files bit for bit.
+# Usage: dist_cli_test.sh NABLA_BINARY
+set -eu
+nabla="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+root=""; [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+
+# the global batch must split evenly across the ranks
+set +e; "$nabla" train --nproc 2 --batch-size 63 --limit 600 --epochs 1 --quiet >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && grep -q "give a multiple of 2" err.txt || fail "--batch-size 63 on 2 ranks: exit $rc, $(cat err.txt)"
+[ ! -e runs ] || fail "a refused run made a run folder"
+echo "uneven global batch: refused"
+
+# --nproc 2: one run folder, written by rank 0, and the progress printed once
+"$nabla" train --nproc 2 --epochs 2 --limit 3000 --logdir a >a.txt 2>&1 || { cat a.txt; fail "--nproc 2 failed"; }
+[ "$(grep -c '^nabla train:' a.txt)" -eq 1 ] || fail "the header was printed $(grep -c '^nabla train:' a.txt) times"
+grep -q "batch 64 (32 on each of 2 ranks)" a.txt || fail "the header does not say how the batch is split: $(head -n 1 a.txt)"
+awk '/^test accuracy/ { exit !($3 >= 0.6) }' a.txt || fail "2 ranks trained badly: $(grep '^test accuracy' a.txt)"
+for f in model.safetensors checkpoint.safetensors curves.svg; do [ -s "a/$f" ] || fail "a/$f missing"; done
+[ "$(ls a/events.out.tfevents.* | wc -l)" -eq 1 ] || fail "more than one events file"
+[ ! -e runs ] || fail "a rank made a default run folder"
+echo "--nproc 2: one run, rank 0's files"
+
+# mpirun itself gives the same run bit for bit
+OMPI_MCA_btl=self,vader mpirun $root --oversubscribe --bind-to none -n 2 "$nabla" train --epochs 2 --limit 3000 --logdir b --quiet
+cmp a/model.safetensors b/model.safetensors || fail "mpirun and --nproc trained different models"
+cmp a/checkpoint.safetensors b/checkpoint.safetensors || fail "mpirun and --nproc wrote different checkpoints"
+echo "mpirun -n 2: the same files as --nproc 2"
+
+# a rank killed mid-run: the job ends within 30 s naming it; a restart from the last checkpoint
+# ends with the files of a run that was never interrupted
+args="--epochs 4 --limit 30000 --quiet"
+"$nabla" train --nproc 2 $args --logdir whole
+"$nabla" train --nproc 2 $args --logdir cut >cut.txt 2>&1 &
+job=$!
+i=0
+while [ ! -e cut/checkpoint.safetensors ]; do
+  i=$((i + 1)); [ "$i" -lt 1200 ] || fail "no checkpoint after 60 s"; sleep 0.05
+done
+victim=""
+for p in $(pgrep -f "logdir cut" || true); do
+  if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim="$p"; fi
+done
+[ -n "$victim" ] || fail "rank 1 not found (did the run end before the kill?)"
+kill -9 "$victim"
+start=$(date +%s)
+set +e; wait "$job"; rc=$?; set -e
+took=$(( $(date +%s) - start ))
+[ "$rc" -ne 0 ] || fail "the job exited 0 after rank 1 was killed"
+[ "$took" -le 30 ] || fail "the job took $took s to end after rank 1 was killed"
+grep -q "rank 1" cut.txt || fail "the lost rank is not named: $(cat cut.txt)"
+echo "a killed rank: the job ended in ${took} s, exit $rc, naming rank 1"
+"$nabla" train --nproc 2 $args --logdir cut --resume cut/checkpoint.safetensors
+cmp whole/checkpoint.safetensors cut/checkpoint.safetensors || fail "the restarted run's checkpoint differs"
+cmp whole/model.safetensors cut/model.safetensors || fail "the restarted run's model differs"
+echo "restart from the last checkpoint: the uninterrupted run's files"
+echo "dist_cli_test: all passed"
