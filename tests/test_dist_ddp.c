@@ -12,6 +12,7 @@
    Exits 77 (CTest's SKIPPED) in a build without MPI. */
 #include "test_util.h"
 #include "dist_util.h"
+#include "gpt_model.h"
 
 
 typedef struct { nb_module base; nb_module *fc1, *fc2; } Net;
@@ -489,6 +490,64 @@ static void test_full_sharding(void **state) {
     nb_module_free(pair);
 }
 
+/* The char GPT trained 5 AdamW steps under DDP and under full sharding from the same start:
+   the same parameters. Its units are the blocks of its Sequential, as torch wraps a
+   transformer, beside the embeddings, the final norm and the head. */
+static float *train_gpt(nb_shard shard, int64_t *n, nb_module **keep) {
+    nb_manual_seed(21);
+    nb_module *m = nb_ddp(gpt_model_new(20, 8, 16, 2, 2), (nb_ddp_opts){ .shard = shard });
+    if (!m) fail_msg("rank %d: %s", R, nb_error());
+    nb_optimizer *opt = nb_optim_adamw(m, (nb_adamw_opts){ .lr = 1e-2 });
+    nb_manual_seed(100 + (uint64_t)R); /* each rank its own batch */
+    for (int step = 0; step < 5; step++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *idx = nb_cast(nb_floor(nb_mul_scalar(nb_rand(NB_SHAPE(3, 9), NB_F32), 19.99)), NB_I64);
+        nb_tensor *x = nb_contiguous(nb_slice(idx, 1, 0, 8, 1)), *y = nb_slice(idx, 1, 1, 9, 1);
+        nb_tensor *logits = nb_forward(m, x);
+        nb_tensor *loss = nb_cross_entropy(nb_reshape(logits, NB_SHAPE(24, 20)), nb_reshape(nb_contiguous(y), NB_SHAPE(24)), (nb_ce_opts){ 0 });
+        nb_optim_zero_grad(opt);
+        if (nb_backward(loss) < 0 || nb_optim_step(opt) < 0) fail_msg("rank %d, step %d: %s", R, step, nb_error());
+        nb_scope_end(s);
+    }
+    nb_optim_free(opt);
+    assert_int_equal(nb_dist_full_params_begin(m), 0);
+    nb_named_tensor e[64];
+    nb_module *inner = nb_ddp_inner(m);
+    int k = nb_module_named_parameters(inner, e, 64);
+    int64_t total = 0;
+    for (int i = 0; i < k; i++) total += nb_numel(e[i].tensor);
+    float *out = malloc(sizeof(float) * (size_t)total), *at = out;
+    for (int i = 0; i < k; i++) {
+        assert_int_equal(nb_copy_to(e[i].tensor, at, sizeof(float) * (size_t)nb_numel(e[i].tensor)), 0);
+        at += nb_numel(e[i].tensor);
+    }
+    assert_int_equal(nb_dist_full_params_end(m, false), 0);
+    *n = total;
+    if (keep) *keep = m;
+    else nb_module_free(m);
+    return out;
+}
+
+static void test_full_sharding_gpt(void **state) {
+    (void)state;
+    int64_t n, m;
+    nb_module *fs = NULL;
+    float *ddp = train_gpt(NB_SHARD_NONE, &n, NULL), *full = train_gpt(NB_SHARD_FULL, &m, &fs);
+    assert_int_equal(n, m);
+    static const char *const units[] = { "flat_param_tok", "flat_param_pos", "flat_param_blocks_0", "flat_param_blocks_1",
+                                         "flat_param_ln_f", "flat_param_head" };
+    nb_named_tensor e[8];
+    assert_int_equal(nb_module_named_parameters(fs, e, 8), 6);
+    for (int i = 0; i < 6; i++) assert_string_equal(e[i].name, units[i]);
+    double worst = 0, big = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)full[i] - ddp[i])), big = fmax(big, fabs(ddp[i]));
+    if (R == 0) printf("# char GPT, full sharding on %d ranks: largest difference from DDP %.3g (largest weight %.3g)\n", W, worst, big);
+    if (!(worst <= 1e-6 * big)) fail_msg("rank %d: the sharded GPT differs from DDP's by %.3g", R, worst);
+    free(ddp);
+    free(full);
+    nb_module_free(fs);
+}
+
 static void test_errors(void **state) {
     (void)state;
     assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .shard = (nb_shard)7 }));
@@ -531,6 +590,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_unused_parameters, clear_error_setup),
         cmocka_unit_test_setup(test_state_dict, clear_error_setup),
         cmocka_unit_test_setup(test_full_sharding, clear_error_setup),
+        cmocka_unit_test_setup(test_full_sharding_gpt, clear_error_setup),
         cmocka_unit_test_setup(test_errors, clear_error_setup),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,8 +67,8 @@ NB_API int nb_dist_barrier(void);
    rank owns (whole parameters dealt out by size, as torch's ZeroRedundancyOptimizer), and
    nb_optim_step ends by broadcasting each rank's updated parameters to the others, so every rank
    holds every parameter and the results are plain DDP's bit for bit. FULL is FSDP-style full
-   sharding: the wrapped module is cut into units (each direct child with parameters, and the
-   root's own parameters); each rank keeps 1/world of each unit's flattened parameters, which are
+   sharding: the wrapped module is cut into units (each direct child with parameters, the children
+   of a child that is a Sequential instead of it, and the root's own parameters); each rank keeps 1/world of each unit's flattened parameters, which are
    the DDP module's only parameters (nb_module_named_parameters lists "flat_param_<child>"), so an
    optimizer made on it keeps 1/world of the state. A unit's full parameters are all-gathered
    before its forward and again before its backward, and released after each; its gradients are

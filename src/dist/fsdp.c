@@ -1,8 +1,9 @@
 /* Full sharding (nb_ddp with NB_SHARD_FULL), as torch's FullyShardedDataParallel: the wrapped
    module's parameters are cut into units (each direct child with parameters, and the root's own
-   parameters), each unit flattened into one padded vector whose 1/world shard is all a rank
-   keeps between uses. A unit's full parameters exist only while it runs: a forward pre-hook
-   all-gathers them into one block the unit's parameter tensors point into, the forward hook
+   parameters; a Sequential child is looked into, its children being the units, as torch wraps
+   each block of a transformer), each unit flattened into one padded vector whose 1/world shard
+   is all a rank keeps between uses. A unit's full parameters exist only while it runs: a
+   forward pre-hook all-gathers them into one block the unit's parameter tensors point into, the forward hook
    releases it (and hooks the unit's output), and in backward that hook gathers them again before
    the unit's gradients are computed. Once every parameter of a unit has its gradient, the full
    gradient is packed and reduce-scattered (sum, on the second communicator, units always in
@@ -13,6 +14,7 @@
    element, 1 where the rank had a gradient for the unit, so a unit no rank used keeps none. */
 #include "dist_impl.h"
 #include "../autograd/engine.h"
+#include "../nn/nn_impl.h"
 #include "nabla.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,13 +365,31 @@ static void fsdp_free(nb_module *self) {
     nb_module_free(f->inner);
 }
 
-/* The unit a parameter belongs to: its first path component when that is a child, else the root. */
-static int unit_key(nb_module *m, const char *name, char *key, size_t cap) {
-    const char *dot = strchr(name, '.');
-    if (!dot || (size_t)(dot - name) >= cap) return 0;
-    memcpy(key, name, (size_t)(dot - name));
-    key[dot - name] = 0;
-    return nb_module_get_child(m, key) != NULL;
+/* The unit a parameter belongs to, as torch's transformer wrapping cuts a model: the child of
+   the root its name starts with, or, where that child is a Sequential, the child of it (and so
+   on down nested Sequentials); the root itself for its own parameters. *mod is the unit's module
+   and key its dotted path ("" for the root). */
+static void unit_key(nb_module *m, const char *name, char *key, size_t cap, nb_module **mod) {
+    *mod = m;
+    key[0] = 0;
+    const char *at = name;
+    size_t len = 0;
+    for (;;) {
+        const char *dot = strchr(at, '.');
+        if (!dot || len + (size_t)(dot - at) + 2 >= cap) return;
+        char part[256];
+        size_t n = (size_t)(dot - at) < sizeof part ? (size_t)(dot - at) : sizeof part - 1;
+        memcpy(part, at, n);
+        part[n] = 0;
+        nb_module *child = nb_module_get_child(*mod, part);
+        if (!child) return;
+        if (len) key[len++] = '.';
+        memcpy(key + len, part, n + 1);
+        len += n;
+        *mod = child;
+        if (!nb__is_sequential(child)) return;
+        at = dot + 1;
+    }
 }
 
 nb_module *nb__fsdp_new(nb_module *m, const nb_named_tensor *pl, int np, const nb_named_tensor *bl, int nbuf) {
@@ -395,8 +415,9 @@ nb_module *nb__fsdp_new(nb_module *m, const nb_named_tensor *pl, int np, const n
     if (!unit_of) { nb__error("nb_ddp: out of memory"); goto fail; }
     for (int i = 0; i < np; i++) {
         char key[256];
-        bool child = unit_key(m, pl[i].name, key, sizeof key);
-        nb_module *mod = child ? nb_module_get_child(m, key) : m;
+        nb_module *mod;
+        unit_key(m, pl[i].name, key, sizeof key, &mod);
+        bool child = mod != m;
         int u = -1;
         for (int k = 0; k < f->nunits && u < 0; k++)
             if (f->units[k].mod == mod) u = k;
@@ -479,6 +500,8 @@ nb_module *nb__fsdp_new(nb_module *m, const nb_named_tensor *pl, int np, const n
         char name[300];
         if (u->mod == m) snprintf(name, sizeof name, "flat_param");
         else snprintf(name, sizeof name, "flat_param_%s", u->name);
+        for (char *c = name; *c; c++)
+            if (*c == '.') *c = '_'; /* "flat_param_blocks_0" for unit blocks.0 */
         nb_keep(flat);
         nb_scope_end(s);
         u->flat = nb_module_param(&f->base, name, flat);

@@ -289,6 +289,8 @@ static nb_tensor *sequential_forward(nb_module *self, nb_tensor *x) {
 
 static const nb_module_class SEQUENTIAL = { .name = "Sequential", .forward = sequential_forward };
 
+bool nb__is_sequential(const nb_module *m) { return m && m->cls == &SEQUENTIAL; }
+
 nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child) {
     if (!seq || seq->cls != &SEQUENTIAL) {
         if (child) nb_module_free(child);

@@ -8,6 +8,9 @@
 
 typedef struct nb_module_state nb_module_state;
 
+/* Whether m is an nb_nn_sequential container. */
+bool nb__is_sequential(const nb_module *m);
+
 /* Visits every parameter of the tree in registration order. */
 void nb__module_each_param(nb_module *m, void (*fn)(nb_tensor *p, void *ctx), void *ctx);
 
