@@ -36,6 +36,12 @@ if(NABLA_WITH_MPI AND MPIEXEC_EXECUTABLE)
   endforeach()
   set_tests_properties(test_dist_timeout_np2 test_dist_timeout_np3 test_dist_timeout_single PROPERTIES
     ENVIRONMENT "${NABLA_DIST_ENV};NABLA_DIST_TIMEOUT=1")
+  # sharded checkpoints across world sizes and sharding modes
+  add_executable(dist_resume dist_resume.c)
+  target_link_libraries(dist_resume PRIVATE nabla m)
+  add_test(NAME dist_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dist_resume_test.sh $<TARGET_FILE:dist_resume> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(dist_resume PROPERTIES ENVIRONMENT "${NABLA_DIST_ENV}" TIMEOUT 300 RUN_SERIAL TRUE
+    PASS_REGULAR_EXPRESSION "dist_resume_test: all passed")
   # nabla train on 2 ranks (--nproc and mpirun), a killed rank, and the restart from a checkpoint
   add_test(NAME nabla_train_ranks COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dist_cli_test.sh $<TARGET_FILE:nabla-cli>)
   set_tests_properties(nabla_train_ranks PROPERTIES ENVIRONMENT "${NABLA_DIST_ENV}" TIMEOUT 300 RUN_SERIAL TRUE

@@ -460,6 +460,12 @@ static void test_full_sharding(void **state) {
     assert_true(nb_dist_load_state_dict(fs3, path, (nb_load_opts){ 0 }) < 0);
     assert_non_null(nb_error());
     nb_error_clear();
+    /* and so is a sharded checkpoint of another shape, naming the parameter */
+    char dir[64];
+    snprintf(dir, sizeof dir, "fsdp_sharded_%d", W);
+    if (nb_dist_save_sharded(fs2, NULL, dir, NULL) < 0) fail_msg("rank %d: %s", R, nb_error());
+    assert_true(nb_dist_load_sharded(fs3, NULL, dir, NULL) < 0);
+    ASSERT_ERROR_CONTAINS("where the model has \"fc1.weight\" [16, 784]");
     nb_scope_end(s);
     nb_module_free(fs3);
     nb_module_free(fs2);

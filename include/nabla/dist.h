@@ -7,6 +7,7 @@
 #include "core.h"
 #include "io.h"
 #include "nn.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -111,6 +112,20 @@ NB_API int nb_dist_save_state_dict(nb_module *ddp, const char *path);
 /* Collective: every rank loads path (an ordinary state dict, read by each rank: a shared or
    copied file) into the wrapped module, then keeps its shard. Fails on every rank when any fails. */
 NB_API int nb_dist_load_state_dict(nb_module *ddp, const char *path, nb_load_opts opts);
+/* Collective: a sharded checkpoint of the module (DDP, ZeRO-1, fully sharded, or plain) and of
+   opt's state (NULL: none) in folder dir (made if missing): each rank writes the elements it
+   holds to dir/rank-R-of-W.safetensors (what every rank holds alike, split evenly among them),
+   and rank 0 then writes dir/index.json naming the files and the parameters, so a folder
+   without an index is a save that did not finish. md (rank 0's; NULL: none) goes into rank 0's
+   file. 0, or <0 on every rank when any failed. */
+NB_API int nb_dist_save_sharded(nb_module *ddp, nb_optimizer *opt, const char *dir, const nb_metadata *md);
+/* Collective: loads a sharded checkpoint written by any number of ranks into the module and opt
+   (NULL: none) under this world size and sharding mode, or into a plain module in one process;
+   each rank reads the pieces that overlap what it holds. The parameters must match the index's
+   names, dtypes and shapes. md (NULL: not wanted) receives the saved metadata. 0, or <0 on every
+   rank when any failed (with what was missing or different named). For a plain module it is not
+   collective: one rank alone may load a checkpoint into one. */
+NB_API int nb_dist_load_sharded(nb_module *ddp, nb_optimizer *opt, const char *dir, nb_metadata *md);
 /* The module nb_ddp wrapped (borrowed), or NULL with an error when ddp is not a DDP module. */
 NB_API nb_module *nb_ddp_inner(nb_module *ddp);
 

@@ -618,3 +618,22 @@ int nb_ddp_bucket_info(nb_module *ddp, int i, int64_t *bytes, int *params) {
     if (params) *params = d->buckets[i].count;
     return 0;
 }
+
+bool nb__ddp_is_zero(const nb_module *m) { return m && m->cls == &DDP && ((const ddp_module *)m)->shard == NB_SHARD_OPTIMIZER; }
+
+nb_module *nb__dist_wrapped(nb_module *m) {
+    if (nb__fsdp_is(m)) return nb__fsdp_inner(m);
+    return m && m->cls == &DDP ? ((ddp_module *)m)->inner : m;
+}
+
+int nb__dist_segments(nb_module *m, int i, const nb_named_tensor *entry, nb__dist_segment *out, int cap,
+                      nb__dist_layout *layout) {
+    if (nb__fsdp_is(m)) {
+        *layout = (nb__dist_layout){ false, false };
+        return nb__fsdp_segments(m, i, out, cap);
+    }
+    /* the module's own parameter, under the wrapped module's name */
+    *layout = (nb__dist_layout){ true, !nb__ddp_is_zero(m) };
+    if (cap > 0) out[0] = (nb__dist_segment){ entry->name, entry->tensor, 0, nb_numel(entry->tensor), 0 };
+    return 1;
+}

@@ -51,6 +51,31 @@ nb_module *nb__fsdp_inner(nb_module *m);
 nb_ddp_stats nb__fsdp_stats(nb_module *m);
 /* nb_ddp_bucket_info for an FSDP module: unit i's full bytes and parameter count. */
 int nb__fsdp_unit_info(nb_module *m, int i, int64_t *bytes, int *params);
+/* ---- sharded checkpoints (checkpoint.c): where each module parameter's elements are ---- */
+/* A run of one logical parameter's elements that this rank holds in a tensor of the module:
+   elements [start, start + count) of param (named name, of the wrapped module) are at element
+   local of the holding tensor. */
+typedef struct nb__dist_segment {
+    const char *name;
+    nb_tensor *param;   /* the logical parameter (its shape and dtype; under full sharding it has no memory) */
+    int64_t start, count, local;
+} nb__dist_segment;
+/* How an optimizer slot's tensors (slot i: the module's parameter i, in nb_module_named_parameters
+   order) are held: replicated (every rank holds the same) or not (a shard, or the owner's only). */
+typedef struct nb__dist_layout {
+    bool values_replicated, state_replicated;
+} nb__dist_layout;
+/* The segments of the module's parameter i (entry, as nb_module_named_parameters listed it) held
+   on this rank (up to cap in out); their count, or <0. layout says what is replicated. Plain
+   modules, DDP and ZeRO-1: one whole segment. */
+int nb__dist_segments(nb_module *m, int i, const nb_named_tensor *entry, nb__dist_segment *out, int cap,
+                      nb__dist_layout *layout);
+/* Under full sharding (fsdp.c): the same for its flat parameter i. */
+int nb__fsdp_segments(nb_module *m, int i, nb__dist_segment *out, int cap);
+/* The module a DDP or FSDP module wraps, or m itself. */
+nb_module *nb__dist_wrapped(nb_module *m);
+/* Whether m is a DDP module under ZeRO-1 (ddp.c). */
+bool nb__ddp_is_zero(const nb_module *m);
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double nb__dist_now(void);
 

@@ -624,3 +624,22 @@ int nb__fsdp_unit_info(nb_module *m, int i, int64_t *bytes, int *params) {
     if (params) *params = f->units[i].count;
     return 0;
 }
+
+int nb__fsdp_segments(nb_module *m, int i, nb__dist_segment *out, int cap) {
+    fsdp_module *f = (fsdp_module *)m;
+    if (i < 0 || i >= f->nunits) {
+        nb__error("nb_dist_save_sharded: parameter %d of %d", i, f->nunits);
+        return -1;
+    }
+    fsdp_unit *u = &f->units[i];
+    int64_t lo = (int64_t)nb_dist_rank() * u->shard, hi = lo + u->shard;
+    int n = 0;
+    for (int k = u->first; k < u->first + u->count; k++) {
+        fsdp_param *p = &f->params[k];
+        int64_t a = p->offset > lo ? p->offset : lo, b = p->offset + nb_numel(p->t) < hi ? p->offset + nb_numel(p->t) : hi;
+        if (a >= b) continue;
+        if (n < cap) out[n] = (nb__dist_segment){ p->name, p->t, a - p->offset, b - a, a - lo };
+        n++;
+    }
+    return n;
+}
