@@ -36,6 +36,10 @@ if(NABLA_WITH_MPI AND MPIEXEC_EXECUTABLE)
   endforeach()
   set_tests_properties(test_dist_timeout_np2 test_dist_timeout_np3 test_dist_timeout_single PROPERTIES
     ENVIRONMENT "${NABLA_DIST_ENV};NABLA_DIST_TIMEOUT=1")
+  # two hosts: one rank in each of two network namespaces, MPI over TCP on a veth pair
+  add_test(NAME dist_two_hosts COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dist_netns_test.sh $<TARGET_FILE:test_dist_ddp> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(dist_two_hosts PROPERTIES ENVIRONMENT "${NABLA_DIST_ENV}" TIMEOUT 300 RUN_SERIAL TRUE
+    SKIP_RETURN_CODE 77 SKIP_REGULAR_EXPRESSION "SKIPPED:" PASS_REGULAR_EXPRESSION "dist_netns_test: all passed")
   # sharded checkpoints across world sizes and sharding modes
   add_executable(dist_resume dist_resume.c)
   target_link_libraries(dist_resume PRIVATE nabla m)
