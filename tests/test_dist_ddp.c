@@ -645,6 +645,15 @@ static void test_full_sharding_gpt(void **state) {
     nb_module_free(fs);
 }
 
+/* A training step of a DDP module under nb_compile: refused, since the replay would skip the
+   reduction. */
+static nb_tensor *ddp_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor *loss = nb_sum_all(nb_forward((nb_module *)ctx, in[0]));
+    if (!loss || nb_backward(loss) < 0) return NULL;
+    return loss;
+}
+
 static void test_errors(void **state) {
     (void)state;
     assert_null(nb_ddp(net_new(8), (nb_ddp_opts){ .shard = (nb_shard)7 }));
@@ -661,6 +670,12 @@ static void test_errors(void **state) {
     assert_non_null(ddp);
     assert_null(nb_ddp(ddp, (nb_ddp_opts){ 0 }));
     ASSERT_ERROR_CONTAINS("a DDP module already");
+    nb_compiled *c = nb_compile(ddp_step, ddp, (nb_graph_opts){ 0 });
+    nb_scope *s = nb_scope_begin();
+    assert_null(nb_compiled_run(c, (nb_tensor *[]){ nb_zeros(NB_SHAPE(2, 784), NB_F32) }, 1));
+    ASSERT_ERROR_CONTAINS("a DDP training step cannot be compiled yet");
+    nb_scope_end(s);
+    nb_compiled_free(c);
     nb_module_free(ddp);
     if (W == 1) return;
     /* the last rank's module is narrower: every rank fails, naming a rank that differs */

@@ -17,6 +17,7 @@
 #include "dist_impl.h"
 #include "../autograd/engine.h"
 #include "../optim/optim_impl.h"
+#include "../ops/ops_impl.h"
 #include "nabla.h"
 #include <math.h>
 #include <stdio.h>
@@ -446,6 +447,12 @@ static int zero_after_step(void *ctx) {
 static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x) {
     ddp_module *d = (ddp_module *)self;
     d->inner->training = self->training;
+    if (nb_is_grad_enabled() && nb__tracing()) {
+        /* the reduction runs in backward hooks a replayed graph would never call */
+        nb__error("nb_ddp: a DDP training step cannot be compiled yet (nb_compile would replay it without reducing the "
+                  "gradients); run it eagerly, or compile the forward with grad disabled");
+        return NULL;
+    }
     if (nb_is_grad_enabled()) {
         d->armed = true;
         d->next_launch = 0;

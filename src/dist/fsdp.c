@@ -15,6 +15,7 @@
 #include "dist_impl.h"
 #include "../autograd/engine.h"
 #include "../nn/nn_impl.h"
+#include "../ops/ops_impl.h"
 #include "nabla.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,11 @@ static int on_backward_finished(int rc, void *ctx) {
 static nb_tensor *fsdp_forward(nb_module *self, nb_tensor *x) {
     fsdp_module *f = (fsdp_module *)self;
     f->inner->training = self->training;
+    if (nb__tracing()) {
+        nb__error("nb_ddp: a fully sharded module cannot run under nb_compile yet (its all-gathers and reduce-scatters "
+                  "run in hooks a replayed graph would never call); run it eagerly");
+        return NULL;
+    }
     if (nb_is_grad_enabled()) {
         f->armed = true;
         f->next_launch = f->nunits - 1;

@@ -40,6 +40,8 @@ bool nb__trace_suspend(bool suspend) {
     return was;
 }
 
+bool nb__tracing(void) { return trace_rec && !trace_paused; }
+
 static bool is_half(nb_dtype d) { return d == NB_F16 || d == NB_BF16; }
 static int category(nb_dtype d) { return d == NB_BOOL ? 0 : nb__is_float(d) ? 2 : 1; }
 

@@ -83,6 +83,8 @@ void nb__trace_set_before(nb_trace_before_fn before);
 /* Pauses (true) or resumes (false) recording on this thread; returns the previous state. Host reads
    (nb_item, nb_data_ptr) made while paused are not counted against the trace. */
 bool nb__trace_suspend(bool suspend);
+/* Whether this thread is recording a trace now (a tracer set and not paused). */
+bool nb__tracing(void);
 
 /* Inference of ops defined outside infer.c (src/ops/optim_ops.c). */
 int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
