@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct {
     nb_tensor *t;       /* the wrapped module's parameter: a view into its unit's full block */
@@ -72,9 +73,21 @@ bool nb__fsdp_is(const nb_module *m) { return m && m->cls == &FSDP; }
 nb_module *nb__fsdp_inner(nb_module *m) { return ((fsdp_module *)m)->inner; }
 nb_ddp_stats nb__fsdp_stats(nb_module *m) { return ((fsdp_module *)m)->stats; }
 
+/* ---- memory that lives only while a unit runs ----
+   Mapped from the system and unmapped after, not taken from the caching allocator, so what
+   full sharding saves shows in the process's memory (a cache would keep every unit's block). */
+static void *big_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void big_free(void *p, size_t bytes) {
+    if (p) munmap(p, bytes ? bytes : 1);
+}
+
 /* ---- the full parameters' block ---- */
 static void block_release(nb_storage *st) {
-    if (st->data) nb__free(st->data, st->nbytes);
+    if (st->data) big_free(st->data, st->nbytes);
     st->data = NULL;
     st->nbytes = 0;
 }
@@ -116,7 +129,7 @@ static int gather(fsdp_module *f, fsdp_unit *u, const char *fn) {
         return -1;
     }
     size_t es = nb_dtype_size(u->dtype), bytes = (size_t)u->shard * (size_t)nb_dist_world_size() * es;
-    void *data = nb__alloc(bytes ? bytes : 1);
+    void *data = big_alloc(bytes);
     if (!data) {
         nb__error("%s: out of memory for the full parameters of unit \"%s\" (%zu bytes)", fn, u->name, bytes);
         u->uses--;
@@ -127,8 +140,7 @@ static int gather(fsdp_module *f, fsdp_unit *u, const char *fn) {
     snprintf(what, sizeof what, "the all-gather of unit \"%s\"'s parameters", u->name);
     if (nb__dist_start_all_gather(nb__data(u->flat), data, u->shard, u->dtype, false, fn, &op) < 0 ||
         nb__dist_wait(op, fn, what) < 0) {
-        if (op) nb__dist_adopt(data); /* MPI may still write it */
-        else nb__free(data, bytes ? bytes : 1);
+        if (!op) big_free(data, bytes); /* else left mapped: MPI may still write it */
         f->broken = true;
         u->uses--;
         return -1;
@@ -193,8 +205,8 @@ static int pack(fsdp_module *f, fsdp_unit *u) {
     size_t es = nb_dtype_size(u->dtype);
     int64_t blocks = (u->shard + 1) * world;
     if (!u->grad_blocks) {
-        u->grad_blocks = malloc((size_t)blocks * es);
-        u->grad_mine = malloc((size_t)(u->shard + 1) * es);
+        u->grad_blocks = big_alloc((size_t)blocks * es); /* unmapped once reduced */
+        if (!u->grad_mine) u->grad_mine = malloc((size_t)(u->shard + 1) * es);
         if (!u->grad_blocks || !u->grad_mine) {
             nb__error("nb_backward: out of memory for the gradient of unit \"%s\"", u->name);
             return -1;
@@ -297,8 +309,7 @@ static int on_backward_finished(int rc, void *ctx) {
         snprintf(what, sizeof what, "the gradient reduce-scatter of unit \"%s\"", u->name);
         if (!failed && nb__dist_wait(u->op, "nb_backward", what) == 0) u->op = NULL;
         else failed = true;
-        if (failed && u->op) { /* MPI may still write them */
-            nb__dist_adopt(u->grad_blocks);
+        if (failed && u->op) { /* MPI may still write them: left mapped, and adopted */
             nb__dist_adopt(u->grad_mine);
             u->grad_blocks = u->grad_mine = NULL;
             u->op = NULL;
@@ -313,6 +324,11 @@ static int on_backward_finished(int rc, void *ctx) {
         return -1;
     }
     f->stats.backwards++;
+    for (int k = 0; k < f->nunits; k++) { /* the full gradients are reduced: let them go */
+        fsdp_unit *u = &f->units[k];
+        big_free(u->grad_blocks, (size_t)((u->shard + 1) * nb_dist_world_size()) * nb_dtype_size(u->dtype));
+        u->grad_blocks = NULL;
+    }
     if (rc < 0) return rc;
     for (int k = 0; k < f->nunits; k++)
         if (unpack(f, &f->units[k]) < 0) {
@@ -360,7 +376,7 @@ static void fsdp_free(nb_module *self) {
                 nb__free(u->full, u->full->block);
             }
         }
-        free(u->grad_blocks);
+        big_free(u->grad_blocks, (size_t)((u->shard + 1) * nb_dist_world_size()) * nb_dtype_size(u->dtype));
         free(u->grad_mine);
         free(u->name);
     }
