@@ -12,6 +12,7 @@
 #include "../data/data_impl.h"
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
@@ -48,6 +49,30 @@ static struct {
                            reduce-scatters beside its parameter all-gathers) keep their own order */
 #endif
 } G = { .rank = 0, .size = 1 };
+
+/* ---- the MPI lock and the progress thread ----
+   MPI moves a non-blocking collective on only inside MPI calls. Where nabla initialised MPI
+   itself, a thread of its own tests the collectives handed to nb__dist_progress every 50 us
+   while the caller computes (backward), so a bucket's allreduce runs beside the backward of
+   the layers below it. MPI is initialised MPI_THREAD_SERIALIZED, so every MPI call nabla makes
+   after initialisation holds mpi_lock. A program that initialised MPI itself gets no progress
+   thread (its own MPI calls would not hold the lock); NABLA_DIST_PROGRESS=0 turns it off. */
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+#define MPI_LOCK() pthread_mutex_lock(&mpi_lock)
+#define MPI_UNLOCK() pthread_mutex_unlock(&mpi_lock)
+
+enum { PROGRESS_MAX = 256 };
+static struct {
+    pthread_mutex_t lock; /* the set and the flags; taken before mpi_lock, never after */
+    pthread_cond_t wake;
+    pthread_t thread;
+    bool enabled, running, stop;
+    nb_dist_op *ops[PROGRESS_MAX];
+    int n;
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
+#ifdef NABLA_HAVE_MPI
+static void progress_stop(void);
+#endif
 
 double nb__dist_now(void) {
     struct timespec t;
@@ -178,6 +203,8 @@ int nb_dist_init(int *argc, char ***argv) {
                 return -1;
             }
             G.own_mpi = true;
+            const char *prog = getenv("NABLA_DIST_PROGRESS");
+            P.enabled = !prog || strcmp(prog, "0") != 0;
         }
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         int rc = MPI_Comm_dup(MPI_COMM_WORLD, &G.comm);
@@ -219,6 +246,8 @@ int nb_dist_init(int *argc, char ***argv) {
 void nb_dist_finalize(void) {
     if (!G.initialized) return;
 #ifdef NABLA_HAVE_MPI
+    progress_stop();
+    P.enabled = false;
     if (G.mpi) {
         /* after a failure the duplicate may still have collectives in flight: leave it to MPI_Finalize */
         if (!G.failed[0]) MPI_Comm_free(&G.comm), MPI_Comm_free(&G.side);
@@ -283,7 +312,9 @@ static int poll_requests(MPI_Request *reqs, int n, bool *done, double deadline, 
     double start = nb__dist_now();
     while (left > 0) {
         int outcount = 0;
+        MPI_LOCK();
         int rc = MPI_Testsome(n, reqs, &outcount, idx, MPI_STATUSES_IGNORE);
+        MPI_UNLOCK();
         if (rc != MPI_SUCCESS) {
             free(idx);
             mpi_error(fn, what, rc);
@@ -329,6 +360,7 @@ static MPI_Op mpi_op(nb_reduce_op op) {
 
 struct nb_dist_op {
     int n;
+    int failed; /* an MPI error code the progress thread met (0: none) */
 #ifdef NABLA_HAVE_MPI
     MPI_Request req[];
 #endif
@@ -349,12 +381,15 @@ static int start_pieces(void *buf, int64_t count, nb_dtype dt, int root, nb_redu
     nb_dist_op *o = malloc(sizeof *o + sizeof(MPI_Request) * (size_t)pieces);
     if (!o) { nb__error("%s: out of memory", fn); return -1; }
     o->n = 0;
+    o->failed = 0;
     size_t es = nb__esize(dt);
     for (int64_t p = 0; p < pieces; p++) {
         int64_t at = p * PIECE, n = count - at < PIECE ? count - at : PIECE;
         char *ptr = (char *)buf + (size_t)at * es;
+        MPI_LOCK();
         int rc = root < 0 ? MPI_Iallreduce(MPI_IN_PLACE, ptr, (int)n, mpi_type(dt), mpi_op(op), G.comm, &o->req[p])
                           : MPI_Ibcast(ptr, (int)n, mpi_type(dt), root, G.comm, &o->req[p]);
+        MPI_UNLOCK();
         if (rc != MPI_SUCCESS) {
             mpi_error(fn, root < 0 ? "MPI_Iallreduce" : "MPI_Ibcast", rc);
             fail_group(); /* pieces already started cannot be taken back: the ranks are out of step */
@@ -412,8 +447,10 @@ static int start_block(bool gather, const void *send, void *recv, int64_t per, n
     nb_dist_op *o = malloc(sizeof *o + sizeof(MPI_Request));
     if (!o) { nb__error("%s: out of memory", fn); return -1; }
     MPI_Comm c = side ? G.side : G.comm;
+    MPI_LOCK();
     int rc = gather ? MPI_Iallgather(send, (int)per, mpi_type(dt), recv, (int)per, mpi_type(dt), c, &o->req[0])
                     : MPI_Ireduce_scatter_block(send, recv, (int)per, mpi_type(dt), MPI_SUM, c, &o->req[0]);
+    MPI_UNLOCK();
     if (rc != MPI_SUCCESS) {
         mpi_error(fn, gather ? "MPI_Iallgather" : "MPI_Ireduce_scatter_block", rc);
         fail_group();
@@ -421,6 +458,7 @@ static int start_block(bool gather, const void *send, void *recv, int64_t per, n
         return -1;
     }
     o->n = 1;
+    o->failed = 0;
     *out = o;
     return 0;
 #else
@@ -443,16 +481,83 @@ bool nb__dist_test(nb_dist_op *op) {
     if (!op) return true;
 #ifdef NABLA_HAVE_MPI
     int flag = 0;
-    if (MPI_Testall(op->n, op->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return true; /* the wait reports it */
+    MPI_LOCK();
+    int rc = MPI_Testall(op->n, op->req, &flag, MPI_STATUSES_IGNORE);
+    MPI_UNLOCK();
+    if (rc != MPI_SUCCESS) return true; /* the wait reports it */
     return flag != 0;
 #else
     return true;
 #endif
 }
 
+#ifdef NABLA_HAVE_MPI
+static void *progress_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&P.lock);
+    while (!P.stop) {
+        if (P.n == 0) {
+            pthread_cond_wait(&P.wake, &P.lock);
+            continue;
+        }
+        for (int i = 0; i < P.n;) {
+            int flag = 0;
+            MPI_LOCK();
+            int rc = MPI_Testall(P.ops[i]->n, P.ops[i]->req, &flag, MPI_STATUSES_IGNORE);
+            MPI_UNLOCK();
+            if (rc != MPI_SUCCESS) P.ops[i]->failed = rc;
+            if (rc != MPI_SUCCESS || flag) P.ops[i] = P.ops[--P.n]; /* done: its wait returns at once */
+            else i++;
+        }
+        pthread_mutex_unlock(&P.lock);
+        struct timespec ts = { 0, 50000 };
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&P.lock);
+    }
+    pthread_mutex_unlock(&P.lock);
+    return NULL;
+}
+
+static void progress_stop(void) {
+    pthread_mutex_lock(&P.lock);
+    bool running = P.running;
+    P.stop = true;
+    pthread_cond_signal(&P.wake);
+    pthread_mutex_unlock(&P.lock);
+    if (running) pthread_join(P.thread, NULL);
+    P.running = P.stop = false;
+    P.n = 0;
+}
+#endif
+
+void nb__dist_progress(nb_dist_op *op) {
+#ifdef NABLA_HAVE_MPI
+    if (!op || !P.enabled) return;
+    pthread_mutex_lock(&P.lock);
+    if (!P.running && pthread_create(&P.thread, NULL, progress_main, NULL) == 0) P.running = true;
+    if (P.running && P.n < PROGRESS_MAX) {
+        P.ops[P.n++] = op;
+        pthread_cond_signal(&P.wake);
+    }
+    pthread_mutex_unlock(&P.lock);
+#else
+    (void)op;
+#endif
+}
+
 int nb__dist_wait(nb_dist_op *op, const char *fn, const char *what) {
     if (!op) return 0;
 #ifdef NABLA_HAVE_MPI
+    /* the progress thread lets go of op first */
+    pthread_mutex_lock(&P.lock);
+    for (int i = 0; i < P.n; i++)
+        if (P.ops[i] == op) { P.ops[i] = P.ops[--P.n]; break; }
+    pthread_mutex_unlock(&P.lock);
+    if (op->failed) {
+        mpi_error(fn, what, op->failed);
+        fail_group(); /* op stays in flight: leaked */
+        return -1;
+    }
     double t = timeout_seconds();
     bool *done = malloc(sizeof(bool) * (size_t)op->n);
     if (!done) { nb__error("%s: out of memory", fn); fail_group(); return -1; }
@@ -547,12 +652,16 @@ static int exchange_headers(const int64_t *mine, const char *fn, double deadline
     int k = 0, rc = MPI_SUCCESS;
     for (int r = 0; r < G.size && rc == MPI_SUCCESS; r++) {
         if (r == G.rank) continue;
+        MPI_LOCK();
         rc = MPI_Irecv(all + (size_t)r * H_WORDS, H_WORDS, MPI_INT64_T, r, HEADER_TAG, G.comm, &reqs[k]);
+        MPI_UNLOCK();
         if (rc == MPI_SUCCESS) k++;
     }
     for (int r = 0; r < G.size && rc == MPI_SUCCESS; r++) {
         if (r == G.rank) continue;
+        MPI_LOCK();
         rc = MPI_Isend(sendbuf, H_WORDS, MPI_INT64_T, r, HEADER_TAG, G.comm, &reqs[k]);
+        MPI_UNLOCK();
         if (rc == MPI_SUCCESS) k++;
     }
     int prc = rc == MPI_SUCCESS ? poll_requests(reqs, k, done, deadline, fn, "the header exchange") : -1;
@@ -579,6 +688,7 @@ static int exchange_headers(const int64_t *mine, const char *fn, double deadline
         bool sends_pending = false;
         for (int j = 0; j < k; j++) {
             if (done[j] || reqs[j] == MPI_REQUEST_NULL) continue;
+            MPI_LOCK();
             if (j < peers) {
                 MPI_Cancel(&reqs[j]);
                 MPI_Wait(&reqs[j], MPI_STATUS_IGNORE);
@@ -586,6 +696,7 @@ static int exchange_headers(const int64_t *mine, const char *fn, double deadline
                 MPI_Request_free(&reqs[j]);
                 sends_pending = true;
             }
+            MPI_UNLOCK();
         }
         fail_group();
         if (sends_pending) nb__dist_adopt(sendbuf);
@@ -716,7 +827,9 @@ int nb_dist_all_reduce(nb_tensor *t, nb_reduce_op op) {
     for (int64_t at = 0; at < t->numel; at += PIECE) {
         int n = (int)(t->numel - at < PIECE ? t->numel - at : PIECE);
         MPI_Request req;
+        MPI_LOCK();
         int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)p + (size_t)at * es, n, mpi_type(t->dtype), mpi_op(op), G.comm, &req);
+        MPI_UNLOCK();
         if (rc != MPI_SUCCESS) { mpi_error(fn, "MPI_Iallreduce", rc); fail_group(); return -1; }
         if (wait_one(&req, deadline, fn, "the allreduce", t) < 0) return -1;
     }
@@ -745,7 +858,9 @@ int nb_dist_broadcast(nb_tensor *t, int root) {
     for (int64_t at = 0; at < t->numel; at += PIECE) {
         int n = (int)(t->numel - at < PIECE ? t->numel - at : PIECE);
         MPI_Request req;
+        MPI_LOCK();
         int rc = MPI_Ibcast((char *)p + (size_t)at * es, n, mpi_type(t->dtype), root, G.comm, &req);
+        MPI_UNLOCK();
         if (rc != MPI_SUCCESS) { mpi_error(fn, "MPI_Ibcast", rc); fail_group(); return -1; }
         if (wait_one(&req, deadline, fn, "the broadcast", t) < 0) return -1;
     }
@@ -806,8 +921,10 @@ nb_tensor *nb_dist_all_gather(nb_tensor *t) {
     }
 #ifdef NABLA_HAVE_MPI
     MPI_Request req;
+    MPI_LOCK();
     int rc = MPI_Iallgather(nb__data(t), (int)t->numel, mpi_type(t->dtype), nb__data(out), (int)t->numel, mpi_type(t->dtype),
                             G.comm, &req);
+    MPI_UNLOCK();
     if (rc != MPI_SUCCESS) { mpi_error(fn, "MPI_Iallgather", rc); fail_group(); nb_release(out); return NULL; }
     if (wait_one(&req, deadline, fn, "the all-gather", out) < 0) { nb_retain(t); nb_release(out); return NULL; }
     return nb__own(out);
@@ -840,7 +957,9 @@ nb_tensor *nb_dist_reduce_scatter(nb_tensor *t, nb_reduce_op op) {
     }
 #ifdef NABLA_HAVE_MPI
     MPI_Request req;
+    MPI_LOCK();
     int rc = MPI_Ireduce_scatter_block(nb__data(t), nb__data(out), (int)per, mpi_type(t->dtype), mpi_op(op), G.comm, &req);
+    MPI_UNLOCK();
     if (rc != MPI_SUCCESS) { mpi_error(fn, "MPI_Ireduce_scatter_block", rc); fail_group(); nb_release(out); return NULL; }
     if (wait_one(&req, deadline, fn, "the reduce-scatter", out) < 0) { nb_retain(t); nb_release(out); return NULL; }
     if (op == NB_REDUCE_AVG) divide_by_world(nb__data(out), per, t->dtype);

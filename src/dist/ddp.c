@@ -246,6 +246,7 @@ static void launch_ready(ddp_module *d, bool early) {
             return;
         }
         b->launched = true;
+        nb__dist_progress(b->op); /* moved on beside the rest of backward */
         if (early) d->stats.buckets_early++;
         else d->stats.buckets_late++;
         d->next_launch++;

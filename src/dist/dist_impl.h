@@ -29,6 +29,10 @@ int nb__dist_start_all_gather(const void *send, void *recv, int64_t per, nb_dtyp
    this rank's per elements into recv. */
 int nb__dist_start_reduce_scatter(const void *send, void *recv, int64_t per, nb_dtype dtype, bool side, const char *fn,
                                   nb_dist_op **op);
+/* Hands op to the progress thread, which tests it every 50 us until it is done or waited for,
+   so it moves on while the caller computes (a no-op when the thread is off: MPI initialised by
+   the program, or NABLA_DIST_PROGRESS=0). */
+void nb__dist_progress(nb_dist_op *op);
 /* Lets MPI move started collectives on (MPI progresses only inside its calls); whether op is done. */
 bool nb__dist_test(nb_dist_op *op);
 /* Waits for op against the timeout and frees it (NULL is done); 0, or <0 with an error naming fn

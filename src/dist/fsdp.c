@@ -246,6 +246,7 @@ static void launch_ready(fsdp_module *f, bool early) {
             return;
         }
         u->launched = true;
+        nb__dist_progress(u->op);
         if (early) f->stats.buckets_early++;
         else f->stats.buckets_late++;
         f->next_launch--;
