@@ -47,8 +47,9 @@ static nb_dataset *make_data(void) {
 
 /* All of m's parameters, flattened in order, as one malloc'ed f32 array of *n floats. */
 static float *flat_params(nb_module *m, int64_t *n) {
-    nb_named_tensor e[16];
-    int k = nb_module_named_parameters(m, e, 16);
+    nb_named_tensor e[64];
+    int k = nb_module_named_parameters(m, e, 64);
+    assert_true(k >= 0 && k <= 64);
     int64_t total = 0;
     for (int i = 0; i < k; i++) total += nb_numel(e[i].tensor);
     float *out = malloc(sizeof(float) * (size_t)total), *at = out;
@@ -606,18 +607,8 @@ static float *train_gpt(nb_shard shard, int64_t *n, nb_module **keep) {
     }
     nb_optim_free(opt);
     assert_int_equal(nb_dist_full_params_begin(m), 0);
-    nb_named_tensor e[64];
-    nb_module *inner = nb_ddp_inner(m);
-    int k = nb_module_named_parameters(inner, e, 64);
-    int64_t total = 0;
-    for (int i = 0; i < k; i++) total += nb_numel(e[i].tensor);
-    float *out = malloc(sizeof(float) * (size_t)total), *at = out;
-    for (int i = 0; i < k; i++) {
-        assert_int_equal(nb_copy_to(e[i].tensor, at, sizeof(float) * (size_t)nb_numel(e[i].tensor)), 0);
-        at += nb_numel(e[i].tensor);
-    }
+    float *out = flat_params(nb_ddp_inner(m), n);
     assert_int_equal(nb_dist_full_params_end(m, false), 0);
-    *n = total;
     if (keep) *keep = m;
     else nb_module_free(m);
     return out;

@@ -41,6 +41,19 @@ static int agree(int rc, const char *fn) {
     return rc < 0 || worst > 0 ? -1 : 0;
 }
 
+/* The arguments every entry point takes: a module and a folder name of a sane length. */
+static int check_args(const nb_module *m, const char *dir, const char *fn) {
+    if (!m || !dir || !*dir) {
+        nb__error("%s: %s", fn, m ? "the folder is NULL or empty" : "module is NULL");
+        return -1;
+    }
+    if (strlen(dir) > 4000) {
+        nb__error("%s: the folder name is too long", fn);
+        return -1;
+    }
+    return 0;
+}
+
 static int barrier(void) { return nb_dist_is_initialized() && nb_dist_world_size() > 1 ? nb_dist_barrier() : 0; }
 
 /* The optimizer state's slot and kind from its name "<slot>.<kind>"; false when it is not one. */
@@ -206,14 +219,7 @@ oom:
 
 int nb_dist_save_sharded(nb_module *m, nb_optimizer *opt, const char *dir, const nb_metadata *md) {
     const char *fn = "nb_dist_save_sharded";
-    if (!m || !dir || !*dir) {
-        nb__error("%s: %s is NULL", fn, m ? "the folder" : "module");
-        return -1;
-    }
-    if (strlen(dir) > 4000) {
-        nb__error("%s: the folder name is too long", fn);
-        return -1;
-    }
+    if (check_args(m, dir, fn) < 0) return -1;
     int rank = nb_dist_rank(), world = nb_dist_world_size();
     int rc = 0;
     if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
@@ -462,14 +468,7 @@ static int load_here(nb_module *m, nb_optimizer *opt, const char *dir, nb_metada
 
 int nb_dist_load_sharded(nb_module *m, nb_optimizer *opt, const char *dir, nb_metadata *md) {
     const char *fn = "nb_dist_load_sharded";
-    if (!m || !dir || !*dir) {
-        nb__error("%s: %s is NULL", fn, m ? "the folder" : "module");
-        return -1;
-    }
-    if (strlen(dir) > 4000) {
-        nb__error("%s: the folder name is too long", fn);
-        return -1;
-    }
+    if (check_args(m, dir, fn) < 0) return -1;
     int rc = load_here(m, opt, dir, md, fn);
     /* a plain module loads on its own (one rank may read a checkpoint by itself); DDP and FSDP
        modules load together, so all ranks fail together */
