@@ -206,11 +206,11 @@ static void equivalence(bool adamw) {
                (long long)most, (long long)state, (long long)full_state);
     nb_scope_end(sc);
     free(zero);
-    /* full sharding: the same averaged gradients, summed by a reduce-scatter instead of the
-       ring allreduce, which on 3 ranks adds in another order, and the same updates element by
-       element: within 1e-6 with SGD (2e-7 measured on 3 ranks; 0 on 2, where a + b = b + a);
-       AdamW magnifies the rounding of near-zero gradients as above (1.7e-6 on 3 ranks), so it
-       is held to 1e-5 */
+    /* full sharding: the same averaged gradients, summed by a reduce-scatter and then divided,
+       where DDP divides each share and sums on a ring, in another order on 3 ranks, and the same
+       updates element by element: within 1e-6 with SGD (2e-7 measured on 3 ranks; 0 on 2, where
+       a + b = b + a and halving is exact); AdamW magnifies the rounding of near-zero gradients
+       as above (4e-7 to 2e-6 on 3 ranks), so it is held to 1e-5 */
     nb_ddp_stats fs;
     float *full = train_ddp(ds, adamw, 0, NB_SHARD_FULL, NULL, &fs);
     double fworst = 0;

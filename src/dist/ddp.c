@@ -4,11 +4,11 @@
    in buckets over the parameters in reverse registration order (the order backward makes them),
    the first at most 1 MiB so its allreduce starts early, the others bucket_mb. The backward
    engine's hooks (src/autograd/engine.h) report each parameter whose gradient is final; its
-   gradient is copied into its bucket's flat buffer, and once a bucket is full its allreduce
-   (MPI_Iallreduce, a sum) starts, buckets always in the same order on every rank, so
-   communication runs beside the rest of backward. The end of backward starts what is left (the
-   buckets of parameters that got no gradient: zeros there), waits, and sets every gradient to
-   the sum over ranks divided by the world size. Each bucket carries one extra element per
+   gradient, divided by the world size, is copied into its bucket's flat buffer, and once a
+   bucket is full its allreduce (MPI_Iallreduce, a sum) starts, buckets always in the same order
+   on every rank, so communication runs beside the rest of backward. The end of backward starts
+   what is left (the buckets of parameters that got no gradient: zeros there), waits, and makes
+   every gradient a view of its slot of the bucket: the average over ranks. Each bucket carries one extra element per
    parameter, 1 where the rank had a gradient, so a parameter that had none on every rank keeps
    none (torch's find_unused_parameters). The sums are MPI's, in an order fixed for a given world
    size, so a run repeats bit for bit.
@@ -38,7 +38,9 @@ typedef struct {
     nb_dtype dtype;
     int64_t numel;      /* gradient elements; the count flags follow them in buf */
     int first, count;   /* params[first .. first + count) */
-    void *buf;
+    nb_tensor *flat;    /* the bucket: numel gradient elements, then count flags; the averaged
+                           gradients are views of it */
+    void *buf;          /* flat's data */
     int ready;          /* parameters ready in this backward */
     nb_dist_op *op;     /* the allreduce in flight */
     bool launched;
@@ -193,8 +195,9 @@ static int assign_buckets(ddp_module *d, double first, double bucket) {
             free(of); free(sorted);
             return -1;
         }
-        bk->buf = malloc((size_t)bytes_total > 0 ? (size_t)bytes_total : 1);
-        if (!bk->buf) { free(of); free(sorted); return -1; }
+        bk->flat = nb__tensor_new(NB_SHAPE(elems), bk->dtype);
+        if (!bk->flat) { free(of); free(sorted); return -1; }
+        bk->buf = nb__data(bk->flat);
         int64_t gb = bk->numel * (int64_t)nb_dtype_size(bk->dtype);
         if (gb > d->stats.bucket_bytes_max) d->stats.bucket_bytes_max = gb;
     }
@@ -220,7 +223,9 @@ static int build_index(ddp_module *d) {
     return 0;
 }
 
-/* Writes parameter p's gradient (or zeros) and its used flag into its bucket. */
+/* Writes parameter p's gradient divided by the world size (or zeros) and its used flag into its
+   bucket: the sum over the ranks is then the average, as torch's reducer divides before it
+   sums (exact on a power-of-two world; on others each rank's share is rounded once more). */
 static void pack(ddp_module *d, ddp_param *p) {
     ddp_bucket *b = &d->buckets[p->bucket];
     size_t es = nb_dtype_size(b->dtype);
@@ -228,7 +233,31 @@ static void pack(ddp_module *d, ddp_param *p) {
     int64_t n = nb_numel(p->t);
     nb_tensor *g = nb_grad_of(p->t);
     bool used = g != NULL;
-    if (used && nb_copy_to(g, dst, (size_t)n * es) < 0) used = false;
+    /* the gradient may be last step's view of this very slot (no zero_grad since): it is there */
+    bool in_place = used && g->storage == b->flat->storage && nb__data(g) == (void *)dst;
+    int world = nb_dist_world_size();
+    if (used && !in_place) {
+        bool direct = nb_is_contiguous(g) && g->storage->device.type == NB_CPU && nb_dtype_of(g) == b->dtype;
+        if (direct && b->dtype == NB_F32) {
+            const float *src = nb__data(g);
+            float *o = (float *)dst, w = (float)world;
+            for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
+        } else if (direct) {
+            const double *src = nb__data(g);
+            double *o = (double *)dst, w = (double)world;
+            for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
+        } else if (nb_copy_to(g, dst, (size_t)n * es) < 0) used = false;
+        else in_place = true; /* copied: scaled below */
+    }
+    if (in_place && used) { /* the slot holds the gradient as it stands: scale it there */
+        if (b->dtype == NB_F32) {
+            float *o = (float *)dst, w = (float)world;
+            for (int64_t k = 0; k < n; k++) o[k] /= w;
+        } else {
+            double *o = (double *)dst, w = (double)world;
+            for (int64_t k = 0; k < n; k++) o[k] /= w;
+        }
+    }
     if (!used) memset(dst, 0, (size_t)n * es);
     char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
     if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
@@ -269,12 +298,15 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
         }
 }
 
-/* Takes the averaged gradients out of the buckets. */
+/* Gives every parameter that had a gradient on some rank a view of its slot of the reduced
+   bucket (the average) as its gradient, as torch's gradient_as_bucket_view: no copy out. The next
+   backward's packing writes the slots again, so a gradient kept from an earlier step changes
+   then (zero the gradients before each backward, as DDP asks). */
 static int unpack(ddp_module *d) {
-    int world = nb_dist_world_size();
     int rc = 0;
     bool prev = nb_set_grad_enabled(false);
     uint64_t errors0 = nb__error_count();
+    for (int b = 0; b < d->nbuckets; b++) atomic_fetch_add(&d->buckets[b].flat->storage->version, 1);
     for (int i = 0; i < d->nparams && rc == 0; i++) {
         ddp_param *p = &d->params[i];
         ddp_bucket *b = &d->buckets[p->bucket];
@@ -284,25 +316,15 @@ static int unpack(ddp_module *d) {
                                          : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
         if (used == 0) continue; /* no rank had a gradient: it keeps none */
         nb_scope *s = nb_scope_begin();
-        nb_tensor *g = nb_empty(nb_shape_of(p->t), b->dtype);
-        void *out = g ? nb_data_ptr(g) : NULL;
-        if (!out) rc = -1;
-        else {
-            int64_t n = nb_numel(p->t);
-            if (b->dtype == NB_F32) {
-                const float *src = (const float *)base + p->offset;
-                float *o = out, w = (float)world;
-                for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
-            } else {
-                const double *src = (const double *)base + p->offset;
-                double *o = out, w = (double)world;
-                for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
-            }
-            nb_device dev = nb_device_of(p->t);
-            if (dev.type != NB_CPU) g = nb_to(g, dev);
-            if (g) nb_set_grad(p->t, g);
-            if (!g || nb__error_count() != errors0) rc = -1;
-        }
+        nb_shape shape = nb_shape_of(p->t);
+        int64_t stride[NB_MAX_DIMS];
+        nb__contiguous_strides(&shape, stride);
+        nb_tensor *g = nb__tensor_view(b->flat, shape, stride, p->offset);
+        if (g) nb__own(g);
+        nb_device dev = nb_device_of(p->t);
+        if (g && dev.type != NB_CPU) g = nb_to(g, dev);
+        if (g) nb_set_grad(p->t, g);
+        if (!g || nb__error_count() != errors0) rc = -1;
         nb_scope_end(s);
         if (rc < 0) {
             char msg[700];
@@ -336,7 +358,7 @@ static int on_backward_finished(int rc, void *ctx) {
         else failed = true;
         if (failed && bk->op) {
             /* in flight or never waited: MPI may still write the buffer */
-            nb__dist_adopt(bk->buf);
+            bk->flat = NULL; /* never released: MPI may still write it */
             bk->buf = NULL;
             bk->op = NULL;
         }
@@ -468,7 +490,7 @@ static void ddp_free(nb_module *self) {
     if (d->hooks >= 0) nb__backward_hooks_remove(d->hooks);
     if (d->shard == NB_SHARD_OPTIMIZER) nb__optim_partition_set(self, NULL);
     free(d->staging);
-    for (int b = 0; b < d->nbuckets; b++) free(d->buckets[b].buf);
+    for (int b = 0; b < d->nbuckets; b++) nb_release(d->buckets[b].flat);
     free(d->buckets);
     free(d->params);
     free(d->slots);
