@@ -39,10 +39,8 @@ import statistics
 import sys
 import time
 
-# this folder's concurrent.py would shadow the standard library's concurrent package, which torch
-# imports: take the folder off the path and load bench_nn_torch.py by its file name
+# bench_nn_torch.py is loaded by its file name
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

@@ -6,17 +6,11 @@
   write-gpt2 DIR      a GPT-2-small-sized GPT2LMHeadModel at random initialisation, saved
 --threads N sets torch.set_num_threads (the same count as nabla's)."""
 import argparse
-import os
 import resource
 import statistics
-import sys
 import time
 
-# bench/ holds a concurrent.py of its own, which would shadow the standard library's package
-# that huggingface_hub imports
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
-
-import torch  # noqa: E402
+import torch
 
 
 def main():

@@ -7,7 +7,7 @@ is the median over the rounds, and the floors of the runtime issue are checked:
   - each of two concurrent nabla copies keeps at least 40% of the single-copy rate;
   - each concurrent nabla copy is faster than each concurrent PyTorch copy.
 
-Usage: bench/concurrent.py [BUILD_DIR] [--rounds N] [--quick]
+Usage: bench/run_concurrent.py [BUILD_DIR] [--rounds N] [--quick]
 Default settings on both sides (thread counts as each framework chooses). Exits 0 even when a
 floor is missed; non-zero only when a benchmark could not run."""
 import os
@@ -79,7 +79,7 @@ def main():
     nabla = [os.path.join(build, "bench", "bench_nn")] + q + ["mlp"]
     torch = [os.environ.get("PYTHON", "/usr/bin/python3"), os.path.join(HERE, "bench_nn_torch.py")] + q + ["mlp"]
     if not os.access(nabla[0], os.X_OK):
-        sys.exit(f"concurrent.py: {nabla[0]} not built")
+        sys.exit(f"run_concurrent.py: {nabla[0]} not built")
     keys = ("alone", "pair_slow", "pair_fast", "hog")
     res = {s + "_" + k: [] for s in "nt" for k in keys}
     for r in range(rounds):
