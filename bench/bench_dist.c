@@ -97,21 +97,6 @@ static void barrier(void) {
     if (world > 1 && nb_dist_barrier() < 0) check("barrier");
 }
 
-/* VmRSS of this process in KiB, or -1. */
-static long vm_rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            kib = strtol(line + 6, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kib;
-}
-
 /* ---- throughput: mlp and cnn ---- */
 
 typedef struct {
@@ -269,7 +254,7 @@ static int64_t tensor_bytes(nb_tensor *t) { return t ? nb_numel(t) * (int64_t)nb
 static void bench_gpt(const char *mode) {
     nb_shard shard = !strcmp(mode, "ddp") ? NB_SHARD_NONE : !strcmp(mode, "zero1") ? NB_SHARD_OPTIMIZER : NB_SHARD_FULL;
     int steps = quick ? 2 : 3;
-    long start_rss = vm_rss_kib();
+    long start_rss = proc_status_kib("VmRSS:");
     nb_manual_seed(0);
     nb_module *m = gpt_model_new(VOCAB, CONTEXT, WIDTH, LAYERS, HEADS);
     check("gpt_model_new");
@@ -278,7 +263,7 @@ static void bench_gpt(const char *mode) {
     check("nb_ddp");
     nb_optimizer *opt = nb_optim_adamw(model, (nb_adamw_opts){ .lr = 1e-3 });
     check("optimizer");
-    long wrap_rss = vm_rss_kib(), wrap_peak = vm_hwm_kib(), first_peak = 0;
+    long wrap_rss = proc_status_kib("VmRSS:"), wrap_peak = vm_hwm_kib(), first_peak = 0;
     nb_manual_seed(200 + (uint64_t)rank);
     double *ts = malloc(sizeof(double) * (size_t)steps);
     double last_loss = 0;

@@ -38,20 +38,24 @@ static inline void bench_check(const char *program, const char *where) {
     }
 }
 
-/* Peak resident set size of this process in KiB (VmHWM), or -1. */
-static inline long vm_hwm_kib(void) {
+/* A memory figure of this process in KiB from /proc/self/status (field "VmHWM:", "VmRSS:", ...), or -1. */
+static inline long proc_status_kib(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return -1;
     char line[256];
     long kib = -1;
+    size_t n = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0) {
-            kib = strtol(line + 6, NULL, 10);
+        if (strncmp(line, field, n) == 0) {
+            kib = strtol(line + n, NULL, 10);
             break;
         }
     fclose(f);
     return kib;
 }
+
+/* Peak resident set size of this process in KiB (VmHWM), or -1. */
+static inline long vm_hwm_kib(void) { return proc_status_kib("VmHWM:"); }
 
 /* CPU seconds used by the whole machine (every process but idle and iowait, /proc/stat), or -1:
    with own_cpu_s, what other processes took while a benchmark timed is printed beside it. */

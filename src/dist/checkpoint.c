@@ -20,27 +20,6 @@
 
 #define INDEX_FORMAT "nabla.sharded_checkpoint/1"
 
-/* Every rank's status: <0 on all of them when any failed (each keeps its own message, the others
-   say which rank failed). */
-static int agree(int rc, const char *fn) {
-    if (!nb_dist_is_initialized() || nb_dist_world_size() == 1) return rc;
-    int64_t mine = rc < 0 ? nb_dist_rank() + 1 : 0;
-    char msg[700] = "";
-    if (rc < 0) {
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
-        nb_error_clear();
-    }
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *t = nb_from_data(&mine, NB_SHAPE(1), NB_I64);
-    int arc = t ? nb_dist_all_reduce(t, NB_REDUCE_MAX) : -1;
-    int64_t worst = arc == 0 ? *(const int64_t *)nb_data_ptr(t) : 0;
-    nb_scope_end(s);
-    if (rc < 0) nb__error("%s", msg);
-    else if (arc < 0) return -1;
-    else if (worst > 0) nb__error("%s: rank %lld failed (its error is on that rank)", fn, (long long)(worst - 1));
-    return rc < 0 || worst > 0 ? -1 : 0;
-}
-
 /* The arguments every entry point takes: a module and a folder name of a sane length. */
 static int check_args(const nb_module *m, const char *dir, const char *fn) {
     if (!m || !dir || !*dir) {
@@ -124,22 +103,31 @@ static void list_free(listing *l) {
     free(l->buffers);
 }
 
+/* The named parameters (params) or buffers of m, in a malloc'ed array of *n; NULL with an error. */
+static nb_named_tensor *named(nb_module *m, bool params, int *n, const char *fn) {
+    int k = params ? nb_module_named_parameters(m, NULL, 0) : nb_module_named_buffers(m, NULL, 0);
+    nb_named_tensor *e = k >= 0 ? malloc(sizeof *e * (size_t)(k + 1)) : NULL;
+    if (!e) {
+        if (k >= 0) nb__error("%s: out of memory", fn);
+        return NULL;
+    }
+    if (params) nb_module_named_parameters(m, e, k);
+    else nb_module_named_buffers(m, e, k);
+    *n = k;
+    return e;
+}
+
 static int list_all(nb_module *m, nb_optimizer *opt, listing *l, const char *fn) {
     memset(l, 0, sizeof *l);
-    nb_module *w = nb__dist_wrapped(m);
-    l->np = nb_module_named_parameters(m, NULL, 0);
-    l->nbuf = nb_module_named_buffers(w, NULL, 0);
+    l->params = named(m, true, &l->np, fn);
+    l->buffers = named(nb__dist_wrapped(m), false, &l->nbuf, fn);
     l->nstate = opt ? nb_optim_named_state(opt, NULL, 0) : 0;
-    if (l->np < 0 || l->nbuf < 0 || l->nstate < 0) return -1;
-    l->params = malloc(sizeof *l->params * (size_t)(l->np + 1));
-    l->buffers = malloc(sizeof *l->buffers * (size_t)(l->nbuf + 1));
+    if (!l->params || !l->buffers || l->nstate < 0) return -1;
     l->state = malloc(sizeof *l->state * (size_t)(l->nstate + 1));
-    if (!l->params || !l->buffers || !l->state) {
+    if (!l->state) {
         nb__error("%s: out of memory", fn);
         return -1;
     }
-    nb_module_named_parameters(m, l->params, l->np);
-    nb_module_named_buffers(w, l->buffers, l->nbuf);
     if (opt) nb_optim_named_state(opt, l->state, l->nstate);
     return 0;
 }
@@ -169,6 +157,9 @@ static int add_segments(piece_list *pl, const nb__dist_segment *segs, int nseg, 
 }
 
 static int write_index(const char *dir, const listing *l, nb_module *m, int world, const char *fn) {
+    int np = 0;
+    nb_named_tensor *e = named(nb__dist_wrapped(m), true, &np, fn);
+    if (!e) return -1;
     json_t *root = json_object(), *files = json_array(), *params = json_array(), *bufs = json_array();
     if (!root || !files || !params || !bufs) goto oom;
     json_object_set_new(root, "format", json_string(INDEX_FORMAT));
@@ -178,11 +169,6 @@ static int write_index(const char *dir, const listing *l, nb_module *m, int worl
         snprintf(f, sizeof f, "rank-%d-of-%d.safetensors", r, world);
         json_array_append_new(files, json_string(f));
     }
-    nb_module *w = nb__dist_wrapped(m);
-    int np = nb_module_named_parameters(w, NULL, 0);
-    nb_named_tensor *e = malloc(sizeof *e * (size_t)(np + 1));
-    if (!e) goto oom;
-    nb_module_named_parameters(w, e, np);
     for (int i = 0; i < np; i++) {
         json_t *p = json_object(), *shape = json_array();
         nb_shape s = nb_shape_of(e[i].tensor);
@@ -209,6 +195,7 @@ static int write_index(const char *dir, const listing *l, nb_module *m, int worl
     free(text);
     return rc;
 oom:
+    free(e);
     json_decref(root);
     json_decref(files);
     json_decref(params);
@@ -233,7 +220,7 @@ int nb_dist_save_sharded(nb_module *m, nb_optimizer *opt, const char *dir, const
         rc = -1;
     }
     /* the old index is gone on every rank's view before any shard is replaced */
-    if (agree(rc, fn) < 0 || barrier() < 0) return -1;
+    if (nb__dist_agree(rc, fn) < 0 || barrier() < 0) return -1;
     listing l;
     piece_list pl = { 0 };
     nb_scope *s = nb_scope_begin();
@@ -269,11 +256,11 @@ int nb_dist_save_sharded(nb_module *m, nb_optimizer *opt, const char *dir, const
     if (rc == 0) rc = nb_save_safetensors(path, pl.items, pl.n, rank == 0 ? md : NULL);
     nb_scope_end(s);
     piece_list_free(&pl);
-    rc = agree(rc, fn);
+    rc = nb__dist_agree(rc, fn);
     /* every shard is written: the index makes the checkpoint whole */
     if (rc == 0 && rank == 0) rc = write_index(dir, &l, m, world, fn);
     list_free(&l);
-    return agree(rc, fn);
+    return nb__dist_agree(rc, fn);
 }
 
 /* ---- loading ---- */
@@ -363,11 +350,9 @@ static int fill(const store *st, const char *key, nb_dtype dt, void *dst, int64_
 
 /* The index's parameters against the wrapped module's: the same names, dtypes and shapes. */
 static int check_params(json_t *list, nb_module *m, const char *dir, const char *fn) {
-    nb_module *w = nb__dist_wrapped(m);
-    int np = nb_module_named_parameters(w, NULL, 0);
-    nb_named_tensor *e = malloc(sizeof *e * (size_t)(np + 1));
-    if (!e) { nb__error("%s: out of memory", fn); return -1; }
-    nb_module_named_parameters(w, e, np);
+    int np = 0;
+    nb_named_tensor *e = named(nb__dist_wrapped(m), true, &np, fn);
+    if (!e) return -1;
     int rc = 0;
     if ((int)json_array_size(list) != np) {
         nb__error("%s: %s holds %zu parameters; the model has %d", fn, dir, json_array_size(list), np);
@@ -472,5 +457,5 @@ int nb_dist_load_sharded(nb_module *m, nb_optimizer *opt, const char *dir, nb_me
     int rc = load_here(m, opt, dir, md, fn);
     /* a plain module loads on its own (one rank may read a checkpoint by itself); DDP and FSDP
        modules load together, so all ranks fail together */
-    return m == nb__dist_wrapped(m) ? rc : agree(rc, fn);
+    return m == nb__dist_wrapped(m) ? rc : nb__dist_agree(rc, fn);
 }

@@ -787,14 +787,73 @@ static int begin(int kind, nb_tensor *t, int op, int root, double *deadline) {
 static void bump_version(nb_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
 
 /* Divides t's n float elements at p by the world size (for NB_REDUCE_AVG). */
-static void divide_by_world(void *p, int64_t n, nb_dtype dt) {
+void nb__dist_scale(void *dst, const void *src, int64_t n, nb_dtype dt, int world) {
     if (dt == NB_F32) {
-        float *f = p, w = (float)G.size;
-        for (int64_t i = 0; i < n; i++) f[i] /= w;
+        float *o = dst, w = (float)world;
+        const float *in = src;
+        for (int64_t i = 0; i < n; i++) o[i] = in[i] / w;
     } else {
-        double *f = p, w = (double)G.size;
-        for (int64_t i = 0; i < n; i++) f[i] /= w;
+        double *o = dst, w = (double)world;
+        const double *in = src;
+        for (int64_t i = 0; i < n; i++) o[i] = in[i] / w;
     }
+}
+
+int nb__dist_agree(int rc, const char *fn) {
+    if (!nb_dist_is_initialized() || nb_dist_world_size() == 1) return rc;
+    int64_t mine = rc < 0 ? nb_dist_rank() + 1 : 0;
+    char msg[700] = "";
+    if (rc < 0) {
+        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
+        nb_error_clear();
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_from_data(&mine, NB_SHAPE(1), NB_I64);
+    int arc = t ? nb_dist_all_reduce(t, NB_REDUCE_MAX) : -1;
+    int64_t worst = arc == 0 ? *(const int64_t *)nb_data_ptr(t) : 0;
+    nb_scope_end(s);
+    if (rc < 0) nb__error("%s", msg);
+    else if (arc < 0) return -1;
+    else if (worst > 0) nb__error("%s: rank %lld failed (its error is on that rank)", fn, (long long)(worst - 1));
+    return rc < 0 || worst > 0 ? -1 : 0;
+}
+
+static size_t index_hash(const nb_tensor *t, size_t cap) {
+    return (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+int nb__dist_index_init(nb__dist_index *ix, int n) {
+    ix->cap = 16;
+    while (ix->cap < 2 * (size_t)(n > 0 ? n : 0)) ix->cap *= 2;
+    ix->keys = calloc(ix->cap, sizeof *ix->keys);
+    ix->vals = malloc(sizeof *ix->vals * ix->cap);
+    if (!ix->keys || !ix->vals) {
+        nb__dist_index_free(ix);
+        return -1;
+    }
+    return 0;
+}
+
+int nb__dist_index_put(nb__dist_index *ix, const nb_tensor *t, int v) {
+    size_t h = index_hash(t, ix->cap);
+    while (ix->keys[h] && ix->keys[h] != t) h = (h + 1) & (ix->cap - 1);
+    if (ix->keys[h]) return ix->vals[h];
+    ix->keys[h] = t;
+    ix->vals[h] = v;
+    return -1;
+}
+
+int nb__dist_index_get(const nb__dist_index *ix, const nb_tensor *t) {
+    if (!ix->cap) return -1;
+    for (size_t h = index_hash(t, ix->cap); ix->keys[h]; h = (h + 1) & (ix->cap - 1))
+        if (ix->keys[h] == t) return ix->vals[h];
+    return -1;
+}
+
+void nb__dist_index_free(nb__dist_index *ix) {
+    free(ix->keys);
+    free(ix->vals);
+    *ix = (nb__dist_index){ 0 };
 }
 
 #ifdef NABLA_HAVE_MPI
@@ -833,7 +892,7 @@ int nb_dist_all_reduce(nb_tensor *t, nb_reduce_op op) {
         if (rc != MPI_SUCCESS) { mpi_error(fn, "MPI_Iallreduce", rc); fail_group(); return -1; }
         if (wait_one(&req, deadline, fn, "the allreduce", t) < 0) return -1;
     }
-    if (op == NB_REDUCE_AVG) divide_by_world(p, t->numel, t->dtype);
+    if (op == NB_REDUCE_AVG) nb__dist_scale(p, p, t->numel, t->dtype, G.size);
     bump_version(t);
     return 0;
 #else
@@ -962,7 +1021,7 @@ nb_tensor *nb_dist_reduce_scatter(nb_tensor *t, nb_reduce_op op) {
     MPI_UNLOCK();
     if (rc != MPI_SUCCESS) { mpi_error(fn, "MPI_Ireduce_scatter_block", rc); fail_group(); nb_release(out); return NULL; }
     if (wait_one(&req, deadline, fn, "the reduce-scatter", out) < 0) { nb_retain(t); nb_release(out); return NULL; }
-    if (op == NB_REDUCE_AVG) divide_by_world(nb__data(out), per, t->dtype);
+    if (op == NB_REDUCE_AVG) nb__dist_scale(nb__data(out), nb__data(out), per, t->dtype, G.size);
     return nb__own(out);
 #else
     return nb__own(out);

@@ -52,8 +52,7 @@ typedef struct {
     struct nb_module_state *own_state; /* the empty registry nb_module_new gave base */
     int nparams;
     ddp_param *params;  /* in bucket order: reverse registration */
-    int *slots;         /* open-addressing table: parameter address -> index, -1 empty */
-    size_t nslots;
+    nb__dist_index index; /* parameter address -> index in params */
     ddp_bucket *buckets;
     int nbuckets;
     int next_launch;    /* buckets start in order: the next one to start */
@@ -77,18 +76,6 @@ static ddp_module *as_ddp(nb_module *m, const char *fn) {
     return (ddp_module *)m;
 }
 
-static size_t slot_hash(const nb_tensor *t, size_t cap) {
-    return (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
-}
-
-static int find_param(const ddp_module *d, const nb_tensor *t) {
-    if (!d->nslots) return -1;
-    for (size_t h = slot_hash(t, d->nslots);; h = (h + 1) & (d->nslots - 1)) {
-        int i = d->slots[h];
-        if (i < 0) return -1;
-        if (d->params[i].t == t) return i;
-    }
-}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *c = p;
@@ -209,17 +196,8 @@ static int assign_buckets(ddp_module *d, double first, double bucket) {
 }
 
 static int build_index(ddp_module *d) {
-    size_t cap = 16;
-    while (cap < 2 * (size_t)d->nparams) cap *= 2;
-    d->slots = malloc(sizeof(int) * cap);
-    if (!d->slots) return -1;
-    for (size_t i = 0; i < cap; i++) d->slots[i] = -1;
-    d->nslots = cap;
-    for (int i = 0; i < d->nparams; i++) {
-        size_t h = slot_hash(d->params[i].t, cap);
-        while (d->slots[h] >= 0) h = (h + 1) & (cap - 1);
-        d->slots[h] = i;
-    }
+    if (nb__dist_index_init(&d->index, d->nparams) < 0) return -1;
+    for (int i = 0; i < d->nparams; i++) nb__dist_index_put(&d->index, d->params[i].t, i);
     return 0;
 }
 
@@ -235,29 +213,14 @@ static void pack(ddp_module *d, ddp_param *p) {
     bool used = g != NULL;
     /* the gradient may be last step's view of this very slot (no zero_grad since): it is there */
     bool in_place = used && g->storage == b->flat->storage && nb__data(g) == (void *)dst;
-    int world = nb_dist_world_size();
     if (used && !in_place) {
-        bool direct = nb_is_contiguous(g) && g->storage->device.type == NB_CPU && nb_dtype_of(g) == b->dtype;
-        if (direct && b->dtype == NB_F32) {
-            const float *src = nb__data(g);
-            float *o = (float *)dst, w = (float)world;
-            for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
-        } else if (direct) {
-            const double *src = nb__data(g);
-            double *o = (double *)dst, w = (double)world;
-            for (int64_t k = 0; k < n; k++) o[k] = src[k] / w;
-        } else if (nb_copy_to(g, dst, (size_t)n * es) < 0) used = false;
-        else in_place = true; /* copied: scaled below */
+        /* a contiguous host gradient is scaled as it is copied; any other is copied, then scaled */
+        if (nb_is_contiguous(g) && g->storage->device.type == NB_CPU && nb_dtype_of(g) == b->dtype)
+            nb__dist_scale(dst, nb__data(g), n, b->dtype, nb_dist_world_size());
+        else if (nb_copy_to(g, dst, (size_t)n * es) < 0) used = false;
+        else in_place = true;
     }
-    if (in_place && used) { /* the slot holds the gradient as it stands: scale it there */
-        if (b->dtype == NB_F32) {
-            float *o = (float *)dst, w = (float)world;
-            for (int64_t k = 0; k < n; k++) o[k] /= w;
-        } else {
-            double *o = (double *)dst, w = (double)world;
-            for (int64_t k = 0; k < n; k++) o[k] /= w;
-        }
-    }
+    if (in_place && used) nb__dist_scale(dst, dst, n, b->dtype, nb_dist_world_size());
     if (!used) memset(dst, 0, (size_t)n * es);
     char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
     if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
@@ -286,7 +249,7 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
     (void)got; /* the gradient that exists is reduced, whatever this backward added */
     ddp_module *d = ctx;
     if (!d->armed || d->broken) return;
-    int i = find_param(d, leaf);
+    int i = nb__dist_index_get(&d->index, leaf);
     if (i < 0 || d->params[i].ready) return;
     pack(d, &d->params[i]);
     if (d->buckets[d->params[i].bucket].ready == d->buckets[d->params[i].bucket].count) launch_ready(d, true);
@@ -418,7 +381,7 @@ static int zero_partition(ddp_module *d) {
 
 static bool zero_owns(const nb_tensor *param, void *ctx) {
     ddp_module *d = ctx;
-    int i = find_param(d, param);
+    int i = nb__dist_index_get(&d->index, param);
     return i < 0 || d->params[i].owner == nb_dist_rank();
 }
 
@@ -493,7 +456,7 @@ static void ddp_free(nb_module *self) {
     for (int b = 0; b < d->nbuckets; b++) nb_release(d->buckets[b].flat);
     free(d->buckets);
     free(d->params);
-    free(d->slots);
+    nb__dist_index_free(&d->index);
     /* the inner module goes with its registry, which base shares: base gets its own empty one
        back for nb_module_free to free */
     nb_module_free(d->inner);

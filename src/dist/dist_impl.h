@@ -80,6 +80,27 @@ int nb__fsdp_segments(nb_module *m, int i, nb__dist_segment *out, int cap);
 nb_module *nb__dist_wrapped(nb_module *m);
 /* Whether m is a DDP module under ZeRO-1 (ddp.c). */
 bool nb__ddp_is_zero(const nb_module *m);
+/* A table from tensor addresses to indices (DDP's and FSDP's parameters, found again by the
+   backward hook that names a leaf): open addressing, sized once for n keys. */
+typedef struct nb__dist_index {
+    const nb_tensor **keys;
+    int *vals;
+    size_t cap; /* a power of two */
+} nb__dist_index;
+/* Makes an empty table for n keys; 0, or -1 when memory runs out. */
+int nb__dist_index_init(nb__dist_index *ix, int n);
+/* Files t under v; -1, or the value t is filed under already (nothing changes then). */
+int nb__dist_index_put(nb__dist_index *ix, const nb_tensor *t, int v);
+/* The value t is filed under, or -1. */
+int nb__dist_index_get(const nb__dist_index *ix, const nb_tensor *t);
+void nb__dist_index_free(nb__dist_index *ix);
+
+/* dst[k] = src[k] / world for n f32 or f64 elements (src may be dst): an average from a sum, or
+   a rank's share of one. */
+void nb__dist_scale(void *dst, const void *src, int64_t n, nb_dtype dtype, int world);
+/* Every rank's status, collectively: <0 on all of them when any rank's rc was <0 (that rank keeps
+   its own error; the others name it). rc as it is in a world of one. */
+int nb__dist_agree(int rc, const char *fn);
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double nb__dist_now(void);
 

@@ -56,8 +56,7 @@ typedef struct {
     int nparams;
     fsdp_unit *units;
     int nunits;
-    int *slots;         /* parameter address -> index, -1 empty */
-    size_t nslots;
+    nb__dist_index index; /* parameter address -> index in params */
     int next_launch;    /* reduce-scatters start from the last unit down: the next one */
     bool armed;         /* a forward with grad ran: its backward reduces */
     bool broken;        /* a collective failed: the group is unusable */
@@ -103,22 +102,6 @@ static int block_read(const nb_storage *st, size_t off, void *dst, size_t n) {
 
 static const nb_storage_ops block_ops = { .release = block_release, .read = block_read };
 
-static int find_param(const fsdp_module *f, const nb_tensor *t) {
-    if (!f->nslots) return -1;
-    for (size_t h = (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull) & (f->nslots - 1);; h = (h + 1) & (f->nslots - 1)) {
-        int i = f->slots[h];
-        if (i < 0) return -1;
-        if (f->params[i].t == t) return i;
-    }
-}
-
-static void fail_with(fsdp_module *f, const char *fn, const char *what) {
-    char msg[700];
-    snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
-    nb_error_clear();
-    nb__error("%s: %s: %s", fn, what, msg);
-    f->broken = true;
-}
 
 /* Brings unit u's full parameters in (an all-gather of the shards), unless a use holds them. */
 static int gather(fsdp_module *f, fsdp_unit *u, const char *fn) {
@@ -257,7 +240,7 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
     (void)got;
     fsdp_module *f = ctx;
     if (!f->armed || f->broken) return;
-    int i = find_param(f, leaf);
+    int i = nb__dist_index_get(&f->index, leaf);
     if (i < 0 || f->params[i].ready) return;
     f->params[i].ready = true;
     fsdp_unit *u = &f->units[f->params[i].unit];
@@ -269,26 +252,18 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
 }
 
 /* The averaged shard of unit u's gradient onto its flat parameter (none when no rank had one). */
-static int unpack(fsdp_module *f, fsdp_unit *u) {
-    int world = nb_dist_world_size();
+static int unpack(fsdp_unit *u) {
     double used = u->dtype == NB_F32 ? ((const float *)u->grad_mine)[u->shard] : ((const double *)u->grad_mine)[u->shard];
     if (used == 0) return 0;
     nb_scope *s = nb_scope_begin();
     nb_tensor *g = nb_empty(NB_SHAPE(u->shard), u->dtype);
     if (g) {
-        if (u->dtype == NB_F32) {
-            float *o = nb_data_ptr(g), w = (float)world;
-            for (int64_t k = 0; k < u->shard; k++) o[k] = ((const float *)u->grad_mine)[k] / w;
-        } else {
-            double *o = nb_data_ptr(g), w = (double)world;
-            for (int64_t k = 0; k < u->shard; k++) o[k] = ((const double *)u->grad_mine)[k] / w;
-        }
+        nb__dist_scale(nb_data_ptr(g), u->grad_mine, u->shard, u->dtype, nb_dist_world_size());
         nb_tensor *old = nb_grad_of(u->flat);
         nb_set_grad(u->flat, old ? nb_add(old, g) : g); /* a second backward without zero_grad adds, as torch */
     }
-    int rc = g && (!nb_grad_of(u->flat) || nb_numel(nb_grad_of(u->flat)) == u->shard) ? 0 : -1;
+    int rc = g && nb_grad_of(u->flat) ? 0 : -1;
     nb_scope_end(s);
-    (void)f;
     return rc;
 }
 
@@ -332,8 +307,12 @@ static int on_backward_finished(int rc, void *ctx) {
     }
     if (rc < 0) return rc;
     for (int k = 0; k < f->nunits; k++)
-        if (unpack(f, &f->units[k]) < 0) {
-            fail_with(f, "nb_backward", "setting a unit's averaged gradient");
+        if (unpack(&f->units[k]) < 0) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
+            nb_error_clear();
+            nb__error("nb_backward: setting unit \"%s\"'s averaged gradient: %s", f->units[k].name, msg);
+            f->broken = true;
             return -1;
         }
     return 0;
@@ -383,7 +362,7 @@ static void fsdp_free(nb_module *self) {
     }
     free(f->units);
     free(f->params);
-    free(f->slots);
+    nb__dist_index_free(&f->index);
     free(((fsdp_holder *)f)->refs);
     nb_module_free(f->inner);
 }
@@ -425,12 +404,7 @@ nb_module *nb__fsdp_new(nb_module *m, const nb_named_tensor *pl, int np, const n
     f->hooks = -1;
     f->params = calloc((size_t)(np > 0 ? np : 1), sizeof *f->params);
     f->units = calloc((size_t)(np > 0 ? np : 1), sizeof *f->units);
-    size_t cap = 16;
-    while (cap < 2 * (size_t)np) cap *= 2;
-    f->slots = malloc(sizeof(int) * cap);
-    if (!f->params || !f->units || !f->slots) { nb__error("nb_ddp: out of memory"); goto fail; }
-    f->nslots = cap;
-    for (size_t i = 0; i < cap; i++) f->slots[i] = -1;
+    if (!f->params || !f->units || nb__dist_index_init(&f->index, np) < 0) { nb__error("nb_ddp: out of memory"); goto fail; }
     for (int k = 0; k < np; k++) f->units[k].pre_hook = f->units[k].post_hook = -1;
 
     /* units in the order their first parameter was registered; parameters grouped by unit */
@@ -474,17 +448,12 @@ nb_module *nb__fsdp_new(nb_module *m, const nb_named_tensor *pl, int np, const n
                 nb__error("nb_ddp: unit \"%s\" is too large", u->name);
                 goto fail;
             }
-            size_t hs = (size_t)(((uintptr_t)pl[i].tensor >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
-            while (f->slots[hs] >= 0) {
-                if (f->params[f->slots[hs]].t == pl[i].tensor) {
-                    free(unit_of);
-                    nb__error("nb_ddp: parameter \"%s\" is listed twice (tied weights); NB_SHARD_FULL does not share a "
-                              "parameter between places yet", pl[i].name);
-                    goto fail;
-                }
-                hs = (hs + 1) & (cap - 1);
+            if (nb__dist_index_put(&f->index, pl[i].tensor, at) >= 0) {
+                free(unit_of);
+                nb__error("nb_ddp: parameter \"%s\" is listed twice (tied weights); NB_SHARD_FULL does not share a "
+                          "parameter between places yet", pl[i].name);
+                goto fail;
             }
-            f->slots[hs] = at;
             at++;
             u->count++;
         }
@@ -583,22 +552,6 @@ int nb_dist_full_params_end(nb_module *m, bool writeback) {
     return 0;
 }
 
-/* The status rank 0 reached, on every rank (rank 0's error text is on rank 0 only). */
-static int agree(int rc, const char *fn) {
-    int32_t v = rc < 0 ? 1 : 0;
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *t = nb_from_data(&v, NB_SHAPE(1), NB_I32);
-    int brc = t ? nb_dist_broadcast(t, 0) : -1;
-    int32_t got = brc == 0 ? *(const int32_t *)nb_data_ptr(t) : 1;
-    nb_scope_end(s);
-    if (brc < 0) return -1;
-    if (got && rc == 0) {
-        nb__error("%s: rank 0 failed (its error is on rank 0)", fn);
-        return -1;
-    }
-    return got ? -1 : 0;
-}
-
 int nb_dist_save_state_dict(nb_module *m, const char *path) {
     const char *fn = "nb_dist_save_state_dict";
     if (!m || !path) {
@@ -609,7 +562,7 @@ int nb_dist_save_state_dict(nb_module *m, const char *path) {
     nb_module *plain = nb__fsdp_is(m) ? nb__fsdp_inner(m) : m;
     int rc = nb_dist_rank() == 0 ? nb_save_state_dict(plain, path) : 0;
     nb_dist_full_params_end(m, false);
-    return agree(rc, fn);
+    return nb__dist_agree(rc, fn);
 }
 
 int nb_dist_load_state_dict(nb_module *m, const char *path, nb_load_opts opts) {
@@ -622,19 +575,7 @@ int nb_dist_load_state_dict(nb_module *m, const char *path, nb_load_opts opts) {
     nb_module *plain = nb__fsdp_is(m) ? nb__fsdp_inner(m) : m;
     int rc = nb_load_state_dict(plain, path, opts);
     nb_dist_full_params_end(m, rc == 0);
-    /* every rank read the file itself: any rank's failure is every rank's */
-    int32_t bad = rc < 0;
-    nb_scope *s = nb_scope_begin();
-    char msg[700] = "";
-    if (rc < 0) snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
-    nb_error_clear();
-    nb_tensor *t = nb_from_data(&bad, NB_SHAPE(1), NB_I32);
-    int arc = t ? nb_dist_all_reduce(t, NB_REDUCE_MAX) : -1;
-    int32_t any = arc == 0 ? *(const int32_t *)nb_data_ptr(t) : 1;
-    nb_scope_end(s);
-    if (rc < 0) nb__error("%s", msg);
-    else if (any) nb__error("%s: another rank failed to load \"%s\" (its error is on that rank)", fn, path);
-    return rc < 0 || any || arc < 0 ? -1 : 0;
+    return nb__dist_agree(rc, fn); /* every rank read the file itself: any rank's failure is every rank's */
 }
 
 int nb__fsdp_unit_info(nb_module *m, int i, int64_t *bytes, int *params) {
