@@ -57,6 +57,7 @@ static struct {
    the layers below it. MPI is initialised MPI_THREAD_SERIALIZED, so every MPI call nabla makes
    after initialisation holds mpi_lock. A program that initialised MPI itself gets no progress
    thread (its own MPI calls would not hold the lock); NABLA_DIST_PROGRESS=0 turns it off. */
+#ifdef NABLA_HAVE_MPI
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 #define MPI_LOCK() pthread_mutex_lock(&mpi_lock)
 #define MPI_UNLOCK() pthread_mutex_unlock(&mpi_lock)
@@ -70,7 +71,6 @@ static struct {
     nb_dist_op *ops[PROGRESS_MAX];
     int n;
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
-#ifdef NABLA_HAVE_MPI
 static void progress_stop(void);
 #endif
 
