@@ -1,5 +1,5 @@
-/* nabla functional nn ops: convolution, pooling, normalisation, dropout, attention and the
-   losses, as functions of tensors (the layers of nabla/nn.h hold their parameters). */
+/* nabla functional nn ops: convolution, pooling, normalisation, dropout, attention, activations
+   and the losses, as functions of tensors (the layers of nabla/nn.h hold their parameters). */
 #ifndef NABLA_FUNCTIONAL_H
 #define NABLA_FUNCTIONAL_H
 
@@ -46,13 +46,31 @@ NB_API nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor
                                 nb_tensor *b, bool training, double momentum, double eps);
 /* x * sigmoid(x) */
 NB_API nb_tensor *nb_silu(nb_tensor *x);
+/* The activations below take floating-point x and give torch's values and gradients, also at
+   their kinks; a zero scalar argument means torch's default, as in an options struct. */
+/* x where x > 0, negative_slope * x elsewhere (0: torch's 0.01; the gradient at 0 is the slope). */
+NB_API nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
+/* x where x > 0, alpha (e^x - 1) elsewhere (alpha 0: 1.0; the gradient at 0 is alpha). */
+NB_API nb_tensor *nb_elu(nb_tensor *x, double alpha);
+/* x where x > 0, weight * x elsewhere; weight [1], or [C] for the channel axis 1 of x [N, C, ...]. */
+NB_API nb_tensor *nb_prelu(nb_tensor *x, nb_tensor *weight);
+/* log(1 + e^(beta x)) / beta, and x itself where beta x > threshold (beta 0: 1; threshold 0: 20). */
+NB_API nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
+/* x * tanh(softplus(x)). */
+NB_API nb_tensor *nb_mish(nb_tensor *x);
+/* x * min(max(x + 3, 0), 6) / 6; the gradient is x/3 + 1/2 on [-3, 3], both ends included, as torch. */
+NB_API nb_tensor *nb_hardswish(nb_tensor *x);
+/* min(max(x + 3, 0), 6) / 6; the gradient is 1/6 strictly inside (-3, 3), 0 at both ends, as torch. */
+NB_API nb_tensor *nb_hardsigmoid(nb_tensor *x);
 /* Dropout with probability p (in [0, 1]) when training is true; x itself (a new reference) otherwise. */
 NB_API nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
 /* Layer norm over the last axis; w and b may be NULL. */
 NB_API nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
 
 /* ---- losses ---- */
-typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
+/* How a loss reduces its per-element terms. BATCHMEAN (the sum divided by the size of the first
+   axis, torch's "batchmean") is nb_kl_div_loss's only; the other losses reject it. */
+typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE, NB_REDUCTION_BATCHMEAN } nb_reduction;
 
 /* Options of nb_cross_entropy (zero fields are PyTorch's defaults). */
 typedef struct nb_ce_opts {
@@ -76,8 +94,36 @@ NB_API nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction 
 NB_API nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
 /* Huber-style smooth L1 with threshold beta (0 means torch's default 1.0; negative is an error). */
 NB_API nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction, double beta);
+/* Huber loss of d = input - target: d^2 / 2 where |d| < delta, delta (|d| - delta / 2) elsewhere
+   (delta 0 means torch's 1.0; negative is an error). */
+NB_API nb_tensor *nb_huber_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction, double delta);
 /* Binary cross entropy on logits (target of the logits' shape), computed stably; pos_weight may be NULL. */
 NB_API nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction reduction, nb_tensor *pos_weight);
+/* Binary cross entropy of probabilities p in [0, 1] (a value outside is an error, as torch's),
+   -weight (y log p + (1 - y) log(1 - p)), each log clamped at -100 as torch's; target of p's
+   shape; weight (or NULL) broadcasts to it. */
+NB_API nb_tensor *nb_bce_loss(nb_tensor *probs, nb_tensor *target, nb_reduction reduction, nb_tensor *weight);
+/* KL divergence as torch's kl_div: target (log target - input), input holding log-probabilities,
+   target probabilities (0 log 0 = 0) or, with log_target, log-probabilities; of one shape.
+   Reduction NB_REDUCTION_BATCHMEAN gives the true KL divergence per sample; MEAN (torch's
+   default) divides by every element. */
+NB_API nb_tensor *nb_kl_div_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction, bool log_target);
+/* max(0, -y (x1 - x2) + margin) for y of 1 or -1 (x1 should rank higher where y is 1); x1, x2
+   and y of one shape. */
+NB_API nb_tensor *nb_margin_ranking_loss(nb_tensor *x1, nb_tensor *x2, nb_tensor *y, double margin, nb_reduction reduction);
+/* Options of nb_triplet_margin_loss (zero fields are torch's defaults: margin 1, p 2, eps 1e-6,
+   no swap, mean). p may be INFINITY. */
+typedef struct nb_triplet_opts {
+    double margin, p, eps;
+    bool swap; /* the negative's distance is the smaller of d(anchor, negative) and d(positive, negative) */
+    nb_reduction reduction;
+} nb_triplet_opts;
+/* max(0, margin + d(anchor, positive) - d(anchor, negative)), d the p-norm over the last axis of
+   a - b + eps (torch's pairwise_distance); inputs of one shape, [N, D] or [D]. */
+NB_API nb_tensor *nb_triplet_margin_loss(nb_tensor *anchor, nb_tensor *positive, nb_tensor *negative, nb_triplet_opts opts);
+/* 1 - cos(x1, x2) where y is 1, max(0, cos(x1, x2) - margin) where y is -1 (0 elsewhere), with
+   cos over D of inputs [N, D] and y [N] (or inputs [D] and a 0-d y), eps 1e-12 as torch. */
+NB_API nb_tensor *nb_cosine_embedding_loss(nb_tensor *x1, nb_tensor *x2, nb_tensor *y, double margin, nb_reduction reduction);
 
 #ifdef __cplusplus
 }

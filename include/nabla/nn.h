@@ -108,6 +108,21 @@ NB_API nb_module *nb_nn_silu(void);
 NB_API nb_module *nb_nn_tanh(void);
 /* Activation module: sigmoid. */
 NB_API nb_module *nb_nn_sigmoid(void);
+/* Activation module: leaky ReLU (negative_slope 0: torch's 0.01), torch's LeakyReLU. */
+NB_API nb_module *nb_nn_leaky_relu(double negative_slope);
+/* Activation module: ELU (alpha 0: torch's 1.0). */
+NB_API nb_module *nb_nn_elu(double alpha);
+/* Activation module: PReLU with a learned slope, parameter "weight" [num_parameters] (0: 1; else
+   the channels, axis 1 of the input) filled with init (0: torch's 0.25). */
+NB_API nb_module *nb_nn_prelu(int64_t num_parameters, double init);
+/* Activation module: softplus (beta 0: 1; threshold 0: 20, torch's defaults). */
+NB_API nb_module *nb_nn_softplus(double beta, double threshold);
+/* Activation module: x * tanh(softplus(x)). */
+NB_API nb_module *nb_nn_mish(void);
+/* Activation module: hardswish. */
+NB_API nb_module *nb_nn_hardswish(void);
+/* Activation module: hardsigmoid. */
+NB_API nb_module *nb_nn_hardsigmoid(void);
 /* Softmax over axis. */
 NB_API nb_module *nb_nn_softmax(int axis);
 /* Log-softmax over axis. */
@@ -126,6 +141,24 @@ NB_API nb_module *nb_nn_sequential(nb_module *first, ...);
 /* Appends a child to a sequential module, taking it over; returns seq, or NULL with child freed as
    nb_module_child does (also when seq is not a sequential). */
 NB_API nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child);
+/* A module whose forward returns its input (a new reference), torch's Identity. */
+NB_API nb_module *nb_nn_identity(void);
+/* An empty list of modules, torch's ModuleList: children "0", "1", ... (state dict "0.weight");
+   it has no forward (nb_forward on it is an error): its owner runs the children. */
+NB_API nb_module *nb_nn_module_list(void);
+/* Appends child to a list, taking it over; returns list, or NULL with child freed as
+   nb_nn_sequential_add does (also when list is not a ModuleList). */
+NB_API nb_module *nb_nn_module_list_append(nb_module *list, nb_module *child);
+/* The number of modules in a list, or -1 with an error when it is not a ModuleList. */
+NB_API int nb_nn_module_list_len(const nb_module *list);
+/* The list's module at index (negative counts from the end; borrowed), or NULL with an error. */
+NB_API nb_module *nb_nn_module_list_get(nb_module *list, int index);
+/* An empty dict of modules, torch's ModuleDict: children under their keys, in insertion order;
+   no forward of its own. Look a child up with nb_module_get_child. */
+NB_API nb_module *nb_nn_module_dict(void);
+/* Adds child under key (non-empty, without dots), taking it over; returns dict, or NULL with child
+   freed as nb_module_child does. A key already there is an error (torch would replace it). */
+NB_API nb_module *nb_nn_module_dict_set(nb_module *dict, const char *key, nb_module *child);
 
 /* Options of nb_nn_conv2d (zero fields: stride 1, padding 0, dilation 1, groups 1, with bias). */
 typedef struct nb_conv2d_opts {
