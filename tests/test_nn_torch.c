@@ -145,6 +145,17 @@ static const record *find(const char *name, bool is_words) {
     return NULL;
 }
 
+/* The record called name, or NULL (nothing printed: for records only some cases have). */
+static const record *find_quiet(const char *name, bool is_words) {
+    for (int i = 0; i < nstore; i++)
+        if (store[i].is_words == is_words && strcmp(store[i].name, name) == 0) return &store[i];
+    return NULL;
+}
+
+/* For a reference tensor t [r, c] that torch had as a transpose: a contiguous leaf [c, r] of
+   its values transposed, whose transpose (a non-contiguous view) holds t's values. */
+static nb_tensor *leaf_transposed(nb_tensor *t) { return t ? nb_contiguous(nb_transpose(t, 0, 1)) : NULL; }
+
 static const record *findf(const char *fmt, ...) {
     char name[256];
     va_list ap;
@@ -293,6 +304,7 @@ typedef struct layer_case {
     const char *name;
     nb_module *(*make)(void);
     double rtol, atol; /* 0: 1e-5 and 1e-6 */
+    bool transposed;   /* torch's x [r, c] is a transpose: nabla's is one too (a non-contiguous view) */
 } layer_case;
 
 static nb_module *mk_linear(void) { return nb_nn_linear(6, 4); }
@@ -311,6 +323,24 @@ static nb_module *mk_sequential(void) {
                             nb_nn_linear(8, 3), nb_nn_log_softmax(1), NULL);
 }
 
+/* issue 15's activations (zero arguments are torch's defaults) */
+static nb_module *mk_leaky_relu(void) { return nb_nn_leaky_relu(0); }
+static nb_module *mk_leaky_relu_02(void) { return nb_nn_leaky_relu(0.2); }
+static nb_module *mk_elu(void) { return nb_nn_elu(0); }
+static nb_module *mk_elu_07(void) { return nb_nn_elu(0.7); }
+static nb_module *mk_elu_05(void) { return nb_nn_elu(0.5); }
+static nb_module *mk_softplus(void) { return nb_nn_softplus(0, 0); }
+static nb_module *mk_softplus_b2_t3(void) { return nb_nn_softplus(2, 3); }
+static nb_module *mk_softplus_b2_t4(void) { return nb_nn_softplus(2, 4); }
+static nb_module *mk_prelu(void) { return nb_nn_prelu(0, 0); }
+static nb_module *mk_prelu_3(void) { return nb_nn_prelu(3, 0.1); }
+static nb_module *mk_prelu_03(void) { return nb_nn_prelu(1, 0.3); }
+static nb_module *mk_sequential_act(void) {
+    return nb_nn_sequential(nb_nn_linear(5, 6), nb_nn_prelu(6, 0), nb_nn_linear(6, 6), nb_nn_hardswish(), nb_nn_identity(),
+                            nb_nn_linear(6, 4), nb_nn_mish(), nb_nn_linear(4, 3), nb_nn_softplus(0, 0), nb_nn_elu(0),
+                            nb_nn_leaky_relu(0.05), nb_nn_hardsigmoid(), NULL);
+}
+
 /* Self-attention modules: nb_forward(m, x) is nb_mha_forward(m, x, x, x, NULL). */
 static nb_module *mk_mha_self(void) { return nb_nn_multihead_attention(8, 2, (nb_mha_opts){ 0 }); }
 static nb_module *mk_mha_self_causal(void) { return nb_nn_multihead_attention(12, 3, (nb_mha_opts){ .causal = true }); }
@@ -325,30 +355,54 @@ static nb_module *mk_gpt_block(void) { return gpt_block_new(16, 4); }
 static nb_module *mk_gpt_tiny(void) { return gpt_model_new(11, 8, 16, 2, 4); }
 
 static const layer_case LAYERS[] = {
-    { "linear", mk_linear, 0, 0 },
-    { "linear3d", mk_linear, 0, 0 },
-    { "linear_no_bias", mk_linear_no_bias, 0, 0 },
-    { "relu", nb_nn_relu, 0, 0 },
-    { "gelu", nb_nn_gelu, 0, 0 },
-    { "silu", nb_nn_silu, 0, 0 },
-    { "tanh", nb_nn_tanh, 0, 0 },
-    { "sigmoid", nb_nn_sigmoid, 0, 0 },
-    { "softmax", mk_softmax, 0, 0 },
-    { "log_softmax", mk_log_softmax, 0, 0 },
-    { "flatten", nb_nn_flatten, 0, 0 },
-    { "dropout_eval", mk_dropout_eval, 0, 0 },
-    { "embedding", mk_embedding, 0, 0 },
-    { "layer_norm", mk_layer_norm, 0, 0 },
-    { "sequential", mk_sequential, 0, 0 },
-    { "mha_self", mk_mha_self, 0, 0 },
-    { "mha_self_causal", mk_mha_self_causal, 0, 0 },
-    { "mha_self_no_bias", mk_mha_self_no_bias, 0, 0 },
-    { "mha_self_causal_no_bias", mk_mha_self_causal_no_bias, 0, 0 },
-    { "mha_self_one_head", mk_mha_self_one_head, 0, 0 },
+    { "linear", mk_linear, 0, 0, false },
+    { "linear3d", mk_linear, 0, 0, false },
+    { "linear_no_bias", mk_linear_no_bias, 0, 0, false },
+    { "relu", nb_nn_relu, 0, 0, false },
+    { "gelu", nb_nn_gelu, 0, 0, false },
+    { "silu", nb_nn_silu, 0, 0, false },
+    { "tanh", nb_nn_tanh, 0, 0, false },
+    { "sigmoid", nb_nn_sigmoid, 0, 0, false },
+    { "softmax", mk_softmax, 0, 0, false },
+    { "log_softmax", mk_log_softmax, 0, 0, false },
+    { "flatten", nb_nn_flatten, 0, 0, false },
+    { "dropout_eval", mk_dropout_eval, 0, 0, false },
+    { "embedding", mk_embedding, 0, 0, false },
+    { "layer_norm", mk_layer_norm, 0, 0, false },
+    { "sequential", mk_sequential, 0, 0, false },
+    { "leaky_relu", mk_leaky_relu, 0, 0, false },
+    { "leaky_relu_02", mk_leaky_relu_02, 0, 0, false },
+    { "elu", mk_elu, 0, 0, false },
+    { "elu_07", mk_elu_07, 0, 0, false },
+    { "softplus", mk_softplus, 0, 0, false },
+    { "softplus_b2_t3", mk_softplus_b2_t3, 0, 0, false },
+    { "mish", nb_nn_mish, 0, 0, false },
+    { "hardswish", nb_nn_hardswish, 0, 0, false },
+    { "hardsigmoid", nb_nn_hardsigmoid, 0, 0, false },
+    { "identity", nb_nn_identity, 0, 0, false },
+    { "prelu", mk_prelu, 0, 0, false },
+    { "prelu_3", mk_prelu_3, 0, 0, false },
+    { "prelu_3_2d", mk_prelu_3, 0, 0, false },
+    { "hardswish_t", nb_nn_hardswish, 0, 0, true },
+    { "elu_t", mk_elu_05, 0, 0, true },
+    { "softplus_t", mk_softplus_b2_t4, 0, 0, true },
+    { "sequential_act", mk_sequential_act, 0, 0, false },
+    { "leaky_relu_kinks", mk_leaky_relu_02, 0, 0, false },
+    { "elu_kinks", mk_elu_07, 0, 0, false },
+    { "prelu_kinks", mk_prelu_03, 0, 0, false },
+    { "softplus_kinks", mk_softplus_b2_t3, 0, 0, false },
+    { "mish_kinks", nb_nn_mish, 0, 0, false },
+    { "hardswish_kinks", nb_nn_hardswish, 0, 0, false },
+    { "hardsigmoid_kinks", nb_nn_hardsigmoid, 0, 0, false },
+    { "mha_self", mk_mha_self, 0, 0, false },
+    { "mha_self_causal", mk_mha_self_causal, 0, 0, false },
+    { "mha_self_no_bias", mk_mha_self_no_bias, 0, 0, false },
+    { "mha_self_causal_no_bias", mk_mha_self_causal_no_bias, 0, 0, false },
+    { "mha_self_one_head", mk_mha_self_one_head, 0, 0, false },
     /* deeper: a gradient such as ln2.weight's sums terms that cancel, and torch's f32 is as far
        from the f64 value as nabla's (both within 3e-5 relative) */
-    { "gpt_block", mk_gpt_block, 1e-4, 1e-5 },
-    { "gpt_tiny", mk_gpt_tiny, 1e-4, 1e-5 },
+    { "gpt_block", mk_gpt_block, 1e-4, 1e-5, false },
+    { "gpt_tiny", mk_gpt_tiny, 1e-4, 1e-5, false },
 };
 
 static void test_layer(void **state) {
@@ -383,11 +437,20 @@ static void test_layer(void **state) {
         snprintf(ref, sizeof ref, "layer.%s.param.%s", lc->name, params[i].name);
         ok = load_into(cs, params[i].tensor, ref);
     }
+    /* a torch.nn module's class name is nabla's (what a model print shows) */
+    snprintf(ref, sizeof ref, "layer.%s.class", lc->name);
+    const record *cls = find_quiet(ref, true);
+    if (ok && cls && strcmp(cls->words[0], m->cls->name) != 0) {
+        fprintf(stderr, "  %s: nabla's class is %s, torch's %s\n", cs, m->cls->name, cls->words[0]);
+        ok = false;
+    }
     nb_scope *sc = nb_scope_begin();
     if (ok) {
-        nb_tensor *x = ref_tensor("layer.%s.x", lc->name);
-        bool x_grad = nb_dtype_of(x) != NB_I64;
-        if (x_grad) nb_set_requires_grad(x, true);
+        nb_tensor *leaf = lc->transposed ? leaf_transposed(ref_tensor("layer.%s.x", lc->name))
+                                         : ref_tensor("layer.%s.x", lc->name);
+        bool x_grad = nb_dtype_of(leaf) != NB_I64;
+        if (x_grad) nb_set_requires_grad(leaf, true);
+        nb_tensor *x = lc->transposed ? nb_transpose(leaf, 0, 1) : leaf;
         nb_tensor *y = nb_forward(m, x);
         snprintf(ref, sizeof ref, "layer.%s.y", lc->name);
         ok = compare(cs, "output", y, ref, rtol, atol);
@@ -400,7 +463,8 @@ static void test_layer(void **state) {
         }
         if (ok && x_grad) {
             snprintf(ref, sizeof ref, "layer.%s.gx", lc->name);
-            ok = compare(cs, "input gradient", nb_grad_of(x), ref, rtol, atol);
+            ok = compare(cs, "input gradient", lc->transposed ? nb_transpose(nb_grad_of(leaf), 0, 1) : nb_grad_of(leaf), ref,
+                         rtol, atol);
         }
         for (int i = 0; ok && i < np; i++) {
             char what[128];
@@ -507,6 +571,203 @@ static void test_loss(void **state) {
     snprintf(ref, sizeof ref, "loss.%s.gx", lc->name);
     if (ok) ok = compare(cs, "input gradient", nb_grad_of(x), ref, 1e-5, 1e-6);
     nb_scope_end(sc);
+    finish_case(cs, ok, used);
+}
+
+/* issue 15's losses, whose inputs may all be learned: nn_ref.py's loss_multi writes the
+   function and its options (S loss.<case>.opts: fn=..., reduction=..., margin=...), the inputs
+   whose gradients it compares (S loss.<case>.inputs) and the constants. Cases whose name ends
+   in _t give every input as torch had it, a transpose: here a non-contiguous view. */
+#define MAX_LOSS_IN 4
+
+typedef struct loss_opts {
+    char fn[32];
+    nb_reduction red;
+    double delta, margin, p, eps;
+    bool swap, log_target;
+} loss_opts;
+
+static bool parse_loss_opts(const char *cs, const record *r, loss_opts *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 0; r && i < r->nwords; i++) {
+        const char *w = r->words[i], *eq = strchr(w, '=');
+        if (!eq) return false;
+        size_t k = (size_t)(eq - w);
+        const char *v = eq + 1;
+#define KEY(s) (k == strlen(s) && strncmp(w, s, k) == 0)
+        if (KEY("fn")) snprintf(o->fn, sizeof o->fn, "%s", v);
+        else if (KEY("reduction"))
+            o->red = !strcmp(v, "sum") ? NB_REDUCTION_SUM : !strcmp(v, "none") ? NB_REDUCTION_NONE
+                   : !strcmp(v, "batchmean") ? NB_REDUCTION_BATCHMEAN : NB_REDUCTION_MEAN;
+        else if (KEY("delta")) o->delta = strtod(v, NULL);
+        else if (KEY("margin")) o->margin = strtod(v, NULL);
+        else if (KEY("p")) o->p = strtod(v, NULL);
+        else if (KEY("eps")) o->eps = strtod(v, NULL);
+        else if (KEY("swap")) o->swap = atoi(v) != 0;
+        else if (KEY("log_target")) o->log_target = atoi(v) != 0;
+        else {
+            fprintf(stderr, "  %s: unknown option %s\n", cs, w);
+            return false;
+        }
+#undef KEY
+    }
+    return r && o->fn[0];
+}
+
+/* A reference tensor (NULL when the case has none, silently), as a non-contiguous view when
+   transposed and 2-D (*transposed says which); *leaf gets the tensor that takes the gradient. */
+static nb_tensor *loss_input(const char *name, const char *what, bool learned, bool *transposed, nb_tensor **leaf) {
+    char ref[256];
+    snprintf(ref, sizeof ref, "loss.%s.%s", name, what);
+    const record *r = find_quiet(ref, false);
+    nb_tensor *t = r ? make_tensor(r) : NULL;
+    *transposed = *transposed && t && nb_ndim(t) == 2;
+    if (*transposed) t = leaf_transposed(t);
+    *leaf = learned ? nb_set_requires_grad(t, true) : t;
+    return *transposed ? nb_transpose(t, 0, 1) : t;
+}
+
+static void test_loss_multi(void **state) {
+    const char *name = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "loss %s", name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    size_t len = strlen(name);
+    bool transposed = len > 2 && strcmp(name + len - 2, "_t") == 0;
+    loss_opts o;
+    snprintf(ref, sizeof ref, "loss.%s.opts", name);
+    bool ok = parse_loss_opts(cs, find(ref, true), &o);
+    snprintf(ref, sizeof ref, "loss.%s.inputs", name);
+    const record *inputs = find(ref, true);
+    ok = ok && inputs && inputs->nwords <= MAX_LOSS_IN;
+    nb_scope *sc = nb_scope_begin();
+    /* every tensor of the case by name; the learned ones require grad */
+    static const char *const all[] = { "x", "target", "weight", "x1", "x2", "a", "pos", "neg" };
+    enum { NALL = sizeof all / sizeof *all };
+    nb_tensor *t[NALL] = { 0 }, *leaf[NALL] = { 0 };
+    bool was_t[NALL] = { false };
+    for (int i = 0; ok && i < NALL; i++) {
+        bool learned = false;
+        for (int k = 0; k < inputs->nwords; k++) learned = learned || strcmp(inputs->words[k], all[i]) == 0;
+        was_t[i] = transposed;
+        t[i] = loss_input(name, all[i], learned, &was_t[i], &leaf[i]);
+        if (learned && !t[i]) ok = false;
+    }
+    enum { X, TARGET, WEIGHT, X1, X2, A, POS, NEG };
+    nb_tensor *y = NULL;
+    if (ok) {
+        if (!strcmp(o.fn, "bce")) y = nb_bce_loss(t[X], t[TARGET], o.red, t[WEIGHT]);
+        else if (!strcmp(o.fn, "kl")) y = nb_kl_div_loss(t[X], t[TARGET], o.red, o.log_target);
+        else if (!strcmp(o.fn, "huber")) y = nb_huber_loss(t[X], t[TARGET], o.red, o.delta);
+        else if (!strcmp(o.fn, "margin_ranking")) y = nb_margin_ranking_loss(t[X1], t[X2], t[TARGET], o.margin, o.red);
+        else if (!strcmp(o.fn, "triplet"))
+            y = nb_triplet_margin_loss(t[A], t[POS], t[NEG],
+                                       (nb_triplet_opts){ .margin = o.margin, .p = o.p, .eps = o.eps, .swap = o.swap, .reduction = o.red });
+        else if (!strcmp(o.fn, "cosine")) y = nb_cosine_embedding_loss(t[X1], t[X2], t[TARGET], o.margin, o.red);
+        else {
+            fprintf(stderr, "  %s: unknown loss %s\n", cs, o.fn);
+            ok = false;
+        }
+    }
+    snprintf(ref, sizeof ref, "loss.%s.y", name);
+    ok = ok && compare(cs, "loss", y, ref, 1e-5, 1e-6);
+    if (ok && nb_backward_with(y, ref_tensor("loss.%s.g", name)) < 0) {
+        fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+        ok = false;
+    }
+    for (int k = 0; ok && k < inputs->nwords; k++)
+        for (int i = 0; i < NALL; i++)
+            if (strcmp(inputs->words[k], all[i]) == 0) {
+                char what[64];
+                snprintf(what, sizeof what, "gradient of %s", all[i]);
+                snprintf(ref, sizeof ref, "loss.%s.g%s", name, all[i]);
+                nb_tensor *g = nb_grad_of(leaf[i]);
+                ok = compare(cs, what, was_t[i] && g ? nb_transpose(g, 0, 1) : g, ref, 1e-5, 1e-6) && ok;
+            }
+    nb_scope_end(sc);
+    finish_case(cs, ok, used);
+}
+
+/* The names of the loss_multi cases: each base at each reduction, then the single cases. */
+static const char *const LOSS_MULTI_BASES[] = {
+    "bce_prob", "bce_prob_w", "bce_prob_wcol", "huber", "huber_d05", "margin_ranking", "margin_ranking_m025", "triplet",
+    "triplet_p1", "triplet_p3", "triplet_pinf", "triplet_swap", "triplet_m05", "cosine", "cosine_m02",
+};
+static const char *const KL_BASES[] = { "kl", "kl_log", "kl_zero", "kl_3d" };
+static const char *const LOSS_MULTI_SINGLE[] = {
+    "triplet_1d", "cosine_1d_pos", "cosine_1d_neg", "cosine_int_target", "bce_prob_t", "kl_t", "huber_t", "triplet_t", "cosine_t",
+};
+enum {
+    N_LOSS_MULTI = (int)(sizeof LOSS_MULTI_BASES / sizeof *LOSS_MULTI_BASES) * 3 + (int)(sizeof KL_BASES / sizeof *KL_BASES) * 4 +
+                   (int)(sizeof LOSS_MULTI_SINGLE / sizeof *LOSS_MULTI_SINGLE)
+};
+static char loss_multi_names[N_LOSS_MULTI][64];
+
+static void make_loss_multi_names(void) {
+    static const char *const reds[] = { "mean", "sum", "none", "batchmean" };
+    int n = 0;
+    for (size_t b = 0; b < sizeof LOSS_MULTI_BASES / sizeof *LOSS_MULTI_BASES; b++)
+        for (int r = 0; r < 3; r++) snprintf(loss_multi_names[n++], 64, "%s_%s", LOSS_MULTI_BASES[b], reds[r]);
+    for (size_t b = 0; b < sizeof KL_BASES / sizeof *KL_BASES; b++)
+        for (int r = 0; r < 4; r++) snprintf(loss_multi_names[n++], 64, "%s_%s", KL_BASES[b], reds[r]);
+    for (size_t b = 0; b < sizeof LOSS_MULTI_SINGLE / sizeof *LOSS_MULTI_SINGLE; b++)
+        snprintf(loss_multi_names[n++], 64, "%s", LOSS_MULTI_SINGLE[b]);
+}
+
+/* ---------------------------------------------------------------- containers */
+
+/* The state-dict names of a ModuleList and a ModuleDict (no forward: nothing else to compare)
+   are torch's, so a torch state dict loads strictly. */
+static nb_module *mk_state_module_list(void) {
+    nb_module *inner = nb_nn_module_list_append(nb_nn_module_list(), nb_nn_linear(4, 2));
+    nb_module *l = nb_nn_module_list();
+    nb_nn_module_list_append(l, nb_nn_linear(3, 4));
+    nb_nn_module_list_append(l, nb_nn_relu());
+    nb_nn_module_list_append(l, nb_nn_prelu(4, 0));
+    return nb_nn_module_list_append(l, inner);
+}
+
+static nb_module *mk_state_module_dict(void) {
+    nb_module *d = nb_nn_module_dict();
+    nb_nn_module_dict_set(d, "encoder", nb_nn_linear(3, 4));
+    nb_nn_module_dict_set(d, "act", nb_nn_prelu(0, 0));
+    nb_nn_module_dict_set(d, "blocks", nb_nn_module_list_append(nb_nn_module_list(), nb_nn_linear(4, 4)));
+    return nb_nn_module_dict_set(d, "head", nb_nn_sequential(nb_nn_identity(), nb_nn_linear(4, 2), NULL));
+}
+
+typedef struct container_case {
+    const char *name;
+    nb_module *(*make)(void);
+} container_case;
+
+static const container_case CONTAINERS[] = {
+    { "module_list", mk_state_module_list },
+    { "module_dict", mk_state_module_dict },
+};
+
+static void test_container_state(void **state) {
+    const container_case *cc = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "state dict of %s", cc->name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    nb_module *m = cc->make();
+    snprintf(ref, sizeof ref, "state.%s", cc->name);
+    const record *names = find(ref, true);
+    nb_named_tensor entries[MAX_NAMED];
+    int n = m ? nb_module_state_entries(m, entries, MAX_NAMED) : -1;
+    bool ok = names && n == names->nwords;
+    for (int i = 0; ok && i < n; i++) ok = strcmp(entries[i].name, names->words[i]) == 0;
+    if (!ok) {
+        fprintf(stderr, "  %s: nabla's names are", cs);
+        for (int i = 0; i < n && i < MAX_NAMED; i++) fprintf(stderr, " %s", entries[i].name);
+        if (!m) fprintf(stderr, " (building failed: %s)", nb_error() ? nb_error() : "?");
+        fprintf(stderr, "; torch's are");
+        for (int i = 0; names && i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
+        fprintf(stderr, "\n");
+    }
+    nb_module_free(m);
     finish_case(cs, ok, used);
 }
 
@@ -936,7 +1197,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS,
-           NA = sizeof SDPAS / sizeof *SDPAS, NM = sizeof MHAS / sizeof *MHAS, NT = NL + NLOSS + NO + 2 + NA + NM };
+           NA = sizeof SDPAS / sizeof *SDPAS, NM = sizeof MHAS / sizeof *MHAS, NC = sizeof CONTAINERS / sizeof *CONTAINERS,
+           NT = NL + NLOSS + N_LOSS_MULTI + NC + NO + 2 + NA + NM };
     static const char *const clips[] = { "clip", "noclip" };
     struct CMUnitTest tests[NT];
     static char names[NT][96];
@@ -956,6 +1218,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NLOSS; i++) {
         snprintf(label, sizeof label, "loss_%s", LOSSES[i].name);
         ADD(label, test_loss, &LOSSES[i]);
+    }
+    make_loss_multi_names();
+    for (int i = 0; i < N_LOSS_MULTI; i++) {
+        snprintf(label, sizeof label, "loss_%.60s", loss_multi_names[i]);
+        ADD(label, test_loss_multi, loss_multi_names[i]);
+    }
+    for (int i = 0; i < NC; i++) {
+        snprintf(label, sizeof label, "state_%s", CONTAINERS[i].name);
+        ADD(label, test_container_state, &CONTAINERS[i]);
     }
     for (int i = 0; i < NO; i++) {
         snprintf(label, sizeof label, "%s_%s", OPTS[i].sched ? "sched" : "optim", OPTS[i].name);
