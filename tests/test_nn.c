@@ -1,8 +1,9 @@
 /* The module base: user-defined modules, dotted names in PyTorch's order, lookups, train and
    eval, freeing whole trees, errors that name the layer, bad arguments and duplicate names;
    and what the layers promise without a reference: the default initialisation of
-   nb_nn_linear and the scaling of dropout in training. No PyTorch needed (the comparison with
-   PyTorch is tests/test_nn_torch.c). */
+   nb_nn_linear and the scaling of dropout in training; the errors of issue 15's losses,
+   activations and containers. No PyTorch needed (the comparison with PyTorch is
+   tests/test_nn_torch.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -783,6 +784,138 @@ static void test_forward_hooks(void **state) {
     nb_module_free(relu);
 }
 
+/* issue 15's losses: wrong shapes, dtypes, values and reductions are errors naming the function
+   and the shapes; nothing is left allocated. */
+static void test_loss_errors(void **state) {
+    (void)state;
+    size_t before = used_bytes();
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *p23 = nb_full(NB_SHAPE(2, 3), 0.5, NB_F32), *p32 = nb_full(NB_SHAPE(3, 2), 0.5, NB_F32);
+    nb_tensor *v3 = nb_ones(NB_SHAPE(3), NB_F32), *v4 = nb_ones(NB_SHAPE(4), NB_F32);
+    assert_null(nb_bce_loss(p23, p32, NB_REDUCTION_MEAN, NULL));
+    ASSERT_ERROR_CONTAINS("nb_bce_loss: input [2, 3] f32 and target [3, 2] f32 differ in shape");
+    assert_null(nb_bce_loss(nb_from_data((float[]){ 0.5f, 1.5f, NAN }, NB_SHAPE(3), NB_F32), v3, NB_REDUCTION_MEAN, NULL));
+    ASSERT_ERROR_CONTAINS("nb_bce_loss: input [3] f32 holds 2 values outside [0, 1]: it takes probabilities");
+    assert_null(nb_bce_loss(nb_ones(NB_SHAPE(3), NB_I64), v3, NB_REDUCTION_MEAN, NULL));
+    ASSERT_ERROR_CONTAINS("nb_bce_loss: input must be floating-point, got [3] i64");
+    assert_null(nb_bce_loss(p23, p23, NB_REDUCTION_MEAN, v4));
+    ASSERT_ERROR_CONTAINS("nb_bce_loss: weight [4] f32 does not broadcast to input [2, 3] f32");
+    assert_null(nb_bce_loss(NULL, p23, NB_REDUCTION_MEAN, NULL));
+    ASSERT_ERROR_CONTAINS("nb_bce_loss: input is NULL");
+    /* batchmean is KL's only */
+    assert_null(nb_mse_loss(p23, p23, NB_REDUCTION_BATCHMEAN));
+    ASSERT_ERROR_CONTAINS("nb_mse_loss: reduction batchmean applies to nb_kl_div_loss only");
+    assert_null(nb_cross_entropy(p23, nb_zeros(NB_SHAPE(2), NB_I64), (nb_ce_opts){ .reduction = NB_REDUCTION_BATCHMEAN }));
+    ASSERT_ERROR_CONTAINS("nb_cross_entropy: reduction batchmean applies to nb_kl_div_loss only");
+    assert_null(nb_huber_loss(p23, p23, (nb_reduction)7, 1.0));
+    ASSERT_ERROR_CONTAINS("nb_huber_loss: invalid reduction 7");
+    assert_non_null(nb_kl_div_loss(p23, p23, NB_REDUCTION_BATCHMEAN, false));
+    assert_null(nb_kl_div_loss(p23, p32, NB_REDUCTION_BATCHMEAN, true));
+    ASSERT_ERROR_CONTAINS("nb_kl_div_loss: input [2, 3] f32 and target [3, 2] f32 differ in shape");
+    assert_null(nb_huber_loss(p23, p23, NB_REDUCTION_SUM, -1));
+    ASSERT_ERROR_CONTAINS("nb_huber_loss: delta must be positive, got -1");
+    assert_null(nb_margin_ranking_loss(v3, v3, v4, 0, NB_REDUCTION_MEAN));
+    ASSERT_ERROR_CONTAINS("nb_margin_ranking_loss: input1 [3] f32 and target [4] f32 differ in shape");
+    assert_null(nb_triplet_margin_loss(p23, p23, p32, (nb_triplet_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("nb_triplet_margin_loss: anchor [2, 3] f32 and negative [3, 2] f32 differ in shape");
+    assert_null(nb_triplet_margin_loss(p23, p23, p23, (nb_triplet_opts){ .p = -1 }));
+    ASSERT_ERROR_CONTAINS("nb_triplet_margin_loss: p must be positive");
+    nb_tensor *zero_d = nb_ones(NB_SHAPE(), NB_F32);
+    assert_null(nb_triplet_margin_loss(zero_d, zero_d, zero_d, (nb_triplet_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("nb_triplet_margin_loss: expected inputs [N, D] or [D]");
+    assert_null(nb_cosine_embedding_loss(p23, p23, v3, 0, NB_REDUCTION_MEAN));
+    ASSERT_ERROR_CONTAINS("nb_cosine_embedding_loss: expected target [N] with inputs [N, D] or a 0-d target with inputs [D], "
+                          "got target [3] f32 and inputs [2, 3] f32");
+    assert_null(nb_cosine_embedding_loss(p23, p23, p23, 0, NB_REDUCTION_MEAN));
+    ASSERT_ERROR_CONTAINS("nb_cosine_embedding_loss: expected target [N]");
+    assert_null(nb_cosine_embedding_loss(p23, p32, nb_ones(NB_SHAPE(2), NB_F32), 0, NB_REDUCTION_MEAN));
+    ASSERT_ERROR_CONTAINS("nb_cosine_embedding_loss: input1 [2, 3] f32 and input2 [3, 2] f32 differ in shape");
+    /* BCE at probabilities 0 and 1: torch's clamped values, and finite gradients */
+    nb_tensor *p = nb_set_requires_grad(nb_from_data((float[]){ 0, 1, 0, 1 }, NB_SHAPE(4), NB_F32), true);
+    nb_tensor *l = nb_bce_loss(p, nb_from_data((float[]){ 0, 1, 1, 0 }, NB_SHAPE(4), NB_F32), NB_REDUCTION_NONE, NULL);
+    float lv[4], gv[4];
+    assert_int_equal(nb_copy_to(l, lv, sizeof lv), 0);
+    assert_true(lv[0] == 0 && lv[1] == 0 && lv[2] == 100 && lv[3] == 100);
+    assert_int_equal(nb_backward(nb_sum_all(l)), 0);
+    assert_int_equal(nb_copy_to(nb_grad_of(p), gv, sizeof gv), 0);
+    for (int i = 0; i < 4; i++) assert_true(isfinite(gv[i]));
+    nb_scope_end(s);
+    assert_null(nb_error());
+    assert_int_equal(used_bytes(), before);
+}
+
+/* issue 15's activations and containers: bad arguments and inputs are errors naming the function
+   or the layer; zero arguments are torch's defaults; the containers' lookups. */
+static void test_activation_and_container_errors(void **state) {
+    (void)state;
+    size_t before = used_bytes();
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_from_data((float[]){ -2, 0.5f, 3 }, NB_SHAPE(1, 3), NB_F32);
+    assert_null(nb_leaky_relu(nb_ones(NB_SHAPE(2), NB_I64), 0.1));
+    ASSERT_ERROR_CONTAINS("nb_leaky_relu: expected a floating-point tensor, got [2] i64");
+    assert_null(nb_hardswish(NULL));
+    ASSERT_ERROR_CONTAINS("nb_hardswish: input is NULL");
+    assert_null(nb_prelu(x, nb_ones(NB_SHAPE(4), NB_F32)));
+    ASSERT_ERROR_CONTAINS("nb_prelu: weight [4] f32 must be [1] or [3] (the channels, axis 1) for input [1, 3] f32");
+    assert_null(nb_prelu(x, nb_ones(NB_SHAPE(3, 1), NB_F32)));
+    ASSERT_ERROR_CONTAINS("nb_prelu: weight [3, 1] f32 must be [1] or [3]");
+    assert_null(nb_softplus(x, INFINITY, 0));
+    ASSERT_ERROR_CONTAINS("nb_softplus: beta must be finite");
+    /* zero means torch's default: slope 0.01, alpha 1 */
+    float v[3];
+    assert_int_equal(nb_copy_to(nb_leaky_relu(x, 0), v, sizeof v), 0);
+    assert_true(fabsf(v[0] + 0.02f) < 1e-7f && v[1] == 0.5f && v[2] == 3);
+    assert_int_equal(nb_copy_to(nb_elu(x, 0), v, sizeof v), 0);
+    assert_true(fabsf(v[0] - (float)expm1(-2.0)) < 1e-7f);
+    /* modules */
+    assert_null(nb_nn_prelu(-1, 0));
+    ASSERT_ERROR_CONTAINS("nb_nn_prelu: num_parameters must be positive");
+    assert_null(nb_nn_softplus(NAN, 0));
+    ASSERT_ERROR_CONTAINS("nb_nn_softplus:");
+    nb_module *prelu = nb_nn_prelu(3, 0);
+    assert_true(nb_item(nb_sum_all(nb_module_get(prelu, "weight"))) == 0.75); /* 3 x 0.25 */
+    assert_null(nb_forward(prelu, nb_ones(NB_SHAPE(2, 4), NB_F32)));
+    ASSERT_ERROR_CONTAINS("nb_nn_prelu (root): 3 parameters need input [N, 3, ...], got [2, 4]");
+    /* containers */
+    nb_module *list = nb_nn_module_list(), *dict = nb_nn_module_dict(), *id = nb_nn_identity();
+    assert_ptr_equal(nb_nn_module_list_append(list, nb_nn_linear(2, 3)), list);
+    assert_ptr_equal(nb_nn_module_list_append(list, prelu), list);
+    assert_int_equal(nb_nn_module_list_len(list), 2);
+    assert_ptr_equal(nb_nn_module_list_get(list, -1), prelu);
+    assert_ptr_equal(nb_nn_module_list_get(list, 0), nb_module_get_child(list, "0"));
+    assert_null(nb_nn_module_list_get(list, 2));
+    ASSERT_ERROR_CONTAINS("nb_nn_module_list_get: index 2 is out of range for (root) of 2 modules");
+    assert_string_equal(nb_module_path(prelu), "1");
+    assert_null(nb_forward(list, x));
+    ASSERT_ERROR_CONTAINS("nb_forward: ModuleList (root) has no forward");
+    assert_null(nb_nn_module_list_append(dict, nb_nn_relu())); /* freed, not leaked */
+    ASSERT_ERROR_CONTAINS("nb_nn_module_list_append: ModuleDict is not a ModuleList");
+    assert_int_equal(nb_nn_module_list_len(dict), -1);
+    ASSERT_ERROR_CONTAINS("nb_nn_module_list_len: ModuleDict is not a ModuleList");
+    assert_ptr_equal(nb_nn_module_dict_set(dict, "enc", nb_nn_linear(3, 3)), dict);
+    assert_ptr_equal(nb_nn_module_dict_set(dict, "layers", list), dict);
+    assert_null(nb_nn_module_dict_set(dict, "enc", nb_nn_relu()));
+    ASSERT_ERROR_CONTAINS("nb_module_child: ModuleDict already has an entry named \"enc\"");
+    assert_null(nb_nn_module_dict_set(dict, "a.b", nb_nn_relu()));
+    ASSERT_ERROR_CONTAINS("invalid name \"a.b\"");
+    assert_null(nb_nn_module_dict_set(list, "c", nb_nn_relu()));
+    ASSERT_ERROR_CONTAINS("nb_nn_module_dict_set: ModuleList is not a ModuleDict");
+    assert_null(nb_forward(dict, x));
+    ASSERT_ERROR_CONTAINS("nb_forward: ModuleDict (root) has no forward");
+    assert_non_null(nb_module_get(dict, "layers.1.weight"));
+    assert_int_equal(nb_module_num_params(dict), 2 * 3 + 3 + 3 + 3 * 3 + 3);
+    /* identity: the input's values, and the gradient passes */
+    nb_tensor *leaf = nb_set_requires_grad(nb_ones(NB_SHAPE(2), NB_F32), true);
+    nb_tensor *y = nb_forward(id, leaf);
+    assert_int_equal(nb_backward(nb_sum_all(nb_mul_scalar(y, 3))), 0);
+    assert_true(nb_item(nb_sum_all(nb_grad_of(leaf))) == 6);
+    nb_scope_end(s);
+    nb_module_free(dict);
+    nb_module_free(id);
+    assert_null(nb_error());
+    assert_int_equal(used_bytes(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_net_names_and_lookup),
@@ -799,6 +932,8 @@ int main(void) {
         cmocka_unit_test(test_optim_arguments),
         cmocka_unit_test(test_training_bits_do_not_depend_on_threads),
         cmocka_unit_test_setup(test_forward_hooks, clear_error_setup),
+        cmocka_unit_test_setup(test_loss_errors, clear_error_setup),
+        cmocka_unit_test_setup(test_activation_and_container_errors, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
