@@ -2,7 +2,8 @@
    the built-in configs: every layer type builds and gives the inferred shape; the "cnn"
    built-in has the parameter names and shapes of the CLI's hand-built convnet (so old saved
    files load); residual names and forward by hand; an error for each kind of wrong config,
-   naming the layer and the field; the summary's shapes, counts and restored modes. */
+   naming the layer and the field; the activations' fields by hand; the summary's shapes,
+   counts and restored modes. */
 #include "test_util.h"
 
 #include <stdint.h>
@@ -88,6 +89,19 @@ static void test_each_layer_type(void **state) {
         { "{\"input\": [4], \"layers\": [{\"type\": \"silu\"}]}", { 1, { 4 } }, "SiLU" },
         { "{\"input\": [4], \"layers\": [{\"type\": \"tanh\"}]}", { 1, { 4 } }, "Tanh" },
         { "{\"input\": [4], \"layers\": [{\"type\": \"sigmoid\"}]}", { 1, { 4 } }, "Sigmoid" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"mish\"}]}", { 1, { 4 } }, "Mish" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"hardswish\"}]}", { 1, { 4 } }, "Hardswish" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"hardsigmoid\"}]}", { 1, { 4 } }, "Hardsigmoid" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"identity\"}]}", { 1, { 4 } }, "Identity" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"leaky_relu\"}]}", { 1, { 4 } }, "LeakyReLU" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"leaky_relu\", \"negative_slope\": 0.2}]}", { 1, { 4 } }, "LeakyReLU" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"elu\", \"alpha\": 2}]}", { 1, { 4 } }, "ELU" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"softplus\", \"beta\": 2, \"threshold\": 5}]}", { 1, { 4 } }, "Softplus" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"prelu\"}]}", { 1, { 4 } }, "PReLU" },
+        { "{\"input\": [3, 5, 5], \"layers\": [{\"type\": \"prelu\", \"num_parameters\": 3, \"init\": 0.1}]}", { 3, { 3, 5, 5 } },
+          "PReLU" },
+        { "{\"input\": [4, 8, 8], \"layers\": [{\"type\": \"residual\", \"activation\": \"hardswish\", \"layers\": [{\"type\": "
+          "\"conv2d\", \"out\": 4, \"kernel\": 3, \"padding\": 1}]}]}", { 3, { 4, 8, 8 } }, "Residual" },
         { "{\"input\": [4, 8, 8], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": \"conv2d\", \"out\": 4, "
           "\"kernel\": 3, \"padding\": 1}, {\"type\": \"batch_norm\"}]}]}", { 3, { 4, 8, 8 } }, "Residual" },
         { "{\"input\": [4, 9, 9], \"layers\": [{\"type\": \"residual\", \"activation\": \"gelu\", \"layers\": [{\"type\": "
@@ -361,7 +375,20 @@ static void test_config_errors(void **state) {
           "\"out\": 4, \"kernel\": 3, \"strides\": 2}]}]}",
           "nb_nn_from_config: layer 1 (residual), layer 0 (conv2d): unknown field \"strides\"" },
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"residual\", \"activation\": \"relu6\", \"layers\": [{\"type\": \"relu\"}]}]}",
-          "layer 0 (residual): field \"activation\" must be \"relu\", \"gelu\", \"silu\", \"tanh\", \"sigmoid\" or \"none\", got \"relu6\"" },
+          "layer 0 (residual): field \"activation\" must be \"relu\", \"gelu\", \"silu\", \"tanh\", \"sigmoid\", \"mish\", "
+          "\"hardswish\", \"hardsigmoid\", or \"none\", got \"relu6\"" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"leaky_relu\", \"negative_slope\": \"small\"}]}",
+          "layer 0 (leaky_relu): field \"negative_slope\" must be a number, got \"small\"" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"elu\", \"slope\": 1}]}",
+          "layer 0 (elu): unknown field \"slope\" (elu takes: alpha)" },
+        { "{\"input\": [4], \"layers\": [{\"type\": \"softplus\", \"beta\": true}]}",
+          "layer 0 (softplus): field \"beta\" must be a number, got true" },
+        { "{\"input\": [3, 5, 5], \"layers\": [{\"type\": \"prelu\", \"num_parameters\": 4}]}",
+          "layer 0 (prelu): field \"num_parameters\" must be 1 or the channels (the first axis of the sample), got 4 for [3, 5, 5]" },
+        { "{\"input\": [3], \"layers\": [{\"type\": \"prelu\", \"num_parameters\": 0}]}",
+          "layer 0 (prelu): field \"num_parameters\" must be a positive integer, got 0" },
+        { "{\"input\": [3], \"layers\": [{\"type\": \"identity\", \"x\": 0}]}",
+          "layer 0 (identity): unknown field \"x\" (identity takes no fields besides \"type\")" },
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": \"flatten\"}]}]}",
           "layer 0 (residual): the body changes [3, 8, 8] to [192] per sample; a projection shortcut needs" },
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": \"conv2d\", \"out\": 4, \"kernel\": 3, "
@@ -405,6 +432,35 @@ static void test_config_errors(void **state) {
     assert_non_null(m);
     ASSERT_ERROR_CONTAINS("layer 0 (bogus)");
     nb_module_free(m);
+}
+
+/* The activations' fields reach the modules: a value on each side of each kink, by hand. */
+static void test_activation_fields(void **state) {
+    (void)state;
+    static const struct {
+        const char *json;
+        double y[3]; /* at x = -1, 0.5, 2 */
+    } cases[] = {
+        { "[{\"type\": \"leaky_relu\", \"negative_slope\": 0.2}]", { -0.2, 0.5, 2 } },
+        { "[{\"type\": \"leaky_relu\"}]", { -0.01, 0.5, 2 } },
+        { "[{\"type\": \"elu\", \"alpha\": 2}]", { -1.2642411176571153, 0.5, 2 } },
+        { "[{\"type\": \"softplus\", \"beta\": 2, \"threshold\": 3}]", { 0.06346400552148625, 0.6566308437591114, 2 } },
+        { "[{\"type\": \"prelu\", \"init\": 0.5}]", { -0.5, 0.5, 2 } },
+        { "[{\"type\": \"hardsigmoid\"}]", { 1.0 / 3, 3.5 / 6, 5.0 / 6 } },
+        { "[{\"type\": \"identity\"}]", { -1, 0.5, 2 } },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nb_module *m = nb_nn_from_config(cases[i].json, NB_SHAPE(3));
+        if (!m) fail_msg("%s: %s", cases[i].json, nb_error());
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *y = nb_forward(m, nb_from_data((float[]){ -1, 0.5f, 2 }, NB_SHAPE(1, 3), NB_F32));
+        float got[3] = { 0 };
+        assert_int_equal(nb_copy_to(y, got, sizeof got), 0);
+        for (int k = 0; k < 3; k++)
+            if (fabs(got[k] - cases[i].y[k]) > 1e-6) fail_msg("%s: y[%d] is %.9g, want %.9g", cases[i].json, k, got[k], cases[i].y[k]);
+        nb_scope_end(s);
+        nb_module_free(m);
+    }
 }
 
 static void test_summary(void **state) {
@@ -508,6 +564,7 @@ int main(void) {
         cmocka_unit_test_setup(test_residual_names, clear_error_setup),
         cmocka_unit_test_setup(test_residual_forward_by_hand, clear_error_setup),
         cmocka_unit_test_setup(test_config_errors, clear_error_setup),
+        cmocka_unit_test_setup(test_activation_fields, clear_error_setup),
         cmocka_unit_test_setup(test_summary, clear_error_setup),
     };
     int failed = RUN_TESTS(tests);

@@ -20,9 +20,14 @@
      batch_norm           BatchNorm1d on [C] or [C, L], BatchNorm2d on [C, H, W]
      layer_norm           over the last axis
      dropout              p (0.5)
-     flatten, relu, gelu, silu, tanh, sigmoid
+     flatten, identity, relu, gelu, silu, tanh, sigmoid, mish, hardswish, hardsigmoid
+     leaky_relu           negative_slope (0.01)
+     elu                  alpha (1.0)
+     softplus             beta (1.0), threshold (20.0)
+     prelu                num_parameters (1, or the channels: the sample's first axis), init (0.25)
      residual             layers (its body, a list as above), activation ("relu"; "gelu", "silu",
-                          "tanh", "sigmoid", "none" or null): act(body(x) + shortcut(x)); the
+                          "tanh", "sigmoid", "mish", "hardswish", "hardsigmoid", "none" or
+                          null): act(body(x) + shortcut(x)); the
                           shortcut is the identity when the body keeps the shape, else a
                           projection: a 1x1 convolution (the stride that matches, no bias) and
                           batch norm for [C, H, W] (torchvision's BasicBlock downsample), a
@@ -34,6 +39,7 @@
 #include "nn_impl.h"
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +204,22 @@ static int get_int(const layer_ctx *lc, json_t *obj, const char *field, long lon
         return -1;
     }
     *out = x;
+    return 0;
+}
+
+/* Reads a number field (an integer or a real, finite); def when absent. */
+static int get_number(const layer_ctx *lc, json_t *obj, const char *field, double def, double *out) {
+    json_t *v = json_object_get(obj, field);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+        char vs[96];
+        cfg_error(lc, "field \"%s\" must be a number, got %s", field, value_str(v, vs, sizeof vs));
+        return -1;
+    }
+    *out = json_number_value(v);
     return 0;
 }
 
@@ -486,8 +508,10 @@ static const struct {
     nb_module *(*make)(void);
     act_fn fn;
 } ACTIVATIONS[] = {
-    { "relu", nb_nn_relu, nb_relu }, { "gelu", nb_nn_gelu, nb_gelu },          { "silu", nb_nn_silu, nb_silu },
-    { "tanh", nb_nn_tanh, nb_tanh }, { "sigmoid", nb_nn_sigmoid, nb_sigmoid },
+    { "relu", nb_nn_relu, nb_relu },          { "gelu", nb_nn_gelu, nb_gelu },
+    { "silu", nb_nn_silu, nb_silu },          { "tanh", nb_nn_tanh, nb_tanh },
+    { "sigmoid", nb_nn_sigmoid, nb_sigmoid }, { "mish", nb_nn_mish, nb_mish },
+    { "hardswish", nb_nn_hardswish, nb_hardswish }, { "hardsigmoid", nb_nn_hardsigmoid, nb_hardsigmoid },
 };
 #define N_ACTIVATIONS ((int)(sizeof ACTIVATIONS / sizeof ACTIVATIONS[0]))
 
@@ -535,8 +559,10 @@ static nb_module *build_residual(const layer_ctx *lc, json_t *o, nb_shape *s) {
                 found = true;
             }
         if (!found) {
-            cfg_error(lc, "field \"activation\" must be \"relu\", \"gelu\", \"silu\", \"tanh\", \"sigmoid\" or \"none\", got %s",
-                      value_str(av, vs, sizeof vs));
+            char names[200] = "";
+            for (int i = 0; i < N_ACTIVATIONS; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "\"%s\", ", ACTIVATIONS[i].name);
+            cfg_error(lc, "field \"activation\" must be %sor \"none\", got %s", names, value_str(av, vs, sizeof vs));
             return NULL;
         }
     }
@@ -583,6 +609,41 @@ static nb_module *build_activation(const layer_ctx *lc, json_t *o, nb_shape *s) 
     return NULL;
 }
 
+static nb_module *build_identity(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    (void)s;
+    return check_fields(lc, o, "") < 0 ? NULL : nb_nn_identity();
+}
+
+/* The activations with arguments: leaky_relu, elu and softplus (zero is each one's default too). */
+static nb_module *build_scalar_activation(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    (void)s;
+    double a, b;
+    if (!strcmp(lc->type, "leaky_relu"))
+        return check_fields(lc, o, "negative_slope") < 0 || get_number(lc, o, "negative_slope", 0.01, &a) < 0 ? NULL
+                                                                                                          : nb_nn_leaky_relu(a);
+    if (!strcmp(lc->type, "elu"))
+        return check_fields(lc, o, "alpha") < 0 || get_number(lc, o, "alpha", 1.0, &a) < 0 ? NULL : nb_nn_elu(a);
+    if (check_fields(lc, o, "beta threshold") < 0 || get_number(lc, o, "beta", 1.0, &a) < 0 ||
+        get_number(lc, o, "threshold", 20.0, &b) < 0)
+        return NULL;
+    return nb_nn_softplus(a, b);
+}
+
+static nb_module *build_prelu(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    long long n;
+    double init;
+    if (check_fields(lc, o, "num_parameters init") < 0 || get_int(lc, o, "num_parameters", 1, INT_MAX, false, 1, &n, NULL) < 0 ||
+        get_number(lc, o, "init", 0.25, &init) < 0)
+        return NULL;
+    if (n != 1 && (s->ndim < 1 || s->dim[0] != n)) {
+        char sh[160];
+        cfg_error(lc, "field \"num_parameters\" must be 1 or the channels (the first axis of the sample), got %lld for %s", n,
+                  shape_str(*s, sh, sizeof sh));
+        return NULL;
+    }
+    return nb_nn_prelu(n, init);
+}
+
 static nb_module *build_max_pool(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_pool(lc, o, s, true); }
 static nb_module *build_avg_pool(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_pool(lc, o, s, false); }
 
@@ -605,6 +666,14 @@ static const struct {
     { "silu", build_activation },
     { "tanh", build_activation },
     { "sigmoid", build_activation },
+    { "mish", build_activation },
+    { "hardswish", build_activation },
+    { "hardsigmoid", build_activation },
+    { "leaky_relu", build_scalar_activation },
+    { "elu", build_scalar_activation },
+    { "softplus", build_scalar_activation },
+    { "prelu", build_prelu },
+    { "identity", build_identity },
     { "residual", build_residual },
 };
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
