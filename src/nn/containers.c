@@ -40,12 +40,7 @@ static bool is_container(const char *fn, nb_module *m, const nb_module_class *cl
 
 nb_module *nb_nn_module_list_append(nb_module *list, nb_module *child) {
     if (!is_container("nb_nn_module_list_append", list, &MODULE_LIST, child)) return NULL;
-    module_list *l = (module_list *)list;
-    char name[16];
-    snprintf(name, sizeof name, "%d", l->count);
-    if (!nb_module_child(list, name, child)) return NULL;
-    l->count++;
-    return list;
+    return nb__append_numbered(list, &((module_list *)list)->count, child);
 }
 
 int nb_nn_module_list_len(const nb_module *list) {

@@ -291,18 +291,21 @@ static const nb_module_class SEQUENTIAL = { .name = "Sequential", .forward = seq
 
 bool nb__is_sequential(const nb_module *m) { return m && m->cls == &SEQUENTIAL; }
 
+nb_module *nb__append_numbered(nb_module *m, int *count, nb_module *child) {
+    char name[16];
+    snprintf(name, sizeof name, "%d", *count);
+    if (!nb_module_child(m, name, child)) return NULL;
+    ++*count;
+    return m;
+}
+
 nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child) {
     if (!seq || seq->cls != &SEQUENTIAL) {
         if (child) nb_module_free(child);
         if (!nb__has_error()) nb__error("nb_nn_sequential_add: not a sequential module");
         return NULL;
     }
-    sequential *s = (sequential *)seq;
-    char name[16];
-    snprintf(name, sizeof name, "%d", s->count);
-    if (!nb_module_child(seq, name, child)) return NULL;
-    s->count++;
-    return seq;
+    return nb__append_numbered(seq, &((sequential *)seq)->count, child);
 }
 
 nb_module *nb_nn_sequential(nb_module *first, ...) {

@@ -11,6 +11,10 @@ typedef struct nb_module_state nb_module_state;
 /* Whether m is an nb_nn_sequential container. */
 bool nb__is_sequential(const nb_module *m);
 
+/* Registers child under the name "<*count>" and counts it (Sequential's and ModuleList's
+   children "0", "1", ...); returns m, or NULL with child freed as nb_module_child does. */
+nb_module *nb__append_numbered(nb_module *m, int *count, nb_module *child);
+
 /* Visits every parameter of the tree in registration order. */
 void nb__module_each_param(nb_module *m, void (*fn)(nb_tensor *p, void *ctx), void *ctx);
 
