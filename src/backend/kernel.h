@@ -28,6 +28,10 @@ typedef struct nb_op_args {
 typedef int (*nb_kernel_fn)(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
 
 /* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
-enum { NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD };
+enum {
+    NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD,
+    NB_UPDATE_NADAM, NB_UPDATE_RADAM, NB_UPDATE_ADAMAX, NB_UPDATE_ADADELTA,
+    NB_UPDATE_KINDS /* the number of kinds */
+};
 
 #endif

@@ -8,7 +8,13 @@
               state: exp_avg, exp_avg_sq[, max_exp_avg_sq]
      RMSPROP  coef: lr, alpha, eps, weight_decay, momentum  i[1]: centered, i[3]: momentum buffer
               state: square_avg[, momentum buffer][, grad_avg]
-     ADAGRAD  coef: lr, eps, weight_decay, lr_decay         state: sum */
+     ADAGRAD  coef: lr, eps, weight_decay, lr_decay         state: sum
+     NADAM    coef: lr, beta1, beta2, eps, weight_decay, momentum_decay
+              state: exp_avg, exp_avg_sq, mu_product (f32 0-d, as torch keeps it)
+     RADAM    coef: lr, beta1, beta2, eps, weight_decay     state: exp_avg, exp_avg_sq
+     ADAMAX   coef: lr, beta1, beta2, eps, weight_decay     state: exp_avg, exp_inf
+     ADADELTA coef: lr, rho, eps, weight_decay              state: square_avg, acc_delta
+   Every state tensor has the parameter's shape and dtype except NAdam's mu_product. */
 #include "ops_impl.h"
 
 int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
@@ -17,7 +23,7 @@ int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_
         nb__error("nb_%s: needs a parameter, its gradient, a step count and coefficients", fn);
         return -1;
     }
-    if (args->i[0] < NB_UPDATE_SGD || args->i[0] > NB_UPDATE_ADAGRAD) {
+    if (args->i[0] < NB_UPDATE_SGD || args->i[0] >= NB_UPDATE_KINDS) {
         nb__error("nb_%s: unknown update kind %lld", fn, (long long)args->i[0]);
         return -1;
     }
@@ -27,8 +33,13 @@ int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_
                   nb__describe(in[2], d0, sizeof d0), nb__describe(in[3], d, sizeof d));
         return -1;
     }
+    bool nadam = args->i[0] == NB_UPDATE_NADAM;
+    if (nadam && (nin != 7 || in[6]->dtype != NB_F32 || in[6]->numel != 1)) {
+        nb__error("nb_%s: NAdam's update takes its mu_product as an f32 0-d seventh input (%d inputs)", fn, nin);
+        return -1;
+    }
     for (int k = 0; k < nin; k++) {
-        if (k == 2 || k == 3) continue;
+        if (k == 2 || k == 3 || (nadam && k == 6)) continue;
         if (!nb__shape_eq(&in[k]->shape, &in[0]->shape) || in[k]->dtype != in[0]->dtype) {
             nb__error("nb_%s: tensor %d is %s but the parameter is %s", fn, k, nb__describe(in[k], d, sizeof d),
                       nb__describe(in[0], d0, sizeof d0));

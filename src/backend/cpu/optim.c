@@ -76,8 +76,73 @@
             p[i] -= clr * (gi / (SQRT(s) + eps));                                                      \
         }                                                                                              \
     }                                                                                                  \
+    /* NAdam (torch 1.13): f[0] and f[5] carry the two step coefficients, f[6] bias_correction2 */   \
+    NB_INLINE_IN_CLONE void nadam_##T(T *p, const T *g, T *m, T *v, int64_t n, const nb_op_args *a) {             \
+        const T b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                   \
+        const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]);                                      \
+        const T c_grad = (T)a->f[0], c_avg = (T)a->f[5], bc2 = (T)a->f[6];                             \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i];                                                                               \
+            if (wd != 0) gi += wd * p[i];                                                              \
+            T mi = m[i] * b1 + omb1 * gi;                                                              \
+            T vi = v[i] * b2 + omb2 * gi * gi;                                                         \
+            m[i] = mi;                                                                                 \
+            v[i] = vi;                                                                                 \
+            T denom = SQRT(vi / bc2) + eps;                                                            \
+            T pi = p[i] + c_grad * gi / denom;                                                         \
+            p[i] = pi + c_avg * mi / denom;                                                            \
+        }                                                                                              \
+    }                                                                                                  \
+    /* RAdam: f[5] bias_correction1, f[6] sqrt(bias_correction2), f[7] the rectification (i[4]: on) */ \
+    NB_INLINE_IN_CLONE void radam_##T(T *p, const T *g, T *m, T *v, int64_t n, const nb_op_args *a) {             \
+        const T lr = (T)a->f[0], b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];  \
+        const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]);                                      \
+        const T bc1 = (T)a->f[5], bc2_sqrt = (T)a->f[6], rect = (T)a->f[7];                            \
+        const bool rectified = a->i[4] != 0;                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i];                                                                               \
+            if (wd != 0) gi += wd * p[i];                                                              \
+            T mi = m[i] * b1 + omb1 * gi;                                                              \
+            T vi = v[i] * b2 + omb2 * gi * gi;                                                         \
+            m[i] = mi;                                                                                 \
+            v[i] = vi;                                                                                 \
+            T corrected = mi / bc1;                                                                    \
+            if (rectified) p[i] -= corrected * lr * (bc2_sqrt / (SQRT(vi) + eps)) * rect;              \
+            else p[i] -= corrected * lr;                                                               \
+        }                                                                                              \
+    }                                                                                                  \
+    /* Adamax: f[6] lr / bias_correction1 */                                                         \
+    NB_INLINE_IN_CLONE void adamax_##T(T *p, const T *g, T *m, T *u, int64_t n, const nb_op_args *a) {            \
+        const T b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                   \
+        const T omb1 = (T)(1 - a->f[1]), neg_clr = (T)(-a->f[6]);                                      \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i];                                                                               \
+            if (wd != 0) gi += wd * p[i];                                                              \
+            T mi = m[i] * b1 + omb1 * gi;                                                              \
+            m[i] = mi;                                                                                 \
+            T decayed = u[i] * b2, fresh = (gi < 0 ? -gi : gi) + eps;                                  \
+            /* torch.amax: a NaN on either side wins */                                                \
+            T ui = decayed > fresh || decayed != decayed ? decayed : fresh;                            \
+            u[i] = ui;                                                                                 \
+            p[i] += neg_clr * mi / ui;                                                                 \
+        }                                                                                              \
+    }                                                                                                  \
+    NB_INLINE_IN_CLONE void adadelta_##T(T *p, const T *g, T *sq, T *acc, int64_t n, const nb_op_args *a) {       \
+        const T lr = (T)a->f[0], rho = (T)a->f[1], omr = (T)(1 - a->f[1]), eps = (T)a->f[2];           \
+        const T wd = (T)a->f[3];                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            T gi = g[i];                                                                               \
+            if (wd != 0) gi += wd * p[i];                                                              \
+            T s = sq[i] * rho + omr * gi * gi;                                                         \
+            sq[i] = s;                                                                                 \
+            T delta = SQRT(acc[i] + eps) / SQRT(s + eps) * gi;                                         \
+            acc[i] = acc[i] * rho + omr * delta * delta;                                               \
+            p[i] -= lr * delta;                                                                        \
+        }                                                                                              \
+    }                                                                                                  \
     ATTR static void update_##T(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a) { \
         T *x[6] = { 0 };                                                                               \
+        if (a->i[0] == NB_UPDATE_NADAM) nin = 6; /* input 6, mu_product, was read by begin */          \
         for (int k = 0, j = 0; k < nin && j < 6; k++)                                                  \
             if (k != 2 && k != 3) x[j++] = (T *)nb__data(in[k]) + lo;                                  \
         int64_t n = hi - lo;                                                                           \
@@ -90,6 +155,10 @@
             rmsprop_##T(x[0], x[1], x[2], buf, gavg, n, a);                                            \
             break;                                                                                     \
         }                                                                                              \
+        case NB_UPDATE_NADAM: nadam_##T(x[0], x[1], x[2], x[3], n, a); break;                         \
+        case NB_UPDATE_RADAM: radam_##T(x[0], x[1], x[2], x[3], n, a); break;                         \
+        case NB_UPDATE_ADAMAX: adamax_##T(x[0], x[1], x[2], x[3], n, a); break;                       \
+        case NB_UPDATE_ADADELTA: adadelta_##T(x[0], x[1], x[2], x[3], n, a); break;                   \
         default: adagrad_##T(x[0], x[1], x[2], n, a);                                                  \
         }                                                                                              \
     }
@@ -120,6 +189,30 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
         a->f[7] = coef[0] / (1 - pow(coef[1], (double)step));
         break;
     case NB_UPDATE_ADAGRAD: a->f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
+    case NB_UPDATE_NADAM: {
+        /* torch 1.13's _single_tensor_nadam: mu_product is an f32 tensor, multiplied in float,
+           and mu_product_next takes mu twice (mu_product * mu * mu_next after mu_product *= mu) */
+        double b1 = coef[1], md = coef[5], t = (double)step;
+        double mu = b1 * (1. - 0.5 * pow(0.96, t * md)), mu_next = b1 * (1. - 0.5 * pow(0.96, (t + 1) * md));
+        float *mu_product = (float *)nb__data(in[6]);
+        float prod = *mu_product * (float)mu;
+        float prod_next = prod * (float)mu * (float)mu_next;
+        *mu_product = prod;
+        a->f[0] = -coef[0] * (1. - mu) / (1. - (double)prod);
+        a->f[5] = -coef[0] * mu_next / (1. - (double)prod_next);
+        a->f[6] = 1 - pow(coef[2], t);
+        break;
+    }
+    case NB_UPDATE_RADAM: {
+        double b2 = coef[2], t = (double)step, bc2 = 1 - pow(b2, t);
+        double rho_inf = 2 / (1 - b2) - 1, rho_t = rho_inf - 2 * t * pow(b2, t) / bc2;
+        a->f[5] = 1 - pow(coef[1], t);
+        a->f[6] = sqrt(bc2);
+        a->i[4] = rho_t > 5.;
+        a->f[7] = rho_t > 5. ? sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
+        break;
+    }
+    case NB_UPDATE_ADAMAX: a->f[6] = coef[0] / (1 - pow(coef[1], (double)step)); break;
     default: break;
     }
     for (int k = 0; k < nin; k++)
