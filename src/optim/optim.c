@@ -1,8 +1,10 @@
 /* Optimizers: parameter groups over borrowed parameters, state created at the first step,
-   and one fused update op per parameter through the dispatch path. */
+   and one fused update op per parameter through the dispatch path (LBFGS, which runs a closure
+   and a line search over all parameters at once, lives in lbfgs.c). */
 #include "../ops/ops_impl.h"
 #include "../nn/nn_impl.h"
 #include "optim_impl.h"
+#include "optimizer.h"
 #include "nabla/optim.h"
 #include <pthread.h>
 #include <math.h>
@@ -10,35 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { KIND_SGD, KIND_ADAM, KIND_ADAMW, KIND_RMSPROP, KIND_ADAGRAD } optim_kind;
-
-static const char *const kind_names[] = { "nb_optim_sgd", "nb_optim_adam", "nb_optim_adamw", "nb_optim_rmsprop", "nb_optim_adagrad" };
-
-typedef struct {
-    nb_tensor *param;   /* borrowed */
-    nb_tensor *state[3];
-    nb_tensor *step;    /* i64 0-d: updates taken */
-    int group;
-    bool foreign;       /* another process owns it (a partition): no state, no update here */
-} slot;
-
-typedef struct {
-    double lr, weight_decay;
-    nb_tensor *hyper; /* f64 [6]: the update's coefficients, read by the update op at run time */
-} group;
-
-struct nb_optimizer {
-    optim_kind kind;
-    double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha, lr_decay, initial_acc;
-    bool nesterov, amsgrad, centered;
-    slot *slots;
-    int nslots, cap;
-    group *groups;
-    int ngroups;
-    char **state_names;
-    int state_names_n;
-    nb__optim_partition part; /* part.owns NULL: every parameter is this process's */
-};
+static const char *const kind_names[KIND_COUNT] = { "nb_optim_sgd",   "nb_optim_adam",     "nb_optim_adamw",
+                                                    "nb_optim_rmsprop", "nb_optim_adagrad", "nb_optim_nadam",
+                                                    "nb_optim_radam", "nb_optim_adamax",   "nb_optim_adadelta",
+                                                    "nb_optim_lbfgs" };
 
 /* ---- partitions (optim_impl.h): which module's optimizers update only some parameters ---- */
 enum { MAX_PARTITIONS = 64 };
@@ -69,15 +46,19 @@ static bool partition_of(const nb_module *m, nb__optim_partition *out) {
     return found;
 }
 
-/* A zero option is the default; NB_ZERO (negative zero) asks for an explicit 0. */
-static double opt_or(double v, double dflt) { return v == 0 && !signbit(v) ? dflt : (v == 0 ? 0.0 : v); }
 
-static const char *const state_names[5][3] = {
+/* The state's names, as torch's optimizer state_dict() has them. */
+static const char *const state_names[KIND_COUNT][3] = {
     { "momentum_buffer", NULL, NULL },
     { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" },
     { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" },
     { "square_avg", "momentum_buffer", "grad_avg" },
     { "sum", NULL, NULL },
+    { "exp_avg", "exp_avg_sq", "mu_product" },
+    { "exp_avg", "exp_avg_sq", NULL },
+    { "exp_avg", "exp_inf", NULL },
+    { "square_avg", "acc_delta", NULL },
+    { NULL, NULL, NULL },
 };
 
 /* Which state tensors this optimizer keeps per parameter. */
@@ -87,11 +68,16 @@ static bool uses_state(const nb_optimizer *o, int k) {
     case KIND_ADAM:
     case KIND_ADAMW: return k < 2 || (k == 2 && o->amsgrad);
     case KIND_RMSPROP: return k == 0 || (k == 1 && o->momentum != 0) || (k == 2 && o->centered);
+    case KIND_NADAM: return true;
+    case KIND_RADAM:
+    case KIND_ADAMAX:
+    case KIND_ADADELTA: return k < 2;
+    case KIND_LBFGS: return false;
     default: return k == 0;
     }
 }
 
-static nb_optimizer *make(optim_kind kind) {
+nb_optimizer *nb__optim_make(int kind) {
     nb_optimizer *o = calloc(1, sizeof *o);
     if (!o) {
         nb__error("%s: out of memory", kind_names[kind]);
@@ -110,6 +96,11 @@ static bool check_hyper(nb_optimizer *o) {
     }
     if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1)) {
         nb__error("%s: betas must be in [0, 1), got %g and %g", fn, o->beta1, o->beta2);
+        return false;
+    }
+    if (!(o->rho >= 0 && o->rho <= 1) || !(o->momentum_decay >= 0)) {
+        nb__error("%s: rho must be in [0, 1] and momentum_decay non-negative, got %g and %g", fn, o->rho,
+                  o->momentum_decay);
         return false;
     }
     if (o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
@@ -136,9 +127,14 @@ static void collect(nb_tensor *p, void *ctx) {
     l->items[l->n++] = p;
 }
 
-/* Validates, then adds the module's parameters as group 0. */
-static nb_optimizer *finish(nb_optimizer *o, nb_module *m) {
+nb_optimizer *nb__optim_finish(nb_optimizer *o, nb_module *m) {
     if (!check_hyper(o)) {
+        nb_optim_free(o);
+        return NULL;
+    }
+    if (m && o->kind == KIND_LBFGS && partition_of(m, &(nb__optim_partition){ 0 })) {
+        nb__error("nb_optim_lbfgs: the module's optimizer state is sharded (NB_SHARD_OPTIMIZER), which LBFGS's "
+                  "history over all parameters cannot be");
         nb_optim_free(o);
         return NULL;
     }
@@ -157,60 +153,16 @@ static nb_optimizer *finish(nb_optimizer *o, nb_module *m) {
     return o;
 }
 
-nb_optimizer *nb_optim_sgd(nb_module *m, nb_sgd_opts opts) {
-    nb_optimizer *o = make(KIND_SGD);
-    if (!o) return NULL;
-    o->lr = opt_or(opts.lr, 1e-3);
-    o->momentum = opts.momentum;
-    o->dampening = opts.dampening;
-    o->weight_decay = opts.weight_decay;
-    o->nesterov = opts.nesterov;
-    return finish(o, m);
-}
-
-static nb_optimizer *adam_like(optim_kind kind, nb_module *m, nb_adam_opts opts) {
-    nb_optimizer *o = make(kind);
-    if (!o) return NULL;
-    o->lr = opt_or(opts.lr, 1e-3);
-    o->beta1 = opt_or(opts.beta1, 0.9);
-    o->beta2 = opt_or(opts.beta2, 0.999);
-    o->eps = opt_or(opts.eps, 1e-8);
-    o->weight_decay = opt_or(opts.weight_decay, kind == KIND_ADAMW ? 1e-2 : 0.0);
-    o->amsgrad = opts.amsgrad;
-    return finish(o, m);
-}
-nb_optimizer *nb_optim_adam(nb_module *m, nb_adam_opts opts) { return adam_like(KIND_ADAM, m, opts); }
-nb_optimizer *nb_optim_adamw(nb_module *m, nb_adamw_opts opts) { return adam_like(KIND_ADAMW, m, opts); }
-
-nb_optimizer *nb_optim_rmsprop(nb_module *m, nb_rmsprop_opts opts) {
-    nb_optimizer *o = make(KIND_RMSPROP);
-    if (!o) return NULL;
-    o->lr = opt_or(opts.lr, 1e-2);
-    o->alpha = opt_or(opts.alpha, 0.99);
-    o->eps = opt_or(opts.eps, 1e-8);
-    o->weight_decay = opts.weight_decay;
-    o->momentum = opts.momentum;
-    o->centered = opts.centered;
-    return finish(o, m);
-}
-
-nb_optimizer *nb_optim_adagrad(nb_module *m, nb_adagrad_opts opts) {
-    nb_optimizer *o = make(KIND_ADAGRAD);
-    if (!o) return NULL;
-    o->lr = opt_or(opts.lr, 1e-2);
-    o->lr_decay = opts.lr_decay;
-    o->weight_decay = opts.weight_decay;
-    o->initial_acc = opts.initial_accumulator_value;
-    o->eps = opt_or(opts.eps, 1e-10);
-    return finish(o, m);
-}
-
 int nb_optim_add_param_group(nb_optimizer *o, nb_tensor *const *params, int n, nb_group_opts opts) {
     if (!o) {
         nb__error("nb_optim_add_param_group: optimizer is NULL");
         return -1;
     }
     const char *fn = "nb_optim_add_param_group";
+    if (o->kind == KIND_LBFGS && o->ngroups > 0) {
+        nb__error("%s: LBFGS takes one parameter group (as torch.optim.LBFGS), it has one already", fn);
+        return -1;
+    }
     if (n < 0 || (n > 0 && !params)) {
         nb__error("%s: invalid parameter list", fn);
         return -1;
@@ -249,7 +201,7 @@ int nb_optim_add_param_group(nb_optimizer *o, nb_tensor *const *params, int n, n
         o->cap = cap;
     }
     int gi = o->ngroups++;
-    o->groups[gi] = (group){ opt_or(opts.lr, o->lr), opt_or(opts.weight_decay, o->weight_decay), NULL };
+    o->groups[gi] = (group){ nb__opt_or(opts.lr, o->lr), nb__opt_or(opts.weight_decay, o->weight_decay), NULL };
     for (int i = 0; i < n; i++) {
         nb_set_requires_grad(params[i], true);
         o->slots[o->nslots++] = (slot){ .param = params[i], .group = gi };
@@ -266,7 +218,8 @@ static int init_slot(nb_optimizer *o, slot *s) {
     bool ok = s->step != NULL;
     for (int k = 0; k < 3; k++)
         if (uses_state(o, k)) {
-            s->state[k] = nb__full_on(shape, o->kind == KIND_ADAGRAD ? o->initial_acc : 0.0, dt, dev);
+            if (o->kind == KIND_NADAM && k == 2) s->state[k] = nb__full_on(NB_SHAPE(), 1.0, NB_F32, dev); /* mu_product */
+            else s->state[k] = nb__full_on(shape, o->kind == KIND_ADAGRAD ? o->initial_acc : 0.0, dt, dev);
             ok = ok && s->state[k];
         }
     if (ok) return 0; /* not nb__has_error(): an earlier error the caller did not clear is no failure here */
@@ -284,6 +237,12 @@ static void hyper_values(const nb_optimizer *o, int g, double f[6]) {
     case KIND_ADAM:
     case KIND_ADAMW: f[0] = gr->lr; f[1] = o->beta1; f[2] = o->beta2; f[3] = o->eps; f[4] = gr->weight_decay; break;
     case KIND_RMSPROP: f[0] = gr->lr; f[1] = o->alpha; f[2] = o->eps; f[3] = gr->weight_decay; f[4] = o->momentum; break;
+    case KIND_NADAM:
+    case KIND_RADAM:
+    case KIND_ADAMAX:
+        f[0] = gr->lr; f[1] = o->beta1; f[2] = o->beta2; f[3] = o->eps; f[4] = gr->weight_decay; f[5] = o->momentum_decay;
+        break;
+    case KIND_ADADELTA: f[0] = gr->lr; f[1] = o->rho; f[2] = o->eps; f[3] = gr->weight_decay; break;
     default: f[0] = gr->lr; f[1] = o->eps; f[2] = gr->weight_decay; f[3] = o->lr_decay;
     }
 }
@@ -309,7 +268,7 @@ int nb_optim_init_state(nb_optimizer *o) {
         if (!o->groups[g].hyper) rc = -1;
     }
     if (rc == 0) sync_hyper(o);
-    for (int i = 0; i < o->nslots && rc == 0; i++) {
+    for (int i = 0; i < o->nslots && rc == 0 && o->kind != KIND_LBFGS; i++) {
         slot *s = &o->slots[i];
         if (s->foreign) continue;
         if (s->step) {
@@ -338,11 +297,26 @@ void nb_optim_zero_grad(nb_optimizer *o) {
     for (int i = 0; i < o->nslots; i++) nb_zero_grad(o->slots[i].param);
 }
 
+/* LBFGS: one step of up to max_iter iterations over the parameters of group 0 (every
+   parameter, this process's: LBFGS refuses partitions). */
+static int lbfgs_step(nb_optimizer *o) {
+    nb_tensor **ps = malloc(sizeof(nb_tensor *) * (size_t)(o->nslots ? o->nslots : 1));
+    if (!ps) {
+        nb__error("nb_optim_step: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < o->nslots; i++) ps[i] = o->slots[i].param;
+    int rc = nb__lbfgs_step(o->lbfgs, ps, o->nslots, o->ngroups ? o->groups[0].lr : o->lr);
+    free(ps);
+    return rc;
+}
+
 int nb_optim_step(nb_optimizer *o) {
     if (!o) {
         if (!nb__has_error()) nb__error("nb_optim_step: optimizer is NULL");
         return -1;
     }
+    if (o->kind == KIND_LBFGS) return lbfgs_step(o);
     if (nb_optim_init_state(o) < 0) return -1;
     sync_hyper(o);
     bool prev = nb_set_grad_enabled(false);
@@ -376,6 +350,16 @@ int nb_optim_step(nb_optimizer *o) {
             in[nin++] = s->state[0];
             if (s->state[1]) in[nin++] = s->state[1];
             if (s->state[2]) in[nin++] = s->state[2];
+            break;
+        case KIND_NADAM:
+        case KIND_RADAM:
+        case KIND_ADAMAX:
+        case KIND_ADADELTA:
+            a.i[0] = o->kind == KIND_NADAM ? NB_UPDATE_NADAM
+                     : o->kind == KIND_RADAM ? NB_UPDATE_RADAM
+                     : o->kind == KIND_ADAMAX ? NB_UPDATE_ADAMAX : NB_UPDATE_ADADELTA;
+            for (int k = 0; k < 3; k++)
+                if (s->state[k]) in[nin++] = s->state[k];
             break;
         default:
             a.i[0] = NB_UPDATE_ADAGRAD;
@@ -436,13 +420,17 @@ int nb_optim_num_groups(const nb_optimizer *o) { return o ? o->ngroups : 0; }
 
 /* Internal to the schedules: the optimizer's first-moment coefficient (SGD momentum or Adam's
    beta1), which one-cycle cycles. */
+static bool has_betas(optim_kind k) {
+    return k == KIND_ADAM || k == KIND_ADAMW || k == KIND_NADAM || k == KIND_RADAM || k == KIND_ADAMAX;
+}
 double nb__optim_momentum(const nb_optimizer *o, bool *has) {
-    *has = o->kind == KIND_SGD ? o->momentum != 0 : (o->kind == KIND_ADAM || o->kind == KIND_ADAMW);
+    *has = o->kind == KIND_SGD ? o->momentum != 0 : has_betas(o->kind);
     return o->kind == KIND_SGD ? o->momentum : o->beta1;
 }
+bool nb__optim_has_sgd_momentum(const nb_optimizer *o) { return o->kind == KIND_SGD && o->momentum != 0; }
 void nb__optim_set_momentum(nb_optimizer *o, double m) {
     if (o->kind == KIND_SGD) o->momentum = m;
-    else if (o->kind == KIND_ADAM || o->kind == KIND_ADAMW) o->beta1 = m;
+    else if (has_betas(o->kind)) o->beta1 = m;
     sync_hyper(o);
 }
 
@@ -501,95 +489,9 @@ void nb_optim_free(nb_optimizer *o) {
         for (int k = 0; k < 3; k++) nb_release(o->slots[i].state[k]);
     }
     for (int g = 0; g < o->ngroups; g++) nb_release(o->groups[g].hyper);
+    nb__lbfgs_free(o->lbfgs);
     free_state_names(o);
     free(o->slots);
     free(o->groups);
     free(o);
-}
-
-/* ---------- gradient clipping ---------- */
-typedef struct {
-    nb_tensor *sumsq; /* f64 0-d, in the current scope */
-    bool failed;
-} norm_acc;
-
-static void add_sq(nb_tensor *p, void *ctx) {
-    norm_acc *a = ctx;
-    nb_tensor *g = nb_grad_of(p);
-    if (!g || a->failed) return;
-    nb_tensor *gd = nb_cast(g, NB_F64);
-    nb_tensor *sq = nb_sum_all(nb_mul(gd, gd));
-    a->sumsq = a->sumsq ? nb_add(a->sumsq, sq) : sq;
-    if (!a->sumsq) a->failed = true;
-}
-
-/* The global L2 norm of m's gradients as an f64 0-d tensor in the current scope (squares summed
-   in double, parameter by parameter in order), with tensor ops only; NULL on error. */
-static nb_tensor *grad_norm_tensor(nb_module *m) {
-    norm_acc a = { NULL, false };
-    nb__module_each_param(m, add_sq, &a);
-    if (a.failed) return NULL;
-    return a.sumsq ? nb_sqrt(a.sumsq) : nb_zeros(NB_SHAPE(), NB_F64);
-}
-
-double nb_grad_norm(nb_module *m) {
-    if (!m) {
-        nb__error("nb_grad_norm: module is NULL");
-        return -1;
-    }
-    bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *t = grad_norm_tensor(m);
-    double v = t ? nb_item(t) : -1;
-    nb_scope_end(s);
-    nb_set_grad_enabled(prev);
-    return v;
-}
-
-typedef struct {
-    nb_tensor *coef;
-    bool failed;
-} scaling;
-
-static void scale_grad(nb_tensor *p, void *ctx) {
-    scaling *sc = ctx;
-    nb_tensor *g = nb_grad_of(p);
-    if (!g || sc->failed) return;
-    nb_tensor *scaled = nb_mul(g, sc->coef); /* a new tensor: gradients may be shared */
-    if (scaled) nb_set_grad(p, scaled);
-    else sc->failed = true;
-}
-
-nb_tensor *nb_clip_grad_norm_tensor(nb_module *m, double max_norm) {
-    if (!m) {
-        if (!nb__has_error()) nb__error("nb_clip_grad_norm: module is NULL");
-        return NULL;
-    }
-    if (!(max_norm > 0)) {
-        nb__error("nb_clip_grad_norm: max_norm must be positive, got %g", max_norm);
-        return NULL;
-    }
-    bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *total = grad_norm_tensor(m);
-    if (total) {
-        /* as torch: the coefficient clamped at 1 multiplies every gradient, so no value is read
-           on the host and a compiled step can clip */
-        scaling sc = { nb_clamp(nb_div(nb_full(NB_SHAPE(), max_norm, NB_F64), nb_add_scalar(total, 1e-6)), -INFINITY, 1.0),
-                       false };
-        if (sc.coef) nb__module_each_param(m, scale_grad, &sc);
-        if (!sc.coef || sc.failed) total = NULL;
-    }
-    nb_keep(total);
-    nb_scope_end(s);
-    nb_set_grad_enabled(prev);
-    return nb__own(total);
-}
-
-double nb_clip_grad_norm(nb_module *m, double max_norm) {
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *t = nb_clip_grad_norm_tensor(m, max_norm);
-    double v = t ? nb_item(t) : -1;
-    nb_scope_end(s);
-    return v;
 }
