@@ -4,14 +4,7 @@
 # optim_ref_generate runs tests/optim_ref.py with Debian's python3-torch to write the reference
 # file; it is a CTest fixture that test_optim_torch requires, so `ctest -R optim` runs both, in
 # order. Without python3 or torch the generator fails and so does the test: nothing is skipped.
-if(NOT NABLA_TORCH_PYTHON)
-  if(EXISTS /usr/bin/python3)
-    set(NABLA_TORCH_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch for the PyTorch reference tests")
-  else()
-    find_program(NABLA_TORCH_PYTHON NAMES python3)
-  endif()
-endif()
-
+# NABLA_TORCH_PYTHON comes from tests/nn.cmake, included before this file.
 set(NABLA_OPTIM_REF ${CMAKE_CURRENT_BINARY_DIR}/optim_ref.txt)
 
 if(NABLA_TORCH_PYTHON)

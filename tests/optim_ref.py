@@ -10,8 +10,8 @@ The file holds one record a line, which the C test looks up by name:
   V name n v1..vn    n values (doubles written so that they read back exactly)
   W name n w1..wn    n words (optimizer state names)
 
-Names: "data.p0", "data.grad.<k>.<i>" (the parameters and the gradients of step k, made as
-tests/nn_ref.py's opt_data makes them), "opt.<case>.p0" / ".p1" (the parameters after 100
+Names: "data.p0", "data.grad.<k>.<i>" (the parameters and the gradients of step k, from tests/nn_ref.py's
+opt_data), "opt.<case>.p0" / ".p1" (the parameters after 100
 steps), "opt.<case>.state.<name>" and "opt.<case>.state_names" (torch's state_dict()['state']),
 "opt.<case>.lr" (a schedule's lr after each step), "sched.<case>.lr.<group>" and
 "sched.<case>.momentum" (61 values: after construction and after each of 60 steps),
@@ -21,12 +21,15 @@ after each step), ".loss" (each step's first loss) and ".evals" (closure calls i
 A name the C test asks for that is missing here is a failure; the test fails (not skips) when
 this script cannot run.
 """
-import math
+import os
 import sys
 import warnings
 import zlib
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nn_ref  # noqa: E402  (the optimizers' data, the same as tests/test_nn_torch.c's)
 
 OUT = []
 STEPS = 100
@@ -49,10 +52,8 @@ def put_words(name, words):
 
 # ---------------------------------------------------------------- optimizers
 def opt_data():
-    """As nn_ref.py's opt_data: two parameters [7, 5] and [5], and 100 pairs of gradients."""
-    seed('opt_data')
-    p0, p1 = torch.randn(7, 5), torch.randn(5)
-    grads = [(torch.randn(7, 5) * (1 + 0.5 * math.sin(k)), torch.randn(5) * 0.5) for k in range(STEPS)]
+    """nn_ref.py's opt_data (two parameters [7, 5] and [5], 100 pairs of gradients), written here too."""
+    p0, p1, grads = nn_ref.opt_data()
     put('data.p0', p0)
     put('data.p1', p1)
     for k, (g0, g1) in enumerate(grads):

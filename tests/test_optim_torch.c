@@ -838,13 +838,7 @@ int main(int argc, char **argv) {
     int failed = 1;
     if (nt == 0) fprintf(stderr, "test_optim_torch: no case matches\n");
     else {
-        /* warm up: the first scope and backward allocate per-thread state that stays, so the
-           per-case check of bytes in use starts from there */
-        nb_scope *warm = nb_scope_begin();
-        nb_tensor *w = nb_set_requires_grad(nb_ones(NB_SHAPE(2), NB_F32), true);
-        nb_backward(nb_sum_all(nb_mul(w, w)));
-        nb_scope_end(warm);
-        nb_error_clear();
+        warm_up_thread_state(); /* so the per-case check of bytes in use starts from there */
         failed = _cmocka_run_group_tests("optim_vs_torch", tests, nt, NULL, NULL);
     }
     free_recs();

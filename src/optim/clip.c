@@ -42,18 +42,27 @@ double nb_grad_norm(nb_module *m) {
     return v;
 }
 
+/* Replaces every gradient with a new tensor made from it (gradients may be shared, so never
+   in place): scaled by a 0-d coefficient, or clamped. */
 typedef struct {
-    nb_tensor *coef;
+    nb_tensor *(*make)(nb_tensor *g, const void *arg);
+    const void *arg;
     bool failed;
-} scaling;
+} grad_rewrite;
 
-static void scale_grad(nb_tensor *p, void *ctx) {
-    scaling *sc = ctx;
+static void rewrite_grad(nb_tensor *p, void *ctx) {
+    grad_rewrite *r = ctx;
     nb_tensor *g = nb_grad_of(p);
-    if (!g || sc->failed) return;
-    nb_tensor *scaled = nb_mul(g, sc->coef); /* a new tensor: gradients may be shared */
-    if (scaled) nb_set_grad(p, scaled);
-    else sc->failed = true;
+    if (!g || r->failed) return;
+    nb_tensor *made = r->make(g, r->arg);
+    if (made) nb_set_grad(p, made);
+    else r->failed = true;
+}
+
+static nb_tensor *scaled(nb_tensor *g, const void *coef) { return nb_mul(g, (nb_tensor *)coef); }
+static nb_tensor *clamped(nb_tensor *g, const void *clip) {
+    double c = *(const double *)clip;
+    return nb_clamp(g, -c, c);
 }
 
 nb_tensor *nb_clip_grad_norm_tensor(nb_module *m, double max_norm) {
@@ -71,10 +80,10 @@ nb_tensor *nb_clip_grad_norm_tensor(nb_module *m, double max_norm) {
     if (total) {
         /* as torch: the coefficient clamped at 1 multiplies every gradient, so no value is read
            on the host and a compiled step can clip */
-        scaling sc = { nb_clamp(nb_div(nb_full(NB_SHAPE(), max_norm, NB_F64), nb_add_scalar(total, 1e-6)), -INFINITY, 1.0),
-                       false };
-        if (sc.coef) nb__module_each_param(m, scale_grad, &sc);
-        if (!sc.coef || sc.failed) total = NULL;
+        nb_tensor *coef = nb_clamp(nb_div(nb_full(NB_SHAPE(), max_norm, NB_F64), nb_add_scalar(total, 1e-6)), -INFINITY, 1.0);
+        grad_rewrite r = { scaled, coef, false };
+        if (coef) nb__module_each_param(m, rewrite_grad, &r);
+        if (!coef || r.failed) total = NULL;
     }
     nb_keep(total);
     nb_scope_end(s);
@@ -90,20 +99,6 @@ double nb_clip_grad_norm(nb_module *m, double max_norm) {
     return v;
 }
 
-typedef struct {
-    double clip;
-    bool failed;
-} value_clip;
-
-static void clamp_grad(nb_tensor *p, void *ctx) {
-    value_clip *vc = ctx;
-    nb_tensor *g = nb_grad_of(p);
-    if (!g || vc->failed) return;
-    nb_tensor *clamped = nb_clamp(g, -vc->clip, vc->clip); /* a new tensor: gradients may be shared */
-    if (clamped) nb_set_grad(p, clamped);
-    else vc->failed = true;
-}
-
 int nb_clip_grad_value(nb_module *m, double clip_value) {
     if (!m) {
         if (!nb__has_error()) nb__error("nb_clip_grad_value: module is NULL");
@@ -115,9 +110,9 @@ int nb_clip_grad_value(nb_module *m, double clip_value) {
     }
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_scope_begin();
-    value_clip vc = { clip_value, false };
-    nb__module_each_param(m, clamp_grad, &vc);
+    grad_rewrite r = { clamped, &clip_value, false };
+    nb__module_each_param(m, rewrite_grad, &r);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);
-    return vc.failed ? -1 : 0;
+    return r.failed ? -1 : 0;
 }

@@ -76,55 +76,54 @@
             p[i] -= clr * (gi / (SQRT(s) + eps));                                                      \
         }                                                                                              \
     }                                                                                                  \
+    /* NAdam's, RAdam's and Adamax's coefficients f[1..4]: beta1, beta2, eps, weight decay */        \
+    typedef struct { T b1, b2, eps, wd, omb1, omb2; } moments_##T;                                     \
+    NB_INLINE_IN_CLONE moments_##T moments_of_##T(const nb_op_args *a) {                               \
+        return (moments_##T){ (T)a->f[1], (T)a->f[2], (T)a->f[3], (T)a->f[4], (T)(1 - a->f[1]), (T)(1 - a->f[2]) }; \
+    }                                                                                                  \
+    /* the gradient with weight decay and its running mean (torch's mul_(beta1).add_) */           \
+    NB_INLINE_IN_CLONE T first_moment_##T(const moments_##T *c, T gi, T pi, T *m) {                   \
+        if (c->wd != 0) gi += c->wd * pi;                                                              \
+        *m = *m * c->b1 + c->omb1 * gi;                                                                \
+        return gi;                                                                                     \
+    }                                                                                                  \
     /* NAdam (torch 1.13): f[0] and f[5] carry the two step coefficients, f[6] bias_correction2 */   \
     NB_INLINE_IN_CLONE void nadam_##T(T *p, const T *g, T *m, T *v, int64_t n, const nb_op_args *a) {             \
-        const T b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                   \
-        const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]);                                      \
+        const moments_##T c = moments_of_##T(a);                                                       \
         const T c_grad = (T)a->f[0], c_avg = (T)a->f[5], bc2 = (T)a->f[6];                             \
         for (int64_t i = 0; i < n; i++) {                                                              \
-            T gi = g[i];                                                                               \
-            if (wd != 0) gi += wd * p[i];                                                              \
-            T mi = m[i] * b1 + omb1 * gi;                                                              \
-            T vi = v[i] * b2 + omb2 * gi * gi;                                                         \
-            m[i] = mi;                                                                                 \
+            T gi = first_moment_##T(&c, g[i], p[i], &m[i]);                                            \
+            T vi = v[i] * c.b2 + c.omb2 * gi * gi;                                                     \
             v[i] = vi;                                                                                 \
-            T denom = SQRT(vi / bc2) + eps;                                                            \
+            T denom = SQRT(vi / bc2) + c.eps;                                                          \
             T pi = p[i] + c_grad * gi / denom;                                                         \
-            p[i] = pi + c_avg * mi / denom;                                                            \
+            p[i] = pi + c_avg * m[i] / denom;                                                          \
         }                                                                                              \
     }                                                                                                  \
     /* RAdam: f[5] bias_correction1, f[6] sqrt(bias_correction2), f[7] the rectification (i[4]: on) */ \
     NB_INLINE_IN_CLONE void radam_##T(T *p, const T *g, T *m, T *v, int64_t n, const nb_op_args *a) {             \
-        const T lr = (T)a->f[0], b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];  \
-        const T omb1 = (T)(1 - a->f[1]), omb2 = (T)(1 - a->f[2]);                                      \
-        const T bc1 = (T)a->f[5], bc2_sqrt = (T)a->f[6], rect = (T)a->f[7];                            \
+        const moments_##T c = moments_of_##T(a);                                                       \
+        const T lr = (T)a->f[0], bc1 = (T)a->f[5], bc2_sqrt = (T)a->f[6], rect = (T)a->f[7];           \
         const bool rectified = a->i[4] != 0;                                                           \
         for (int64_t i = 0; i < n; i++) {                                                              \
-            T gi = g[i];                                                                               \
-            if (wd != 0) gi += wd * p[i];                                                              \
-            T mi = m[i] * b1 + omb1 * gi;                                                              \
-            T vi = v[i] * b2 + omb2 * gi * gi;                                                         \
-            m[i] = mi;                                                                                 \
+            T gi = first_moment_##T(&c, g[i], p[i], &m[i]);                                            \
+            T vi = v[i] * c.b2 + c.omb2 * gi * gi;                                                     \
             v[i] = vi;                                                                                 \
-            T corrected = mi / bc1;                                                                    \
-            if (rectified) p[i] -= corrected * lr * (bc2_sqrt / (SQRT(vi) + eps)) * rect;              \
+            T corrected = m[i] / bc1;                                                                  \
+            if (rectified) p[i] -= corrected * lr * (bc2_sqrt / (SQRT(vi) + c.eps)) * rect;            \
             else p[i] -= corrected * lr;                                                               \
         }                                                                                              \
     }                                                                                                  \
     /* Adamax: f[6] lr / bias_correction1 */                                                         \
     NB_INLINE_IN_CLONE void adamax_##T(T *p, const T *g, T *m, T *u, int64_t n, const nb_op_args *a) {            \
-        const T b1 = (T)a->f[1], b2 = (T)a->f[2], eps = (T)a->f[3], wd = (T)a->f[4];                   \
-        const T omb1 = (T)(1 - a->f[1]), neg_clr = (T)(-a->f[6]);                                      \
+        const moments_##T c = moments_of_##T(a);                                                       \
+        const T neg_clr = (T)(-a->f[6]);                                                               \
         for (int64_t i = 0; i < n; i++) {                                                              \
-            T gi = g[i];                                                                               \
-            if (wd != 0) gi += wd * p[i];                                                              \
-            T mi = m[i] * b1 + omb1 * gi;                                                              \
-            m[i] = mi;                                                                                 \
-            T decayed = u[i] * b2, fresh = (gi < 0 ? -gi : gi) + eps;                                  \
-            /* torch.amax: a NaN on either side wins */                                                \
-            T ui = decayed > fresh || decayed != decayed ? decayed : fresh;                            \
+            T gi = first_moment_##T(&c, g[i], p[i], &m[i]);                                            \
+            T decayed = u[i] * c.b2, fresh = (gi < 0 ? -gi : gi) + c.eps;                              \
+            T ui = decayed > fresh || decayed != decayed ? decayed : fresh; /* torch.amax: NaN wins */ \
             u[i] = ui;                                                                                 \
-            p[i] += neg_clr * mi / ui;                                                                 \
+            p[i] += neg_clr * m[i] / ui;                                                               \
         }                                                                                              \
     }                                                                                                  \
     NB_INLINE_IN_CLONE void adadelta_##T(T *p, const T *g, T *sq, T *acc, int64_t n, const nb_op_args *a) {       \
