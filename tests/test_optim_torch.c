@@ -316,25 +316,51 @@ static void test_opt(void **state) {
     finish_case(cs, ok, used);
 }
 
-/* Each optimizer (and one with two groups) saved in a checkpoint after 50 steps and resumed by a new one (state, steps and
-   NAdam's f32 mu_product through the file) reaches torch's 100-step parameters and state. */
+typedef struct {
+    const char *name;
+    bool sharded; /* through nb_dist_save_sharded's folder (one process), else nb_checkpoint_save's file */
+} resume_case;
+
+/* Saves or loads a checkpoint of model and optimizer at path; 0 or <0. */
+static int checkpoint_io(bool save, bool sharded, nb_module *m, nb_optimizer *o, const char *path) {
+    if (sharded) return save ? nb_dist_save_sharded(m, o, path, NULL) : nb_dist_load_sharded(m, o, path, NULL);
+    nb_checkpoint ck = { .model = m, .optimizer = o, .global_step = 50 };
+    return save ? nb_checkpoint_save(&ck, path) : nb_checkpoint_load(&ck, path);
+}
+
+static void remove_checkpoint(bool sharded, const char *path) {
+    if (!sharded) {
+        unlink(path);
+        return;
+    }
+    char f[400];
+    snprintf(f, sizeof f, "%s/index.json", path);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/rank-0-of-1.safetensors", path);
+    unlink(f);
+    rmdir(path);
+}
+
+/* Each optimizer (and one with two groups) saved in a checkpoint after 50 steps and resumed by
+   a new one (state, steps and NAdam's f32 mu_product through the file, or through a sharded
+   checkpoint's folder) reaches torch's 100-step parameters and state. */
 static void test_resume(void **state) {
-    const char *name = *state;
+    const resume_case *rc = *state;
+    const char *name = rc->name;
     char cs[96], pre[96], path[256];
-    snprintf(cs, sizeof cs, "resume %s", name);
+    snprintf(cs, sizeof cs, "resume %s%s", name, rc->sharded ? " (sharded)" : "");
     snprintf(pre, sizeof pre, "opt.%s", name);
-    snprintf(path, sizeof path, "test_optim_resume_%s_%d.safetensors", name, (int)getpid());
+    snprintf(path, sizeof path, "test_optim_resume_%s_%d%s", name, (int)getpid(), rc->sharded ? "" : ".safetensors");
     size_t used = bytes_in_use();
     nb_tensor *p[2], *q[2];
     nb_module *a = make_params(p), *b = make_params(q);
     nb_optimizer *oa = a ? make_opt(name, a, p[0], p[1]) : NULL, *ob = b ? make_opt(name, b, q[0], q[1]) : NULL;
     bool ok = oa && ob && run_steps(cs, oa, NULL, p, 0, STEPS / 2, NULL);
-    if (ok && (nb_checkpoint_save(&(nb_checkpoint){ .model = a, .optimizer = oa, .global_step = 50 }, path) < 0 ||
-               nb_checkpoint_load(&(nb_checkpoint){ .model = b, .optimizer = ob }, path) < 0)) {
+    if (ok && (checkpoint_io(true, rc->sharded, a, oa, path) < 0 || checkpoint_io(false, rc->sharded, b, ob, path) < 0)) {
         fprintf(stderr, "  %s: checkpoint failed: %s\n", cs, nb_error() ? nb_error() : "?");
         ok = false;
     }
-    unlink(path);
+    remove_checkpoint(rc->sharded, path);
     ok = ok && run_steps(cs, ob, NULL, q, STEPS / 2, STEPS, NULL) && compare_params(cs, pre, q) && compare_state(cs, pre, ob);
     nb_optim_free(oa);
     nb_optim_free(ob);
@@ -816,7 +842,8 @@ int main(int argc, char **argv) {
     }
     static const char *const RESUMED[] = { "nadam_all", "radam_betas", "adamax_all", "adadelta_all", "groups_nadam" };
     enum { NO = sizeof OPTS / sizeof *OPTS, NS = sizeof SCHEDS / sizeof *SCHEDS, NL = sizeof LBFGS / sizeof *LBFGS,
-           NR = sizeof RESUMED / sizeof *RESUMED, NT = NO + NS + NL + 2 * NR + 3 };
+           NR = sizeof RESUMED / sizeof *RESUMED, NT = NO + NS + NL + 3 * NR + 3 };
+    static resume_case resumes[2 * NR];
     struct CMUnitTest tests[NT];
     static char names[NT][96];
     size_t nt = 0;
@@ -828,7 +855,10 @@ int main(int argc, char **argv) {
             tests[nt] = (struct CMUnitTest){ names[nt], fn, clear_error_setup, NULL, (void *)(data) }, nt++; \
     } while (0)
     for (int i = 0; i < NO; i++) ADD(test_opt, &OPTS[i], "optim_%s", OPTS[i].name);
-    for (int i = 0; i < NR; i++) ADD(test_resume, RESUMED[i], "resume_%s", RESUMED[i]);
+    for (int i = 0; i < 2 * NR; i++) {
+        resumes[i] = (resume_case){ RESUMED[i % NR], i >= NR };
+        ADD(test_resume, &resumes[i], "resume_%s%s", RESUMED[i % NR], i >= NR ? "_sharded" : "");
+    }
     for (int i = 0; i < NR - 1; i++) ADD(test_partition, RESUMED[i], "partition_%s", RESUMED[i]);
     ADD(test_compiled, NULL, "compiled_step");
     for (int i = 0; i < NS; i++) ADD(test_sched, SCHEDS[i], "sched_%s", SCHEDS[i]);

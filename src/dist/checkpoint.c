@@ -1,7 +1,8 @@
 /* Sharded checkpoints (nb_dist_save_sharded, nb_dist_load_sharded), as torch's distributed
    checkpoint: every rank writes the elements it holds of each parameter and of the optimizer's
    state, in pieces named "<parameter>@<first element>" and "<parameter>/<state>@<first>"
-   ("<parameter>/step" for the step count, "buffer:<name>" for buffers), to its own file
+   ("<parameter>/step" for the step count and NAdam's "<parameter>/mu_product", one number per
+   parameter, "buffer:<name>" for buffers), to its own file
    rank-R-of-W.safetensors, and rank 0 then writes index.json (the world size, the files, every
    parameter's name, dtype and shape), so a folder without an index is a save that did not end.
    What every rank holds alike (DDP's parameters and state) is written once, split evenly over
@@ -10,6 +11,7 @@
    pieces that overlap what it holds now. */
 #include "dist_impl.h"
 #include "../io/io_impl.h"
+#include "../optim/optim_impl.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -235,11 +237,11 @@ int nb_dist_save_sharded(nb_module *m, nb_optimizer *opt, const char *dir, const
             int slot;
             const char *kind;
             if (!state_name(l.state[k].name, &slot, &kind) || slot != i) continue;
-            if (!strcmp(kind, "step")) {
+            if (nb__optim_scalar_state(kind)) {
                 if (lay.state_replicated && rank != 0) continue;
                 for (int q = 0; q < nseg && rc == 0; q++) {
                     char name[600];
-                    snprintf(name, sizeof name, "%s/step", segs[q].name);
+                    snprintf(name, sizeof name, "%s/%s", segs[q].name, kind);
                     rc = add_piece(&pl, name, l.state[k].tensor, 0, 1);
                 }
             } else rc = add_segments(&pl, segs, nseg, l.state[k].tensor, kind, lay.state_replicated);
@@ -420,8 +422,8 @@ static int load_here(nb_module *m, nb_optimizer *opt, const char *dir, nb_metada
             if (!state_name(l.state[k].name, &slot, &kind) || slot != i || nseg == 0) continue;
             nb_tensor *t = l.state[k].tensor;
             char key[600];
-            if (!strcmp(kind, "step")) {
-                snprintf(key, sizeof key, "%s/step", segs[0].name);
+            if (nb__optim_scalar_state(kind)) {
+                snprintf(key, sizeof key, "%s/%s", segs[0].name, kind);
                 rc = fill(&st, key, nb_dtype_of(t), nb_data_ptr(t), 0, 1, fn);
             } else
                 for (int q = 0; rc == 0 && q < nseg; q++) {

@@ -434,6 +434,8 @@ void nb__optim_set_momentum(nb_optimizer *o, double m) {
     sync_hyper(o);
 }
 
+bool nb__optim_scalar_state(const char *kind) { return strcmp(kind, "step") == 0 || strcmp(kind, "mu_product") == 0; }
+
 static void free_state_names(nb_optimizer *o) {
     for (int i = 0; i < o->state_names_n; i++) free(o->state_names[i]);
     free(o->state_names);

@@ -16,6 +16,11 @@ typedef struct nb__optim_partition {
     void *ctx;
 } nb__optim_partition;
 
+/* Whether the optimizer state called kind ("exp_avg", "step", ...) holds one number per
+   parameter (the step count, NAdam's mu_product) rather than one per element: a sharded
+   checkpoint writes it whole, not in pieces of the parameter. */
+bool nb__optim_scalar_state(const char *kind);
+
 /* Sets the partition every optimizer made later on module m follows (a NULL p removes it);
    0, or -1 with an error when 64 modules have one already. */
 int nb__optim_partition_set(const nb_module *m, const nb__optim_partition *p);
