@@ -67,7 +67,7 @@ static nb_tensor *indices(const int64_t *v, nb_shape shape) { return nb_from_dat
 /* ---- the cases: public calls that reach every op ---- */
 static void case_binary(void) {
     static nb_tensor *(*const fns[])(nb_tensor *, nb_tensor *) = { nb_add, nb_sub, nb_mul, nb_maximum, nb_minimum,
-                                                                   nb_eq, nb_lt, nb_gt };
+                                                                   nb_eq, nb_lt, nb_gt, nb_ne, nb_le, nb_ge };
     for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
         fns[f](input(S(3, 4), NB_F32, 0, false), input(S(4), NB_F32, 1, false));       /* broadcast */
         fns[f](input(S(3, 4), NB_F64, 0, true), input(S(3, 1), NB_F64, 1, false));     /* strided */
@@ -132,6 +132,10 @@ static void case_reductions(void) {
     nb_argmin(y, 2, true);
     nb_softmax(x, 1);
     nb_log_softmax(y, 0);
+    nb_cumsum(x, 1);
+    nb_cumprod(y, 0);
+    nb_argsort(x, 1, true);
+    nb_argsort(y, -1, false);
 }
 
 static void case_matmul(void) {
@@ -168,7 +172,7 @@ static void case_backward_ops(void) {
     nb_tensor *e = nb_set_requires_grad(input(S(3, 4), NB_F64, 2, false), true);
     nb_tensor *q = nb_add(nb_sum_all(nb_index_select(e, 0, indices(i1, S(3)))),
                           nb_sum_all(nb_gather(e, 1, indices(i2, S(2, 2)))));
-    nb_tensor *r = nb_sum_all(nb_slice(e, 1, 1, 4, 2));
+    nb_tensor *r = nb_add(nb_sum_all(nb_slice(e, 1, 1, 4, 2)), nb_sum_all(nb_cumprod(e, 1)));
     nb_backward(nb_add(nb_add(nb_sum_all(p), q), r));
 }
 

@@ -353,6 +353,58 @@ static nb_tensor *run_op(const ref_case *c, nb_tensor **x) {
     if (IS("detach")) return nb_detach(x[0]);
     if (IS("cast")) return nb_cast(x[0], c->dt);
     if (IS("linear")) return nb_linear(x[0], x[1], c->nin > 2 ? x[2] : NULL);
+    if (IS("ne")) return nb_ne(x[0], x[1]);
+    if (IS("le")) return nb_le(x[0], x[1]);
+    if (IS("ge")) return nb_ge(x[0], x[1]);
+    if (IS("logical_and")) return nb_logical_and(x[0], x[1]);
+    if (IS("logical_or")) return nb_logical_or(x[0], x[1]);
+    if (IS("logical_xor")) return nb_logical_xor(x[0], x[1]);
+    if (IS("logical_not")) return nb_logical_not(x[0]);
+    if (IS("isnan")) return nb_isnan(x[0]);
+    if (IS("isinf")) return nb_isinf(x[0]);
+    if (IS("isfinite")) return nb_isfinite(x[0]);
+    if (IS("nan_to_num")) return nb_nan_to_num(x[0], fa[0], fa[1], fa[2]);
+    if (IS("masked_fill")) return nb_masked_fill(x[0], x[1], fa[0]);
+    if (IS("masked_select")) return nb_masked_select(x[0], x[1]);
+    if (IS("any")) return nb_any(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("all")) return nb_all(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("prod")) return nb_prod(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("cumsum")) return nb_cumsum(x[0], (int)ia[0]);
+    if (IS("cumprod")) return nb_cumprod(x[0], (int)ia[0]);
+    if (IS("amax")) return nb_amax(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("amin")) return nb_amin(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("std")) return nb_std(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("norm")) return nb_norm(x[0], fa[0], (int)ia[0], ia[1] != 0);
+    if (IS("norm_all")) return nb_norm_all(x[0], fa[0]);
+    if (IS("argsort")) return nb_argsort(x[0], (int)ia[0], ia[1] != 0);
+    if (IS("sort") || IS("sort_indices")) {
+        nb_tensor *idx = NULL, *v = nb_sort(x[0], (int)ia[0], ia[1] != 0, &idx);
+        return IS("sort") ? v : idx;
+    }
+    if (IS("topk") || IS("topk_indices")) {
+        nb_tensor *idx = NULL, *v = nb_topk(x[0], ia[0], (int)ia[1], ia[2] != 0, &idx);
+        return IS("topk") ? v : idx;
+    }
+    if (IS("flip")) {
+        int axes[MAX_ARGS];
+        for (int i = 0; i < c->nia; i++) axes[i] = (int)ia[i];
+        return nb_flip(x[0], axes, c->nia);
+    }
+    if (IS("roll")) return nb_roll(x[0], ia[0], (int)ia[1]);
+    if (IS("repeat")) return nb_repeat(x[0], ia, c->nia);
+    if (IS("tile")) return nb_tile(x[0], ia, c->nia);
+    if (IS("split") || IS("chunk")) {
+        nb_tensor *pieces[16];
+        int n = IS("split") ? nb_split(x[0], ia[0], (int)ia[1], pieces, 16) : nb_chunk(x[0], (int)ia[0], (int)ia[1], pieces, 16);
+        return n > ia[2] ? pieces[ia[2]] : NULL;
+    }
+    if (IS("pad")) return nb_pad(x[0], ia + 1, c->nia - 1, (nb_pad_mode)ia[0], fa[0]);
+    if (IS("tril")) return nb_tril(x[0], ia[0]);
+    if (IS("triu")) return nb_triu(x[0], ia[0]);
+    if (IS("diagonal")) return nb_diagonal(x[0], ia[0], (int)ia[1], (int)ia[2]);
+    if (IS("eye")) return nb_eye(ia[0], ia[1], c->dt);
+    if (IS("linspace")) return nb_linspace(fa[0], fa[1], ia[0], c->dt);
+    if (IS("one_hot")) return nb_one_hot(x[0], ia[0]);
 #undef IS
     return NULL;
 }

@@ -3,6 +3,34 @@
 #include "../src/ops/ops_impl.h"
 #include <stdio.h>
 
+/* The composite public functions of the breadth issue: what each is built from, and so where it
+   runs and how its gradient flows. Kept here beside the generator so the page stays one page. */
+static const struct { const char *fn, *from, *backward; } composites[] = {
+    { "nb_logical_and/or/xor/not", "ne, mul (and), add (or), eq", "not differentiable" },
+    { "nb_isnan, nb_isinf, nb_isfinite", "ne(x, x); eq(abs(x), inf); eq(x - x, 0)", "not differentiable" },
+    { "nb_nan_to_num", "where", "yes: passes where x is finite" },
+    { "nb_masked_fill", "where", "yes" },
+    { "nb_masked_select", "the mask read on the host, index_select", "yes (index_add)" },
+    { "nb_any, nb_all", "ne/eq, sum, gt/eq", "not differentiable" },
+    { "nb_cumsum, nb_cumprod", "the cumsum / cumprod primitives", "yes (cumprod's exact where x has zeros)" },
+    { "nb_prod", "cumprod, slice", "yes, exact where x has zeros" },
+    { "nb_amax, nb_amin", "max/min, eq, where, sum", "yes: shared evenly among ties" },
+    { "nb_std", "var, sqrt", "yes" },
+    { "nb_norm, nb_norm_all", "abs, pow_scalar, sum, amax/amin, where", "yes: 0 where the norm is 0" },
+    { "nb_argsort", "the argsort primitive (stable)", "not differentiable" },
+    { "nb_sort, nb_topk", "argsort, slice, gather", "yes (scatter_add)" },
+    { "nb_flip", "index_select", "yes" },
+    { "nb_roll", "slice, cat", "yes" },
+    { "nb_repeat, nb_tile", "view, expand, copy", "yes (sum)" },
+    { "nb_split, nb_chunk", "slice (views)", "yes" },
+    { "nb_pad", "constant: cat, full, slice; reflect, replicate, circular: index_select", "yes" },
+    { "nb_tril, nb_triu", "arange, sub, le/ge, where", "yes" },
+    { "nb_diagonal", "permute, reshape, slice", "yes" },
+    { "nb_one_hot", "arange, eq, cast", "not differentiable" },
+    { "nb_eye, nb_linspace", "arange, eq, cast; host values", "not differentiable" },
+    { "nb_randint, nb_randperm, nb_bernoulli, nb_multinomial", "rand, floor, argsort, lt, cumsum, le", "not differentiable" },
+};
+
 int main(void) {
     printf("# nabla ops\n\n");
     printf("Generated from the op table (`src/ops/ops.def`) by `tools/gen_ops_doc`; do not edit by hand.\n");
@@ -40,5 +68,9 @@ int main(void) {
     printf("\nBackends built: ");
     for (int b = 0; b < nb; b++) printf(b ? ", %s" : "%s", backends[b]->name);
     printf(". A CUDA backend is not built yet.\n");
+    printf("\n## Composite ops\n\nPublic functions made of the primitives above: they run on every backend that runs\n"
+           "those, and differentiate through them.\n\n| function | built from | backward |\n|---|---|---|\n");
+    for (size_t i = 0; i < sizeof composites / sizeof composites[0]; i++)
+        printf("| `%s` | %s | %s |\n", composites[i].fn, composites[i].from, composites[i].backward);
     return 0;
 }

@@ -29,6 +29,34 @@ NB_API nb_tensor *nb_eq(nb_tensor *a, nb_tensor *b);
 NB_API nb_tensor *nb_lt(nb_tensor *a, nb_tensor *b);
 /* a > b, as bool. */
 NB_API nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b);
+/* a != b, as bool (NaN != NaN is true). */
+NB_API nb_tensor *nb_ne(nb_tensor *a, nb_tensor *b);
+/* a <= b, as bool. */
+NB_API nb_tensor *nb_le(nb_tensor *a, nb_tensor *b);
+/* a >= b, as bool. */
+NB_API nb_tensor *nb_ge(nb_tensor *a, nb_tensor *b);
+/* Elementwise a AND b on the truth of each (nonzero is true), as bool. */
+NB_API nb_tensor *nb_logical_and(nb_tensor *a, nb_tensor *b);
+/* Elementwise a OR b on the truth of each, as bool. */
+NB_API nb_tensor *nb_logical_or(nb_tensor *a, nb_tensor *b);
+/* Elementwise a XOR b on the truth of each, as bool. */
+NB_API nb_tensor *nb_logical_xor(nb_tensor *a, nb_tensor *b);
+/* Elementwise NOT t (t == 0), as bool. */
+NB_API nb_tensor *nb_logical_not(nb_tensor *t);
+/* Whether each element is NaN, as bool (false for integers). */
+NB_API nb_tensor *nb_isnan(nb_tensor *t);
+/* Whether each element is +inf or -inf, as bool. */
+NB_API nb_tensor *nb_isinf(nb_tensor *t);
+/* Whether each element is finite, as bool (true for integers). */
+NB_API nb_tensor *nb_isfinite(nb_tensor *t);
+/* t with NaN replaced by nan, +inf by posinf and -inf by neginf; an infinite posinf or neginf means
+   the dtype's largest finite value of that sign (torch's None). The gradient passes where t is finite. */
+NB_API nb_tensor *nb_nan_to_num(nb_tensor *t, double nan, double posinf, double neginf);
+/* t with value where mask (bool) is true; the two broadcast together, as torch's out-of-place masked_fill. */
+NB_API nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value);
+/* The elements of t where mask is true (both broadcast), as a 1-D tensor in row-major order
+   (t[mask] in torch; the mask is read on the host). */
+NB_API nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask);
 /* cond ? a : b elementwise (cond is bool); all three broadcast. */
 NB_API nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
 /* t + s (an integer t stays integer when s is a whole number; torch would give f32 for 2.0) */
@@ -112,6 +140,27 @@ NB_API nb_tensor *nb_sum_all(nb_tensor *t);
 NB_API nb_tensor *nb_mean_all(nb_tensor *t);
 /* Sum over the axes where shape has 1 (or is missing) so the result has shape (the reverse of broadcasting). */
 NB_API nb_tensor *nb_sum_to(nb_tensor *t, nb_shape shape);
+/* Whether any element over axis is nonzero, as bool. */
+NB_API nb_tensor *nb_any(nb_tensor *t, int axis, bool keepdim);
+/* Whether every element over axis is nonzero, as bool. */
+NB_API nb_tensor *nb_all(nb_tensor *t, int axis, bool keepdim);
+/* Product over axis (integers give i64; the gradient is exact where t has zeros). */
+NB_API nb_tensor *nb_prod(nb_tensor *t, int axis, bool keepdim);
+/* Running sum along axis (integers and bools accumulate in i64, floats in double, as torch). */
+NB_API nb_tensor *nb_cumsum(nb_tensor *t, int axis);
+/* Running product along axis (integers in i64; the gradient is exact where t has zeros). */
+NB_API nb_tensor *nb_cumprod(nb_tensor *t, int axis);
+/* Largest value over axis, the gradient shared evenly among ties (torch.amax). */
+NB_API nb_tensor *nb_amax(nb_tensor *t, int axis, bool keepdim);
+/* Smallest value over axis, the gradient shared evenly among ties (torch.amin). */
+NB_API nb_tensor *nb_amin(nb_tensor *t, int axis, bool keepdim);
+/* Unbiased standard deviation over axis, as torch.std. */
+NB_API nb_tensor *nb_std(nb_tensor *t, int axis, bool keepdim);
+/* The p-norm over axis of a float tensor: p = 2 (Euclidean), 1, INFINITY (largest |x|), -INFINITY,
+   0 (count of nonzeros) or any other p; the gradient is 0 where the norm is 0, as torch. */
+NB_API nb_tensor *nb_norm(nb_tensor *t, double p, int axis, bool keepdim);
+/* The p-norm of every element as a 0-d tensor (p = 2 is the Frobenius norm, torch.norm(t)). */
+NB_API nb_tensor *nb_norm_all(nb_tensor *t, double p);
 /* Softmax over axis. */
 NB_API nb_tensor *nb_softmax(nb_tensor *t, int axis);
 /* Log of the softmax over axis, computed stably. */
@@ -141,6 +190,42 @@ NB_API nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis);
 /* Joins n tensors of one shape along a new axis. */
 NB_API nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis);
 
+/* t reversed along each of the n axes (a copy, as torch.flip). */
+NB_API nb_tensor *nb_flip(nb_tensor *t, const int *axes, int n);
+/* t rotated by shift positions along axis (elements pushed past the end come in at the start). */
+NB_API nb_tensor *nb_roll(nb_tensor *t, int64_t shift, int axis);
+/* t repeated reps[i] times along axis i, as torch's Tensor.repeat (n >= t's dimensions; extra
+   leading reps add axes). */
+NB_API nb_tensor *nb_repeat(nb_tensor *t, const int64_t *reps, int n);
+/* As nb_repeat, but fewer reps than dimensions repeat the last axes (torch.tile). */
+NB_API nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n);
+/* Views of t in pieces of size along axis (the last may be smaller), written to out[0..]; returns
+   the count (or -1 when more than cap). The pieces belong to the caller's scope. */
+NB_API int nb_split(nb_tensor *t, int64_t size, int axis, nb_tensor **out, int cap);
+/* t in at most chunks views of ceil(size / chunks) along axis, as torch.chunk; returns the count. */
+NB_API int nb_chunk(nb_tensor *t, int chunks, int axis, nb_tensor **out, int cap);
+/* How nb_pad fills. */
+typedef enum nb_pad_mode { NB_PAD_CONSTANT = 0, NB_PAD_REFLECT, NB_PAD_REPLICATE, NB_PAD_CIRCULAR } nb_pad_mode;
+/* t padded as torch.nn.functional.pad: pads holds (before, after) pairs from the last axis
+   backwards (npads even, at most two per axis); constant mode fills with value and crops where an
+   amount is negative. */
+NB_API nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int npads, nb_pad_mode mode, double value);
+/* The lower triangle of the last two axes: elements with column - row <= k, the rest zero. */
+NB_API nb_tensor *nb_tril(nb_tensor *t, int64_t k);
+/* The upper triangle of the last two axes: elements with column - row >= k, the rest zero. */
+NB_API nb_tensor *nb_triu(nb_tensor *t, int64_t k);
+/* The diagonal at offset of the axes axis1 and axis2, as a last axis after the others (torch.diagonal;
+   a view when t is contiguous in those axes, else a copy). */
+NB_API nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int axis1, int axis2);
+
+/* ---- sorting ---- */
+/* Indices (i64) that sort t along axis; stable (ties keep their order), NaN above every number. */
+NB_API nb_tensor *nb_argsort(nb_tensor *t, int axis, bool descending);
+/* t sorted along axis (stable); the indices too when indices is not NULL (the caller's scope owns them). */
+NB_API nb_tensor *nb_sort(nb_tensor *t, int axis, bool descending, nb_tensor **indices);
+/* The k largest (or smallest) values along axis, in order, and their indices when indices is not NULL. */
+NB_API nb_tensor *nb_topk(nb_tensor *t, int64_t k, int axis, bool largest, nb_tensor **indices);
+
 /* ---- indexing ---- */
 /* Entries of t at the indices idx (1-D, i64 or i32) along axis. */
 NB_API nb_tensor *nb_index_select(nb_tensor *t, int axis, nb_tensor *idx);
@@ -148,6 +233,25 @@ NB_API nb_tensor *nb_index_select(nb_tensor *t, int axis, nb_tensor *idx);
 NB_API nb_tensor *nb_gather(nb_tensor *t, int axis, nb_tensor *idx);
 /* Rows of weight [num, dim] picked by the indices idx (i64 or i32): shape idx.shape + [dim]. */
 NB_API nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx);
+
+/* One-hot rows (i64) of class indices idx: shape idx.shape + [num_classes]; num_classes < 0 means
+   the largest index + 1. An index outside the classes is an error. */
+NB_API nb_tensor *nb_one_hot(nb_tensor *idx, int64_t num_classes);
+
+/* ---- creation beyond core.h ---- */
+/* The n x m identity matrix (ones on the main diagonal). */
+NB_API nb_tensor *nb_eye(int64_t n, int64_t m, nb_dtype dtype);
+/* steps values from start to end inclusive, evenly spaced, with torch.linspace's rounding. */
+NB_API nb_tensor *nb_linspace(double start, double end, int64_t steps, nb_dtype dtype);
+/* Integers drawn uniformly from [low, high) (i64). */
+NB_API nb_tensor *nb_randint(int64_t low, int64_t high, nb_shape shape);
+/* A random permutation of 0..n-1 (i64). */
+NB_API nb_tensor *nb_randperm(int64_t n);
+/* 1 with probability p, else 0, elementwise, in p's dtype (p in [0, 1]). Uniform and normal fills
+   in place are nb_init_uniform and nb_init_normal (nabla/nn.h). */
+NB_API nb_tensor *nb_bernoulli(nb_tensor *p);
+/* n category indices (i64) drawn per row of the weights probs [C] or [R, C], with or without replacement. */
+NB_API nb_tensor *nb_multinomial(nb_tensor *probs, int64_t n, bool replacement);
 
 /* ---- conversion ---- */
 /* A contiguous tensor with t's values: t itself (a new reference) when already contiguous. */

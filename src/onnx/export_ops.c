@@ -214,6 +214,25 @@ static int onnx_slice(onnx_writer *w, const cnode *n, const cnode *n2) {
     return DONE(nb__onnxw_node(w, "Slice", in, 5, OUT()));
 }
 
+/* ---------------------------------------------------------------- comparisons */
+
+/* a != b as Not(Equal); a <= b and a >= b as Or(Less, Equal) (LessOrEqual is opset 12, and
+   Not(Greater) would be true for NaN). */
+static int onnx_ne(onnx_writer *w, const cnode *n, const cnode *n2) {
+    (void)n2;
+    const char *e = nb__onnxw_tmp(w, "ne");
+    NODE2("Equal", IN(0), IN(1), e);
+    return DONE(NODE1("Not", e, OUT()));
+}
+static int or_equal(onnx_writer *w, const cnode *n, const char *strict) {
+    const char *s = nb__onnxw_tmp(w, "cmp"), *e = nb__onnxw_tmp(w, "cmp");
+    NODE2(strict, IN(0), IN(1), s);
+    NODE2("Equal", IN(0), IN(1), e);
+    return DONE(NODE2("Or", s, e, OUT()));
+}
+static int onnx_le(onnx_writer *w, const cnode *n, const cnode *n2) { (void)n2; return or_equal(w, n, "Less"); }
+static int onnx_ge(onnx_writer *w, const cnode *n, const cnode *n2) { (void)n2; return or_equal(w, n, "Greater"); }
+
 /* ---------------------------------------------------------------- reductions */
 
 /* Reduce op_type over the axes of the mask in i[0]; the axes are an input from axes_input_opset,
@@ -295,6 +314,15 @@ static int softmax(onnx_writer *w, const cnode *n, const char *op_type) {
 
 static int onnx_softmax(onnx_writer *w, const cnode *n, const cnode *n2) { (void)n2; return softmax(w, n, "Softmax"); }
 static int onnx_log_softmax(onnx_writer *w, const cnode *n, const cnode *n2) { (void)n2; return softmax(w, n, "LogSoftmax"); }
+
+/* CumSum (opset 11) takes its axis as an input and `reverse` as an attribute. */
+static int onnx_cumsum(onnx_writer *w, const cnode *n, const cnode *n2) {
+    (void)n2;
+    int64_t axis = n->args.i[0];
+    Onnx__NodeProto *nd = NODE2("CumSum", IN(0), nb__onnxw_const_i64(w, &axis, 1, true), OUT());
+    if (nd && n->args.i[1]) nb__onnxw_attr_int(w, nd, "reverse", 1);
+    return DONE(nd);
+}
 
 /* ---------------------------------------------------------------- indexing and joining */
 

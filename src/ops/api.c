@@ -98,6 +98,9 @@ nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_MINIMUM, 
 nb_tensor *nb_eq(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_EQ, a, b); }
 nb_tensor *nb_lt(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_LT, a, b); }
 nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_GT, a, b); }
+nb_tensor *nb_ne(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_NE, a, b); }
+nb_tensor *nb_le(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_LE, a, b); }
+nb_tensor *nb_ge(nb_tensor *a, nb_tensor *b) { return call2(NB_OP_GE, a, b); }
 nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[3] = { cond, a, b };
     return nb__call(NB_OP_WHERE, in, 3, NULL);

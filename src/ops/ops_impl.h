@@ -86,8 +86,13 @@ bool nb__trace_suspend(bool suspend);
 /* Whether this thread is recording a trace now (a tracer set and not paused). */
 bool nb__tracing(void);
 
-/* Inference of ops defined outside infer.c (src/ops/optim_ops.c). */
+/* Inference of ops defined outside infer.c: the optimizer update (src/ops/optim_ops.c). */
 int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+/* Inference and backward of the scans and the sort (src/ops/scan_ops.c). */
+int nb__infer_scan(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_argsort(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__bwd_cumsum(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
+int nb__bwd_cumprod(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 
 
 /* Anomaly mode's classes of values, ordered: finite < infinities (no NaN) < NaN. */

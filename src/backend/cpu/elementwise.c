@@ -64,6 +64,9 @@ BINARY_FN(mul_b, uint8_t, uint8_t, OP_AND)
 COMPARE_FNS(eq, nbf_eq)
 COMPARE_FNS(lt, nbf_lt)
 COMPARE_FNS(gt, nbf_gt)
+COMPARE_FNS(ne, nbf_ne)
+COMPARE_FNS(le, nbf_le)
+COMPARE_FNS(ge, nbf_ge)
 
 typedef struct { nb_inner_fn f32, f64, i64, i32, u8, b; } typed_fns;
 
@@ -142,6 +145,9 @@ FLOAT_BINARY_KERNEL(relu_backward)
 COMPARE_KERNEL(eq)
 COMPARE_KERNEL(lt)
 COMPARE_KERNEL(gt)
+COMPARE_KERNEL(ne)
+COMPARE_KERNEL(le)
+COMPARE_KERNEL(ge)
 
 /* ---------- where ---------- */
 #define WHERE_FN(NAME, T)                                                                        \

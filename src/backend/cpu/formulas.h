@@ -54,6 +54,9 @@ static inline int64_t nbf_sat_i64(double v) {
 #define nbf_eq(x, y) ((x) == (y))
 #define nbf_lt(x, y) ((x) < (y))
 #define nbf_gt(x, y) ((x) > (y))
+#define nbf_ne(x, y) ((x) != (y))
+#define nbf_le(x, y) ((x) <= (y))
+#define nbf_ge(x, y) ((x) >= (y))
 /* as torch's threshold_backward: zero where the output y is <= 0, so a NaN output passes g */
 #define nbf_relu_backward(g, y) ((y) <= 0 ? NBF_T(g, 0) : (g))
 #define nbf_where(c, x, y) ((c) != 0 ? (x) : (y))
