@@ -28,3 +28,12 @@ target_link_libraries(test_ops_torch PRIVATE nabla_static ${CMOCKA_LIBRARY} m)
 add_test(NAME test_ops_torch COMMAND test_ops_torch ${NABLA_TORCH_REF})
 set_tests_properties(test_ops_torch PROPERTIES FIXTURES_REQUIRED torch_ref TIMEOUT 120
   FIXTURES_SETUP torch_coverage ENVIRONMENT "NABLA_OP_COVERAGE=${CMAKE_CURRENT_BINARY_DIR}/op_coverage_ops.txt")
+
+# nb_autograd_grad and double backward (tests/test_double_backward.c): the contract and a
+# gradgradcheck by finite differences run in C; the WGAN-GP step's gradients are written for
+# tests/double_backward_check.py to compare with torch's.
+add_executable(test_double_backward test_double_backward.c)
+target_include_directories(test_double_backward PRIVATE ${CMOCKA_INCLUDE_DIR} ${CMAKE_SOURCE_DIR}/include)
+target_link_libraries(test_double_backward PRIVATE nabla_static ${CMOCKA_LIBRARY} m)
+add_test(NAME test_double_backward COMMAND sh -c "$<TARGET_FILE:test_double_backward> ${CMAKE_CURRENT_BINARY_DIR}/double_backward.txt && ${NABLA_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/double_backward_check.py ${CMAKE_CURRENT_BINARY_DIR}/double_backward.txt")
+set_tests_properties(test_double_backward PROPERTIES TIMEOUT 120)

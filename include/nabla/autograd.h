@@ -28,6 +28,19 @@ NB_API int nb_tensor_register_hook(nb_tensor *t, nb_grad_hook fn, void *ctx);
 NB_API int nb_backward(nb_tensor *t);
 /* Backpropagates from t seeded with grad (a float tensor of t's shape, borrowed); 0 or <0, as nb_backward. */
 NB_API int nb_backward_with(nb_tensor *t, nb_tensor *grad);
+/* Options of nb_autograd_grad: create_graph records the backward itself, so the gradients can be
+   differentiated again (gradient penalties, double backward), and keeps the graph; retain_graph
+   keeps it without that; allow_unused gives NULL for an input the outputs do not depend on
+   (otherwise an error). */
+typedef struct nb_grad_opts {
+    bool create_graph, retain_graph, allow_unused;
+} nb_grad_opts;
+/* The gradients of sum_k <outputs[k], grad_outputs[k]> with respect to inputs[0..n_in), into
+   grads[j] (the caller's scope owns them), as torch.autograd.grad: no .grad is touched and only
+   the part of the graph that leads to the inputs runs. grad_outputs NULL means ones (each output
+   must then have one element). The graph is freed unless create_graph or retain_graph. 0 or <0. */
+NB_API int nb_autograd_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_out,
+                            nb_tensor *const *inputs, int n_in, nb_tensor **grads, nb_grad_opts opts);
 /* The accumulated gradient of a leaf (borrowed: valid until it is zeroed, replaced by nb_set_grad or
    a later backward's sum, or t is freed), or NULL. */
 NB_API nb_tensor *nb_grad_of(const nb_tensor *t);

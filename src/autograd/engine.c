@@ -206,97 +206,161 @@ static void leaf_map_node_skipped(leaf_map *m, const hook_set *hs, nb_node *n) {
         if (is_leaf_edge(n->inputs[i])) leaf_edge_done(m, hs, n->inputs[i], false);
 }
 
-int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
-    if (!root) {
-        if (!nb__has_error()) nb__error("nb_backward: tensor is NULL");
-        return -1;
+/* One backward: from roots seeded with seeds, either into the leaves' gradients (targets NULL:
+   nb_backward) or into results[j] for targets[j] alone (nb_autograd_grad, .grad untouched, only
+   the nodes that lead to a target run). create_graph runs the formulas with grad recording on,
+   so the gradients are differentiable; retain_graph keeps the graph for another backward. */
+typedef struct backward_req {
+    const char *fn;
+    nb_tensor *const *roots, *const *seeds;
+    int nroots;
+    nb_tensor *const *targets;
+    int ntargets;
+    nb_tensor **results; /* owned references, NULL where no gradient reached */
+    bool create_graph, retain_graph;
+} backward_req;
+
+static int target_index(const backward_req *rq, const nb_tensor *t) {
+    for (int j = 0; j < rq->ntargets; j++)
+        if (rq->targets[j] == t) return j;
+    return -1;
+}
+
+/* Whether a gradient into input `in` can reach a target: it is one, or its node is marked. */
+static bool leads_to_target(const backward_req *rq, const nb_tensor *in, int mark) {
+    return in->requires_grad && (target_index(rq, in) >= 0 || (in->grad_fn && in->grad_fn->visit == mark));
+}
+
+/* The formula of n under create_graph: an output it saved is recomputed from the inputs with
+   recording on, so the gradient depends on the inputs through it (the saved alias is detached). */
+static int run_formula(nb_node *n, nb_tensor *g, nb_tensor **gin, bool create_graph) {
+    const nb_op_def *def = &nb__ops[n->op];
+    nb_tensor *saved = n->saved_out, *redone = NULL;
+    if (create_graph && saved) {
+        redone = nb__dispatch((nb_op_id)n->op, n->inputs, n->nin, &n->args);
+        if (!redone) return -1;
+        n->saved_out = redone;
     }
+    int rc = def->backward(n, g, gin);
+    if (redone) {
+        n->saved_out = saved;
+        nb_release(redone);
+    }
+    return rc;
+}
+
+static int run_backward(const backward_req *rq) {
+    const char *fn = rq->fn;
     char d[200], ds[200];
-    if (!root->requires_grad) {
-        nb__error("nb_backward: tensor %s does not require grad (no input was marked with nb_set_requires_grad, "
-                  "or it was made with grad disabled)", nb__describe(root, d, sizeof d));
-        return -1;
+    for (int k = 0; k < rq->nroots; k++) {
+        nb_tensor *root = rq->roots[k], *seed = rq->seeds[k];
+        if (!root) {
+            if (!nb__has_error()) nb__error("%s: tensor is NULL", fn);
+            return -1;
+        }
+        if (!root->requires_grad) {
+            nb__error("%s: tensor %s does not require grad (no input was marked with nb_set_requires_grad, "
+                      "or it was made with grad disabled)", fn, nb__describe(root, d, sizeof d));
+            return -1;
+        }
+        if (!seed) {
+            if (!nb__has_error()) nb__error("%s: the gradient is NULL", fn);
+            return -1;
+        }
+        if (!nb__is_float(seed->dtype)) {
+            nb__error("%s: gradient %s must be a float tensor, for tensor %s", fn, nb__describe(seed, ds, sizeof ds),
+                      nb__describe(root, d, sizeof d));
+            return -1;
+        }
+        if (!nb__shape_eq(&seed->shape, &root->shape)) {
+            nb__error("%s: gradient %s does not match tensor %s", fn, nb__describe(seed, ds, sizeof ds),
+                      nb__describe(root, d, sizeof d));
+            return -1;
+        }
     }
-    if (!seed) {
-        if (!nb__has_error()) nb__error("nb_backward: the gradient is NULL");
-        return -1;
-    }
-    if (!nb__is_float(seed->dtype)) {
-        nb__error("nb_backward: gradient %s must be a float tensor, for tensor %s", nb__describe(seed, ds, sizeof ds),
-                  nb__describe(root, d, sizeof d));
-        return -1;
-    }
-    if (!nb__shape_eq(&seed->shape, &root->shape)) {
-        nb__error("nb_backward: gradient %s does not match tensor %s", nb__describe(seed, ds, sizeof ds),
-                  nb__describe(root, d, sizeof d));
-        return -1;
-    }
-    bool was_enabled = nb_set_grad_enabled(false);
+    bool into_leaves = rq->targets == NULL, retain = rq->retain_graph || rq->create_graph;
+    bool was_enabled = nb_set_grad_enabled(rq->create_graph);
     int rc = 0;
     hook_set hooks;
-    hooks_snapshot(&hooks);
+    hooks.n = 0;
+    if (into_leaves) hooks_snapshot(&hooks); /* DDP and the like follow .grad, which autograd_grad leaves alone */
     leaf_map leaves = { 0 };
-    nb_scope *outer = nb_scope_begin();
-    nb_tensor *seed_c = nb_cast(seed, root->dtype);
-    if (!seed_c) { rc = -1; goto out; }
-    if (!root->grad_fn) {
-        rc = accumulate_leaf(root, seed_c);
-        if (rc == 0) hooks_ready(&hooks, root, true);
-        goto out;
-    }
-
-    /* Order the nodes: depth-first post-order from the root, counting each node's consumers. */
     node_list order = { 0 }, stack = { 0 };
-    nb_node *r = root->grad_fn;
+    nb_scope *outer = nb_scope_begin();
     static _Atomic int visit_epoch;
-    int epoch = atomic_fetch_add(&visit_epoch, 2) + 2;
-    if (r->released) {
-        nb__error("nb_backward: the graph behind %s (made by nb_%s) was already freed by an earlier nb_backward; "
-                  "run the forward again", nb__describe(root, d, sizeof d), nb__node_op_name(r));
-        rc = -1;
-        goto out;
-    }
-    /* visit = epoch: on the stack; epoch + 1: done */
-    r->visit = epoch;
-    r->deps = 0;
-    if (list_push(&stack, r) < 0) { rc = -1; goto oom; }
-    while (stack.n > 0) {
-        nb_node *n = stack.items[stack.n - 1];
-        bool pushed = false;
-        for (int i = 0; i < n->nin && !pushed; i++) {
-            nb_tensor *in = n->inputs[i];
-            if (!in || !in->requires_grad || !in->grad_fn) continue;
-            nb_node *c = in->grad_fn;
-            if (c->visit == epoch || c->visit == epoch + 1) continue;
-            if (c->released) {
-                nb__error("nb_backward: the graph behind an input of nb_%s (made by nb_%s) was already freed by an "
-                          "earlier nb_backward; run the forward again", nb__node_op_name(n), nb__node_op_name(c));
-                rc = -1;
-                goto fail;
+    /* visit = epoch: on the stack; epoch + 1: done; epoch + 2: done and leads to a target */
+    int epoch = atomic_fetch_add(&visit_epoch, 4) + 4;
+    for (int k = 0; k < rq->nroots && rc == 0; k++) {
+        nb_tensor *root = rq->roots[k];
+        nb_tensor *seed_c = nb_cast(rq->seeds[k], root->dtype);
+        if (!seed_c) { rc = -1; goto oom; }
+        if (!root->grad_fn) { /* a leaf: its gradient is the seed */
+            if (into_leaves) {
+                rc = accumulate_leaf(root, seed_c);
+                if (rc == 0) hooks_ready(&hooks, root, true);
+            } else if (target_index(rq, root) >= 0) rc = accumulate(&rq->results[target_index(rq, root)], seed_c);
+            continue;
+        }
+        nb_node *r = root->grad_fn;
+        if (r->released) {
+            nb__error("%s: the graph behind %s (made by nb_%s) was already freed by an earlier backward; "
+                      "run the forward again (or keep the graph with nb_autograd_grad's retain_graph)", fn, nb__describe(root, d, sizeof d), nb__node_op_name(r));
+            rc = -1;
+            goto fail;
+        }
+        if (r->visit != epoch + 1) {
+            /* Order the nodes: depth-first post-order from the root. */
+            r->visit = epoch;
+            r->deps = 0;
+            if (list_push(&stack, r) < 0) { rc = -1; goto oom; }
+        }
+        while (stack.n > 0) {
+            nb_node *n = stack.items[stack.n - 1];
+            bool pushed = false;
+            for (int i = 0; i < n->nin && !pushed; i++) {
+                nb_tensor *in = n->inputs[i];
+                if (!in || !in->requires_grad || !in->grad_fn) continue;
+                nb_node *c = in->grad_fn;
+                if (c->visit == epoch || c->visit == epoch + 1) continue;
+                if (c->released) {
+                    nb__error("%s: the graph behind an input of nb_%s (made by nb_%s) was already freed by an "
+                              "earlier backward; run the forward again", fn, nb__node_op_name(n), nb__node_op_name(c));
+                    rc = -1;
+                    goto fail;
+                }
+                c->visit = epoch;
+                c->deps = 0;
+                if (list_push(&stack, c) < 0) { rc = -1; goto oom; }
+                pushed = true;
             }
-            c->visit = epoch;
-            c->deps = 0;
-            if (list_push(&stack, c) < 0) { rc = -1; goto oom; }
-            pushed = true;
+            if (!pushed) {
+                stack.n--;
+                n->visit = epoch + 1;
+                /* hold the node: releasing a node's inputs may drop the last tensor that owns another */
+                atomic_fetch_add(&n->refcount, 1);
+                if (list_push(&order, n) < 0) { nb__node_unref(n); rc = -1; goto oom; }
+            }
         }
-        if (!pushed) {
-            stack.n--;
-            n->visit = epoch + 1;
-            /* hold the node: releasing a node's inputs may drop the last tensor that owns another */
-            atomic_fetch_add(&n->refcount, 1);
-            if (list_push(&order, n) < 0) { nb__node_unref(n); rc = -1; goto oom; }
-        }
+        rc = accumulate(&r->grad_acc, seed_c);
     }
+    if (rc < 0) goto fail;
     for (int k = 0; k < order.n; k++) {
         nb_node *n = order.items[k];
         for (int i = 0; i < n->nin; i++)
             if (n->inputs[i]->requires_grad && n->inputs[i]->grad_fn) n->inputs[i]->grad_fn->deps++;
     }
+    /* with targets, mark the nodes that lead to one (post-order: inputs' nodes come first) */
+    for (int k = 0; !into_leaves && k < order.n; k++) {
+        nb_node *n = order.items[k];
+        bool lead = false;
+        for (int j = 0; j < rq->ntargets && !lead; j++) lead = rq->targets[j] && rq->targets[j]->grad_fn == n;
+        for (int i = 0; i < n->nin && !lead; i++) lead = leads_to_target(rq, n->inputs[i], epoch + 2);
+        if (lead) n->visit = epoch + 2;
+    }
 
     if (hooks.n > 0 && leaf_map_build(&leaves, &order) < 0) { rc = -1; goto oom; }
 
-    /* Run the nodes from the root down (reverse post-order is a topological order). */
-    r->grad_acc = nb_retain(seed_c);
+    /* Run the nodes from the roots down (reverse post-order is a topological order). */
     bool anomaly = nb__anomaly_enabled();
     for (int k = order.n - 1; k >= 0 && rc == 0; k--) {
         nb_node *n = order.items[k];
@@ -304,7 +368,7 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         n->grad_acc = NULL;
         if (!g) { /* no gradient reached it */
             leaf_map_node_skipped(&leaves, &hooks, n);
-            nb__node_release_saved(n);
+            if (!retain) nb__node_release_saved(n);
             continue;
         }
         for (nb_grad_hook_entry *h = n->hooks; h; h = h->next) {
@@ -313,7 +377,7 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
             nb_tensor *g2 = h->fn(g, h->ctx);
             if (g2 && g2 != g && (!nb__shape_eq(&g2->shape, &g->shape) || g2->dtype != g->dtype)) {
                 char d1[200], d2[200];
-                nb__error("nb_backward: a gradient hook on the output of nb_%s returned %s for a gradient %s",
+                nb__error("%s: a gradient hook on the output of nb_%s returned %s for a gradient %s", fn,
                           nb__node_op_name(n), nb__describe(g2, d1, sizeof d1), nb__describe(g, d2, sizeof d2));
                 g2 = NULL;
             }
@@ -324,13 +388,25 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
             }
             nb_scope_end(hs);
             if (!g2) {
-                if (nb__error_count() == errors0) nb__error("nb_backward: a gradient hook on the output of nb_%s failed", nb__node_op_name(n));
+                if (nb__error_count() == errors0) nb__error("%s: a gradient hook on the output of nb_%s failed", fn, nb__node_op_name(n));
                 nb_release(g);
                 rc = -1;
                 break;
             }
         }
         if (rc < 0) break;
+        bool runs = true;
+        if (!into_leaves) {
+            for (int j = 0; j < rq->ntargets && rc == 0; j++)
+                if (rq->targets[j] && rq->targets[j]->grad_fn == n) rc = accumulate(&rq->results[j], g);
+            runs = false;
+            for (int i = 0; i < n->nin && !runs; i++) runs = leads_to_target(rq, n->inputs[i], epoch + 2);
+        }
+        if (rc < 0 || !runs) {
+            nb_release(g);
+            if (!retain) nb__node_release_saved(n);
+            continue;
+        }
         const nb_op_def *def = &nb__ops[n->op];
         nb_tensor *stack_gin[8] = { 0 };
         nb_tensor **gin = n->nin <= 8 ? stack_gin : nb__alloc(sizeof(nb_tensor *) * (size_t)n->nin);
@@ -345,27 +421,31 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         nb_scope *s = nb_scope_begin();
         bool suspended = nb__anomaly_suspend(true);
         uint64_t errors0 = nb__error_count(); /* this formula's failures, not an older uncleared error */
-        int brc = def->backward(n, g, gin);
+        int brc = run_formula(n, g, gin, rq->create_graph);
         nb__anomaly_suspend(suspended);
         if (brc < 0 || nb__error_count() != errors0) {
-            if (!nb__has_error()) nb__error("nb_backward: the backward of nb_%s failed", def->name);
+            if (!nb__has_error()) nb__error("%s: the backward of nb_%s failed", fn, def->name);
             rc = -1;
         }
         for (int i = 0; rc == 0 && i < n->nin; i++) {
             nb_tensor *in = n->inputs[i];
             if (!in->requires_grad) continue;
             if (!gin[i]) {
-                nb__error("nb_backward: the backward of nb_%s gave no gradient for input %d", def->name, i);
+                nb__error("%s: the backward of nb_%s gave no gradient for input %d", fn, def->name, i);
                 rc = -1;
                 break;
             }
             if (anomaly && backward_anomaly(n, g, gin[i])) {
-                nb__error("nb_backward: anomaly detected: the backward of nb_%s produced NaN or Inf in the gradient of "
-                          "input %d %s", def->name, i, nb__describe(in, d, sizeof d));
+                nb__error("%s: anomaly detected: the backward of nb_%s produced NaN or Inf in the gradient of "
+                          "input %d %s", fn, def->name, i, nb__describe(in, d, sizeof d));
                 rc = -1;
                 break;
             }
-            if (in->grad_fn) rc = accumulate(&in->grad_fn->grad_acc, gin[i]);
+            if (!into_leaves) {
+                int j = in->grad_fn ? -1 : target_index(rq, in);
+                if (j >= 0) rc = accumulate(&rq->results[j], gin[i]);
+                else if (in->grad_fn && in->grad_fn->visit == epoch + 2) rc = accumulate(&in->grad_fn->grad_acc, gin[i]);
+            } else if (in->grad_fn) rc = accumulate(&in->grad_fn->grad_acc, gin[i]);
             else {
                 rc = accumulate_leaf(in, gin[i]);
                 if (rc == 0) leaf_edge_done(&leaves, &hooks, in, true);
@@ -374,23 +454,85 @@ int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
         nb_scope_end(s);
         if (gin != stack_gin) nb__free(gin, sizeof(nb_tensor *) * (size_t)n->nin);
         nb_release(g);
-        nb__node_release_saved(n);
+        if (!retain) nb__node_release_saved(n);
     }
 fail:
 oom:
-    if (rc < 0 && !nb__has_error()) nb__error("nb_backward: out of memory");
+    if (rc < 0 && !nb__has_error()) nb__error("%s: out of memory", fn);
     for (int k = 0; k < order.n; k++) {
         nb_node *n = order.items[k];
         if (n->grad_acc) { nb_release(n->grad_acc); n->grad_acc = NULL; }
+        n->visit = epoch + 1; /* no mark of this backward is mistaken for the next one's */
         nb__node_unref(n);
     }
     list_free(&order);
     list_free(&stack);
-out:
     nb_scope_end(outer);
     if (leaves.cap) nb__free(leaves.e, sizeof(leaf_entry) * leaves.cap);
     if (hooks.n > 0) rc = hooks_finished(&hooks, rc);
     nb_set_grad_enabled(was_enabled);
+    return rc;
+}
+
+int nb_backward_with(nb_tensor *root, nb_tensor *seed) {
+    backward_req rq = { .fn = "nb_backward", .roots = &root, .seeds = &seed, .nroots = 1 };
+    return run_backward(&rq);
+}
+
+int nb_autograd_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_out, nb_tensor *const *inputs,
+                     int n_in, nb_tensor **grads, nb_grad_opts opts) {
+    const char *fn = "nb_autograd_grad";
+    char d[200];
+    if (n_out <= 0 || n_in <= 0 || !outputs || !inputs || !grads) {
+        nb__error("%s: needs at least one output and one input, and room for the gradients (got %d outputs, %d inputs%s)",
+                  fn, n_out, n_in, grads ? "" : ", grads NULL");
+        return -1;
+    }
+    for (int j = 0; j < n_in; j++) grads[j] = NULL;
+    for (int j = 0; j < n_in; j++) {
+        if (!inputs[j]) {
+            nb__error("%s: input %d is NULL", fn, j);
+            return -1;
+        }
+        if (!inputs[j]->requires_grad) {
+            nb__error("%s: input %d %s does not require grad", fn, j, nb__describe(inputs[j], d, sizeof d));
+            return -1;
+        }
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *stack_seeds[8], **seeds = n_out <= 8 ? stack_seeds : nb__alloc(sizeof(nb_tensor *) * (size_t)n_out);
+    nb_tensor **results = nb__alloc(sizeof(nb_tensor *) * (size_t)n_in);
+    int rc = seeds && results ? 0 : -1;
+    if (rc < 0) nb__error("%s: out of memory", fn);
+    else memset(results, 0, sizeof(nb_tensor *) * (size_t)n_in);
+    for (int k = 0; rc == 0 && k < n_out; k++) {
+        seeds[k] = grad_outputs ? grad_outputs[k] : NULL;
+        if (seeds[k] || !outputs[k]) continue;
+        if (outputs[k]->numel != 1) { /* as torch: an implicit gradient only for a single-element output */
+            nb__error("%s: output %d %s has %lld elements; give its gradient in grad_outputs", fn, k,
+                      nb__describe(outputs[k], d, sizeof d), (long long)outputs[k]->numel);
+            rc = -1;
+        } else seeds[k] = nb_ones_like(outputs[k]);
+    }
+    if (rc == 0) {
+        backward_req rq = { .fn = fn, .roots = outputs, .seeds = seeds, .nroots = n_out, .targets = inputs,
+                            .ntargets = n_in, .results = results, .create_graph = opts.create_graph,
+                            .retain_graph = opts.retain_graph };
+        rc = run_backward(&rq);
+        for (int j = 0; rc == 0 && j < n_in; j++)
+            if (!results[j] && !opts.allow_unused) {
+                nb__error("%s: input %d %s was not used to compute the outputs (set allow_unused to get NULL for it)",
+                          fn, j, nb__describe(inputs[j], d, sizeof d));
+                rc = -1;
+            }
+    }
+    nb_scope_end(s);
+    for (int j = 0; results && j < n_in; j++) {
+        if (rc == 0) grads[j] = nb__own(results[j]);
+        else nb_release(results[j]);
+    }
+    if (seeds && seeds != stack_seeds) nb__free(seeds, sizeof(nb_tensor *) * (size_t)n_out);
+    if (results) nb__free(results, sizeof(nb_tensor *) * (size_t)n_in);
     return rc;
 }
 

@@ -3,6 +3,7 @@
    and the reductions amax/amin, std and the vector norms. */
 #include "ops_impl.h"
 #include "nabla/ops.h"
+#include "nabla/autograd.h"
 #include <math.h>
 
 #define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
@@ -68,6 +69,12 @@ int nb__bwd_cumsum(nb_node *node, nb_tensor *g, nb_tensor **gin) {
 
 int nb__bwd_cumprod(nb_node *node, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in[2] = { node->inputs[0], g };
+    /* cumprod_backward is a kernel, not ops: its own gradient is not written (create_graph) */
+    if (nb_is_grad_enabled() && (g->requires_grad || in[0]->requires_grad)) {
+        nb__error("nb_cumprod: its gradient cannot be differentiated again (double backward through cumprod and "
+                  "prod is not supported)");
+        return -1;
+    }
     gin[0] = nb__call(NB_OP_CUMPROD_BACKWARD, in, 2, &(nb_op_args){ .i = { node->args.i[0] } });
     return 0;
 }
