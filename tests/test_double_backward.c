@@ -1,6 +1,9 @@
-/* nb_autograd_grad and double backward.
+/* nb_autograd_grad, double backward and custom functions.
    - The contract: gradients of chosen inputs without touching .grad, non-leaf inputs, several
      outputs, allow_unused, and the errors.
+   - Custom functions (nb_function_apply): a straight-through gradient, saved tensors and a user
+     pointer, twice differentiated, and the errors (a saved tensor changed in place, a gradient
+     of the wrong shape).
    - gradgradcheck: for each op f, in f64, the gradient (by create_graph) of
      L2(x) = sum(w * dL1/dx) with L1 = sum(v * f(x)) equals central differences of L2, itself
      computed by first-order backward: the second derivatives of every formula written with ops.
@@ -78,6 +81,101 @@ static void test_contract(void **state) {
     nb_tensor *p = nb_sum_all(nb_cumprod(x, 0));
     assert_int_equal(nb_autograd_grad(&p, NULL, 1, &x, 1, g, (nb_grad_opts){ .create_graph = true }), -1);
     assert_non_null(strstr(nb_error(), "cumprod"));
+    nb_error_clear();
+    nb_scope_end(s);
+}
+
+/* ---- custom functions ---- */
+/* clamp to [-1, 1] forward, the gradient passed straight through (a straight-through estimator:
+   not what nb_clamp's own backward gives) */
+static nb_tensor *ste_forward(nb_function_ctx *ctx, nb_tensor *const *in, int n, void *user) {
+    (void)ctx; (void)n; (void)user;
+    return nb_clamp(in[0], -1, 1);
+}
+static int ste_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gin, int n, void *user) {
+    (void)n; (void)user;
+    if (nb_function_needs_grad(ctx, 0)) gin[0] = g;
+    return 0;
+}
+static const nb_function ste = { "straight_through_clamp", ste_forward, ste_backward };
+
+/* x * y * scale (scale through user), saving both inputs: its backward is written with ops, so
+   it can be differentiated again */
+static nb_tensor *mul_forward(nb_function_ctx *ctx, nb_tensor *const *in, int n, void *user) {
+    (void)n;
+    if (nb_function_save(ctx, in[0]) < 0 || nb_function_save(ctx, in[1]) < 0) return NULL;
+    return nb_mul_scalar(nb_mul(in[0], in[1]), *(const double *)user);
+}
+static int mul_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gin, int n, void *user) {
+    (void)n;
+    double k = *(const double *)user;
+    nb_tensor *x = nb_function_saved(ctx, 0), *y = nb_function_saved(ctx, 1);
+    if (nb_function_needs_grad(ctx, 0)) gin[0] = nb_mul_scalar(nb_mul(g, y), k);
+    if (nb_function_needs_grad(ctx, 1)) gin[1] = nb_mul_scalar(nb_mul(g, x), k);
+    return 0;
+}
+static const nb_function scaled_mul = { "scaled_mul", mul_forward, mul_backward };
+
+static int bad_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gin, int n, void *user) {
+    (void)ctx; (void)n; (void)user;
+    gin[0] = nb_sum_all(g); /* the wrong shape */
+    return 0;
+}
+static const nb_function bad_shape = { "bad_shape", ste_forward, bad_backward };
+
+static void test_custom_function(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    double xv[4] = { -2, -0.5, 0.5, 3 };
+    nb_tensor *x = nb_set_requires_grad(nb_from_data(xv, NB_SHAPE(4), NB_F64), true);
+    nb_tensor *y = nb_function_apply(&ste, &x, 1, NULL);
+    double v[4];
+    nb_copy_to(y, v, sizeof v);
+    assert_true(v[0] == -1 && v[1] == -0.5 && v[3] == 1);
+    assert_int_equal(nb_backward(nb_sum_all(nb_mul(y, y))), 0);
+    nb_copy_to(nb_grad_of(x), v, sizeof v); /* 2 y, also where the clamp is flat */
+    assert_true(v[0] == -2 && v[1] == -1 && v[2] == 1 && v[3] == 2);
+    /* values and gradients of a function with saved tensors and a user pointer */
+    double k = 1.5;
+    nb_tensor *a = nb_set_requires_grad(wave(NB_SHAPE(2, 3), 0.7, 0.1, 1), true);
+    nb_tensor *b = wave(NB_SHAPE(2, 3), 1.3, 0.4, 1); /* no gradient wanted */
+    nb_tensor *ab[2] = { a, b };
+    nb_tensor *z = nb_function_apply(&scaled_mul, ab, 2, &k), *ga;
+    assert_int_equal(nb_autograd_grad((nb_tensor *[]){ nb_sum_all(z) }, NULL, 1, &a, 1, &ga, (nb_grad_opts){ 0 }), 0);
+    double gv[6], bv[6];
+    nb_copy_to(ga, gv, sizeof gv);
+    nb_copy_to(b, bv, sizeof bv);
+    for (int i = 0; i < 6; i++) assert_true(fabs(gv[i] - 1.5 * bv[i]) < 1e-15);
+    /* differentiated twice: d/da sum(w * d/da sum(f(a, a))) = 2 k w */
+    nb_tensor *aa[2] = { a, a };
+    nb_tensor *l1 = nb_sum_all(nb_function_apply(&scaled_mul, aa, 2, &k)), *g1, *g2;
+    assert_int_equal(nb_autograd_grad(&l1, NULL, 1, &a, 1, &g1, (nb_grad_opts){ .create_graph = true }), 0);
+    nb_tensor *w = wave(NB_SHAPE(2, 3), 0.3, 0.9, 1);
+    nb_tensor *l2 = nb_sum_all(nb_mul(w, g1));
+    assert_int_equal(nb_autograd_grad(&l2, NULL, 1, &a, 1, &g2, (nb_grad_opts){ 0 }), 0);
+    double wv[6];
+    nb_copy_to(g2, gv, sizeof gv);
+    nb_copy_to(w, wv, sizeof wv);
+    for (int i = 0; i < 6; i++) assert_true(fabs(gv[i] - 2 * 1.5 * wv[i]) < 1e-14);
+    /* a saved tensor changed in place before the backward is an error */
+    nb_tensor *c = nb_set_requires_grad(wave(NB_SHAPE(2, 3), 0.5, 0.2, 1), true);
+    nb_tensor *d = nb_clone(b), *cd[2] = { c, d };
+    nb_tensor *e = nb_sum_all(nb_function_apply(&scaled_mul, cd, 2, &k));
+    assert_int_equal(nb_assign(d, nb_zeros(NB_SHAPE(2, 3), NB_F64)), 0);
+    assert_int_equal(nb_backward(e), -1);
+    assert_non_null(strstr(nb_error(), "in place"));
+    nb_error_clear();
+    /* a gradient of the wrong shape names the function */
+    nb_tensor *f = nb_sum_all(nb_function_apply(&bad_shape, &x, 1, NULL));
+    assert_int_equal(nb_backward(f), -1);
+    assert_non_null(strstr(nb_error(), "bad_shape"));
+    nb_error_clear();
+    /* without grad the forward still runs, and nothing is recorded */
+    bool prev = nb_set_grad_enabled(false);
+    nb_tensor *q = nb_function_apply(&ste, &x, 1, NULL);
+    nb_set_grad_enabled(prev);
+    assert_false(nb_requires_grad(q));
+    assert_null(nb_function_apply(&(nb_function){ "half", ste_forward, NULL }, &x, 1, NULL));
     nb_error_clear();
     nb_scope_end(s);
 }
@@ -267,6 +365,7 @@ int main(int argc, char **argv) {
     out_path = argc > 1 ? argv[1] : NULL;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_contract, clear_error_setup),
+        cmocka_unit_test_setup(test_custom_function, clear_error_setup),
         cmocka_unit_test_setup(test_gradgradcheck, clear_error_setup),
         cmocka_unit_test_setup(test_wgan_gp, clear_error_setup),
     };

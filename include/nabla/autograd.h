@@ -41,6 +41,30 @@ typedef struct nb_grad_opts {
    must then have one element). The graph is freed unless create_graph or retain_graph. 0 or <0. */
 NB_API int nb_autograd_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_out,
                             nb_tensor *const *inputs, int n_in, nb_tensor **grads, nb_grad_opts opts);
+/* ---- custom functions (torch.autograd.Function) ---- */
+/* What a custom function's forward and backward see: its saved tensors and which inputs need a gradient. */
+typedef struct nb_function_ctx nb_function_ctx;
+/* A custom function: forward computes the output from inputs[0..n) with recording off (the ops
+   inside are not differentiated) and may save tensors with nb_function_save; backward gets the
+   output's gradient and writes grad_in[i], of input i's shape and dtype, for each input with
+   nb_function_needs_grad (written with ops, it can be differentiated again under create_graph).
+   Each returns NULL / <0 with an error on failure. The struct must outlive the graphs it is in
+   (a static const is usual); user is passed to both as given. */
+typedef struct nb_function {
+    const char *name;
+    nb_tensor *(*forward)(nb_function_ctx *ctx, nb_tensor *const *inputs, int n, void *user);
+    int (*backward)(nb_function_ctx *ctx, nb_tensor *grad_out, nb_tensor **grad_in, int n, void *user);
+} nb_function;
+/* Runs fn on inputs and records it, so backward calls fn->backward; the output (a new tensor
+   header over what forward returned) belongs to the caller's scope. Not traceable by nb_compile yet. */
+NB_API nb_tensor *nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, int n, void *user);
+/* Saves t (forward only) for the backward, as ctx.save_for_backward: a detached alias, whose
+   in-place change before the backward is an error then. 0 or <0. */
+NB_API int nb_function_save(nb_function_ctx *ctx, nb_tensor *t);
+/* The i-th saved tensor (borrowed), or NULL with an error. */
+NB_API nb_tensor *nb_function_saved(nb_function_ctx *ctx, int i);
+/* Whether input i needs a gradient in this backward (in the forward: whether it requires grad). */
+NB_API bool nb_function_needs_grad(nb_function_ctx *ctx, int i);
 /* The accumulated gradient of a leaf (borrowed: valid until it is zeroed, replaced by nb_set_grad or
    a later backward's sum, or t is freed), or NULL. */
 NB_API nb_tensor *nb_grad_of(const nb_tensor *t);

@@ -234,6 +234,7 @@ static bool leads_to_target(const backward_req *rq, const nb_tensor *in, int mar
 /* The formula of n under create_graph: an output it saved is recomputed from the inputs with
    recording on, so the gradient depends on the inputs through it (the saved alias is detached). */
 static int run_formula(nb_node *n, nb_tensor *g, nb_tensor **gin, bool create_graph) {
+    if (n->op == NB_OP_COUNT) return nb__function_backward(n, g, gin); /* a custom function */
     const nb_op_def *def = &nb__ops[n->op];
     nb_tensor *saved = n->saved_out, *redone = NULL;
     if (create_graph && saved) {
@@ -407,7 +408,7 @@ static int run_backward(const backward_req *rq) {
             if (!retain) nb__node_release_saved(n);
             continue;
         }
-        const nb_op_def *def = &nb__ops[n->op];
+        const char *op_name = nb__node_op_name(n);
         nb_tensor *stack_gin[8] = { 0 };
         nb_tensor **gin = n->nin <= 8 ? stack_gin : nb__alloc(sizeof(nb_tensor *) * (size_t)n->nin);
         if (!gin) { nb_release(g); rc = -1; goto oom; }
@@ -424,20 +425,20 @@ static int run_backward(const backward_req *rq) {
         int brc = run_formula(n, g, gin, rq->create_graph);
         nb__anomaly_suspend(suspended);
         if (brc < 0 || nb__error_count() != errors0) {
-            if (!nb__has_error()) nb__error("%s: the backward of nb_%s failed", fn, def->name);
+            if (!nb__has_error()) nb__error("%s: the backward of nb_%s failed", fn, op_name);
             rc = -1;
         }
         for (int i = 0; rc == 0 && i < n->nin; i++) {
             nb_tensor *in = n->inputs[i];
             if (!in->requires_grad) continue;
             if (!gin[i]) {
-                nb__error("%s: the backward of nb_%s gave no gradient for input %d", fn, def->name, i);
+                nb__error("%s: the backward of nb_%s gave no gradient for input %d", fn, op_name, i);
                 rc = -1;
                 break;
             }
             if (anomaly && backward_anomaly(n, g, gin[i])) {
                 nb__error("%s: anomaly detected: the backward of nb_%s produced NaN or Inf in the gradient of "
-                          "input %d %s", fn, def->name, i, nb__describe(in, d, sizeof d));
+                          "input %d %s", fn, op_name, i, nb__describe(in, d, sizeof d));
                 rc = -1;
                 break;
             }

@@ -24,4 +24,8 @@ int nb__backward_hooks_add(nb_backward_hooks hooks);
 /* Removes hooks registered under id; not while a backward that may call them runs. */
 void nb__backward_hooks_remove(int id);
 
+/* The backward of a custom function's node (function.c): the user's backward, its gradients checked. */
+struct nb_node;
+int nb__function_backward(struct nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
+
 #endif

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *op_name(int op) { return (unsigned)op < NB_OP_COUNT ? nb__ops[op].name : "?"; }
+/* NB_OP_COUNT names a custom function's node (src/autograd/function.c). */
+static const char *op_name(int op) { return (unsigned)op < NB_OP_COUNT ? nb__ops[op].name : op == NB_OP_COUNT ? "function" : "?"; }
 
 __attribute__((constructor)) static void ops_init(void) { nb__graph_set_op_name(op_name); }
 
