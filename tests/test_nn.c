@@ -916,8 +916,56 @@ static void test_activation_and_container_errors(void **state) {
     assert_int_equal(used_bytes(), before);
 }
 
+/* nb_module_repr prints what torch 1.13's print(model) prints for the same model. */
+static void test_module_repr(void **state) {
+    (void)state;
+    nb_module *m = nb_nn_sequential(
+        nb_nn_conv2d(1, 8, 3, (nb_conv2d_opts){ .padding = 1 }), nb_nn_batch_norm2d(8), nb_nn_relu(),
+        nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }), nb_nn_conv2d(8, 16, 3, (nb_conv2d_opts){ .stride = 2, .no_bias = true }),
+        nb_nn_adaptive_avg_pool2d(1, 1), nb_nn_flatten(), nb_nn_dropout(0.25), nb_nn_linear(16, 10), nb_nn_log_softmax(1), NULL);
+    char *s = nb_module_repr(m);
+    assert_string_equal(s, "Sequential(\n"
+                           "  (0): Conv2d(1, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))\n"
+                           "  (1): BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)\n"
+                           "  (2): ReLU()\n"
+                           "  (3): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
+                           "  (4): Conv2d(8, 16, kernel_size=(3, 3), stride=(2, 2), bias=False)\n"
+                           "  (5): AdaptiveAvgPool2d(output_size=(1, 1))\n"
+                           "  (6): Flatten(start_dim=1, end_dim=-1)\n"
+                           "  (7): Dropout(p=0.25, inplace=False)\n"
+                           "  (8): Linear(in_features=16, out_features=10, bias=True)\n"
+                           "  (9): LogSoftmax(dim=1)\n"
+                           ")");
+    free(s);
+    nb_module_free(m);
+    m = nb_nn_sequential(nb_nn_embedding(100, 16), nb_nn_layer_norm(16),
+                         nb_nn_sequential(nb_nn_linear(16, 32), nb_nn_gelu(), nb_nn_leaky_relu(0.2), nb_nn_elu(0), nb_nn_prelu(0, 0),
+                                          nb_nn_softplus(0, 0), nb_nn_tanh(), NULL),
+                         nb_nn_avg_pool2d(2, (nb_pool_opts){ 0 }), NULL);
+    s = nb_module_repr(m);
+    assert_string_equal(s, "Sequential(\n"
+                           "  (0): Embedding(100, 16)\n"
+                           "  (1): LayerNorm((16,), eps=1e-05, elementwise_affine=True)\n"
+                           "  (2): Sequential(\n"
+                           "    (0): Linear(in_features=16, out_features=32, bias=True)\n"
+                           "    (1): GELU(approximate='none')\n"
+                           "    (2): LeakyReLU(negative_slope=0.2)\n"
+                           "    (3): ELU(alpha=1.0)\n"
+                           "    (4): PReLU(num_parameters=1)\n"
+                           "    (5): Softplus(beta=1, threshold=20)\n"
+                           "    (6): Tanh()\n"
+                           "  )\n"
+                           "  (3): AvgPool2d(kernel_size=2, stride=2, padding=0)\n"
+                           ")");
+    free(s);
+    nb_module_free(m);
+    assert_null(nb_module_repr(NULL));
+    nb_error_clear();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_module_repr),
         cmocka_unit_test(test_net_names_and_lookup),
         cmocka_unit_test(test_nested_paths),
         cmocka_unit_test(test_train_eval),

@@ -12,11 +12,13 @@ extern "C" {
 typedef struct nb_module nb_module;
 
 /* What a kind of module does: its name, its forward, and (optionally) how to free what a
-   subclass holds beyond its registered parameters, buffers and children. */
+   subclass holds beyond its registered parameters, buffers and children, and its settings as
+   nb_module_repr shows them between parentheses (torch's extra_repr: snprintf's contract). */
 typedef struct nb_module_class {
     const char *name;
     nb_tensor *(*forward)(nb_module *self, nb_tensor *x);
     void (*free)(nb_module *self);
+    int (*extra_repr)(nb_module *self, char *buf, size_t size);
 } nb_module_class;
 
 /* The header every module embeds as its first member. Fields other than these are private. */
@@ -68,6 +70,11 @@ NB_API int nb_module_remove_hook(nb_module *m, int handle);
    state follows on the next step. Returns m, or NULL with the error recorded and nothing moved
    (an unavailable device, memory run out). */
 NB_API nb_module *nb_module_to(nb_module *m, nb_device device);
+/* The module tree as text, as print(model) in torch: "Sequential(\n  (0): Linear(in_features=4,
+   out_features=3, bias=True)\n  ...)"; malloc'ed (free() it), or NULL with an error. */
+NB_API char *nb_module_repr(nb_module *m);
+/* Writes nb_module_repr(m) and a newline to standard output (asked for, like nb_print); 0 or <0. */
+NB_API int nb_module_print(nb_module *m);
 /* Sets training (true) or evaluation (false) mode on m and every descendant. */
 NB_API void nb_module_train(nb_module *m, bool training);
 /* Frees m, its children, parameters and buffers. NULL is ignored. */

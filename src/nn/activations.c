@@ -2,6 +2,7 @@
    parameter "weight" as torch's), Softplus, Mish, Hardswish and Hardsigmoid, each running its
    functional form of nabla/functional.h with the arguments it was made with. */
 #include "nn_impl.h"
+#include <stdio.h>
 #include <math.h>
 
 typedef struct {
@@ -32,10 +33,26 @@ static nb_tensor *prelu_forward(nb_module *m, nb_tensor *x) {
     return nb_prelu(x, a->weight);
 }
 
-static const nb_module_class LEAKY_RELU = { .name = "LeakyReLU", .forward = leaky_relu_forward };
-static const nb_module_class ELU = { .name = "ELU", .forward = elu_forward };
-static const nb_module_class PRELU = { .name = "PReLU", .forward = prelu_forward };
-static const nb_module_class SOFTPLUS = { .name = "Softplus", .forward = softplus_forward };
+static int leaky_relu_repr(nb_module *m, char *buf, size_t size) {
+    char v[32];
+    return snprintf(buf, size, "negative_slope=%s", nb__py_float(((activation *)m)->a, v, sizeof v));
+}
+static int elu_repr(nb_module *m, char *buf, size_t size) {
+    char v[32];
+    return snprintf(buf, size, "alpha=%s", nb__py_float(((activation *)m)->a, v, sizeof v));
+}
+static int prelu_repr(nb_module *m, char *buf, size_t size) {
+    return snprintf(buf, size, "num_parameters=%lld", (long long)nb_numel(((activation *)m)->weight));
+}
+/* torch's defaults are the ints 1 and 20, which it prints so */
+static int softplus_repr(nb_module *m, char *buf, size_t size) {
+    activation *a = (activation *)m;
+    return snprintf(buf, size, "beta=%.17g, threshold=%.17g", a->a, a->b);
+}
+static const nb_module_class LEAKY_RELU = { .name = "LeakyReLU", .forward = leaky_relu_forward, .extra_repr = leaky_relu_repr };
+static const nb_module_class ELU = { .name = "ELU", .forward = elu_forward, .extra_repr = elu_repr };
+static const nb_module_class PRELU = { .name = "PReLU", .forward = prelu_forward, .extra_repr = prelu_repr };
+static const nb_module_class SOFTPLUS = { .name = "Softplus", .forward = softplus_forward, .extra_repr = softplus_repr };
 static const nb_module_class MISH = { .name = "Mish", .forward = mish_forward };
 static const nb_module_class HARDSWISH = { .name = "Hardswish", .forward = hardswish_forward };
 static const nb_module_class HARDSIGMOID = { .name = "Hardsigmoid", .forward = hardsigmoid_forward };

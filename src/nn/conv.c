@@ -57,7 +57,22 @@ static nb_tensor *conv2d_forward(nb_module *self, nb_tensor *x) {
     return nb_conv2d(x, c->weight, c->bias, c->opts);
 }
 
-static const nb_module_class CONV2D = { .name = "Conv2d", .forward = conv2d_forward };
+/* torch's Conv2d: padding, dilation and groups only where they differ from the defaults */
+static int conv2d_repr(nb_module *self, char *buf, size_t size) {
+    conv2d *c = (conv2d *)self;
+    const nb_conv_opts *o = &c->opts;
+    int n = snprintf(buf, size, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)c->in, (long long)c->out,
+                     c->kernel, c->kernel, o->stride[0] ? o->stride[0] : 1, o->stride[1] ? o->stride[1] : 1);
+    if ((o->padding[0] || o->padding[1]) && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", padding=(%d, %d)", o->padding[0], o->padding[1]);
+    if (((o->dilation[0] > 1) || (o->dilation[1] > 1)) && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", dilation=(%d, %d)", o->dilation[0] ? o->dilation[0] : 1,
+                      o->dilation[1] ? o->dilation[1] : 1);
+    if (o->groups > 1 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", groups=%d", o->groups);
+    if (!c->bias && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", bias=False");
+    return n;
+}
+static const nb_module_class CONV2D = { .name = "Conv2d", .forward = conv2d_forward, .extra_repr = conv2d_repr };
 
 nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
     int groups = opts.groups ? opts.groups : 1;
@@ -123,9 +138,24 @@ static nb_tensor *adaptive_avg_pool2d_forward(nb_module *self, nb_tensor *x) {
     return nb_adaptive_avg_pool2d(x, p->out_h, p->out_w);
 }
 
-static const nb_module_class MAX_POOL2D = { .name = "MaxPool2d", .forward = max_pool2d_forward };
-static const nb_module_class AVG_POOL2D = { .name = "AvgPool2d", .forward = avg_pool2d_forward };
-static const nb_module_class ADAPTIVE_AVG_POOL2D = { .name = "AdaptiveAvgPool2d", .forward = adaptive_avg_pool2d_forward };
+static int max_pool2d_repr(nb_module *self, char *buf, size_t size) {
+    pool2d *p = (pool2d *)self;
+    return snprintf(buf, size, "kernel_size=%d, stride=%d, padding=%d, dilation=1, ceil_mode=False", p->kernel,
+                    p->opts.stride ? p->opts.stride : p->kernel, p->opts.padding);
+}
+static int avg_pool2d_repr(nb_module *self, char *buf, size_t size) {
+    pool2d *p = (pool2d *)self;
+    return snprintf(buf, size, "kernel_size=%d, stride=%d, padding=%d", p->kernel, p->opts.stride ? p->opts.stride : p->kernel,
+                    p->opts.padding);
+}
+static int adaptive_repr(nb_module *self, char *buf, size_t size) {
+    pool2d *p = (pool2d *)self;
+    return snprintf(buf, size, "output_size=(%d, %d)", p->out_h, p->out_w);
+}
+static const nb_module_class MAX_POOL2D = { .name = "MaxPool2d", .forward = max_pool2d_forward, .extra_repr = max_pool2d_repr };
+static const nb_module_class AVG_POOL2D = { .name = "AvgPool2d", .forward = avg_pool2d_forward, .extra_repr = avg_pool2d_repr };
+static const nb_module_class ADAPTIVE_AVG_POOL2D = { .name = "AdaptiveAvgPool2d", .forward = adaptive_avg_pool2d_forward,
+                                                     .extra_repr = adaptive_repr };
 
 static nb_module *make_pool(const nb_module_class *cls, const char *fn, int kernel, nb_pool_opts opts) {
     if (kernel <= 0 || opts.stride < 0 || opts.padding < 0 || opts.padding > kernel / 2) {

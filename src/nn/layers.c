@@ -107,7 +107,12 @@ static nb_tensor *linear_forward(nb_module *self, nb_tensor *x) {
     return nb_linear(x, l->weight, l->bias);
 }
 
-static const nb_module_class LINEAR = { .name = "Linear", .forward = linear_forward };
+static int linear_repr(nb_module *self, char *buf, size_t size) {
+    linear *l = (linear *)self;
+    return snprintf(buf, size, "in_features=%lld, out_features=%lld, bias=%s", (long long)l->in, (long long)l->out,
+                    l->bias ? "True" : "False");
+}
+static const nb_module_class LINEAR = { .name = "Linear", .forward = linear_forward, .extra_repr = linear_repr };
 
 static nb_module *make_linear(int64_t in, int64_t out, bool bias) {
     if (in <= 0 || out <= 0) {
@@ -160,14 +165,21 @@ static nb_tensor *flatten_forward(nb_module *m, nb_tensor *x) {
 static nb_tensor *dropout_forward(nb_module *m, nb_tensor *x) { return nb_dropout(x, ((simple *)m)->p, m->training); }
 
 static const nb_module_class RELU = { .name = "ReLU", .forward = relu_forward };
-static const nb_module_class GELU = { .name = "GELU", .forward = gelu_forward };
+static int gelu_repr(nb_module *m, char *buf, size_t size) { (void)m; return snprintf(buf, size, "approximate='none'"); }
+static const nb_module_class GELU = { .name = "GELU", .forward = gelu_forward, .extra_repr = gelu_repr };
 static const nb_module_class SILU = { .name = "SiLU", .forward = silu_forward };
 static const nb_module_class TANH = { .name = "Tanh", .forward = tanh_forward };
 static const nb_module_class SIGMOID = { .name = "Sigmoid", .forward = sigmoid_forward };
-static const nb_module_class SOFTMAX = { .name = "Softmax", .forward = softmax_forward };
-static const nb_module_class LOG_SOFTMAX = { .name = "LogSoftmax", .forward = log_softmax_forward };
-static const nb_module_class FLATTEN = { .name = "Flatten", .forward = flatten_forward };
-static const nb_module_class DROPOUT = { .name = "Dropout", .forward = dropout_forward };
+static int dim_repr(nb_module *m, char *buf, size_t size) { return snprintf(buf, size, "dim=%d", ((simple *)m)->axis); }
+static int flatten_repr(nb_module *m, char *buf, size_t size) { (void)m; return snprintf(buf, size, "start_dim=1, end_dim=-1"); }
+static int dropout_repr(nb_module *m, char *buf, size_t size) {
+    char p[32];
+    return snprintf(buf, size, "p=%s, inplace=False", nb__py_float(((simple *)m)->p, p, sizeof p));
+}
+static const nb_module_class SOFTMAX = { .name = "Softmax", .forward = softmax_forward, .extra_repr = dim_repr };
+static const nb_module_class LOG_SOFTMAX = { .name = "LogSoftmax", .forward = log_softmax_forward, .extra_repr = dim_repr };
+static const nb_module_class FLATTEN = { .name = "Flatten", .forward = flatten_forward, .extra_repr = flatten_repr };
+static const nb_module_class DROPOUT = { .name = "Dropout", .forward = dropout_forward, .extra_repr = dropout_repr };
 
 static nb_module *make_simple(const nb_module_class *cls, int axis, double p) {
     simple *s = (simple *)nb_module_new(cls, sizeof(simple));
@@ -213,7 +225,11 @@ static nb_tensor *embedding_forward(nb_module *self, nb_tensor *idx) {
     return nb_embedding(e->weight, idx);
 }
 
-static const nb_module_class EMBEDDING = { .name = "Embedding", .forward = embedding_forward };
+static int embedding_repr(nb_module *self, char *buf, size_t size) {
+    embedding *e = (embedding *)self;
+    return snprintf(buf, size, "%lld, %lld", (long long)e->num, (long long)e->dim);
+}
+static const nb_module_class EMBEDDING = { .name = "Embedding", .forward = embedding_forward, .extra_repr = embedding_repr };
 
 nb_module *nb_nn_embedding(int64_t num, int64_t dim) {
     if (num <= 0 || dim <= 0) {
@@ -251,7 +267,13 @@ static nb_tensor *layer_norm_forward(nb_module *self, nb_tensor *x) {
     return nb_layer_norm(x, l->weight, l->bias, l->eps);
 }
 
-static const nb_module_class LAYER_NORM = { .name = "LayerNorm", .forward = layer_norm_forward };
+static int layer_norm_repr(nb_module *self, char *buf, size_t size) {
+    layer_norm *l = (layer_norm *)self;
+    char e[32];
+    return snprintf(buf, size, "(%lld,), eps=%s, elementwise_affine=%s", (long long)l->dim, nb__py_float(l->eps, e, sizeof e),
+                    l->weight ? "True" : "False");
+}
+static const nb_module_class LAYER_NORM = { .name = "LayerNorm", .forward = layer_norm_forward, .extra_repr = layer_norm_repr };
 
 nb_module *nb_nn_layer_norm(int64_t dim) {
     if (dim <= 0) {

@@ -32,6 +32,20 @@ static char *dup_str(const char *s) {
     return d;
 }
 
+int nb__module_children(nb_module *m, const char **names, nb_module **kids, int cap) {
+    int k = 0;
+    for (int i = 0; m && m->state && i < m->state->n; i++) {
+        entry *e = &m->state->items[i];
+        if (e->kind != ENTRY_CHILD) continue;
+        if (k < cap) {
+            names[k] = e->name;
+            kids[k] = e->child;
+        }
+        k++;
+    }
+    return k;
+}
+
 nb_module *nb_module_new(const nb_module_class *cls, size_t size) {
     if (!cls) { nb__error("nb_module_new: class is NULL"); return NULL; }
     if (size < sizeof(nb_module)) {

@@ -15,6 +15,13 @@ bool nb__is_sequential(const nb_module *m);
    children "0", "1", ...); returns m, or NULL with child freed as nb_module_child does. */
 nb_module *nb__append_numbered(nb_module *m, int *count, nb_module *child);
 
+/* The direct children of m in registration order: up to cap names (borrowed) and modules into
+   names/kids; returns how many there are. */
+int nb__module_children(nb_module *m, const char **names, nb_module **kids, int cap);
+
+/* v as Python's repr writes a float (0.1, 1e-05, 1.0), for the extra_repr of the layers; returns buf. */
+const char *nb__py_float(double v, char *buf, size_t size);
+
 /* Visits every parameter of the tree in registration order. */
 void nb__module_each_param(nb_module *m, void (*fn)(nb_tensor *p, void *ctx), void *ctx);
 

@@ -45,8 +45,12 @@ static nb_tensor *batch_norm_forward(nb_module *self, nb_tensor *x) {
     return y;
 }
 
-static const nb_module_class BATCH_NORM1D = { .name = "BatchNorm1d", .forward = batch_norm_forward };
-static const nb_module_class BATCH_NORM2D = { .name = "BatchNorm2d", .forward = batch_norm_forward };
+static int batch_norm_repr(nb_module *self, char *buf, size_t size) {
+    return snprintf(buf, size, "%lld, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True",
+                    (long long)((batch_norm *)self)->features);
+}
+static const nb_module_class BATCH_NORM1D = { .name = "BatchNorm1d", .forward = batch_norm_forward, .extra_repr = batch_norm_repr };
+static const nb_module_class BATCH_NORM2D = { .name = "BatchNorm2d", .forward = batch_norm_forward, .extra_repr = batch_norm_repr };
 
 static nb_module *make_batch_norm(const nb_module_class *cls, const char *fn, int64_t features, int dims) {
     if (features <= 0) {
