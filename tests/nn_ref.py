@@ -116,6 +116,17 @@ def layers():
         ln.weight.copy_(torch.randn(5))
         ln.bias.copy_(torch.randn(5))
     layer_case('layer_norm', ln, torch.randn(2, 3, 5) * 2 + 0.5)
+    for name, mod, shape in [('group_norm', nn.GroupNorm(3, 6), (2, 6, 4, 5)), ('group_norm_3d', nn.GroupNorm(2, 4), (3, 4, 7)),
+                             ('group_norm_1group', nn.GroupNorm(1, 4), (2, 4, 3, 3)),
+                             ('instance_norm2d', nn.InstanceNorm2d(3), (2, 3, 4, 5)),
+                             ('instance_norm2d_affine', nn.InstanceNorm2d(3, affine=True), (2, 3, 4, 5)),
+                             ('instance_norm1d_affine', nn.InstanceNorm1d(4, affine=True), (3, 4, 6)),
+                             ('instance_norm2d_unbatched', nn.InstanceNorm2d(3, affine=True), (3, 4, 5))]:
+        seed(name)
+        with torch.no_grad():  # not the trivial ones and zeros
+            for p in mod.parameters():
+                p.copy_(torch.randn(p.shape))
+        layer_case(name, mod, torch.randn(shape) * 2 + 0.5)
     seed('sequential')
     seq = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3),
                         nn.LogSoftmax(dim=1))

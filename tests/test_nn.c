@@ -959,6 +959,18 @@ static void test_module_repr(void **state) {
                            ")");
     free(s);
     nb_module_free(m);
+    m = nb_nn_sequential(nb_nn_group_norm(3, 6), nb_nn_instance_norm2d(3, false), nb_nn_instance_norm1d(4, true), NULL);
+    s = nb_module_repr(m);
+    assert_string_equal(s, "Sequential(\n"
+                           "  (0): GroupNorm(3, 6, eps=1e-05, affine=True)\n"
+                           "  (1): InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)\n"
+                           "  (2): InstanceNorm1d(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=False)\n"
+                           ")");
+    free(s);
+    nb_module_free(m);
+    assert_null(nb_nn_group_norm(4, 6));
+    assert_non_null(strstr(nb_error(), "6 channels cannot be split into 4 groups"));
+    nb_error_clear();
     assert_null(nb_module_repr(NULL));
     nb_error_clear();
 }

@@ -318,6 +318,12 @@ static nb_module *mk_dropout_eval(void) {
 }
 static nb_module *mk_embedding(void) { return nb_nn_embedding(10, 4); }
 static nb_module *mk_layer_norm(void) { return nb_nn_layer_norm(5); }
+static nb_module *mk_group_norm(void) { return nb_nn_group_norm(3, 6); }
+static nb_module *mk_group_norm_3d(void) { return nb_nn_group_norm(2, 4); }
+static nb_module *mk_group_norm_1group(void) { return nb_nn_group_norm(1, 4); }
+static nb_module *mk_instance_norm2d(void) { return nb_nn_instance_norm2d(3, false); }
+static nb_module *mk_instance_norm2d_affine(void) { return nb_nn_instance_norm2d(3, true); }
+static nb_module *mk_instance_norm1d_affine(void) { return nb_nn_instance_norm1d(4, true); }
 static nb_module *mk_sequential(void) {
     return nb_nn_sequential(nb_nn_linear(6, 8), nb_nn_tanh(), nb_nn_linear(8, 8), nb_nn_gelu(), nb_nn_layer_norm(8),
                             nb_nn_linear(8, 3), nb_nn_log_softmax(1), NULL);
@@ -369,6 +375,13 @@ static const layer_case LAYERS[] = {
     { "dropout_eval", mk_dropout_eval, 0, 0, false },
     { "embedding", mk_embedding, 0, 0, false },
     { "layer_norm", mk_layer_norm, 0, 0, false },
+    { "group_norm", mk_group_norm, 0, 0, false },
+    { "group_norm_3d", mk_group_norm_3d, 0, 0, false },
+    { "group_norm_1group", mk_group_norm_1group, 0, 0, false },
+    { "instance_norm2d", mk_instance_norm2d, 0, 0, false },
+    { "instance_norm2d_affine", mk_instance_norm2d_affine, 0, 0, false },
+    { "instance_norm1d_affine", mk_instance_norm1d_affine, 0, 0, false },
+    { "instance_norm2d_unbatched", mk_instance_norm2d_affine, 0, 0, false },
     { "sequential", mk_sequential, 0, 0, false },
     { "leaky_relu", mk_leaky_relu, 0, 0, false },
     { "leaky_relu_02", mk_leaky_relu_02, 0, 0, false },

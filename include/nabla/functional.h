@@ -67,6 +67,13 @@ NB_API nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
 /* Layer norm over the last axis; w and b may be NULL. */
 NB_API nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
 
+/* Group norm of x [N, C, ...] over groups of C / groups channels (torch.nn.functional.group_norm);
+   w and b [C] may be NULL; eps <= 0 means 1e-5. */
+NB_API nb_tensor *nb_group_norm(nb_tensor *x, int64_t groups, nb_tensor *w, nb_tensor *b, double eps);
+/* Instance norm of x [N, C, L...] over each sample's channel, without running statistics (torch's
+   instance_norm as InstanceNorm*d uses it by default); w and b [C] may be NULL; eps <= 0 means 1e-5. */
+NB_API nb_tensor *nb_instance_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+
 /* ---- losses ---- */
 /* How a loss reduces its per-element terms. BATCHMEAN (the sum divided by the size of the first
    axis, torch's "batchmean") is nb_kl_div_loss's only; the other losses reject it. */

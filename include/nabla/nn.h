@@ -185,6 +185,13 @@ NB_API nb_module *nb_nn_adaptive_avg_pool2d(int out_h, int out_w);
 NB_API nb_module *nb_nn_batch_norm1d(int64_t features);
 /* Batch norm over [N, C, H, W]. */
 NB_API nb_module *nb_nn_batch_norm2d(int64_t features);
+/* Group norm over channels split into groups (torch.nn.GroupNorm, affine: weight and bias [channels]). */
+NB_API nb_module *nb_nn_group_norm(int64_t groups, int64_t channels);
+/* Instance norm of [N, C, L] or [C, L] (torch.nn.InstanceNorm1d: no running statistics; weight and
+   bias only when affine, as torch's affine=True). */
+NB_API nb_module *nb_nn_instance_norm1d(int64_t features, bool affine);
+/* Instance norm of [N, C, H, W] or [C, H, W] (torch.nn.InstanceNorm2d). */
+NB_API nb_module *nb_nn_instance_norm2d(int64_t features, bool affine);
 
 /* Options of multi-head attention: no_bias drops the projections' biases; causal masks
    the future; dropout applies to the attention weights in training. */

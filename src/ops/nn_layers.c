@@ -91,6 +91,47 @@ nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
     return nb__own(y);
 }
 
+nb_tensor *nb_group_norm(nb_tensor *x, int64_t groups, nb_tensor *w, nb_tensor *b, double eps) {
+    if (!x) {
+        if (!nb__has_error()) nb__error("nb_group_norm: input is NULL");
+        return NULL;
+    }
+    char d[200];
+    int nd = nb_ndim(x);
+    if (nd < 2 || groups <= 0 || nb_dim(x, 1) % groups != 0) {
+        nb__error("nb_group_norm: expected input [N, C, ...] with C divisible by the %lld groups, got %s", (long long)groups,
+                  nb__describe(x, d, sizeof d));
+        return NULL;
+    }
+    int64_t c = nb_dim(x, 1);
+    nb_shape per_channel = { nd, { 0 } };
+    for (int i = 0; i < nd; i++) per_channel.dim[i] = i == 1 ? c : 1;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *xr = nb_reshape(x, NB_SHAPE(nb_dim(x, 0), groups, -1));
+    nb_tensor *mu = nb_mean(xr, 2, true);
+    nb_tensor *dev = nb_sub(xr, mu);
+    nb_tensor *var = nb_mean(nb_mul(dev, dev), 2, true); /* biased, as torch */
+    nb_tensor *y = nb_reshape(nb_mul(dev, nb_pow_scalar(nb_add_scalar(var, eps > 0 ? eps : 1e-5), -0.5)), nb_shape_of(x));
+    if (w) y = nb_mul(y, nb_reshape(w, per_channel));
+    if (b) y = nb_add(y, nb_reshape(b, per_channel));
+    nb_keep(y);
+    nb_scope_end(s);
+    return nb__own(y);
+}
+
+nb_tensor *nb_instance_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
+    if (!x) {
+        if (!nb__has_error()) nb__error("nb_instance_norm: input is NULL");
+        return NULL;
+    }
+    if (nb_ndim(x) < 3) {
+        char d[200];
+        nb__error("nb_instance_norm: expected input [N, C, L...] (at least 3 dimensions), got %s", nb__describe(x, d, sizeof d));
+        return NULL;
+    }
+    return nb_group_norm(x, nb_dim(x, 1), w, b, eps); /* one group per channel */
+}
+
 nb_tensor *nb_silu(nb_tensor *x) {
     if (!x) {
         nb__error("nb_silu: input is NULL");
