@@ -127,6 +127,15 @@ def layers():
             for p in mod.parameters():
                 p.copy_(torch.randn(p.shape))
         layer_case(name, mod, torch.randn(shape) * 2 + 0.5)
+    for name, mod, shape in [('conv_transpose2d', nn.ConvTranspose2d(3, 4, 3), (2, 3, 5, 4)),
+                             ('conv_transpose2d_s2', nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1), (2, 4, 4, 5)),
+                             ('conv_transpose2d_g2', nn.ConvTranspose2d(4, 6, 2, stride=2, groups=2, bias=False), (1, 4, 3, 3)),
+                             ('conv_transpose2d_dil', nn.ConvTranspose2d(2, 3, 3, dilation=2, padding=1), (2, 2, 4, 4)),
+                             ('conv_transpose2d_unbatched', nn.ConvTranspose2d(3, 2, 3, stride=2), (3, 4, 4)),
+                             ('conv_transpose1d', nn.ConvTranspose1d(3, 5, 4, stride=2, padding=1), (2, 3, 7)),
+                             ('conv_transpose1d_op', nn.ConvTranspose1d(2, 2, 3, stride=3, output_padding=2), (3, 2, 5))]:
+        seed(name)
+        layer_case(name, mod, torch.randn(shape))
     seed('sequential')
     seq = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3),
                         nn.LogSoftmax(dim=1))

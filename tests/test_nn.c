@@ -968,6 +968,20 @@ static void test_module_repr(void **state) {
                            ")");
     free(s);
     nb_module_free(m);
+    m = nb_nn_sequential(nb_nn_conv_transpose2d(4, 2, 3, (nb_conv_transpose2d_opts){ .stride = 2, .padding = 1, .output_padding = 1 }),
+                         nb_nn_conv_transpose1d(3, 5, 4, (nb_conv_transpose2d_opts){ .stride = 2, .no_bias = true }),
+                         nb_nn_conv_transpose2d(4, 6, 2, (nb_conv_transpose2d_opts){ .groups = 2 }), NULL);
+    s = nb_module_repr(m);
+    assert_string_equal(s, "Sequential(\n"
+                           "  (0): ConvTranspose2d(4, 2, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1))\n"
+                           "  (1): ConvTranspose1d(3, 5, kernel_size=(4,), stride=(2,), bias=False)\n"
+                           "  (2): ConvTranspose2d(4, 6, kernel_size=(2, 2), stride=(1, 1), groups=2)\n"
+                           ")");
+    free(s);
+    nb_module_free(m);
+    assert_null(nb_nn_conv_transpose2d(4, 2, 3, (nb_conv_transpose2d_opts){ .stride = 2, .output_padding = 2 }));
+    assert_non_null(strstr(nb_error(), "output_padding 2 below the stride"));
+    nb_error_clear();
     assert_null(nb_nn_group_norm(4, 6));
     assert_non_null(strstr(nb_error(), "6 channels cannot be split into 4 groups"));
     nb_error_clear();

@@ -319,6 +319,19 @@ static nb_module *mk_dropout_eval(void) {
 static nb_module *mk_embedding(void) { return nb_nn_embedding(10, 4); }
 static nb_module *mk_layer_norm(void) { return nb_nn_layer_norm(5); }
 static nb_module *mk_group_norm(void) { return nb_nn_group_norm(3, 6); }
+static nb_module *mk_convt(void) { return nb_nn_conv_transpose2d(3, 4, 3, (nb_conv_transpose2d_opts){ 0 }); }
+static nb_module *mk_convt_s2(void) {
+    return nb_nn_conv_transpose2d(4, 2, 3, (nb_conv_transpose2d_opts){ .stride = 2, .padding = 1, .output_padding = 1 });
+}
+static nb_module *mk_convt_g2(void) {
+    return nb_nn_conv_transpose2d(4, 6, 2, (nb_conv_transpose2d_opts){ .stride = 2, .groups = 2, .no_bias = true });
+}
+static nb_module *mk_convt_dil(void) { return nb_nn_conv_transpose2d(2, 3, 3, (nb_conv_transpose2d_opts){ .dilation = 2, .padding = 1 }); }
+static nb_module *mk_convt_unbatched(void) { return nb_nn_conv_transpose2d(3, 2, 3, (nb_conv_transpose2d_opts){ .stride = 2 }); }
+static nb_module *mk_convt1d(void) { return nb_nn_conv_transpose1d(3, 5, 4, (nb_conv_transpose2d_opts){ .stride = 2, .padding = 1 }); }
+static nb_module *mk_convt1d_op(void) {
+    return nb_nn_conv_transpose1d(2, 2, 3, (nb_conv_transpose2d_opts){ .stride = 3, .output_padding = 2 });
+}
 static nb_module *mk_group_norm_3d(void) { return nb_nn_group_norm(2, 4); }
 static nb_module *mk_group_norm_1group(void) { return nb_nn_group_norm(1, 4); }
 static nb_module *mk_instance_norm2d(void) { return nb_nn_instance_norm2d(3, false); }
@@ -376,6 +389,13 @@ static const layer_case LAYERS[] = {
     { "embedding", mk_embedding, 0, 0, false },
     { "layer_norm", mk_layer_norm, 0, 0, false },
     { "group_norm", mk_group_norm, 0, 0, false },
+    { "conv_transpose2d", mk_convt, 0, 0, false },
+    { "conv_transpose2d_s2", mk_convt_s2, 0, 0, false },
+    { "conv_transpose2d_g2", mk_convt_g2, 0, 0, false },
+    { "conv_transpose2d_dil", mk_convt_dil, 0, 0, false },
+    { "conv_transpose2d_unbatched", mk_convt_unbatched, 0, 0, false },
+    { "conv_transpose1d", mk_convt1d, 0, 0, false },
+    { "conv_transpose1d_op", mk_convt1d_op, 0, 0, false },
     { "group_norm_3d", mk_group_norm_3d, 0, 0, false },
     { "group_norm_1group", mk_group_norm_1group, 0, 0, false },
     { "instance_norm2d", mk_instance_norm2d, 0, 0, false },

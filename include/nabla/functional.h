@@ -33,6 +33,17 @@ typedef struct nb_conv_opts {
 } nb_conv_opts;
 /* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
 NB_API nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
+/* Options of the transposed convolutions, per axis (zero: stride 1, padding 0, output_padding 0,
+   dilation 1; groups 0: 1); the 1-D form reads element 0 of each. */
+typedef struct nb_conv_transpose_opts {
+    int stride[2], padding[2], output_padding[2], dilation[2];
+    int groups;
+} nb_conv_transpose_opts;
+/* Transposed 2-D convolution (torch.nn.functional.conv_transpose2d) of x [N, C, H, W] (or
+   [C, H, W]) with w [C, out/groups, kh, kw] and bias b [out] (or NULL). */
+NB_API nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_transpose_opts opts);
+/* Transposed 1-D convolution of x [N, C, L] (or [C, L]) with w [C, out/groups, k] and bias b [out] (or NULL). */
+NB_API nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_transpose_opts opts);
 /* Max pooling of [N, C, H, W] (or [C, H, W]) over kernel x kernel windows. */
 NB_API nb_tensor *nb_max_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
 /* Average pooling of [N, C, H, W] (or [C, H, W]), padding counted as torch's default. */

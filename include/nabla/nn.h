@@ -175,6 +175,15 @@ typedef struct nb_conv2d_opts {
 /* 2-D convolution over [N, C, H, W] (or [C, H, W]), weight [out, in/groups, k, k], kaiming-uniform
    as torch; groups must divide both channel counts. */
 NB_API nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
+/* Options of the transposed convolution modules (zero: stride 1, dilation 1, groups 1, bias on). */
+typedef struct nb_conv_transpose2d_opts {
+    int stride, padding, output_padding, dilation, groups;
+    bool no_bias;
+} nb_conv_transpose2d_opts;
+/* Transposed 2-D convolution (torch.nn.ConvTranspose2d): weight [in, out/groups, k, k], bias [out]. */
+NB_API nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv_transpose2d_opts opts);
+/* Transposed 1-D convolution (torch.nn.ConvTranspose1d): weight [in, out/groups, k], bias [out]. */
+NB_API nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv_transpose2d_opts opts);
 /* Max pooling over k x k windows. */
 NB_API nb_module *nb_nn_max_pool2d(int kernel, nb_pool_opts opts);
 /* Average pooling over k x k windows (padding counted, as torch's default). */

@@ -111,6 +111,107 @@ nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, n
     return &c->base;
 }
 
+/* ---------- transposed convolutions ---------- */
+typedef struct {
+    nb_module base;
+    int64_t in, out;
+    int kernel, dims; /* 1 or 2 */
+    nb_conv_transpose_opts opts;
+    nb_tensor *weight, *bias;
+} conv_transpose;
+
+static nb_tensor *conv_transpose_forward(nb_module *self, nb_tensor *x) {
+    conv_transpose *c = (conv_transpose *)self;
+    int nd = nb_ndim(x);
+    if ((nd != c->dims + 2 && nd != c->dims + 1) || nb_dim(x, nd - c->dims - 1) != c->in) {
+        char sh[160];
+        nb__error("nb_nn_conv_transpose%dd %s: expected input [N, %lld, %s] or [%lld, %s], got %s", c->dims, nb__layer_name(self),
+                  (long long)c->in, c->dims == 1 ? "L" : "H, W", (long long)c->in, c->dims == 1 ? "L" : "H, W",
+                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
+        return NULL;
+    }
+    return c->dims == 1 ? nb_conv_transpose1d(x, c->weight, c->bias, c->opts) : nb_conv_transpose2d(x, c->weight, c->bias, c->opts);
+}
+
+static int conv_transpose_repr(nb_module *self, char *buf, size_t size) {
+    conv_transpose *c = (conv_transpose *)self;
+    const nb_conv_transpose_opts *o = &c->opts;
+    int n;
+    if (c->dims == 1) {
+        n = snprintf(buf, size, "%lld, %lld, kernel_size=(%d,), stride=(%d,)", (long long)c->in, (long long)c->out, c->kernel,
+                     o->stride[0]);
+        if (o->padding[0] && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", padding=(%d,)", o->padding[0]);
+        if (o->output_padding[0] && n >= 0 && (size_t)n < size)
+            n += snprintf(buf + n, size - (size_t)n, ", output_padding=(%d,)", o->output_padding[0]);
+        if (o->dilation[0] > 1 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", dilation=(%d,)", o->dilation[0]);
+    } else {
+        n = snprintf(buf, size, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)c->in, (long long)c->out, c->kernel,
+                     c->kernel, o->stride[0], o->stride[1]);
+        if (o->padding[0] && n >= 0 && (size_t)n < size)
+            n += snprintf(buf + n, size - (size_t)n, ", padding=(%d, %d)", o->padding[0], o->padding[1]);
+        if (o->output_padding[0] && n >= 0 && (size_t)n < size)
+            n += snprintf(buf + n, size - (size_t)n, ", output_padding=(%d, %d)", o->output_padding[0], o->output_padding[1]);
+        if (o->dilation[0] > 1 && n >= 0 && (size_t)n < size)
+            n += snprintf(buf + n, size - (size_t)n, ", dilation=(%d, %d)", o->dilation[0], o->dilation[1]);
+    }
+    if (o->groups > 1 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", groups=%d", o->groups);
+    if (!c->bias && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", bias=False");
+    return n;
+}
+static const nb_module_class CONV_TRANSPOSE1D = { .name = "ConvTranspose1d", .forward = conv_transpose_forward,
+                                                  .extra_repr = conv_transpose_repr };
+static const nb_module_class CONV_TRANSPOSE2D = { .name = "ConvTranspose2d", .forward = conv_transpose_forward,
+                                                  .extra_repr = conv_transpose_repr };
+
+static nb_module *make_conv_transpose(const nb_module_class *cls, int dims, int64_t in_channels, int64_t out_channels, int kernel,
+                                      nb_conv_transpose2d_opts opts) {
+    int groups = opts.groups ? opts.groups : 1;
+    int s = opts.stride ? opts.stride : 1, d = opts.dilation ? opts.dilation : 1;
+    if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || opts.stride < 0 || opts.padding < 0 || opts.dilation < 0 ||
+        groups < 0 || opts.output_padding < 0 || (opts.output_padding >= s && opts.output_padding >= d)) {
+        nb__error("nb_nn_conv_transpose%dd: channels (%lld -> %lld) and kernel %d must be positive, stride %d, padding %d, "
+                  "dilation %d and groups %d not negative, and output_padding %d below the stride or the dilation", dims,
+                  (long long)in_channels, (long long)out_channels, kernel, opts.stride, opts.padding, opts.dilation, opts.groups,
+                  opts.output_padding);
+        return NULL;
+    }
+    if (in_channels % groups || out_channels % groups) {
+        nb__error("nb_nn_conv_transpose%dd: groups %d must divide both in_channels %lld and out_channels %lld", dims, groups,
+                  (long long)in_channels, (long long)out_channels);
+        return NULL;
+    }
+    conv_transpose *c = (conv_transpose *)nb_module_new(cls, sizeof(conv_transpose));
+    if (!c) return NULL;
+    c->in = in_channels;
+    c->out = out_channels;
+    c->kernel = kernel;
+    c->dims = dims;
+    c->opts = (nb_conv_transpose_opts){ { s, s }, { opts.padding, opts.padding }, { opts.output_padding, opts.output_padding },
+                                        { d, d }, groups };
+    /* torch: weight [in, out/groups, k...], kaiming_uniform_(a=sqrt(5)) with fan_in out/groups * k^dims, bias likewise */
+    int64_t cout = out_channels / groups, fan_in = cout * kernel * (dims == 2 ? kernel : 1);
+    nb_shape ws = dims == 2 ? NB_SHAPE(in_channels, cout, kernel, kernel) : NB_SHAPE(in_channels, cout, kernel);
+    c->weight = nb_module_param(&c->base, "weight", nb_empty(ws, NB_F32));
+    int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
+    if (rc == 0 && !opts.no_bias) {
+        c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
+        double bound = 1.0 / sqrt((double)fan_in);
+        rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
+    }
+    if (rc < 0) {
+        nb_module_free(&c->base);
+        return NULL;
+    }
+    return &c->base;
+}
+
+nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv_transpose2d_opts opts) {
+    return make_conv_transpose(&CONV_TRANSPOSE2D, 2, in_channels, out_channels, kernel, opts);
+}
+nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv_transpose2d_opts opts) {
+    return make_conv_transpose(&CONV_TRANSPOSE1D, 1, in_channels, out_channels, kernel, opts);
+}
+
 /* ---------- pooling ---------- */
 typedef struct {
     nb_module base;
