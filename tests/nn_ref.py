@@ -136,6 +136,19 @@ def layers():
                              ('conv_transpose1d_op', nn.ConvTranspose1d(2, 2, 3, stride=3, output_padding=2), (3, 2, 5))]:
         seed(name)
         layer_case(name, mod, torch.randn(shape))
+    for name, mod, shape in [('upsample_nearest2x', nn.Upsample(scale_factor=2), (2, 3, 3, 4)),
+                             ('upsample_nearest_size', nn.Upsample(size=(5, 7)), (1, 2, 3, 4)),
+                             ('upsample_nearest_down', nn.Upsample(size=(2, 3)), (1, 2, 5, 7)),
+                             ('upsample_bilinear2x', nn.Upsample(scale_factor=2, mode='bilinear'), (2, 2, 3, 4)),
+                             ('upsample_bilinear_size', nn.Upsample(size=(5, 7), mode='bilinear'), (1, 3, 3, 4)),
+                             ('upsample_bilinear_ac', nn.Upsample(size=(5, 7), mode='bilinear', align_corners=True), (1, 2, 3, 4)),
+                             ('upsample_bilinear_down', nn.Upsample(size=(2, 3), mode='bilinear'), (1, 2, 5, 7)),
+                             ('upsample_bilinear_15', nn.Upsample(scale_factor=1.5, mode='bilinear'), (1, 2, 4, 6)),
+                             ('upsample_linear', nn.Upsample(scale_factor=3, mode='linear'), (2, 3, 5)),
+                             ('upsample_linear_ac', nn.Upsample(size=9, mode='linear', align_corners=True), (2, 3, 5)),
+                             ('upsample_nearest1d', nn.Upsample(size=8), (2, 3, 5))]:
+        seed(name)
+        layer_case(name, mod, torch.randn(shape))
     seed('sequential')
     seq = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3),
                         nn.LogSoftmax(dim=1))

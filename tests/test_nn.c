@@ -982,6 +982,28 @@ static void test_module_repr(void **state) {
     assert_null(nb_nn_conv_transpose2d(4, 2, 3, (nb_conv_transpose2d_opts){ .stride = 2, .output_padding = 2 }));
     assert_non_null(strstr(nb_error(), "output_padding 2 below the stride"));
     nb_error_clear();
+    m = nb_nn_sequential(nb_nn_upsample((nb_interp_opts){ .scale_factor = { 2 } }),
+                         nb_nn_upsample((nb_interp_opts){ .size = { 4, 5 }, .mode = NB_INTERP_BILINEAR, .align_corners = true }),
+                         nb_nn_upsample((nb_interp_opts){ .scale_factor = { 1.5 }, .mode = NB_INTERP_LINEAR }), NULL);
+    s = nb_module_repr(m);
+    assert_string_equal(s, "Sequential(\n"
+                           "  (0): Upsample(scale_factor=2.0, mode=nearest)\n"
+                           "  (1): Upsample(size=(4, 5), mode=bilinear)\n"
+                           "  (2): Upsample(scale_factor=1.5, mode=linear)\n"
+                           ")");
+    free(s);
+    nb_module_free(m);
+    nb_tensor *img = nb_zeros(NB_SHAPE(1, 2, 3, 3), NB_F32);
+    assert_null(nb_interpolate(img, (nb_interp_opts){ .size = { 4, 4 }, .mode = NB_INTERP_LINEAR }));
+    assert_non_null(strstr(nb_error(), "[N, C, L] (nearest, linear)"));
+    nb_error_clear();
+    assert_null(nb_interpolate(img, (nb_interp_opts){ .size = { 4, 4 }, .align_corners = true }));
+    assert_non_null(strstr(nb_error(), "align_corners"));
+    nb_error_clear();
+    assert_null(nb_interpolate(img, (nb_interp_opts){ .size = { 4 } }));
+    assert_non_null(strstr(nb_error(), "every spatial axis"));
+    nb_error_clear();
+    nb_release(img);
     assert_null(nb_nn_group_norm(4, 6));
     assert_non_null(strstr(nb_error(), "6 channels cannot be split into 4 groups"));
     nb_error_clear();

@@ -319,6 +319,19 @@ static nb_module *mk_dropout_eval(void) {
 static nb_module *mk_embedding(void) { return nb_nn_embedding(10, 4); }
 static nb_module *mk_layer_norm(void) { return nb_nn_layer_norm(5); }
 static nb_module *mk_group_norm(void) { return nb_nn_group_norm(3, 6); }
+#define UP(NAME, ...) static nb_module *NAME(void) { return nb_nn_upsample((nb_interp_opts){ __VA_ARGS__ }); }
+UP(mk_up_nearest2x, .scale_factor = { 2 })
+UP(mk_up_nearest_size, .size = { 5, 7 })
+UP(mk_up_nearest_down, .size = { 2, 3 })
+UP(mk_up_bilinear2x, .scale_factor = { 2 }, .mode = NB_INTERP_BILINEAR)
+UP(mk_up_bilinear_size, .size = { 5, 7 }, .mode = NB_INTERP_BILINEAR)
+UP(mk_up_bilinear_ac, .size = { 5, 7 }, .mode = NB_INTERP_BILINEAR, .align_corners = true)
+UP(mk_up_bilinear_down, .size = { 2, 3 }, .mode = NB_INTERP_BILINEAR)
+UP(mk_up_bilinear_15, .scale_factor = { 1.5 }, .mode = NB_INTERP_BILINEAR)
+UP(mk_up_linear, .scale_factor = { 3 }, .mode = NB_INTERP_LINEAR)
+UP(mk_up_linear_ac, .size = { 9 }, .mode = NB_INTERP_LINEAR, .align_corners = true)
+UP(mk_up_nearest1d, .size = { 8 })
+#undef UP
 static nb_module *mk_convt(void) { return nb_nn_conv_transpose2d(3, 4, 3, (nb_conv_transpose2d_opts){ 0 }); }
 static nb_module *mk_convt_s2(void) {
     return nb_nn_conv_transpose2d(4, 2, 3, (nb_conv_transpose2d_opts){ .stride = 2, .padding = 1, .output_padding = 1 });
@@ -389,6 +402,17 @@ static const layer_case LAYERS[] = {
     { "embedding", mk_embedding, 0, 0, false },
     { "layer_norm", mk_layer_norm, 0, 0, false },
     { "group_norm", mk_group_norm, 0, 0, false },
+    { "upsample_nearest2x", mk_up_nearest2x, 0, 0, false },
+    { "upsample_nearest_size", mk_up_nearest_size, 0, 0, false },
+    { "upsample_nearest_down", mk_up_nearest_down, 0, 0, false },
+    { "upsample_bilinear2x", mk_up_bilinear2x, 0, 0, false },
+    { "upsample_bilinear_size", mk_up_bilinear_size, 0, 0, false },
+    { "upsample_bilinear_ac", mk_up_bilinear_ac, 0, 0, false },
+    { "upsample_bilinear_down", mk_up_bilinear_down, 0, 0, false },
+    { "upsample_bilinear_15", mk_up_bilinear_15, 0, 0, false },
+    { "upsample_linear", mk_up_linear, 0, 0, false },
+    { "upsample_linear_ac", mk_up_linear_ac, 0, 0, false },
+    { "upsample_nearest1d", mk_up_nearest1d, 0, 0, false },
     { "conv_transpose2d", mk_convt, 0, 0, false },
     { "conv_transpose2d_s2", mk_convt_s2, 0, 0, false },
     { "conv_transpose2d_g2", mk_convt_g2, 0, 0, false },

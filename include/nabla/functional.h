@@ -44,6 +44,19 @@ typedef struct nb_conv_transpose_opts {
 NB_API nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_transpose_opts opts);
 /* Transposed 1-D convolution of x [N, C, L] (or [C, L]) with w [C, out/groups, k] and bias b [out] (or NULL). */
 NB_API nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_transpose_opts opts);
+/* How nb_interpolate resizes: torch's "nearest" (floor of the scaled index), "linear" (3-D input)
+   and "bilinear" (4-D input). */
+typedef enum nb_interp_mode { NB_INTERP_NEAREST = 0, NB_INTERP_LINEAR, NB_INTERP_BILINEAR } nb_interp_mode;
+/* Options of nb_interpolate: the output size per spatial axis, or else a scale factor (output
+   floor(in * scale), the index scaled by 1 / scale as torch does); align_corners for the linear modes. */
+typedef struct nb_interp_opts {
+    int64_t size[2];
+    double scale_factor[2];
+    nb_interp_mode mode;
+    bool align_corners;
+} nb_interp_opts;
+/* x [N, C, L] or [N, C, H, W] resized as torch.nn.functional.interpolate (differentiable in x). */
+NB_API nb_tensor *nb_interpolate(nb_tensor *x, nb_interp_opts opts);
 /* Max pooling of [N, C, H, W] (or [C, H, W]) over kernel x kernel windows. */
 NB_API nb_tensor *nb_max_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
 /* Average pooling of [N, C, H, W] (or [C, H, W]), padding counted as torch's default. */

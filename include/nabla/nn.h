@@ -184,6 +184,9 @@ typedef struct nb_conv_transpose2d_opts {
 NB_API nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv_transpose2d_opts opts);
 /* Transposed 1-D convolution (torch.nn.ConvTranspose1d): weight [in, out/groups, k], bias [out]. */
 NB_API nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv_transpose2d_opts opts);
+/* Upsampling (torch.nn.Upsample) by nb_interpolate: size[0] or scale_factor[0] alone serves
+   every spatial axis; linear and bilinear follow the input's rank. */
+NB_API nb_module *nb_nn_upsample(nb_interp_opts opts);
 /* Max pooling over k x k windows. */
 NB_API nb_module *nb_nn_max_pool2d(int kernel, nb_pool_opts opts);
 /* Average pooling over k x k windows (padding counted, as torch's default). */

@@ -212,6 +212,48 @@ nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int
     return make_conv_transpose(&CONV_TRANSPOSE1D, 1, in_channels, out_channels, kernel, opts);
 }
 
+/* ---------- upsampling ---------- */
+typedef struct {
+    nb_module base;
+    nb_interp_opts opts;
+} upsample;
+
+/* The options made for the input's rank: one size or factor serves every spatial axis. */
+static nb_tensor *upsample_forward(nb_module *self, nb_tensor *x) {
+    nb_interp_opts o = ((upsample *)self)->opts;
+    if (o.mode == NB_INTERP_LINEAR && nb_ndim(x) == 4) o.mode = NB_INTERP_BILINEAR;
+    if (o.mode == NB_INTERP_BILINEAR && nb_ndim(x) == 3) o.mode = NB_INTERP_LINEAR;
+    return nb_interpolate(x, o);
+}
+
+static const char *const interp_names[] = { "nearest", "linear", "bilinear" };
+
+static int upsample_repr(nb_module *self, char *buf, size_t size) {
+    const nb_interp_opts *o = &((upsample *)self)->opts;
+    char f[32];
+    if (o->size[0] > 0)
+        return o->size[1] > 0 && o->size[1] != o->size[0]
+                   ? snprintf(buf, size, "size=(%lld, %lld), mode=%s", (long long)o->size[0], (long long)o->size[1], interp_names[o->mode])
+                   : snprintf(buf, size, "size=%lld, mode=%s", (long long)o->size[0], interp_names[o->mode]);
+    return snprintf(buf, size, "scale_factor=%s, mode=%s", nb__py_float(o->scale_factor[0], f, sizeof f), interp_names[o->mode]);
+}
+static const nb_module_class UPSAMPLE = { .name = "Upsample", .forward = upsample_forward, .extra_repr = upsample_repr };
+
+nb_module *nb_nn_upsample(nb_interp_opts opts) {
+    if ((unsigned)opts.mode > NB_INTERP_BILINEAR || (opts.size[0] <= 0 && !(opts.scale_factor[0] > 0))) {
+        nb__error("nb_nn_upsample: give a positive size or scale_factor and a mode (nearest, linear, bilinear)");
+        return NULL;
+    }
+    for (int k = 1; k < 2; k++) { /* one value serves both axes, as torch's single size or factor */
+        if (opts.size[k] <= 0) opts.size[k] = opts.size[0];
+        if (!(opts.scale_factor[k] > 0)) opts.scale_factor[k] = opts.scale_factor[0];
+    }
+    upsample *u = (upsample *)nb_module_new(&UPSAMPLE, sizeof(upsample));
+    if (!u) return NULL;
+    u->opts = opts;
+    return &u->base;
+}
+
 /* ---------- pooling ---------- */
 typedef struct {
     nb_module base;

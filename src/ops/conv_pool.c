@@ -1,8 +1,11 @@
 /* Functional convolution and pooling: option defaults, unbatched [C, H, W] inputs, then one
    call into the dispatch path (the ops are conv2d, max_pool2d, avg_pool2d and
-   adaptive_avg_pool2d in ops.def); the transposed convolutions as conv2d_backward_input. */
+   adaptive_avg_pool2d in ops.def); the transposed convolutions as conv2d_backward_input; and
+   interpolation (nearest, linear, bilinear) as index_select and lerp. */
 #include "ops_impl.h"
 #include "nabla/functional.h"
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* An unbatched [C, H, W] input is run as [1, C, H, W] and the batch axis removed again, as
@@ -145,4 +148,98 @@ nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int out_h, int out_w) {
     }
     nb_op_args a = { .i = { out_h, out_w } };
     return run_batched(NB_OP_ADAPTIVE_AVG_POOL2D, &x, 1, &a);
+}
+
+/* ---- interpolation ---- */
+/* The source position of output index j along an axis of in -> out, as torch's
+   area_pixel_compute_source_index (scale: in / out, or 1 / scale_factor when one was given). */
+static double source_index(int64_t j, double scale, bool align_corners, int64_t in, int64_t out) {
+    if (align_corners) return out > 1 ? (double)j * (double)(in - 1) / (double)(out - 1) : 0;
+    double s = scale * ((double)j + 0.5) - 0.5;
+    return s < 0 ? 0 : s;
+}
+
+/* x resized along axis from in to out: nearest (floor(j * scale), torch's "nearest") or linear
+   (the two neighbours weighted by their distances), as index_select and lerp so it differentiates. */
+static nb_tensor *resize_axis(nb_tensor *x, int axis, int64_t out, double scale, nb_interp_mode mode, bool align_corners) {
+    int64_t in = x->shape.dim[axis];
+    int64_t *i0 = malloc(sizeof(int64_t) * (size_t)out), *i1 = malloc(sizeof(int64_t) * (size_t)out);
+    double *l1 = malloc(sizeof(double) * (size_t)out);
+    nb_tensor *r = NULL;
+    if (!i0 || !i1 || !l1) nb__error("nb_interpolate: out of memory");
+    else {
+        for (int64_t j = 0; j < out; j++) {
+            if (mode == NB_INTERP_NEAREST) {
+                int64_t k = (int64_t)floor((double)j * scale);
+                i0[j] = k < in - 1 ? k : in - 1;
+                continue;
+            }
+            double src = source_index(j, scale, align_corners, in, out);
+            int64_t k = (int64_t)src;
+            i0[j] = k < in - 1 ? k : in - 1;
+            i1[j] = k + 1 < in ? k + 1 : in - 1;
+            l1[j] = src - (double)k;
+        }
+        nb_device dev = x->storage->device;
+        nb_tensor *a = nb_index_select(x, axis, nb_to(nb_from_data(i0, NB_SHAPE(out), NB_I64), dev));
+        if (mode == NB_INTERP_NEAREST) r = a;
+        else {
+            nb_tensor *b = nb_index_select(x, axis, nb_to(nb_from_data(i1, NB_SHAPE(out), NB_I64), dev));
+            nb_shape ls = { x->shape.ndim, { 0 } };
+            for (int d = 0; d < ls.ndim; d++) ls.dim[d] = d == axis ? out : 1;
+            nb_tensor *w1 = nb_to(nb_cast(nb_from_data(l1, ls, NB_F64), x->dtype), dev);
+            nb_tensor *w0 = nb_add_scalar(nb_neg(w1), 1);
+            r = nb_add(nb_mul(a, w0), nb_mul(b, w1));
+        }
+    }
+    free(i0);
+    free(i1);
+    free(l1);
+    return r;
+}
+
+nb_tensor *nb_interpolate(nb_tensor *x, nb_interp_opts opts) {
+    if (!x) {
+        if (!nb__has_error()) nb__error("nb_interpolate: input is NULL");
+        return NULL;
+    }
+    char d[200];
+    int nd = x->shape.ndim, spatial = nd - 2;
+    bool linear = opts.mode == NB_INTERP_LINEAR || opts.mode == NB_INTERP_BILINEAR;
+    if ((nd != 3 && nd != 4) || (unsigned)opts.mode > NB_INTERP_BILINEAR ||
+        (opts.mode == NB_INTERP_LINEAR && nd != 3) || (opts.mode == NB_INTERP_BILINEAR && nd != 4) || !nb__is_float(x->dtype)) {
+        nb__error("nb_interpolate: expected a float input [N, C, L] (nearest, linear) or [N, C, H, W] (nearest, bilinear), got %s "
+                  "with mode %d", nb__describe(x, d, sizeof d), (int)opts.mode);
+        return NULL;
+    }
+    if (!linear && opts.align_corners) {
+        nb__error("nb_interpolate: align_corners applies to the linear modes only (as torch)");
+        return NULL;
+    }
+    int64_t out[2];
+    double scale[2];
+    for (int k = 0; k < spatial; k++) {
+        int64_t in = x->shape.dim[2 + k];
+        if (opts.size[k] > 0) {
+            out[k] = opts.size[k];
+            scale[k] = (double)in / (double)out[k];
+        } else if (opts.scale_factor[k] > 0) {
+            out[k] = (int64_t)floor((double)in * opts.scale_factor[k]);
+            scale[k] = 1.0 / opts.scale_factor[k];
+        } else {
+            nb__error("nb_interpolate: give a positive size or scale_factor for every spatial axis of %s", nb__describe(x, d, sizeof d));
+            return NULL;
+        }
+        if (out[k] <= 0 || in <= 0 || out[k] > ((int64_t)1 << 31)) {
+            nb__error("nb_interpolate: %s resized to %lld along axis %d", nb__describe(x, d, sizeof d), (long long)out[k], 2 + k);
+            return NULL;
+        }
+    }
+    nb_scope *sc = nb_scope_begin();
+    nb_tensor *y = x;
+    for (int k = spatial - 1; k >= 0 && y; k--) y = resize_axis(y, 2 + k, out[k], scale[k], opts.mode, opts.align_corners);
+    if (y == x) y = nb_clone(x);
+    nb_keep(y);
+    nb_scope_end(sc);
+    return nb__own(y);
 }
