@@ -110,6 +110,11 @@ def layers():
     seed('embedding')
     emb = nn.Embedding(10, 4)
     layer_case('embedding', emb, torch.tensor([[1, 3, 3, 9], [0, 3, 7, 1]]))
+    seed('embedding_padded')
+    emb = nn.Embedding(10, 4, padding_idx=3)
+    with torch.no_grad():  # a padding row that is not zero, to see it still gets no gradient
+        emb.weight[3] = torch.randn(4)
+    layer_case('embedding_padded', emb, torch.tensor([[1, 3, 3, 9], [0, 3, 7, 1]]))
     seed('layer_norm')
     ln = nn.LayerNorm(5)
     with torch.no_grad():  # not the trivial ones and zeros

@@ -317,6 +317,7 @@ static nb_module *mk_dropout_eval(void) {
     return m;
 }
 static nb_module *mk_embedding(void) { return nb_nn_embedding(10, 4); }
+static nb_module *mk_embedding_padded(void) { return nb_nn_embedding_padded(10, 4, -7); }
 static nb_module *mk_layer_norm(void) { return nb_nn_layer_norm(5); }
 static nb_module *mk_group_norm(void) { return nb_nn_group_norm(3, 6); }
 #define UP(NAME, ...) static nb_module *NAME(void) { return nb_nn_upsample((nb_interp_opts){ __VA_ARGS__ }); }
@@ -400,6 +401,7 @@ static const layer_case LAYERS[] = {
     { "flatten", nb_nn_flatten, 0, 0, false },
     { "dropout_eval", mk_dropout_eval, 0, 0, false },
     { "embedding", mk_embedding, 0, 0, false },
+    { "embedding_padded", mk_embedding_padded, 0, 0, false },
     { "layer_norm", mk_layer_norm, 0, 0, false },
     { "group_norm", mk_group_norm, 0, 0, false },
     { "upsample_nearest2x", mk_up_nearest2x, 0, 0, false },

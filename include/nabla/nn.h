@@ -140,6 +140,9 @@ NB_API nb_module *nb_nn_flatten(void);
 NB_API nb_module *nb_nn_dropout(double p);
 /* A table of num vectors of size dim, N(0, 1) as torch.nn.Embedding. */
 NB_API nb_module *nb_nn_embedding(int64_t num, int64_t dim);
+/* An embedding whose row padding_idx (negative counts from the end) starts at zero and gets no
+   gradient (torch's padding_idx). */
+NB_API nb_module *nb_nn_embedding_padded(int64_t num, int64_t dim, int64_t padding_idx);
 /* Layer norm over the last axis of size dim, with weight and bias, eps 1e-5. */
 NB_API nb_module *nb_nn_layer_norm(int64_t dim);
 /* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ...

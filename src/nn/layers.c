@@ -210,7 +210,7 @@ nb_module *nb_nn_dropout(double p) {
 /* ---------- embedding ---------- */
 typedef struct {
     nb_module base;
-    int64_t num, dim;
+    int64_t num, dim, padding_idx; /* -1: none */
     nb_tensor *weight;
 } embedding;
 
@@ -222,30 +222,62 @@ static nb_tensor *embedding_forward(nb_module *self, nb_tensor *idx) {
         nb__error("nb_nn_embedding %s: expected i64 indices, got %s", nb__layer_name(self), nb__describe(idx, d, sizeof d));
         return NULL;
     }
-    return nb_embedding(e->weight, idx);
+    if (e->padding_idx < 0) return nb_embedding(e->weight, idx);
+    /* torch's padding_idx: the padding row gets no gradient (its rows of the output are detached) */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *y = nb_embedding(e->weight, idx);
+    nb_tensor *pad = nb_unsqueeze(nb_eq(idx, nb_full((nb_shape){ 0, { 0 } }, (double)e->padding_idx, dt)), -1);
+    nb_tensor *r = nb_keep(nb_where(pad, nb_detach(y), y));
+    nb_scope_end(s);
+    return nb__own(r);
 }
 
 static int embedding_repr(nb_module *self, char *buf, size_t size) {
     embedding *e = (embedding *)self;
+    if (e->padding_idx >= 0)
+        return snprintf(buf, size, "%lld, %lld, padding_idx=%lld", (long long)e->num, (long long)e->dim, (long long)e->padding_idx);
     return snprintf(buf, size, "%lld, %lld", (long long)e->num, (long long)e->dim);
 }
 static const nb_module_class EMBEDDING = { .name = "Embedding", .forward = embedding_forward, .extra_repr = embedding_repr };
+
+/* padding_idx: -1 none, else the row (made non-negative by the caller). */
+static nb_module *make_embedding(int64_t num, int64_t dim, int64_t padding_idx) {
+    embedding *e = (embedding *)nb_module_new(&EMBEDDING, sizeof(embedding));
+    if (!e) return NULL;
+    e->num = num;
+    e->dim = dim;
+    e->padding_idx = padding_idx;
+    e->weight = nb_module_param(&e->base, "weight", nb_randn(NB_SHAPE(num, dim), NB_F32));
+    int rc = e->weight ? 0 : -1;
+    if (rc == 0 && padding_idx >= 0) { /* torch zeroes the padding row at initialisation */
+        bool prev = nb_set_grad_enabled(false);
+        nb_scope *s = nb_scope_begin();
+        rc = nb_assign(nb_slice(e->weight, 0, padding_idx, padding_idx + 1, 1), nb_zeros(NB_SHAPE(1, dim), NB_F32));
+        nb_scope_end(s);
+        nb_set_grad_enabled(prev);
+    }
+    if (rc < 0) {
+        nb_module_free(&e->base);
+        return NULL;
+    }
+    return &e->base;
+}
+
+nb_module *nb_nn_embedding_padded(int64_t num, int64_t dim, int64_t padding_idx) {
+    if (num <= 0 || dim <= 0 || padding_idx < -num || padding_idx >= num) {
+        nb__error("nb_nn_embedding: sizes must be positive and padding_idx within [-num, num), got %lld x %lld, padding_idx %lld",
+                  (long long)num, (long long)dim, (long long)padding_idx);
+        return NULL;
+    }
+    return make_embedding(num, dim, padding_idx < 0 ? padding_idx + num : padding_idx);
+}
 
 nb_module *nb_nn_embedding(int64_t num, int64_t dim) {
     if (num <= 0 || dim <= 0) {
         nb__error("nb_nn_embedding: sizes must be positive, got %lld x %lld", (long long)num, (long long)dim);
         return NULL;
     }
-    embedding *e = (embedding *)nb_module_new(&EMBEDDING, sizeof(embedding));
-    if (!e) return NULL;
-    e->num = num;
-    e->dim = dim;
-    e->weight = nb_module_param(&e->base, "weight", nb_randn(NB_SHAPE(num, dim), NB_F32));
-    if (!e->weight) {
-        nb_module_free(&e->base);
-        return NULL;
-    }
-    return &e->base;
+    return make_embedding(num, dim, -1);
 }
 
 
