@@ -309,6 +309,42 @@ static nb_tensor *record_grad(nb_tensor *g, void *ctx) {
 static nb_tensor *bad_shape(nb_tensor *g, void *ctx) { (void)g; (void)ctx; return nb_zeros(NB_SHAPE(7), NB_F32); }
 static nb_tensor *failing(nb_tensor *g, void *ctx) { (void)g; (void)ctx; nb_error_clear(); return NULL; }
 
+/* Hooks on a leaf see its whole gradient of a backward once (every edge summed), before .grad;
+   they stay with the tensor for later backwards; a failing one fails the backward. */
+static void test_leaf_hooks(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_set_requires_grad(nb_from_data((float[]){ 1, 2, 3 }, NB_SHAPE(3), NB_F32), true);
+    int calls = 0;
+    double seen = 0;
+    assert_int_equal(nb_tensor_register_hook(x, record_grad, &seen), 0);
+    assert_int_equal(nb_tensor_register_hook(x, double_grad, &calls), 0);
+    /* loss = sum(x^2) + sum(3 x) + sum(x): dx = 2x + 4 = (6, 8, 10), through three edges */
+    nb_tensor *loss = nb_add(nb_add(nb_sum_all(nb_mul(x, x)), nb_sum_all(nb_mul_scalar(x, 3.0))), nb_sum_all(x));
+    assert_int_equal(nb_backward(loss), 0);
+    assert_int_equal(calls, 1);
+    assert_true(seen == 24.0);
+    float g[3];
+    assert_int_equal(nb_copy_to(nb_grad_of(x), g, sizeof g), 0);
+    assert_true(g[0] == 12 && g[1] == 16 && g[2] == 20);
+    /* a second backward adds its hooked gradient to .grad; x as its own loss's root too */
+    assert_int_equal(nb_backward(nb_sum_all(x)), 0);
+    assert_int_equal(calls, 2);
+    assert_int_equal(nb_copy_to(nb_grad_of(x), g, sizeof g), 0);
+    assert_true(g[0] == 14 && g[1] == 18 && g[2] == 22);
+    nb_tensor *one = nb_set_requires_grad(nb_from_data((float[]){ 5 }, NB_SHAPE(), NB_F32), true);
+    assert_int_equal(nb_tensor_register_hook(one, double_grad, &calls), 0);
+    assert_int_equal(nb_backward(one), 0);
+    assert_true(nb_item(nb_grad_of(one)) == 2.0);
+    /* a failing hook on a leaf fails the backward, naming it */
+    nb_tensor *w = nb_set_requires_grad(nb_from_data((float[]){ 1, 2 }, NB_SHAPE(2), NB_F32), true);
+    assert_int_equal(nb_tensor_register_hook(w, failing, NULL), 0);
+    assert_int_equal(nb_backward(nb_sum_all(nb_mul(w, w))), -1);
+    ASSERT_ERROR_CONTAINS("a gradient hook on a leaf failed");
+    assert_null(nb_grad_of(w));
+    nb_scope_end(s);
+}
+
 static void test_tensor_hooks(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
@@ -325,9 +361,7 @@ static void test_tensor_hooks(void **state) {
     float g[3];
     assert_int_equal(nb_copy_to(nb_grad_of(x), g, sizeof g), 0);
     assert_true(g[0] == 16 && g[1] == 32 && g[2] == 48);
-    /* leaves and tensors without grad are refused */
-    assert_int_equal(nb_tensor_register_hook(x, record_grad, &seen), -1);
-    ASSERT_ERROR_CONTAINS("is a leaf");
+    /* a tensor without grad is refused */
     assert_int_equal(nb_tensor_register_hook(nb_zeros(NB_SHAPE(2), NB_F32), record_grad, &seen), -1);
     ASSERT_ERROR_CONTAINS("does not require grad");
     nb_tensor *z = nb_mul(x, x);
@@ -355,6 +389,7 @@ int main(void) {
         cmocka_unit_test_setup(test_failures_record_errors, clear_error_setup),
         cmocka_unit_test_setup(test_memory_flat_over_10000_steps, clear_error_setup),
         cmocka_unit_test_setup(test_tensor_hooks, clear_error_setup),
+        cmocka_unit_test_setup(test_leaf_hooks, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

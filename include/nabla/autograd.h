@@ -20,8 +20,10 @@ NB_API bool nb_is_leaf(const nb_tensor *t);
    to use instead (grad itself, or a tensor of its shape and dtype), or NULL with an error to fail
    the backward. What it returns in its own scope is kept for as long as the backward needs. */
 typedef nb_tensor *(*nb_grad_hook)(nb_tensor *grad, void *ctx);
-/* Registers fn on t, a tensor computed with grad (not a leaf), for the backward through it; hooks
-   run in the order registered and go with t's graph. 0, or <0 with the error. */
+/* Registers fn on t, which requires grad; hooks run in the order registered. On a computed tensor
+   they go with t's graph; on a leaf they stay with the tensor and see the leaf's whole gradient
+   of each nb_backward before it is added to the leaf's .grad (nb_autograd_grad does not call a
+   leaf's hooks). 0, or <0 with the error. */
 NB_API int nb_tensor_register_hook(nb_tensor *t, nb_grad_hook fn, void *ctx);
 /* Backpropagates from the one-element tensor t, accumulating into leaves' gradients; 0 or <0. The
    graph is freed as it goes: a second backward through it is an error (run the forward again). */

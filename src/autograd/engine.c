@@ -5,6 +5,7 @@
 #include "../ops/ops_impl.h"
 #include "engine.h"
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -152,8 +153,9 @@ static int hooks_finished(const hook_set *hs, int rc) {
    by the tensor's address, built only when hooks are registered. */
 typedef struct {
     nb_tensor *leaf;
-    int pending; /* edges from nodes not yet run */
-    bool got;    /* a gradient was added in this backward */
+    int pending;     /* edges from nodes not yet run */
+    bool got;        /* a gradient was added in this backward */
+    nb_tensor *sum;  /* a hooked leaf's gradient so far, for its hooks once complete (owned) */
 } leaf_entry;
 
 typedef struct {
@@ -189,21 +191,67 @@ static int leaf_map_build(leaf_map *m, const node_list *order) {
     return 0;
 }
 
-/* One edge to leaf has run (got: it gave leaf a gradient); with none left, leaf is ready. */
-static void leaf_edge_done(leaf_map *m, const hook_set *hs, nb_tensor *leaf, bool got) {
-    if (!m->cap) return;
+/* Runs the gradient hooks h on *g (an owned reference, replaced by what they return); 0 or -1. */
+static int run_grad_hooks(nb_grad_hook_entry *h, nb_tensor **g, const char *fn, const char *on) {
+    for (; h; h = h->next) {
+        nb_scope *hs = nb_scope_begin();
+        uint64_t errors0 = nb__error_count();
+        nb_tensor *g2 = h->fn(*g, h->ctx);
+        if (g2 && g2 != *g && (!nb__shape_eq(&g2->shape, &(*g)->shape) || g2->dtype != (*g)->dtype)) {
+            char d1[200], d2[200];
+            nb__error("%s: a gradient hook on %s returned %s for a gradient %s", fn, on, nb__describe(g2, d1, sizeof d1),
+                      nb__describe(*g, d2, sizeof d2));
+            g2 = NULL;
+        }
+        if (g2 && g2 != *g) {
+            nb_retain(g2);
+            nb_release(*g);
+            *g = g2;
+        }
+        nb_scope_end(hs);
+        if (!g2) {
+            if (nb__error_count() == errors0) nb__error("%s: a gradient hook on %s failed", fn, on);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A leaf's whole gradient g of this backward (borrowed) through its hooks, into its .grad. */
+static int accumulate_hooked_leaf(nb_tensor *leaf, nb_tensor *g, const char *fn) {
+    nb_tensor *h = nb_retain(g);
+    int rc = run_grad_hooks(leaf->hooks, &h, fn, "a leaf");
+    if (rc == 0) rc = accumulate_leaf(leaf, h);
+    nb_release(h);
+    return rc;
+}
+
+/* One edge to leaf has run (got: it gave leaf a gradient); with none left, leaf is ready: a
+   hooked leaf's gradient goes through its hooks into .grad, then the backward hooks hear of it. */
+static int leaf_edge_done(leaf_map *m, const hook_set *hs, nb_tensor *leaf, bool got, const char *fn) {
+    if (!m->cap) return 0;
     leaf_entry *e = leaf_find(m, leaf, false);
-    if (!e) return;
+    if (!e) return 0;
     if (got) e->got = true;
-    if (--e->pending == 0) hooks_ready(hs, leaf, e->got);
+    if (--e->pending > 0) return 0;
+    int rc = 0;
+    if (e->sum) {
+        rc = accumulate_hooked_leaf(leaf, e->sum, fn);
+        nb_release(e->sum);
+        e->sum = NULL;
+    }
+    if (rc == 0) hooks_ready(hs, leaf, e->got);
+    return rc;
 }
 
 /* Node n was skipped (no gradient reached it): its edges to leaves are done, giving nothing.
    Called while n still holds its inputs. */
-static void leaf_map_node_skipped(leaf_map *m, const hook_set *hs, nb_node *n) {
-    if (!m->cap) return;
+static int leaf_map_node_skipped(leaf_map *m, const hook_set *hs, nb_node *n, const char *fn) {
+    int rc = 0;
+    if (!m->cap) return 0;
     for (int i = 0; i < n->nin; i++)
-        if (is_leaf_edge(n->inputs[i])) leaf_edge_done(m, hs, n->inputs[i], false);
+        if (is_leaf_edge(n->inputs[i]) && leaf_edge_done(m, hs, n->inputs[i], false, fn) < 0) rc = -1;
+    return rc;
 }
 
 /* One backward: from roots seeded with seeds, either into the leaves' gradients (targets NULL:
@@ -297,7 +345,7 @@ static int run_backward(const backward_req *rq) {
         if (!seed_c) { rc = -1; goto oom; }
         if (!root->grad_fn) { /* a leaf: its gradient is the seed */
             if (into_leaves) {
-                rc = accumulate_leaf(root, seed_c);
+                rc = root->hooks ? accumulate_hooked_leaf(root, seed_c, fn) : accumulate_leaf(root, seed_c);
                 if (rc == 0) hooks_ready(&hooks, root, true);
             } else if (target_index(rq, root) >= 0) rc = accumulate(&rq->results[target_index(rq, root)], seed_c);
             continue;
@@ -345,10 +393,13 @@ static int run_backward(const backward_req *rq) {
         rc = accumulate(&r->grad_acc, seed_c);
     }
     if (rc < 0) goto fail;
+    bool hooked_leaves = false;
     for (int k = 0; k < order.n; k++) {
         nb_node *n = order.items[k];
-        for (int i = 0; i < n->nin; i++)
+        for (int i = 0; i < n->nin; i++) {
             if (n->inputs[i]->requires_grad && n->inputs[i]->grad_fn) n->inputs[i]->grad_fn->deps++;
+            hooked_leaves = hooked_leaves || (into_leaves && is_leaf_edge(n->inputs[i]) && n->inputs[i]->hooks);
+        }
     }
     /* with targets, mark the nodes that lead to one (post-order: inputs' nodes come first) */
     for (int k = 0; !into_leaves && k < order.n; k++) {
@@ -359,7 +410,7 @@ static int run_backward(const backward_req *rq) {
         if (lead) n->visit = epoch + 2;
     }
 
-    if (hooks.n > 0 && leaf_map_build(&leaves, &order) < 0) { rc = -1; goto oom; }
+    if ((hooks.n > 0 || hooked_leaves) && leaf_map_build(&leaves, &order) < 0) { rc = -1; goto oom; }
 
     /* Run the nodes from the roots down (reverse post-order is a topological order). */
     bool anomaly = nb__anomaly_enabled();
@@ -368,34 +419,19 @@ static int run_backward(const backward_req *rq) {
         nb_tensor *g = n->grad_acc;
         n->grad_acc = NULL;
         if (!g) { /* no gradient reached it */
-            leaf_map_node_skipped(&leaves, &hooks, n);
+            rc = leaf_map_node_skipped(&leaves, &hooks, n, fn);
             if (!retain) nb__node_release_saved(n);
             continue;
         }
-        for (nb_grad_hook_entry *h = n->hooks; h; h = h->next) {
-            nb_scope *hs = nb_scope_begin();
-            uint64_t errors0 = nb__error_count();
-            nb_tensor *g2 = h->fn(g, h->ctx);
-            if (g2 && g2 != g && (!nb__shape_eq(&g2->shape, &g->shape) || g2->dtype != g->dtype)) {
-                char d1[200], d2[200];
-                nb__error("%s: a gradient hook on the output of nb_%s returned %s for a gradient %s", fn,
-                          nb__node_op_name(n), nb__describe(g2, d1, sizeof d1), nb__describe(g, d2, sizeof d2));
-                g2 = NULL;
-            }
-            if (g2 && g2 != g) {
-                nb_retain(g2);
-                nb_release(g);
-                g = g2;
-            }
-            nb_scope_end(hs);
-            if (!g2) {
-                if (nb__error_count() == errors0) nb__error("%s: a gradient hook on the output of nb_%s failed", fn, nb__node_op_name(n));
+        if (n->hooks) {
+            char on[64];
+            snprintf(on, sizeof on, "the output of nb_%s", nb__node_op_name(n));
+            if (run_grad_hooks(n->hooks, &g, fn, on) < 0) {
                 nb_release(g);
                 rc = -1;
                 break;
             }
         }
-        if (rc < 0) break;
         bool runs = true;
         if (!into_leaves) {
             for (int j = 0; j < rq->ntargets && rc == 0; j++)
@@ -447,9 +483,12 @@ static int run_backward(const backward_req *rq) {
                 if (j >= 0) rc = accumulate(&rq->results[j], gin[i]);
                 else if (in->grad_fn && in->grad_fn->visit == epoch + 2) rc = accumulate(&in->grad_fn->grad_acc, gin[i]);
             } else if (in->grad_fn) rc = accumulate(&in->grad_fn->grad_acc, gin[i]);
-            else {
+            else if (in->hooks) { /* summed for its hooks, which see the whole gradient */
+                rc = accumulate(&leaf_find(&leaves, in, false)->sum, gin[i]);
+                if (rc == 0) rc = leaf_edge_done(&leaves, &hooks, in, true, fn);
+            } else {
                 rc = accumulate_leaf(in, gin[i]);
-                if (rc == 0) leaf_edge_done(&leaves, &hooks, in, true);
+                if (rc == 0) rc = leaf_edge_done(&leaves, &hooks, in, true, fn);
             }
         }
         nb_scope_end(s);
@@ -469,6 +508,7 @@ oom:
     list_free(&order);
     list_free(&stack);
     nb_scope_end(outer);
+    for (size_t k = 0; k < leaves.cap; k++) nb_release(leaves.e[k].sum); /* left by a failed backward */
     if (leaves.cap) nb__free(leaves.e, sizeof(leaf_entry) * leaves.cap);
     if (hooks.n > 0) rc = hooks_finished(&hooks, rc);
     nb_set_grad_enabled(was_enabled);

@@ -122,10 +122,7 @@ void nb__node_unref(nb_node *n) {
     if (!n || atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) != 1) return;
     nb__node_release_saved(n);
     if (n->grad_acc) nb_release(n->grad_acc);
-    for (nb_grad_hook_entry *h = n->hooks, *next; h; h = next) {
-        next = h->next;
-        nb__free(h, sizeof *h);
-    }
+    nb__grad_hooks_free(n->hooks);
     if (n->inputs != n->inline_inputs) {
         nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)n->nin);
         nb__free(n->versions, sizeof(unsigned) * (size_t)n->nin);
@@ -143,18 +140,13 @@ int nb_tensor_register_hook(nb_tensor *t, nb_grad_hook fn, void *ctx) {
         nb__error("nb_tensor_register_hook: tensor %s does not require grad", nb__describe(t, d, sizeof d));
         return -1;
     }
-    if (!t->grad_fn) {
-        nb__error("nb_tensor_register_hook: tensor %s is a leaf; hooks on leaves are not built yet (hook the tensor a "
-                  "leaf flows into, or read nb_grad_of after backward)", nb__describe(t, d, sizeof d));
-        return -1;
-    }
     nb_grad_hook_entry *h = nb__alloc(sizeof *h);
     if (!h) {
         nb__error("nb_tensor_register_hook: out of memory");
         return -1;
     }
     *h = (nb_grad_hook_entry){ fn, ctx, NULL };
-    nb_grad_hook_entry **at = &t->grad_fn->hooks;
+    nb_grad_hook_entry **at = t->grad_fn ? &t->grad_fn->hooks : &t->hooks; /* a leaf holds its own */
     while (*at) at = &(*at)->next;
     *at = h;
     return 0;

@@ -6,12 +6,6 @@
 #include "../backend/kernel.h"
 #include "nabla/autograd.h"
 
-/* A gradient hook on a node's output (nb_tensor_register_hook), in the order registered. */
-typedef struct nb_grad_hook_entry {
-    nb_grad_hook fn;
-    void *ctx;
-    struct nb_grad_hook_entry *next;
-} nb_grad_hook_entry;
 
 typedef struct nb_node {
     atomic_int refcount;

@@ -60,7 +60,18 @@ struct nb_tensor {
     nb_storage *storage;
     struct nb_node *grad_fn;     /* the node that made this tensor (owned reference) */
     nb_tensor *grad;             /* accumulated gradient of a leaf (owned reference) */
+    struct nb_grad_hook_entry *hooks; /* a leaf's gradient hooks (nb_tensor_register_hook), owned */
 };
+
+/* A gradient hook (nb_tensor_register_hook), in the order registered: on a leaf's tensor, or on
+   the node of a computed one. */
+typedef struct nb_grad_hook_entry {
+    nb_tensor *(*fn)(nb_tensor *grad, void *ctx); /* nabla/autograd.h's nb_grad_hook */
+    void *ctx;
+    struct nb_grad_hook_entry *next;
+} nb_grad_hook_entry;
+/* Frees a list of hooks. */
+void nb__grad_hooks_free(nb_grad_hook_entry *h);
 
 /* ---- allocator (src/core/alloc.c): a size-class caching allocator, thread-safe ---- */
 void *nb__alloc(size_t bytes);

@@ -215,7 +215,15 @@ static void storage_free(nb_storage *st) {
     nb__free(st, st->block);
 }
 
+void nb__grad_hooks_free(nb_grad_hook_entry *h) {
+    for (nb_grad_hook_entry *next; h; h = next) {
+        next = h->next;
+        nb__free(h, sizeof *h);
+    }
+}
+
 static void tensor_free(nb_tensor *t) {
+    nb__grad_hooks_free(t->hooks);
     nb_storage *st = t->storage;
     if (atomic_fetch_sub_explicit(&st->refcount, 1, memory_order_acq_rel) == 1) storage_free(st);
     nb_tensor *grad = t->grad;

@@ -38,6 +38,7 @@ static void repr(nb_text *b, nb_module *m, int indent) {
 }
 
 const char *nb__py_float(double v, char *buf, size_t size) {
+    if (!buf || size < 2) return "";
     for (int prec = 1; prec <= 17; prec++) { /* the shortest text that reads back as v, as Python's repr */
         snprintf(buf, size, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;
