@@ -117,6 +117,10 @@ NB_API nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi);
 /* Matrix product with torch.matmul semantics: 1-D to N-D, batch dimensions broadcast. */
 NB_API nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 
+/* ---- einsum ---- */
+/* Einstein summation as torch.einsum; 3+ operands contract pairwise, the smallest result first. */
+NB_API nb_tensor *nb_einsum(const char *equation, nb_tensor *const *operands, int n);
+
 /* ---- reductions over one axis (negative counts from the end) ---- */
 /* Sum over axis (bool and integer inputs sum to i64, as torch). */
 NB_API nb_tensor *nb_sum(nb_tensor *t, int axis, bool keepdim);
