@@ -26,6 +26,7 @@ static const struct { const char *fn, *from, *backward; } composites[] = {
     { "nb_pad", "constant: cat, full, slice; reflect, replicate, circular: index_select", "yes" },
     { "nb_tril, nb_triu", "arange, sub, le/ge, where", "yes" },
     { "nb_diagonal", "permute, reshape, slice", "yes" },
+    { "nb_einsum", "diagonal, squeeze, sum, permute, reshape, matmul (mul when nothing is contracted); 3+ operands pairwise, the smallest result first (greedy)", "yes" },
     { "nb_one_hot", "arange, eq, cast", "not differentiable" },
     { "nb_eye, nb_linspace", "arange, eq, cast; host values", "not differentiable" },
     { "nb_randint, nb_randperm, nb_bernoulli, nb_multinomial", "rand, floor, argsort, lt, cumsum, le", "not differentiable" },
