@@ -18,7 +18,6 @@
    Dtypes promote as nb_matmul and nb_mul promote them. */
 #include "einsum.h"
 #include "ops_impl.h"
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,20 +40,13 @@ typedef struct plan {
     int64_t size[NLABELS]; /* -1: in no operand */
 } plan;
 
-#define FAIL(pl, ...) \
+/* Records an error naming the equation: nb_einsum: "ij,jk->ik": ... */
+#define EINSUM_ERROR(eq, fmt, ...) nb__error("nb_einsum: \"%s\": " fmt, (eq), ##__VA_ARGS__)
+#define FAIL(pl, fmt, ...) \
     do { \
-        einsum_error((pl)->eq, __VA_ARGS__); \
+        EINSUM_ERROR((pl)->eq, fmt, ##__VA_ARGS__); \
         return -1; \
     } while (0)
-
-__attribute__((format(printf, 2, 3))) static void einsum_error(const char *eq, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    nb__error("nb_einsum: \"%s\": %s", eq, msg);
-}
 
 static int letter_label(char c) {
     if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -297,7 +289,7 @@ static nb_tensor *contract(const plan *pl, const term *list, int count, int i, i
     for (int x = 0; x < b->nd; x++)
         if (!has_label(a, b->lab[x])) nn[nnn++] = b->lab[x];
     if (nbatch + nm + nnn > NB_MAX_DIMS) {
-        einsum_error(pl->eq, "contracting two operands gives %d dimensions, more than %d", nbatch + nm + nnn, NB_MAX_DIMS);
+        EINSUM_ERROR(pl->eq, "contracting two operands gives %d dimensions, more than %d", nbatch + nm + nnn, NB_MAX_DIMS);
         return NULL;
     }
     const int *ga[3] = { batch, m, k }, *gb[3] = { batch, k, nn };
@@ -349,12 +341,12 @@ static nb_tensor *run(const plan *pl, term *list, int count, int *path) {
         for (int a = 0; a < f->nd; a++)
             if (f->lab[a] == pl->out[o]) perm[o] = a;
         if (perm[o] < 0) {
-            einsum_error(pl->eq, "internal error: output dimension %d was lost", o);
+            EINSUM_ERROR(pl->eq, "internal error: output dimension %d was lost", o);
             return NULL;
         }
     }
     if (f->nd != pl->out_n) {
-        einsum_error(pl->eq, "internal error: %d dimensions left for an output of %d", f->nd, pl->out_n);
+        EINSUM_ERROR(pl->eq, "internal error: %d dimensions left for an output of %d", f->nd, pl->out_n);
         return NULL;
     }
     return nb_permute(f->t, perm); /* a new tensor even when nothing else happened */
@@ -367,12 +359,12 @@ nb_tensor *nb__einsum_path(const char *equation, nb_tensor *const *operands, int
     }
     plan pl = { .eq = equation };
     if (n < 1 || n > MAX_OPERANDS || !operands) {
-        einsum_error(equation, "%d operands given (1 to %d)", n, MAX_OPERANDS);
+        EINSUM_ERROR(equation, "%d operands given (1 to %d)", n, MAX_OPERANDS);
         return NULL;
     }
     for (int k = 0; k < n; k++)
         if (!operands[k]) {
-            if (!nb__has_error()) einsum_error(equation, "operand %d is NULL", k);
+            if (!nb__has_error()) EINSUM_ERROR(equation, "operand %d is NULL", k);
             return NULL;
         }
     term list[MAX_OPERANDS];
