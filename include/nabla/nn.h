@@ -222,6 +222,32 @@ NB_API nb_module *nb_nn_multihead_attention(int64_t embed_dim, int heads, nb_mha
    mha must come from nb_nn_multihead_attention (its class is not checked). */
 NB_API nb_tensor *nb_mha_forward(nb_module *mha, nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask);
 
+/* ---- recurrent layers (src/nn/rnn.c), torch.nn.RNN, LSTM and GRU ---- */
+/* The elementwise function of nb_nn_rnn's cell. */
+typedef enum nb_rnn_nonlinearity { NB_RNN_TANH = 0, NB_RNN_RELU } nb_rnn_nonlinearity;
+/* Options of the recurrent layers; zero fields are torch's defaults (one layer, with biases,
+   time first, one direction, no dropout, tanh). */
+typedef struct nb_rnn_opts {
+    int num_layers;                   /* 0: 1 */
+    nb_rnn_nonlinearity nonlinearity; /* nb_nn_rnn only */
+    bool no_bias, batch_first, bidirectional;
+    double dropout;                   /* on each layer's output but the last, in training mode */
+} nb_rnn_opts;
+/* Elman RNN h' = act(W_ih x + b_ih + W_hh h + b_hh), torch's parameters weight_ih_l0 [H, in],
+   weight_hh_l0 [H, H], bias_ih_l0, bias_hh_l0 (and _reverse, _l1, ...), U(-1/sqrt(H), 1/sqrt(H)). */
+NB_API nb_module *nb_nn_rnn(int64_t input_size, int64_t hidden_size, nb_rnn_opts opts);
+/* LSTM with torch's gate order i, f, g, o (weight_ih_l0 [4H, in], ...). */
+NB_API nb_module *nb_nn_lstm(int64_t input_size, int64_t hidden_size, nb_rnn_opts opts);
+/* GRU with torch's gate order r, z, n and n = tanh(W_in x + b_in + r (W_hn h + b_hn)) ([3H, in], ...). */
+NB_API nb_module *nb_nn_gru(int64_t input_size, int64_t hidden_size, nb_rnn_opts opts);
+/* Runs a recurrent layer on x [T, N, in] ([N, T, in] batch first, or unbatched [T, in]) from h0
+   (and an LSTM's c0) [D * num_layers, N, H] ([D * num_layers, H] unbatched; NULL: zeros); returns
+   the last layer's outputs [T, N, D * H] ([N, T, D * H] batch first, [T, D * H] unbatched) and,
+   where h_n and c_n are not NULL, the final states shaped as h0. c0 and c_n are for an LSTM only.
+   nb_forward(m, x) returns the outputs alone. NULL with an error naming the shapes on bad input. */
+NB_API nb_tensor *nb_rnn_forward(nb_module *m, nb_tensor *x, nb_tensor *h0, nb_tensor *c0, nb_tensor **h_n,
+                                 nb_tensor **c_n);
+
 /* ---- initialisers (in place, recorded nowhere; from the seeded generator; 0 or <0; the fan-based
    ones need at least 2 dimensions) ---- */
 /* U(lo, hi) */
