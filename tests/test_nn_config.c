@@ -110,6 +110,12 @@ static void test_each_layer_type(void **state) {
           "\"max_pool2d\", \"kernel\": 2}, {\"type\": \"conv2d\", \"out\": 6, \"kernel\": 1}]}]}", { 3, { 6, 4, 4 } }, "Residual" },
         { "{\"input\": [6], \"layers\": [{\"type\": \"residual\", \"activation\": null, \"layers\": [{\"type\": \"linear\", "
           "\"out\": 3}]}]}", { 1, { 3 } }, "Residual" },
+        { "{\"input\": [7, 5], \"layers\": [{\"type\": \"lstm\", \"hidden\": 6}, {\"type\": \"linear\", \"out\": 3}]}",
+          { 2, { 7, 3 } }, "LSTM" },
+        { "{\"input\": [7, 5], \"layers\": [{\"type\": \"gru\", \"hidden\": 4, \"num_layers\": 2, \"bidirectional\": true, "
+          "\"dropout\": 0.1, \"bias\": false}]}", { 2, { 7, 8 } }, "GRU" },
+        { "{\"input\": [7, 5], \"layers\": [{\"type\": \"rnn\", \"hidden\": 3, \"nonlinearity\": \"relu\"}, {\"type\": "
+          "\"flatten\"}]}", { 1, { 21 } }, "RNN" },
         /* the example; a bare list of layers with the sample shape from the caller below */
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": 5, \"padding\": \"same\"}, "
           "{\"type\": \"relu\"}, {\"type\": \"max_pool2d\", \"kernel\": 2}, {\"type\": \"flatten\"}, {\"type\": \"linear\", "
@@ -323,6 +329,13 @@ static void test_config_errors(void **state) {
           "layer 0 (conv2d): field \"kernel\" must be a positive integer (nb_nn_conv2d has square kernels only), got [3,5]" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernal\": 5}]}",
           "nb_nn_from_config: layer 0 (conv2d): unknown field \"kernal\" (conv2d takes: out,kernel,stride,padding,dilation,groups,bias)" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"lstm\", \"hidden\": 8}]}",
+          "nb_nn_from_config: layer 0 (lstm): expects [time, features] per sample, got [1, 28, 28]" },
+        { "{\"input\": [7, 5], \"layers\": [{\"type\": \"rnn\", \"hidden\": 8, \"nonlinearity\": \"gelu\"}]}",
+          "layer 0 (rnn): field \"nonlinearity\" must be \"tanh\" or \"relu\", got \"gelu\"" },
+        { "{\"input\": [7, 5], \"layers\": [{\"type\": \"gru\", \"hidden\": 8, \"nonlinearity\": \"relu\"}]}",
+          "layer 0 (gru): unknown field \"nonlinearity\"" },
+        { "{\"input\": [7, 5], \"layers\": [{\"type\": \"lstm\"}]}", "layer 0 (lstm): missing required field \"hidden\"" },
         { "{\"input\": [4], \"layers\": [{\"type\": \"relu\", \"inplace\": true}]}",
           "layer 0 (relu): unknown field \"inplace\" (relu takes no fields besides \"type\")" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"flatten\"}, {\"type\": \"convv2d\"}]}",

@@ -25,6 +25,9 @@
      elu                  alpha (1.0)
      softplus             beta (1.0), threshold (20.0)
      prelu                num_parameters (1, or the channels: the sample's first axis), init (0.25)
+     rnn, lstm, gru       hidden, num_layers (1), bidirectional (false), dropout (0), bias (true),
+                          and for rnn nonlinearity ("tanh" or "relu"): over [T, features] per
+                          sample (batch first), giving the output sequence [T, D * hidden]
      residual             layers (its body, a list as above), activation ("relu"; "gelu", "silu",
                           "tanh", "sigmoid", "mish", "hardswish", "hardsigmoid", "none" or
                           null): act(body(x) + shortcut(x)); the
@@ -481,6 +484,38 @@ static nb_module *build_layer_norm(const layer_ctx *lc, json_t *o, nb_shape *s) 
     return nb_nn_layer_norm(s->dim[s->ndim - 1]);
 }
 
+static nb_module *build_recurrent(const layer_ctx *lc, json_t *o, nb_shape *s) {
+    bool rnn = !strcmp(lc->type, "rnn"), bias;
+    long long hidden, layers;
+    nb_rnn_opts opts = { .batch_first = true };
+    if (check_fields(lc, o, rnn ? "hidden num_layers bidirectional dropout bias nonlinearity"
+                                : "hidden num_layers bidirectional dropout bias") < 0 ||
+        get_int(lc, o, "hidden", 1, INT_MAX, true, 0, &hidden, NULL) < 0 ||
+        get_int(lc, o, "num_layers", 1, INT_MAX, false, 1, &layers, NULL) < 0 ||
+        get_bool(lc, o, "bidirectional", false, &opts.bidirectional) < 0 || get_bool(lc, o, "bias", true, &bias) < 0 ||
+        get_number(lc, o, "dropout", 0, &opts.dropout) < 0)
+        return NULL;
+    json_t *nl = json_object_get(o, "nonlinearity");
+    if (nl && !(json_is_string(nl) && (!strcmp(json_string_value(nl), "tanh") || !strcmp(json_string_value(nl), "relu")))) {
+        char vs[96];
+        cfg_error(lc, "field \"nonlinearity\" must be \"tanh\" or \"relu\", got %s", value_str(nl, vs, sizeof vs));
+        return NULL;
+    }
+    if (s->ndim != 2) {
+        char sh[160];
+        cfg_error(lc, "expects [time, features] per sample, got %s", shape_str(*s, sh, sizeof sh));
+        return NULL;
+    }
+    opts.num_layers = (int)layers;
+    opts.no_bias = !bias;
+    opts.nonlinearity = nl && !strcmp(json_string_value(nl), "relu") ? NB_RNN_RELU : NB_RNN_TANH;
+    nb_shape r = NB_SHAPE(s->dim[0], (opts.bidirectional ? 2 : 1) * (int64_t)hidden);
+    if (check_out_shape(lc, r) < 0) return NULL;
+    int64_t in = s->dim[1];
+    *s = r;
+    return rnn ? nb_nn_rnn(in, hidden, opts) : !strcmp(lc->type, "lstm") ? nb_nn_lstm(in, hidden, opts) : nb_nn_gru(in, hidden, opts);
+}
+
 static nb_module *build_dropout(const layer_ctx *lc, json_t *o, nb_shape *s) {
     (void)s;
     if (check_fields(lc, o, "p") < 0) return NULL;
@@ -674,6 +709,9 @@ static const struct {
     { "softplus", build_scalar_activation },
     { "prelu", build_prelu },
     { "identity", build_identity },
+    { "rnn", build_recurrent },
+    { "lstm", build_recurrent },
+    { "gru", build_recurrent },
     { "residual", build_residual },
 };
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
