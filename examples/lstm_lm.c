@@ -1,5 +1,5 @@
 /* A character-level LSTM language model: an embedding, an LSTM and a linear head over the bytes
-   of the text files given, trained with Adam on random windows; prints the loss as it falls,
+   (all 256 values, so no vocabulary to build) of the text files given, trained with Adam on random windows; prints the loss as it falls,
    then a sample generated one character at a time, carrying the LSTM's state from step to step
    (nb_rnn_forward's h_n and c_n).
    Usage: lstm_lm [--steps N (300)] [--batch B (16)] [--seq T (64)] [--hidden H (128)]
@@ -84,12 +84,8 @@ int main(int argc, char **argv) {
         free(text);
         return 1;
     }
-    int stoi[256], itos[256], vocab = 0;
-    bool seen[256] = { false };
-    for (long i = 0; i < len; i++) seen[text[i]] = true;
-    for (int c = 0; c < 256; c++)
-        if (seen[c]) stoi[c] = vocab, itos[vocab++] = c;
-    printf("%ld characters, vocabulary of %d\n", len, vocab);
+    enum { vocab = 256 };
+    printf("%ld bytes of text\n", len);
 
     nb_manual_seed(0);
     LM *lm = lm_new(vocab, hidden);
@@ -108,8 +104,8 @@ int main(int argc, char **argv) {
         for (int b = 0; b < batch; b++) {
             long start = (long)(u[b] * (float)(len - seq - 1));
             for (int t = 0; t < seq; t++) {
-                xb[b * seq + t] = stoi[text[start + t]];
-                yb[b * seq + t] = stoi[text[start + t + 1]];
+                xb[b * seq + t] = text[start + t];
+                yb[b * seq + t] = text[start + t + 1];
             }
         }
         nb_tensor *logits = nb_forward(&lm->base, nb_from_data(xb, NB_SHAPE(batch, seq), NB_I64));
@@ -131,9 +127,9 @@ int main(int argc, char **argv) {
         nb_module_train(&lm->base, false);
         nb_scope *s = nb_scope_begin();
         nb_tensor *h = NULL, *c = NULL;
-        int64_t ch = stoi[text[0]];
+        int64_t ch = text[0];
         float *probs = malloc(sizeof(float) * (size_t)vocab);
-        printf("sample: %c", itos[ch]);
+        printf("sample: %c", (int)ch);
         for (int i = 0; probs && i < sample && !nb_error(); i++) {
             nb_tensor *logits = lm_run(lm, nb_from_data(&ch, NB_SHAPE(1, 1), NB_I64), h, c, &h, &c);
             nb_copy_to(nb_softmax(nb_reshape(logits, NB_SHAPE(vocab)), 0), probs, sizeof(float) * (size_t)vocab);
@@ -142,7 +138,7 @@ int main(int argc, char **argv) {
             int k = 0;
             for (float acc = probs[0]; acc < r && k < vocab - 1; acc += probs[++k]) {}
             ch = k;
-            putchar(itos[k]);
+            putchar(k);
         }
         putchar('\n');
         free(probs);

@@ -106,6 +106,28 @@ static inline void free_store(void) {
     free(store);
 }
 
+/* The store read from the file that test's main was given (argv[1]; its text in *text, to free
+   after free_store), naming script as its writer when the file is missing; false after saying why. */
+static inline bool load_store(int argc, char **argv, const char *test, const char *script, char **text) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
+        return false;
+    }
+    *text = read_whole_file(argv[1]);
+    if (!*text) {
+        fprintf(stderr, "%s: cannot read the PyTorch reference %s; it is written by %s, which needs /usr/bin/python3 "
+                        "with torch (Debian: apt-get install python3-torch)\n", test, argv[1], script);
+        return false;
+    }
+    if (!parse_store(*text, argv[1])) {
+        fprintf(stderr, "%s: %s is not a reference file\n", test, argv[1]);
+        free_store();
+        free(*text);
+        return false;
+    }
+    return true;
+}
+
 /* The record called name, or NULL after printing that it is missing. */
 static inline const record *find(const char *name, bool is_words) {
     for (int i = 0; i < nstore; i++)

@@ -977,22 +977,8 @@ static void test_mha_cross(void **state) {
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
-        return 1;
-    }
-    char *text = read_whole_file(argv[1]);
-    if (!text) {
-        fprintf(stderr, "test_nn_torch: cannot read the PyTorch reference %s; it is written by tests/nn_ref.py, "
-                        "which needs /usr/bin/python3 with torch (Debian: apt-get install python3-torch)\n", argv[1]);
-        return 1;
-    }
-    if (!parse_store(text, argv[1])) {
-        fprintf(stderr, "test_nn_torch: %s is not a reference file\n", argv[1]);
-        free_store();
-        free(text);
-        return 1;
-    }
+    char *text;
+    if (!load_store(argc, argv, "test_nn_torch", "tests/nn_ref.py", &text)) return 1;
     enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS,
            NA = sizeof SDPAS / sizeof *SDPAS, NM = sizeof MHAS / sizeof *MHAS, NC = sizeof CONTAINERS / sizeof *CONTAINERS,
            NT = NL + NLOSS + N_LOSS_MULTI + NC + NO + 2 + NA + NM };

@@ -243,17 +243,9 @@ static void test_errors(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s REFERENCE_FILE [NAME_SUBSTRING]\n", argv[0]);
-        return 1;
-    }
-    char *text = read_whole_file(argv[1]);
-    if (!text) {
-        fprintf(stderr, "test_rnn_torch: cannot read the PyTorch reference %s; it is written by tests/rnn_ref.py, "
-                        "which needs /usr/bin/python3 with torch (Debian: apt-get install python3-torch)\n", argv[1]);
-        return 1;
-    }
-    const record *cases = parse_store(text, argv[1]) ? find("rnn.cases", true) : NULL;
+    char *text;
+    if (!load_store(argc, argv, "test_rnn_torch", "tests/rnn_ref.py", &text)) return 1;
+    const record *cases = find("rnn.cases", true);
     if (!cases || cases->nwords == 0 || cases->nwords > MAX_CASES) {
         fprintf(stderr, "test_rnn_torch: %s is not an RNN reference file\n", argv[1]);
         free_store();
