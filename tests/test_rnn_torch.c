@@ -3,7 +3,8 @@
    input, without biases, dropout in evaluation mode) the state dict's names and shapes, the
    outputs and final states, and the gradients of the input, the initial states and every
    parameter, with torch's weights loaded by name. Then what only nabla can check: dropout acts
-   between layers in training mode only, nb_forward gives the outputs, initialisation bounds, and
+   between layers in training mode only, nb_forward gives the outputs, initialisation bounds, the
+   printed form (torch's repr), and
    the errors of bad shapes and options.
 
    Usage: test_rnn_torch REFERENCE_FILE [NAME_SUBSTRING]. A missing reference is a failure. */
@@ -180,6 +181,16 @@ static void test_init(void **state) {
         assert_true(hi <= 0.25 && lo >= -0.25 && hi - lo > 0.1);
     }
     nb_scope_end(sc);
+    /* printed as torch prints them */
+    nb_module *r = nb_nn_rnn(3, 5, (nb_rnn_opts){ .nonlinearity = NB_RNN_RELU, .no_bias = true, .batch_first = true, .dropout = 0.25 });
+    nb_module *l = nb_nn_lstm(3, 5, (nb_rnn_opts){ 0 });
+    char *reprs[3] = { nb_module_repr(m), nb_module_repr(r), nb_module_repr(l) };
+    assert_string_equal(reprs[0], "GRU(4, 16, num_layers=2, bidirectional=True)");
+    assert_string_equal(reprs[1], "RNN(3, 5, bias=False, batch_first=True, dropout=0.25)");
+    assert_string_equal(reprs[2], "LSTM(3, 5)");
+    for (int i = 0; i < 3; i++) free(reprs[i]);
+    nb_module_free(r);
+    nb_module_free(l);
     nb_module_free(m);
 }
 

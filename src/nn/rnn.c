@@ -21,9 +21,24 @@ static nb_tensor *rnn_module_forward(nb_module *self, nb_tensor *x) {
     return nb_rnn_forward(self, x, NULL, NULL, NULL, NULL);
 }
 
-static const nb_module_class RNN = { .name = "RNN", .forward = rnn_module_forward, .free = rnn_free };
-static const nb_module_class LSTM = { .name = "LSTM", .forward = rnn_module_forward, .free = rnn_free };
-static const nb_module_class GRU = { .name = "GRU", .forward = rnn_module_forward, .free = rnn_free };
+/* torch's RNNBase.extra_repr: the sizes, then each option that is not its default (torch 1.13
+   does not show the nonlinearity) */
+static int rnn_repr(nb_module *self, char *buf, size_t size) {
+    const rnn *m = (const rnn *)self;
+    int n = snprintf(buf, size, "%lld, %lld", (long long)m->in, (long long)m->hidden);
+#define MORE(...) (n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, __VA_ARGS__))
+    if (m->layers != 1) MORE(", num_layers=%d", m->layers);
+    if (m->opts.no_bias) MORE(", bias=False");
+    if (m->opts.batch_first) MORE(", batch_first=True");
+    if (m->opts.dropout != 0) MORE(", dropout=%g", m->opts.dropout);
+    if (m->dirs == 2) MORE(", bidirectional=True");
+#undef MORE
+    return n;
+}
+
+static const nb_module_class RNN = { .name = "RNN", .forward = rnn_module_forward, .free = rnn_free, .extra_repr = rnn_repr };
+static const nb_module_class LSTM = { .name = "LSTM", .forward = rnn_module_forward, .free = rnn_free, .extra_repr = rnn_repr };
+static const nb_module_class GRU = { .name = "GRU", .forward = rnn_module_forward, .free = rnn_free, .extra_repr = rnn_repr };
 
 /* One time step: xp [N, G*H] is the step's input projection (bias_ih included), h [N, H] the
    state before; returns the new h and, for an LSTM, replaces *c by the new cell state. */
