@@ -11,12 +11,20 @@ static nb_tensor *call2(nb_op_id op, nb_tensor *x, nb_tensor *y) {
     return nb__call(op, in, 2, NULL);
 }
 
-/* A composite runs inside its own scope and hands only its result to the caller's. */
-#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
-#define COMPOSITE_END \
-    nb_keep(result_); \
-    nb_scope_end(composite_scope_); \
-    return nb__own(result_);
+bool nb__check_input(const char *fn, const nb_tensor *t) {
+    if (t) return true;
+    if (!nb__has_error()) nb__error("nb_%s: input is NULL", fn);
+    return false;
+}
+
+int nb__axis_of(const char *fn, const nb_tensor *t, int axis) {
+    int a = nb__axis(axis, t->shape.ndim);
+    if (a < 0) {
+        char d[200];
+        nb__error("nb_%s: axis %d is out of range for %s", fn, axis, nb__describe(t, d, sizeof d));
+    }
+    return a;
+}
 
 /* ---- creation ---- */
 static const nb_device host = { NB_CPU, 0 };

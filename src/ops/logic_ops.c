@@ -7,31 +7,19 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
-#define COMPOSITE_END \
-    nb_keep(result_); \
-    nb_scope_end(composite_scope_); \
-    return nb__own(result_);
-
-static bool check_in(const char *fn, const nb_tensor *t) {
-    if (t) return true;
-    if (!nb__has_error()) nb__error("nb_%s: input is NULL", fn);
-    return false;
-}
-
 static nb_tensor *scalar_of(double v, nb_dtype dtype) { return nb_full((nb_shape){ 0, { 0 } }, v, dtype); }
 
 /* t != 0 (bool t itself). */
 static nb_tensor *truth(nb_tensor *t) { return t->dtype == NB_BOOL ? t : nb_ne(t, scalar_of(0, t->dtype)); }
 
 nb_tensor *nb_logical_not(nb_tensor *t) {
-    if (!check_in("logical_not", t)) return NULL;
+    if (!nb__check_input("logical_not", t)) return NULL;
     return nb_eq(t, nb__full_on((nb_shape){ 0, { 0 } }, 0, t->dtype, t->storage->device));
 }
 
 /* op 0: and, 1: or, 2: xor, on the truth of a and b. */
 static nb_tensor *logical2(const char *fn, nb_tensor *a, nb_tensor *b, int op) {
-    if (!check_in(fn, a) || !check_in(fn, b)) return NULL;
+    if (!nb__check_input(fn, a) || !nb__check_input(fn, b)) return NULL;
     COMPOSITE_BEGIN
     nb_tensor *x = truth(a), *y = truth(b);
     result_ = op == 0 ? nb_mul(x, y) : op == 1 ? nb_add(x, y) : nb_ne(x, y);
@@ -43,7 +31,7 @@ nb_tensor *nb_logical_xor(nb_tensor *a, nb_tensor *b) { return logical2("logical
 
 /* any: some element is nonzero; all: none is zero (counted as a sum of bools). */
 static nb_tensor *any_all(const char *fn, nb_tensor *t, int axis, bool keepdim, bool all) {
-    if (!check_in(fn, t)) return NULL;
+    if (!nb__check_input(fn, t)) return NULL;
     if (nb__axis(axis, t->shape.ndim) < 0) {
         char d[200];
         nb__error("nb_%s: axis %d is out of range for %s", fn, axis, nb__describe(t, d, sizeof d));
@@ -59,12 +47,12 @@ nb_tensor *nb_all(nb_tensor *t, int axis, bool keepdim) { return any_all("all", 
 
 /* ---- non-finite values (integers are always finite) ---- */
 nb_tensor *nb_isnan(nb_tensor *t) {
-    if (!check_in("isnan", t)) return NULL;
+    if (!nb__check_input("isnan", t)) return NULL;
     if (!nb__is_float(t->dtype)) return nb__full_on(t->shape, 0, NB_BOOL, t->storage->device);
     return nb_ne(t, t);
 }
 nb_tensor *nb_isinf(nb_tensor *t) {
-    if (!check_in("isinf", t)) return NULL;
+    if (!nb__check_input("isinf", t)) return NULL;
     if (!nb__is_float(t->dtype)) return nb__full_on(t->shape, 0, NB_BOOL, t->storage->device);
     COMPOSITE_BEGIN
     result_ = nb_eq(nb_abs(t), scalar_of(INFINITY, t->dtype));
@@ -72,7 +60,7 @@ nb_tensor *nb_isinf(nb_tensor *t) {
 }
 /* x - x is 0 exactly for a finite x, NaN for an infinity or a NaN. */
 nb_tensor *nb_isfinite(nb_tensor *t) {
-    if (!check_in("isfinite", t)) return NULL;
+    if (!nb__check_input("isfinite", t)) return NULL;
     if (!nb__is_float(t->dtype)) return nb__full_on(t->shape, 1, NB_BOOL, t->storage->device);
     COMPOSITE_BEGIN
     result_ = nb_eq(nb_sub(t, t), scalar_of(0, t->dtype));
@@ -89,7 +77,7 @@ static double largest_finite(nb_dtype d) {
 }
 
 nb_tensor *nb_nan_to_num(nb_tensor *t, double nan, double posinf, double neginf) {
-    if (!check_in("nan_to_num", t)) return NULL;
+    if (!nb__check_input("nan_to_num", t)) return NULL;
     if (!nb__is_float(t->dtype)) return nb_clone(t);
     if (isinf(posinf)) posinf = posinf > 0 ? largest_finite(t->dtype) : -largest_finite(t->dtype);
     if (isinf(neginf)) neginf = neginf < 0 ? -largest_finite(t->dtype) : largest_finite(t->dtype);
@@ -112,7 +100,7 @@ static int check_mask(const char *fn, nb_tensor *t, nb_tensor *mask, nb_shape *b
 }
 
 nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value) {
-    if (!check_in("masked_fill", t) || !check_in("masked_fill", mask)) return NULL;
+    if (!nb__check_input("masked_fill", t) || !nb__check_input("masked_fill", mask)) return NULL;
     nb_shape both;
     if (check_mask("masked_fill", t, mask, &both) < 0) return NULL;
     COMPOSITE_BEGIN
@@ -123,7 +111,7 @@ nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value) {
 /* The mask is read on the host (its count sets the result's size), then the elements are picked
    by index_select, so the gradient goes back to where each came from. */
 nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask) {
-    if (!check_in("masked_select", t) || !check_in("masked_select", mask)) return NULL;
+    if (!nb__check_input("masked_select", t) || !nb__check_input("masked_select", mask)) return NULL;
     nb_shape both;
     if (check_mask("masked_select", t, mask, &both) < 0) return NULL;
     COMPOSITE_BEGIN
@@ -145,7 +133,7 @@ nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask) {
 }
 
 nb_tensor *nb_one_hot(nb_tensor *idx, int64_t num_classes) {
-    if (!check_in("one_hot", idx)) return NULL;
+    if (!nb__check_input("one_hot", idx)) return NULL;
     char d[200];
     if (idx->dtype != NB_I64 && idx->dtype != NB_I32 && idx->dtype != NB_U8) {
         nb__error("nb_one_hot: expected integer class indices, got %s", nb__describe(idx, d, sizeof d));

@@ -86,6 +86,18 @@ bool nb__trace_suspend(bool suspend);
 /* Whether this thread is recording a trace now (a tracer set and not paused). */
 bool nb__tracing(void);
 
+/* ---- for composites (api.c and the *_ops.c files): ops made of other ops ---- */
+/* A composite runs inside its own scope and hands only its result (result_) to the caller's. */
+#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
+#define COMPOSITE_END \
+    nb_keep(result_); \
+    nb_scope_end(composite_scope_); \
+    return nb__own(result_);
+/* Whether t is there; else the error "nb_<fn>: input is NULL" (unless an earlier one explains it). */
+bool nb__check_input(const char *fn, const nb_tensor *t);
+/* axis made non-negative for t, or -1 with the error "nb_<fn>: axis ... is out of range for ...". */
+int nb__axis_of(const char *fn, const nb_tensor *t, int axis);
+
 /* Inference of ops defined outside infer.c: the optimizer update (src/ops/optim_ops.c). */
 int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 /* Inference and backward of the scans and the sort (src/ops/scan_ops.c). */

@@ -5,12 +5,6 @@
 #include "nabla/ops.h"
 #include <math.h>
 
-#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
-#define COMPOSITE_END \
-    nb_keep(result_); \
-    nb_scope_end(composite_scope_); \
-    return nb__own(result_);
-
 nb_tensor *nb_randint(int64_t low, int64_t high, nb_shape shape) {
     if (high <= low) {
         nb__error("nb_randint: the range [%lld, %lld) is empty", (long long)low, (long long)high);

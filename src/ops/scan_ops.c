@@ -6,28 +6,6 @@
 #include "nabla/autograd.h"
 #include <math.h>
 
-#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
-#define COMPOSITE_END \
-    nb_keep(result_); \
-    nb_scope_end(composite_scope_); \
-    return nb__own(result_);
-
-static bool check_in(const char *fn, const nb_tensor *t) {
-    if (t) return true;
-    if (!nb__has_error()) nb__error("nb_%s: input is NULL", fn);
-    return false;
-}
-
-/* The axis made non-negative, or -1 with the error naming fn. */
-static int axis_of(const char *fn, const nb_tensor *t, int axis) {
-    int a = nb__axis(axis, t->shape.ndim);
-    if (a < 0) {
-        char d[200];
-        nb__error("nb_%s: axis %d is out of range for %s", fn, axis, nb__describe(t, d, sizeof d));
-    }
-    return a;
-}
-
 /* ---- the primitives' inference and backward ---- */
 /* i[0]: the axis (made non-negative); i[1]: reverse (cumsum). The output is the input's shape
    and dtype. */
@@ -89,7 +67,7 @@ static nb_tensor *zero_in_graph(nb_tensor *t, int axis) {
 /* ---- cumulative sums and products ---- */
 /* Integers and bools accumulate in i64, as torch. */
 static nb_tensor *scan_public(nb_op_id op, const char *fn, nb_tensor *t, int axis) {
-    if (!check_in(fn, t) || axis_of(fn, t, axis) < 0) return NULL;
+    if (!nb__check_input(fn, t) || nb__axis_of(fn, t, axis) < 0) return NULL;
     if (nb__is_float(t->dtype)) return scan_call(op, t, axis, false);
     COMPOSITE_BEGIN
     result_ = scan_call(op, nb_cast(t, NB_I64), axis, false);
@@ -99,8 +77,8 @@ nb_tensor *nb_cumsum(nb_tensor *t, int axis) { return scan_public(NB_OP_CUMSUM, 
 nb_tensor *nb_cumprod(nb_tensor *t, int axis) { return scan_public(NB_OP_CUMPROD, "cumprod", t, axis); }
 
 nb_tensor *nb_prod(nb_tensor *t, int axis, bool keepdim) {
-    if (!check_in("prod", t)) return NULL;
-    int a = axis_of("prod", t, axis);
+    if (!nb__check_input("prod", t)) return NULL;
+    int a = nb__axis_of("prod", t, axis);
     if (a < 0) return NULL;
     COMPOSITE_BEGIN
     nb_tensor *r;
@@ -118,7 +96,7 @@ nb_tensor *nb_prod(nb_tensor *t, int axis, bool keepdim) {
 
 /* ---- sorting ---- */
 nb_tensor *nb_argsort(nb_tensor *t, int axis, bool descending) {
-    if (!check_in("argsort", t) || axis_of("argsort", t, axis) < 0) return NULL;
+    if (!nb__check_input("argsort", t) || nb__axis_of("argsort", t, axis) < 0) return NULL;
     return nb__call(NB_OP_ARGSORT, &t, 1, &(nb_op_args){ .i = { axis, descending } });
 }
 
@@ -126,8 +104,8 @@ nb_tensor *nb_argsort(nb_tensor *t, int axis, bool descending) {
    with the first k of them kept when k >= 0. */
 static nb_tensor *sorted(const char *fn, nb_tensor *t, int axis, bool descending, int64_t k, nb_tensor **indices) {
     if (indices) *indices = NULL;
-    if (!check_in(fn, t)) return NULL;
-    int a = axis_of(fn, t, axis);
+    if (!nb__check_input(fn, t)) return NULL;
+    int a = nb__axis_of(fn, t, axis);
     if (a < 0) return NULL;
     int64_t n = t->shape.ndim ? t->shape.dim[a] : 1;
     if (k > n) {
@@ -162,8 +140,8 @@ nb_tensor *nb_topk(nb_tensor *t, int64_t k, int axis, bool largest, nb_tensor **
    torch.amax), routed as m + sum(where(x == m, x - m', 0)) / count with m detached and m' its
    finite part: the added term is exactly 0 where m is finite, and keeps +-inf where m is. */
 static nb_tensor *amax_amin(const char *fn, nb_tensor *t, int axis, bool keepdim, bool is_max) {
-    if (!check_in(fn, t)) return NULL;
-    int a = axis_of(fn, t, axis);
+    if (!nb__check_input(fn, t)) return NULL;
+    int a = nb__axis_of(fn, t, axis);
     if (a < 0) return NULL;
     if (!nb__is_float(t->dtype) || !t->requires_grad || !nb_is_grad_enabled())
         return is_max ? nb_max(t, a, keepdim) : nb_min(t, a, keepdim);
@@ -181,7 +159,7 @@ nb_tensor *nb_amax(nb_tensor *t, int axis, bool keepdim) { return amax_amin("ama
 nb_tensor *nb_amin(nb_tensor *t, int axis, bool keepdim) { return amax_amin("amin", t, axis, keepdim, false); }
 
 nb_tensor *nb_std(nb_tensor *t, int axis, bool keepdim) {
-    if (!check_in("std", t)) return NULL;
+    if (!nb__check_input("std", t)) return NULL;
     COMPOSITE_BEGIN
     result_ = nb_sqrt(nb_var(t, axis, keepdim));
     COMPOSITE_END
@@ -198,7 +176,7 @@ static nb_tensor *root_safe(nb_tensor *s, double p) {
 
 /* The p-norm over the axes in mask (all when mask is -1). */
 static nb_tensor *norm(const char *fn, nb_tensor *t, double p, int axis, bool all, bool keepdim) {
-    if (!check_in(fn, t)) return NULL;
+    if (!nb__check_input(fn, t)) return NULL;
     if (isnan(p)) {
         nb__error("nb_%s: p is NaN", fn);
         return NULL;
@@ -209,7 +187,7 @@ static nb_tensor *norm(const char *fn, nb_tensor *t, double p, int axis, bool al
         return NULL;
     }
     int a = 0;
-    if (!all && (a = axis_of(fn, t, axis)) < 0) return NULL;
+    if (!all && (a = nb__axis_of(fn, t, axis)) < 0) return NULL;
     COMPOSITE_BEGIN
     nb_tensor *x = all ? nb_reshape(t, NB_SHAPE(-1)) : t;
     int ax = all ? 0 : a;

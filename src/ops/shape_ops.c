@@ -7,27 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define COMPOSITE_BEGIN nb_scope *composite_scope_ = nb_scope_begin(); nb_tensor *result_ = NULL;
-#define COMPOSITE_END \
-    nb_keep(result_); \
-    nb_scope_end(composite_scope_); \
-    return nb__own(result_);
-
-static bool check_in(const char *fn, const nb_tensor *t) {
-    if (t) return true;
-    if (!nb__has_error()) nb__error("nb_%s: input is NULL", fn);
-    return false;
-}
-
-static int axis_of(const char *fn, const nb_tensor *t, int axis) {
-    int a = nb__axis(axis, t->shape.ndim);
-    if (a < 0) {
-        char d[200];
-        nb__error("nb_%s: axis %d is out of range for %s", fn, axis, nb__describe(t, d, sizeof d));
-    }
-    return a;
-}
-
 /* t's entries at host indices idx[0..n) along axis (index_select, so the gradient scatters back). */
 static nb_tensor *pick(nb_tensor *t, int axis, const int64_t *idx, int64_t n) {
     nb_tensor *ix = nb_to(nb_from_data(idx, NB_SHAPE(n), NB_I64), t->storage->device);
@@ -35,7 +14,7 @@ static nb_tensor *pick(nb_tensor *t, int axis, const int64_t *idx, int64_t n) {
 }
 
 nb_tensor *nb_flip(nb_tensor *t, const int *axes, int n) {
-    if (!check_in("flip", t)) return NULL;
+    if (!nb__check_input("flip", t)) return NULL;
     if (n < 0 || (n > 0 && !axes)) {
         nb__error("nb_flip: %d axes given%s", n, n > 0 ? " but axes is NULL" : "");
         return NULL;
@@ -43,7 +22,7 @@ nb_tensor *nb_flip(nb_tensor *t, const int *axes, int n) {
     int a[NB_MAX_DIMS];
     unsigned seen = 0;
     for (int i = 0; i < n; i++) {
-        if ((a[i] = axis_of("flip", t, axes[i])) < 0) return NULL;
+        if ((a[i] = nb__axis_of("flip", t, axes[i])) < 0) return NULL;
         if (i >= NB_MAX_DIMS || (seen & (1u << a[i]))) {
             nb__error("nb_flip: axis %d appears twice", axes[i]);
             return NULL;
@@ -61,8 +40,8 @@ nb_tensor *nb_flip(nb_tensor *t, const int *axes, int n) {
 }
 
 nb_tensor *nb_roll(nb_tensor *t, int64_t shift, int axis) {
-    if (!check_in("roll", t)) return NULL;
-    int a = axis_of("roll", t, axis);
+    if (!nb__check_input("roll", t)) return NULL;
+    int a = nb__axis_of("roll", t, axis);
     if (a < 0) return NULL;
     int64_t n = t->shape.ndim ? t->shape.dim[a] : 1;
     int64_t s = n ? ((shift % n) + n) % n : 0;
@@ -78,7 +57,7 @@ nb_tensor *nb_roll(nb_tensor *t, int64_t shift, int axis) {
 /* t viewed with a size-1 axis before each of its axes (and n - ndim more in front), expanded to
    the repetitions and merged pairwise: torch.repeat's layout, through views and one copy. */
 nb_tensor *nb_repeat(nb_tensor *t, const int64_t *reps, int n) {
-    if (!check_in("repeat", t)) return NULL;
+    if (!nb__check_input("repeat", t)) return NULL;
     int nd = t->shape.ndim;
     if (n < nd || n > NB_MAX_DIMS / 2 || (n > 0 && !reps)) {
         char d[200];
@@ -108,7 +87,7 @@ nb_tensor *nb_repeat(nb_tensor *t, const int64_t *reps, int n) {
 }
 
 nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n) {
-    if (!check_in("tile", t)) return NULL;
+    if (!nb__check_input("tile", t)) return NULL;
     int nd = t->shape.ndim;
     if (n < 0 || n > NB_MAX_DIMS / 2 || (n > 0 && !reps)) {
         nb__error("nb_tile: %d repetitions (0 to %d)", n, NB_MAX_DIMS / 2);
@@ -122,8 +101,8 @@ nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n) {
 
 /* ---- splitting: views of t, owned by the caller's scope ---- */
 static int split_at(const char *fn, nb_tensor *t, int axis, int64_t size, nb_tensor **out, int cap) {
-    if (!check_in(fn, t)) return -1;
-    int a = axis_of(fn, t, axis);
+    if (!nb__check_input(fn, t)) return -1;
+    int a = nb__axis_of(fn, t, axis);
     if (a < 0) return -1;
     if (t->shape.ndim == 0) {
         nb__error("nb_%s: cannot split a 0-d tensor", fn);
@@ -157,8 +136,8 @@ int nb_chunk(nb_tensor *t, int chunks, int axis, nb_tensor **out, int cap) {
         nb__error("nb_chunk: the number of chunks must be positive, got %d", chunks);
         return -1;
     }
-    if (!check_in("chunk", t)) return -1;
-    int a = axis_of("chunk", t, axis);
+    if (!nb__check_input("chunk", t)) return -1;
+    int a = nb__axis_of("chunk", t, axis);
     if (a < 0) return -1;
     int64_t n = t->shape.ndim ? t->shape.dim[a] : 0;
     int64_t size = (n + chunks - 1) / chunks; /* torch.chunk: ceil(n / chunks) each, maybe fewer pieces */
@@ -206,7 +185,7 @@ static nb_tensor *pad_axis(nb_tensor *t, int axis, int64_t lo, int64_t hi, nb_pa
 }
 
 nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int npads, nb_pad_mode mode, double value) {
-    if (!check_in("pad", t)) return NULL;
+    if (!nb__check_input("pad", t)) return NULL;
     int nd = t->shape.ndim;
     char d[200];
     if ((unsigned)mode > NB_PAD_CIRCULAR) {
@@ -245,7 +224,7 @@ nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int npads, nb_pad_mode mode
 /* ---- triangles and diagonals ---- */
 /* Keeps the elements with column - row <= k (lower) or >= k (upper) of the last two axes. */
 static nb_tensor *triangle(const char *fn, nb_tensor *t, int64_t k, bool lower) {
-    if (!check_in(fn, t)) return NULL;
+    if (!nb__check_input(fn, t)) return NULL;
     int nd = t->shape.ndim;
     if (nd < 2) {
         char d[200];
@@ -268,14 +247,14 @@ nb_tensor *nb_triu(nb_tensor *t, int64_t k) { return triangle("triu", t, k, fals
 /* The two axes moved last and merged, then every (cols + 1)-th element from the diagonal's start:
    a view where t is contiguous that way, a copy otherwise. */
 nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int axis1, int axis2) {
-    if (!check_in("diagonal", t)) return NULL;
+    if (!nb__check_input("diagonal", t)) return NULL;
     int nd = t->shape.ndim;
     char d[200];
     if (nd < 2) {
         nb__error("nb_diagonal: expected at least 2 dimensions, got %s", nb__describe(t, d, sizeof d));
         return NULL;
     }
-    int a1 = axis_of("diagonal", t, axis1), a2 = a1 < 0 ? -1 : axis_of("diagonal", t, axis2);
+    int a1 = nb__axis_of("diagonal", t, axis1), a2 = a1 < 0 ? -1 : nb__axis_of("diagonal", t, axis2);
     if (a1 < 0 || a2 < 0) return NULL;
     if (a1 == a2) {
         nb__error("nb_diagonal: both axes are %d", a1);
