@@ -35,5 +35,5 @@ set_tests_properties(test_ops_torch PROPERTIES FIXTURES_REQUIRED torch_ref TIMEO
 add_executable(test_double_backward test_double_backward.c)
 target_include_directories(test_double_backward PRIVATE ${CMOCKA_INCLUDE_DIR} ${CMAKE_SOURCE_DIR}/include)
 target_link_libraries(test_double_backward PRIVATE nabla_static ${CMOCKA_LIBRARY} m)
-add_test(NAME test_double_backward COMMAND sh -c "$<TARGET_FILE:test_double_backward> ${CMAKE_CURRENT_BINARY_DIR}/double_backward.txt && ${NABLA_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/double_backward_check.py ${CMAKE_CURRENT_BINARY_DIR}/double_backward.txt")
+add_test(NAME test_double_backward COMMAND sh -c "${NABLA_RUN} $<TARGET_FILE:test_double_backward> ${CMAKE_CURRENT_BINARY_DIR}/double_backward.txt && ${NABLA_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/double_backward_check.py ${CMAKE_CURRENT_BINARY_DIR}/double_backward.txt")
 set_tests_properties(test_double_backward PROPERTIES TIMEOUT 120)
