@@ -159,6 +159,11 @@ static void case_nn(void) {
     nb_max_pool2d(x, 2, (nb_pool_opts){ 0 });
     nb_avg_pool2d(nb_cast(x, NB_F64), 3, (nb_pool_opts){ .stride = 2, .padding = 1 });
     nb_adaptive_avg_pool2d(x, 4, 3);
+    /* batch norm over the batch's statistics: 4-d, 2-d and a strided (permuted) input */
+    nb_tensor *rm = nb_zeros(S(3), NB_F32), *rv = nb_ones(S(3), NB_F32);
+    nb_batch_norm(x, rm, rv, input(S(3), NB_F32, 3, false), input(S(3), NB_F32, 4, false), true, 0.1, 1e-5);
+    nb_batch_norm(input(S(5, 3), NB_F64, 5, false), NULL, NULL, NULL, NULL, true, 0, 1e-5);
+    nb_batch_norm(nb_permute(input(S(6, 2, 3, 5), NB_F32, 6, false), (int[]){ 0, 2, 1, 3 }), NULL, NULL, NULL, NULL, true, 0, 1e-5);
 }
 
 /* Backward passes reach the ops that only backward formulas call. */
@@ -173,6 +178,10 @@ static void case_backward_ops(void) {
     nb_tensor *q = nb_add(nb_sum_all(nb_index_select(e, 0, indices(i1, S(3)))),
                           nb_sum_all(nb_gather(e, 1, indices(i2, S(2, 2)))));
     nb_tensor *r = nb_add(nb_sum_all(nb_slice(e, 1, 1, 4, 2)), nb_sum_all(nb_cumprod(e, 1)));
+    /* batch norm's gradient kernels, with a gradient that is not uniform (a sum would give g = 1) */
+    nb_tensor *bw = nb_set_requires_grad(input(S(3), NB_F64, 3, false), true);
+    nb_tensor *bn = nb_batch_norm(h, NULL, NULL, bw, NULL, true, 0, 1e-5);
+    r = nb_add(r, nb_sum_all(nb_mul(bn, input(S(2, 3, 5, 5), NB_F64, 4, false))));
     nb_backward(nb_add(nb_add(nb_sum_all(p), q), r));
 }
 

@@ -1,11 +1,14 @@
-/* Functional layers composed from ops: batch norm (one reduction for the mean, one for the
-   variance, elementwise ops for the rest; running statistics updated in place with recording
-   off, the running variance taking the unbiased batch variance, as torch), layer norm,
-   dropout and SiLU. The modules of src/nn hold their parameters and call these. */
+/* Functional layers: batch norm (in training one op over the batch's statistics, with two
+   kernels for its gradient; in evaluation a per-channel scale and shift; running statistics
+   updated in place with recording off, the running variance taking the unbiased batch
+   variance, as torch), and, composed from ops, layer norm, group norm, dropout and SiLU. The
+   modules of src/nn hold their parameters and call these. */
 #include "ops_impl.h"
 #include "nabla/functional.h"
+#include "nabla/autograd.h"
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static bool is_channel_vector(nb_tensor *t, int64_t c) { return !t || (nb_ndim(t) == 1 && nb_dim(t, 0) == c); }
 
@@ -44,33 +47,109 @@ nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *runni
 
     nb_scope *scope = nb_scope_begin();
     nb_shape col = NB_SHAPE(c, 1);
-    nb_tensor *xr = nb_reshape(x, NB_SHAPE(n, c, l)); /* channels against [C, 1] statistics */
-    nb_tensor *centered, *invstd;
+    nb_tensor *y;
     if (training) {
-        nb_tensor *mean = nb_mul_scalar(nb_sum_to(xr, col), 1.0 / (double)count);
-        centered = nb_sub(xr, mean);
-        nb_tensor *var = nb_mul_scalar(nb_sum_to(nb_mul(centered, centered), col), 1.0 / (double)count);
-        invstd = nb_pow_scalar(nb_add_scalar(var, eps), -0.5);
-        if (running_mean && running_var && var) {
+        /* one op over the batch's own statistics; its backward is two kernels */
+        nb_dtype dt = nb_dtype_of(x);
+        nb_device dev = nb_device_of(x);
+        nb_tensor *in[3] = { x, w ? w : nb__full_on(NB_SHAPE(c), 1, dt, dev), b ? b : nb__full_on(NB_SHAPE(c), 0, dt, dev) };
+        y = nb__call(NB_OP_BATCH_NORM, in, 3, &(nb_op_args){ .f = { eps } });
+        if (y && running_mean && running_var) {
             bool prev = nb_set_grad_enabled(false);
-            nb_tensor *m = nb_reshape(nb_detach(mean), NB_SHAPE(c));
-            nb_tensor *v = nb_reshape(nb_mul_scalar(nb_detach(var), (double)count / (double)(count - 1)), NB_SHAPE(c));
+            nb_tensor *stats = nb__call(NB_OP_BATCH_NORM_STATS, &x, 1, &(nb_op_args){ 0 });
+            nb_tensor *m = nb_reshape(nb_slice(stats, 0, 0, 1, 1), NB_SHAPE(c));
+            nb_tensor *v = nb_reshape(nb_mul_scalar(nb_slice(stats, 0, 1, 2, 1), (double)count / (double)(count - 1)), NB_SHAPE(c));
             nb_assign(running_mean, nb_add(nb_mul_scalar(running_mean, 1 - momentum), nb_mul_scalar(m, momentum)));
             nb_assign(running_var, nb_add(nb_mul_scalar(running_var, 1 - momentum), nb_mul_scalar(v, momentum)));
             nb_set_grad_enabled(prev);
         }
     } else {
-        centered = nb_sub(xr, nb_reshape(running_mean, col));
-        invstd = nb_pow_scalar(nb_add_scalar(nb_reshape(running_var, col), eps), -0.5);
+        /* y = x * alpha + beta with alpha = w / sqrt(var + eps), beta = b - mean * alpha per channel,
+           as torch's CPU kernel computes it: two passes over x */
+        nb_tensor *xr = nb_reshape(x, NB_SHAPE(n, c, l));
+        nb_tensor *alpha = nb_pow_scalar(nb_add_scalar(nb_reshape(running_var, col), eps), -0.5);
+        if (w) alpha = nb_mul(alpha, nb_reshape(w, col));
+        nb_tensor *beta = nb_neg(nb_mul(nb_reshape(running_mean, col), alpha));
+        if (b) beta = nb_add(beta, nb_reshape(b, col));
+        y = nb_reshape(nb_add(nb_mul(xr, alpha), beta), xs);
     }
-    nb_tensor *scale = w ? nb_mul(invstd, nb_reshape(w, col)) : invstd;
-    nb_tensor *y = nb_mul(centered, scale);
-    if (b) y = nb_add(y, nb_reshape(b, col));
-    nb_tensor *r = nb_reshape(y, xs);
+    nb_tensor *r = y;
     if (r && nb_dtype_of(r) != nb_dtype_of(x)) r = nb_cast(r, nb_dtype_of(x)); /* f32 statistics with f64 x */
     nb_keep(r);
     nb_scope_end(scope);
     return nb__own(r);
+}
+
+/* batch_norm(x, w, b) -> x's shape; batch_norm_stats(x) -> [2, C] (mean; biased variance);
+   batch_norm_reduce(g, x) -> [2, C] (sum of g; sum of g * normalised x);
+   batch_norm_backward(g, x, w) -> x's shape. f[0] is eps. */
+int nb__infer_batch_norm(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)args;
+    bool grad = !strcmp(fn, "batch_norm_reduce") || !strcmp(fn, "batch_norm_backward");
+    nb_tensor *x = in[grad ? 1 : 0];
+    char d[200], d2[200];
+    if (x->shape.ndim < 2) {
+        nb__error("nb_%s: expected input [N, C, ...], got %s", fn, nb__describe(x, d, sizeof d));
+        return -1;
+    }
+    int64_t c = x->shape.dim[1];
+    if (grad && !nb__shape_eq(&in[0]->shape, &x->shape)) {
+        nb__error("nb_%s: the gradient %s does not match the input %s", fn, nb__describe(in[0], d, sizeof d),
+                  nb__describe(x, d2, sizeof d2));
+        return -1;
+    }
+    for (int i = grad ? 2 : 1; i < nin; i++)
+        if (in[i]->shape.ndim != 1 || in[i]->shape.dim[0] != c) {
+            nb__error("nb_%s: input %d must be [%lld] for input %s, got %s", fn, i, (long long)c, nb__describe(x, d, sizeof d),
+                      nb__describe(in[i], d2, sizeof d2));
+            return -1;
+        }
+    out->dtype = x->dtype;
+    if (!strcmp(fn, "batch_norm_stats") || !strcmp(fn, "batch_norm_reduce")) out->shape = (nb_shape){ 2, { 2, c } };
+    else out->shape = x->shape;
+    return 0;
+}
+
+/* The gradient of batch_norm(x, w, b) over the batch's statistics, with xhat = (x - mean) *
+   invstd and M values per channel: db = sum g, dw = sum g * xhat, dx = w * invstd * (g - db / M -
+   xhat * dw / M). Two kernels compute it; under create_graph it is written with ops instead
+   (the statistics recomputed from x), so that it can be differentiated again. */
+int nb__bwd_batch_norm(nb_node *node, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = node->inputs[0], *w = node->inputs[1];
+    bool want_x = x->requires_grad, want_w = w->requires_grad, want_b = node->inputs[2]->requires_grad;
+    double eps = node->args.f[0];
+    if (!nb_is_grad_enabled()) {
+        if (want_x) {
+            nb_tensor *in[3] = { g, x, w };
+            gin[0] = nb__call(NB_OP_BATCH_NORM_BACKWARD, in, 3, &node->args);
+        }
+        if (want_w || want_b) {
+            nb_tensor *in[2] = { g, x };
+            nb_tensor *red = nb__call(NB_OP_BATCH_NORM_REDUCE, in, 2, &node->args);
+            int64_t c = x->shape.dim[1];
+            if (want_w) gin[1] = nb_reshape(nb_slice(red, 0, 1, 2, 1), NB_SHAPE(c));
+            if (want_b) gin[2] = nb_reshape(nb_slice(red, 0, 0, 1, 1), NB_SHAPE(c));
+        }
+        return 0;
+    }
+    nb_shape xs = x->shape;
+    int64_t n = xs.dim[0], c = xs.dim[1], l = 1;
+    for (int i = 2; i < xs.ndim; i++) l *= xs.dim[i];
+    double m = (double)(n * l);
+    nb_shape col = NB_SHAPE(c, 1);
+    nb_tensor *xr = nb_reshape(x, NB_SHAPE(n, c, l)), *gr = nb_reshape(g, NB_SHAPE(n, c, l));
+    nb_tensor *centered = nb_sub(xr, nb_mul_scalar(nb_sum_to(xr, col), 1.0 / m));
+    nb_tensor *var = nb_mul_scalar(nb_sum_to(nb_mul(centered, centered), col), 1.0 / m);
+    nb_tensor *invstd = nb_pow_scalar(nb_add_scalar(var, eps), -0.5);
+    nb_tensor *xhat = nb_mul(centered, invstd);
+    nb_tensor *db = nb_sum_to(gr, col), *dw = nb_sum_to(nb_mul(gr, xhat), col);
+    if (want_x) {
+        nb_tensor *inner = nb_sub(nb_sub(gr, nb_mul_scalar(db, 1.0 / m)), nb_mul(xhat, nb_mul_scalar(dw, 1.0 / m)));
+        gin[0] = nb_reshape(nb_mul(inner, nb_mul(invstd, nb_reshape(w, col))), xs);
+    }
+    if (want_w) gin[1] = nb_reshape(dw, NB_SHAPE(c));
+    if (want_b) gin[2] = nb_reshape(db, NB_SHAPE(c));
+    return 0;
 }
 
 /* ---------- layer norm ---------- */

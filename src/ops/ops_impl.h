@@ -105,6 +105,11 @@ int nb__infer_scan(const char *fn, nb_tensor *const *in, int nin, nb_op_args *ar
 int nb__infer_argsort(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 int nb__bwd_cumsum(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 int nb__bwd_cumprod(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
+/* Inference of the batch-norm ops and the backward of batch_norm (src/ops/nn_layers.c):
+   batch_norm(x, w, b) and batch_norm_stats(x) over x [N, C, ...], batch_norm_reduce(g, x) and
+   batch_norm_backward(g, x, w). */
+int nb__infer_batch_norm(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__bwd_batch_norm(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 
 
 /* Anomaly mode's classes of values, ordered: finite < infinities (no NaN) < NaN. */
