@@ -93,9 +93,11 @@ conv('conv_tf_cnn', (4, 32, 14, 14), (64, 32, 5, 5), padding=(2, 2))
 
 
 # ---- functional pooling: cfg = kernel stride padding (max/avg) or out_h out_w (adaptive) ----
-def pool(kind, name, x_shape, args, dtype=torch.float32):
+def pool(kind, name, x_shape, args, dtype=torch.float32, ties=False):
     seed(name)
     x = leaf(x_shape, dtype)
+    if ties:  # few distinct values and some -inf: windows with several largest values
+        x = torch.where(x < -1.5, torch.tensor(float('-inf'), dtype=dtype), (x * 1.5).round()).detach().requires_grad_(True)
     if kind == 'maxpool':
         k, s, p = args
         y = F.max_pool2d(x, k, stride=s or k, padding=p)
@@ -120,6 +122,8 @@ pool('maxpool', 'maxpool_k3_s1_p1_f64', (2, 2, 5, 6), (3, 1, 1), dtype=torch.flo
 pool('maxpool', 'maxpool_parallel', (8, 16, 20, 20), (3, 2, 1))
 pool('maxpool', 'maxpool_k2_parallel', (8, 16, 20, 21), (2, 0, 0))
 pool('maxpool', 'maxpool_k2_f64', (2, 3, 6, 9), (2, 2, 0), dtype=torch.float64)
+pool('maxpool', 'maxpool_k2_even_ties', (3, 4, 8, 10), (2, 0, 0), ties=True)
+pool('maxpool', 'maxpool_k2_odd_ties_f64', (2, 3, 7, 9), (2, 0, 0), dtype=torch.float64, ties=True)
 pool('avgpool', 'avgpool_k3_s2_p1', (2, 3, 7, 9), (3, 2, 1))
 pool('avgpool', 'avgpool_k2_default', (2, 2, 8, 7), (2, 0, 0))
 pool('avgpool', 'avgpool_k3_s1_p1_f64', (2, 2, 5, 6), (3, 1, 1), dtype=torch.float64)

@@ -57,35 +57,50 @@ static bool is_2x2(const pool_geom *g) {
            g->p[1] == 0 && g->xs[3] == 1;
 }
 
-#define MAX_TAKE(T, val, at)                 \
+/* m becomes v where v is larger or NaN (a later NaN replaces an earlier one, as torch's loop),
+   without a branch: random data would mispredict half of them */
+#define MAX_SEL(T, m, v)                     \
     do {                                     \
-        T v_ = (val);                        \
-        if (v_ > m || isnan(v_)) {           \
-            m = v_;                          \
-            arg = (at);                      \
-        }                                    \
+        T v_ = (v);                          \
+        m = (v_ > m || v_ != v_) ? v_ : m;   \
     } while (0)
-/* window (oh, ow) of a 2x2 pooling: its largest value into m and its plane index into arg */
-#define MAX_2X2(T, x, oh, ow)                                                                            \
-    const T *r0_ = (x) + 2 * (oh) * g->xs[2] + 2 * (ow), *r1_ = r0_ + g->xs[2];                          \
-    int64_t at_ = 2 * (oh) * g->W + 2 * (ow);                                                            \
-    T m = -INFINITY;                                                                                     \
-    int64_t arg = at_;                                                                                   \
-    MAX_TAKE(T, r0_[0], at_);                                                                            \
-    MAX_TAKE(T, r0_[1], at_ + 1);                                                                        \
-    MAX_TAKE(T, r1_[0], at_ + g->W);                                                                     \
-    MAX_TAKE(T, r1_[1], at_ + g->W + 1)
+/* The plane offset, from the window's top-left, of a 2x2 window's first largest value (rows r0
+   and r1 of width W), by the generic loop's comparisons in its order. */
+#define ARG_2X2(T, r0, r1, W)                                                                    \
+    ({                                                                                           \
+        T m_ = (r0)[0];                                                                          \
+        int64_t a_ = 0;                                                                          \
+        T v1_ = (r0)[1], v2_ = (r1)[0], v3_ = (r1)[1];                                           \
+        bool t_ = v1_ > m_ || v1_ != v1_;                                                        \
+        m_ = t_ ? v1_ : m_, a_ = t_ ? 1 : a_;                                                    \
+        t_ = v2_ > m_ || v2_ != v2_;                                                             \
+        m_ = t_ ? v2_ : m_, a_ = t_ ? (W) : a_;                                                  \
+        t_ = v3_ > m_ || v3_ != v3_;                                                             \
+        a_ = t_ ? (W) + 1 : a_;                                                                  \
+        a_;                                                                                      \
+    })
 
 /* mode 0: max values, 1: argmax indices (i64, h * W + w within the plane) */
 #define POOL_FNS(T)                                                                                      \
     NB_KERNEL_CLONES static void max_plane_##T(const pool_geom *g, const T *x, void *out, int mode) {                    \
         if (is_2x2(g)) {                                                                                 \
-            for (int64_t oh = 0, i = 0; oh < g->OH; oh++)                                                \
-                for (int64_t ow = 0; ow < g->OW; ow++, i++) {                                            \
-                    MAX_2X2(T, x, oh, ow);                                                                  \
-                    if (mode == 0) ((T *)out)[i] = m;                                                    \
-                    else ((int64_t *)out)[i] = arg;                                                      \
-                }                                                                                        \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                                     \
+                const T *r0 = x + 2 * oh * g->xs[2], *r1 = r0 + g->xs[2];                                \
+                if (mode == 0) {                                                                         \
+                    T *o = (T *)out + oh * g->OW;                                                        \
+                    for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+                        T m = r0[2 * ow];                                                                \
+                        MAX_SEL(T, m, r0[2 * ow + 1]);                                                   \
+                        MAX_SEL(T, m, r1[2 * ow]);                                                       \
+                        MAX_SEL(T, m, r1[2 * ow + 1]);                                                   \
+                        o[ow] = m;                                                                       \
+                    }                                                                                    \
+                } else                                                                                   \
+                    for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+                        int64_t at = 2 * oh * g->W + 2 * ow;                                             \
+                        ((int64_t *)out)[oh * g->OW + ow] = at + ARG_2X2(T, r0 + 2 * ow, r1 + 2 * ow, g->W); \
+                    }                                                                                    \
+            }                                                                                            \
             return;                                                                                      \
         }                                                                                                \
         int64_t i = 0;                                                                                   \
@@ -109,13 +124,19 @@ static bool is_2x2(const pool_geom *g) {
     }                                                                                                    \
     /* dx (contiguous plane, zeroed) += dy at each window's argmax of x; dy has strides ys */            \
     NB_KERNEL_CLONES static void max_bwd_plane_##T(const pool_geom *g, const T *x, const T *dy, const int64_t *ys, T *dx) { \
-        if (is_2x2(g)) {                                                                                 \
-            for (int64_t oh = 0; oh < g->OH; oh++)                                                       \
+        if (is_2x2(g)) { /* windows do not overlap: each of a window's four places is written once */ \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                                     \
+                const T *r0 = x + 2 * oh * g->xs[2], *r1 = r0 + g->xs[2];                                \
+                T *d0 = dx + 2 * oh * g->W, *d1 = d0 + g->W;                                             \
                 for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
-                    MAX_2X2(T, x, oh, ow);                                                                  \
-                    (void)m;                                                                             \
-                    dx[arg] += dy[oh * ys[2] + ow * ys[3]];                                              \
+                    int64_t k = ARG_2X2(T, r0 + 2 * ow, r1 + 2 * ow, g->W);                              \
+                    T v = dy[oh * ys[2] + ow * ys[3]];                                                   \
+                    d0[2 * ow] = k == 0 ? v : 0;                                                         \
+                    d0[2 * ow + 1] = k == 1 ? v : 0;                                                     \
+                    d1[2 * ow] = k == g->W ? v : 0;                                                      \
+                    d1[2 * ow + 1] = k == g->W + 1 ? v : 0;                                              \
                 }                                                                                        \
+            }                                                                                            \
             return;                                                                                      \
         }                                                                                                \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
@@ -239,7 +260,8 @@ int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, c
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, HW = g.H * g.W;
     if (out->numel == 0) return 0;
-    memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
+    if (!is_2x2(&g) || g.H != 2 * g.OH || g.W != 2 * g.OW) /* else the windows write every place */
+        memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
     int threads = plane_threads(planes, dy->numel * g.k[0] * g.k[1]);
     const int64_t *ys = dy->stride;
     plane_job j = { &g, MAX_BWD, 0, x->dtype == NB_F64, nb__data(x), nb__data(dy), ys, nb__data(out), 0, HW, 0 };
