@@ -92,24 +92,34 @@ conv('conv_parallel_f64', (9, 8, 10, 10), (16, 4, 5, 5), padding=(2, 2), stride=
 conv('conv_tf_cnn', (4, 32, 14, 14), (64, 32, 5, 5), padding=(2, 2))
 
 
-# ---- functional pooling: cfg = kernel stride padding (max/avg) or out_h out_w (adaptive) ----
-def pool(kind, name, x_shape, args, dtype=torch.float32, ties=False):
+# ---- functional pooling: cfg = kernel (h, w), stride (h, w), padding (h, w), dilation (h, w),
+# ceil_mode, exclude_padding (max/avg; from args k, s, p with s 0 meaning k, each an int or an
+# (h, w) pair) or out_h out_w (adaptive) ----
+def pair(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v, v]
+
+
+def pool(kind, name, x_shape, args, dtype=torch.float32, ties=False, dilation=1, ceil_mode=False,
+         count_include_pad=True):
     seed(name)
     x = leaf(x_shape, dtype)
     if ties:  # few distinct values and some -inf: windows with several largest values
         x = torch.where(x < -1.5, torch.tensor(float('-inf'), dtype=dtype), (x * 1.5).round()).detach().requires_grad_(True)
-    if kind == 'maxpool':
+    if kind in ('maxpool', 'avgpool'):
         k, s, p = args
-        y = F.max_pool2d(x, k, stride=s or k, padding=p)
-    elif kind == 'avgpool':
-        k, s, p = args
-        y = F.avg_pool2d(x, k, stride=s or k, padding=p)
+        k, s, p = pair(k), pair(s or k), pair(p)
+        if kind == 'maxpool':
+            y = F.max_pool2d(x, k, stride=s, padding=p, dilation=dilation, ceil_mode=ceil_mode)
+        else:
+            y = F.avg_pool2d(x, k, stride=s, padding=p, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+        config = k + s + p + pair(dilation) + [int(ceil_mode), int(not count_include_pad)]
     else:
         y = F.adaptive_avg_pool2d(x, tuple(args))
+        config = list(args)
     g = torch.randn_like(y)
     (dx,) = torch.autograd.grad((y * g).sum(), [x])
     case(kind, name)
-    cfg(name, list(args))
+    cfg(name, config)
     put(name + '.x', x)
     put(name + '.g', g)
     put(name + '.y', y)
@@ -124,6 +134,17 @@ pool('maxpool', 'maxpool_k2_parallel', (8, 16, 20, 21), (2, 0, 0))
 pool('maxpool', 'maxpool_k2_f64', (2, 3, 6, 9), (2, 2, 0), dtype=torch.float64)
 pool('maxpool', 'maxpool_k2_even_ties', (3, 4, 8, 10), (2, 0, 0), ties=True)
 pool('maxpool', 'maxpool_k2_odd_ties_f64', (2, 3, 7, 9), (2, 0, 0), dtype=torch.float64, ties=True)
+pool('maxpool', 'maxpool_ceil_k2_odd', (2, 3, 7, 9), (2, 0, 0), ceil_mode=True)
+pool('maxpool', 'maxpool_ceil_k3_s2_p1', (2, 3, 8, 10), (3, 2, 1), ceil_mode=True)
+pool('maxpool', 'maxpool_dilation2', (2, 3, 9, 11), (3, 1, 1), dilation=2)
+pool('maxpool', 'maxpool_dilation_hw_ceil_f64', (2, 2, 10, 9), (3, 2, 1), dtype=torch.float64, dilation=(2, 3),
+     ceil_mode=True)
+pool('maxpool', 'maxpool_nonsquare', (2, 3, 9, 12), ((2, 3), (1, 2), (1, 0)))
+pool('maxpool', 'maxpool_nonsquare_ties', (3, 2, 8, 9), ((3, 2), (2, 3), (1, 1)), ties=True)
+pool('avgpool', 'avgpool_exclude_pad', (2, 3, 7, 9), (3, 2, 1), count_include_pad=False)
+pool('avgpool', 'avgpool_ceil', (2, 3, 7, 9), (2, 0, 0), ceil_mode=True)
+pool('avgpool', 'avgpool_ceil_p1_exclude', (2, 3, 8, 10), (3, 2, 1), ceil_mode=True, count_include_pad=False)
+pool('avgpool', 'avgpool_nonsquare_f64', (2, 2, 9, 12), ((3, 2), (2, 3), (1, 0)), dtype=torch.float64)
 pool('avgpool', 'avgpool_k3_s2_p1', (2, 3, 7, 9), (3, 2, 1))
 pool('avgpool', 'avgpool_k2_default', (2, 2, 8, 7), (2, 0, 0))
 pool('avgpool', 'avgpool_k3_s1_p1_f64', (2, 2, 5, 6), (3, 1, 1), dtype=torch.float64)

@@ -67,15 +67,25 @@ int main(int argc, char **argv) {
     nb_module *cnn = nb_nn_from_config(nb_nn_config_builtin("cnn"), NB_SHAPE(1, 28, 28));
     nb_module *resnet = nb_nn_from_config(nb_nn_config_builtin("resnet"), NB_SHAPE(1, 28, 28));
     nb_module *gpt = gpt_model_new(86, 32, 64, 2, 4);
-    CHECK(mlp && cnn && resnet && gpt);
+    /* pooling's options as ONNX attributes: non-square, dilated and ceil-mode max pooling, an
+       average leaving its padding out */
+    nb_module *pools = nb_nn_sequential(
+        nb_nn_conv2d(2, 4, 3, (nb_conv2d_opts){ .padding = 1 }),
+        nb_nn_max_pool2d(0, (nb_pool_opts){ .kernel_hw = { 2, 3 }, .stride_hw = { 1, 2 }, .padding_hw = { 1, 0 }, .dilation = 2,
+                                            .ceil_mode = true }),
+        nb_nn_avg_pool2d(3, (nb_pool_opts){ .stride = 2, .padding = 1, .exclude_padding = true }),
+        nb_nn_max_pool2d(2, (nb_pool_opts){ .ceil_mode = true }), nb_nn_flatten(), NULL);
+    CHECK(mlp && cnn && resnet && gpt && pools);
     int rc = write_model(argv[1], "mlp", mlp, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "cnn", cnn, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "resnet", resnet, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
-             write_model(argv[1], "gpt", gpt, NB_SHAPE(32), NB_I64, 86);
+             write_model(argv[1], "gpt", gpt, NB_SHAPE(32), NB_I64, 86) ||
+             write_model(argv[1], "pools", pools, NB_SHAPE(2, 13, 15), NB_F32, 0);
     nb_scope_end(s);
     nb_module_free(mlp);
     nb_module_free(cnn);
     nb_module_free(resnet);
     nb_module_free(gpt);
+    nb_module_free(pools);
     return rc;
 }

@@ -159,6 +159,8 @@ static void case_nn(void) {
     nb_max_pool2d(x, 2, (nb_pool_opts){ 0 });
     nb_avg_pool2d(nb_cast(x, NB_F64), 3, (nb_pool_opts){ .stride = 2, .padding = 1 });
     nb_adaptive_avg_pool2d(x, 4, 3);
+    nb_max_pool2d(x, 0, (nb_pool_opts){ .kernel_hw = { 2, 3 }, .dilation = 2, .padding_hw = { 1, 0 }, .ceil_mode = true });
+    nb_avg_pool2d(x, 3, (nb_pool_opts){ .stride = 2, .padding = 1, .ceil_mode = true, .exclude_padding = true });
     /* batch norm over the batch's statistics: 4-d, 2-d and a strided (permuted) input */
     nb_tensor *rm = nb_zeros(S(3), NB_F32), *rv = nb_ones(S(3), NB_F32);
     nb_batch_norm(x, rm, rv, input(S(3), NB_F32, 3, false), input(S(3), NB_F32, 4, false), true, 0.1, 1e-5);

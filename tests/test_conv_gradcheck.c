@@ -39,11 +39,11 @@ static nb_tensor *f_conv_depthwise(nb_tensor **x) {
     return nb_conv2d(x[0], x[1], NULL, CONV(.stride = { 2, 2 }, .padding = { 1, 1 }, .groups = 3));
 }
 static nb_tensor *f_conv_unbatched(nb_tensor **x) { return nb_conv2d(x[0], x[1], x[2], CONV(.padding = { 1, 1 })); }
-static nb_tensor *f_max_pool(nb_tensor **x) { return nb_max_pool2d(x[0], 3, (nb_pool_opts){ 2, 1 }); }
+static nb_tensor *f_max_pool(nb_tensor **x) { return nb_max_pool2d(x[0], 3, (nb_pool_opts){ .stride = 2, .padding = 1 }); }
 static nb_tensor *f_max_pool2(nb_tensor **x) { return nb_max_pool2d(x[0], 2, (nb_pool_opts){ 0 }); }
-static nb_tensor *f_max_pool_overlap(nb_tensor **x) { return nb_max_pool2d(x[0], 3, (nb_pool_opts){ 1, 1 }); }
-static nb_tensor *f_avg_pool(nb_tensor **x) { return nb_avg_pool2d(x[0], 3, (nb_pool_opts){ 2, 1 }); }
-static nb_tensor *f_avg_pool2(nb_tensor **x) { return nb_avg_pool2d(x[0], 2, (nb_pool_opts){ 1, 0 }); }
+static nb_tensor *f_max_pool_overlap(nb_tensor **x) { return nb_max_pool2d(x[0], 3, (nb_pool_opts){ .stride = 1, .padding = 1 }); }
+static nb_tensor *f_avg_pool(nb_tensor **x) { return nb_avg_pool2d(x[0], 3, (nb_pool_opts){ .stride = 2, .padding = 1 }); }
+static nb_tensor *f_avg_pool2(nb_tensor **x) { return nb_avg_pool2d(x[0], 2, (nb_pool_opts){ .stride = 1, .padding = 0 }); }
 static nb_tensor *f_adaptive(nb_tensor **x) { return nb_adaptive_avg_pool2d(x[0], 3, 4); }
 static nb_tensor *f_adaptive_up(nb_tensor **x) { return nb_adaptive_avg_pool2d(x[0], 7, 5); }
 static nb_tensor *f_bn_train(nb_tensor **x) { return nb_batch_norm(x[0], NULL, NULL, x[1], x[2], true, 0, 1e-5); }
@@ -211,7 +211,7 @@ static void run_net(float *out, float *dx, float *dw, float *db, size_t no, size
     nb_tensor *w = nb_set_requires_grad(nb_randn(NB_SHAPE(32, 16, 3, 3), NB_F32), true);
     nb_tensor *b = nb_set_requires_grad(nb_randn(NB_SHAPE(32), NB_F32), true);
     nb_tensor *y = nb_conv2d(x, w, b, CONV(.padding = { 1, 1 }));
-    y = nb_avg_pool2d(nb_max_pool2d(y, 2, (nb_pool_opts){ 0 }), 3, (nb_pool_opts){ 1, 1 });
+    y = nb_avg_pool2d(nb_max_pool2d(y, 2, (nb_pool_opts){ 0 }), 3, (nb_pool_opts){ .stride = 1, .padding = 1 });
     assert_non_null(y);
     assert_int_equal(nb_backward(nb_sum_all(nb_mul(y, y))), 0);
     assert_int_equal(nb_copy_to(y, out, no * sizeof(float)), 0);

@@ -230,9 +230,16 @@ static void run_pool(const char *kind, const char *n) {
     nb_scope *s = nb_scope_begin();
     const ref *c = find("%s.cfg", n);
     nb_tensor *x = make_leaf(find("%s.x", n)), *y;
-    nb_pool_opts o = { (int)cfg_at(c, 1), (int)cfg_at(c, 2) };
-    if (strcmp(kind, "maxpool") == 0) y = nb_max_pool2d(x, (int)cfg_at(c, 0), o);
-    else if (strcmp(kind, "avgpool") == 0) y = nb_avg_pool2d(x, (int)cfg_at(c, 0), o);
+    /* a square kernel goes through the kernel argument and the square fields, the rest per axis */
+    int v[10];
+    for (int k = 0; k < 10 && strcmp(kind, "adaptive"); k++) v[k] = (int)cfg_at(c, k);
+    nb_pool_opts o = { .ceil_mode = v[8] != 0, .exclude_padding = v[9] != 0 };
+    bool square = v[0] == v[1] && v[2] == v[3] && v[4] == v[5] && v[6] == v[7];
+    if (square) o.stride = v[2], o.padding = v[4], o.dilation = v[6];
+    else
+        for (int a = 0; a < 2; a++) o.kernel_hw[a] = v[a], o.stride_hw[a] = v[2 + a], o.padding_hw[a] = v[4 + a], o.dilation_hw[a] = v[6 + a];
+    if (strcmp(kind, "maxpool") == 0) y = nb_max_pool2d(x, square ? v[0] : 0, o);
+    else if (strcmp(kind, "avgpool") == 0) y = nb_avg_pool2d(x, square ? v[0] : 0, o);
     else y = nb_adaptive_avg_pool2d(x, (int)cfg_at(c, 0), (int)cfg_at(c, 1));
     check("forward", n, y, find("%s.y", n), 1);
     backward_with(y, find("%s.g", n));
@@ -265,8 +272,8 @@ static void run_conv_module(const char *n) {
 static void run_pool_module(const char *n) {
     const ref *c = find("%s.cfg", n);
     int kind = (int)cfg_at(c, 0);
-    nb_module *m = kind == 0   ? nb_nn_max_pool2d((int)cfg_at(c, 1), (nb_pool_opts){ (int)cfg_at(c, 2), (int)cfg_at(c, 3) })
-                   : kind == 1 ? nb_nn_avg_pool2d((int)cfg_at(c, 1), (nb_pool_opts){ (int)cfg_at(c, 2), (int)cfg_at(c, 3) })
+    nb_module *m = kind == 0   ? nb_nn_max_pool2d((int)cfg_at(c, 1), (nb_pool_opts){ .stride = (int)cfg_at(c, 2), .padding = (int)cfg_at(c, 3) })
+                   : kind == 1 ? nb_nn_avg_pool2d((int)cfg_at(c, 1), (nb_pool_opts){ .stride = (int)cfg_at(c, 2), .padding = (int)cfg_at(c, 3) })
                                : nb_nn_adaptive_avg_pool2d((int)cfg_at(c, 1), (int)cfg_at(c, 2));
     assert_non_null(m);
     assert_int_equal(nb_module_named_parameters(m, NULL, 0), 0);
@@ -460,7 +467,12 @@ static void test_bad_inputs(void **state) {
                  "nb_conv2d", "i64");
     EXPECT_ERROR(nb_max_pool2d(x, 2, (nb_pool_opts){ .padding = 2 }), "nb_max_pool2d", "padding");
     EXPECT_ERROR(nb_max_pool2d(x, 8, (nb_pool_opts){ 0 }), "nb_max_pool2d", "larger", "[2, 4, 5, 5]");
-    EXPECT_ERROR(nb_avg_pool2d(x, 0, (nb_pool_opts){ 0 }), "nb_avg_pool2d", "kernel 0");
+    EXPECT_ERROR(nb_avg_pool2d(x, 0, (nb_pool_opts){ 0 }), "nb_avg_pool2d", "kernel (0, 0)");
+    EXPECT_ERROR(nb_avg_pool2d(x, 2, (nb_pool_opts){ .dilation = 2 }), "nb_avg_pool2d", "no dilation");
+    EXPECT_ERROR(nb_max_pool2d(x, 2, (nb_pool_opts){ .exclude_padding = true }), "nb_max_pool2d", "exclude_padding");
+    EXPECT_ERROR(nb_max_pool2d(x, 3, (nb_pool_opts){ .dilation = 3 }), "nb_max_pool2d", "larger", "dilation 3, 3");
+    EXPECT_ERROR(nb_max_pool2d(x, 0, (nb_pool_opts){ .kernel_hw = { 2, 0 } }), "nb_max_pool2d", "kernel (2, 0)");
+    EXPECT_ERROR(nb_max_pool2d(x, 2, (nb_pool_opts){ .dilation = -1 }), "nb_max_pool2d", "dilation");
     EXPECT_ERROR(nb_adaptive_avg_pool2d(x, 0, 3), "nb_adaptive_avg_pool2d", "output size");
     EXPECT_ERROR(nb_batch_norm(x, NULL, NULL, nb_ones(NB_SHAPE(3), NB_F32), NULL, true, 0, 0), "nb_batch_norm", "weight", "[4]", "[3]");
     EXPECT_ERROR(nb_batch_norm(x, NULL, NULL, NULL, NULL, false, 0, 0), "nb_batch_norm", "running_mean");
@@ -474,6 +486,20 @@ static void test_bad_inputs(void **state) {
     nb_error_clear();
     assert_null(nb_nn_max_pool2d(2, (nb_pool_opts){ .padding = 3 }));
     nb_error_clear();
+    assert_null(nb_nn_avg_pool2d(3, (nb_pool_opts){ .dilation_hw = { 1, 2 } }));
+    assert_non_null(strstr(nb_error(), "no dilation"));
+    nb_error_clear();
+    /* the options print as torch prints them: an int for a square value, a pair otherwise */
+    nb_module *mp = nb_nn_max_pool2d(0, (nb_pool_opts){ .kernel_hw = { 2, 3 }, .stride_hw = { 1, 2 }, .padding_hw = { 1, 0 },
+                                                          .dilation = 2, .ceil_mode = true });
+    char *rep = nb_module_repr(mp);
+    assert_non_null(rep);
+    assert_string_equal(rep, "MaxPool2d(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), dilation=2, ceil_mode=True)");
+    free(rep);
+    /* its forward needs the dilated window less the padding: (2 * (2 - 1) + 1) - 2 = 1 row, 5 columns */
+    EXPECT_ERROR(nb_forward(mp, nb_zeros(NB_SHAPE(1, 2, 4, 4), NB_F32)), "nb_nn_max_pool2d", "5");
+    assert_non_null(nb_forward(mp, nb_zeros(NB_SHAPE(1, 2, 1, 5), NB_F32)));
+    nb_module_free(mp);
     assert_null(nb_nn_batch_norm2d(0));
     nb_error_clear();
     /* NULL in, NULL out */

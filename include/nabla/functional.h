@@ -9,9 +9,15 @@
 extern "C" {
 #endif
 
-/* Options of the pooling layers (stride 0 means the kernel size). */
+/* Options of the pooling layers; zero fields are torch's defaults. stride 0 is the kernel size,
+   dilation 0 is 1 (max pooling only); the *_hw fields give (height, width) apart and win over the
+   square value where non-zero (a kernel_hw lets the kernel argument be 0). ceil_mode rounds the
+   output size up, a last window still starting inside the input or its left padding;
+   exclude_padding leaves padded places out of an average's divisor (count_include_pad=False). */
 typedef struct nb_pool_opts {
-    int stride, padding;
+    int stride, padding, dilation;
+    int kernel_hw[2], stride_hw[2], padding_hw[2], dilation_hw[2];
+    bool ceil_mode, exclude_padding;
 } nb_pool_opts;
 /* ---- functional forms ---- */
 /* Options of nb_scaled_dot_product_attention: an additive mask (or NULL), causal masking,
@@ -57,9 +63,10 @@ typedef struct nb_interp_opts {
 } nb_interp_opts;
 /* x [N, C, L] or [N, C, H, W] resized as torch.nn.functional.interpolate (differentiable in x). */
 NB_API nb_tensor *nb_interpolate(nb_tensor *x, nb_interp_opts opts);
-/* Max pooling of [N, C, H, W] (or [C, H, W]) over kernel x kernel windows. */
+/* Max pooling of [N, C, H, W] (or [C, H, W]) over kernel x kernel (or opts.kernel_hw) windows. */
 NB_API nb_tensor *nb_max_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
-/* Average pooling of [N, C, H, W] (or [C, H, W]), padding counted as torch's default. */
+/* Average pooling of [N, C, H, W] (or [C, H, W]), padding counted as torch's default unless
+   opts.exclude_padding. */
 NB_API nb_tensor *nb_avg_pool2d(nb_tensor *x, int kernel, nb_pool_opts opts);
 /* Adaptive average pooling of [N, C, H, W] to [N, C, out_h, out_w] (or [C, H, W] to [C, out_h, out_w]). */
 NB_API nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int out_h, int out_w);

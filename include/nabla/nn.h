@@ -190,9 +190,11 @@ NB_API nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channe
 /* Upsampling (torch.nn.Upsample) by nb_interpolate: size[0] or scale_factor[0] alone serves
    every spatial axis; linear and bilinear follow the input's rank. */
 NB_API nb_module *nb_nn_upsample(nb_interp_opts opts);
-/* Max pooling over k x k windows. */
+/* Max pooling (torch.nn.MaxPool2d) over k x k windows, or opts.kernel_hw, with the options of
+   nb_pool_opts (stride, padding, dilation, ceil_mode, each square or per axis). */
 NB_API nb_module *nb_nn_max_pool2d(int kernel, nb_pool_opts opts);
-/* Average pooling over k x k windows (padding counted, as torch's default). */
+/* Average pooling (torch.nn.AvgPool2d) over k x k windows, or opts.kernel_hw (padding counted,
+   as torch's default, unless opts.exclude_padding; ceil_mode as max pooling's). */
 NB_API nb_module *nb_nn_avg_pool2d(int kernel, nb_pool_opts opts);
 /* Average pooling to an out_h x out_w output whatever the input size. */
 NB_API nb_module *nb_nn_adaptive_avg_pool2d(int out_h, int out_w);

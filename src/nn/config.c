@@ -424,7 +424,7 @@ static nb_module *build_pool(const layer_ctx *lc, json_t *o, nb_shape *s, bool m
         r.dim[a] = (padded - k) / stride + 1;
     }
     *s = r;
-    nb_pool_opts po = { (int)stride, (int)pad };
+    nb_pool_opts po = { .stride = (int)stride, .padding = (int)pad };
     return max ? nb_nn_max_pool2d((int)k, po) : nb_nn_avg_pool2d((int)k, po);
 }
 

@@ -2,6 +2,7 @@
    nb_nn_avg_pool2d and nb_nn_adaptive_avg_pool2d, with torch's defaults and initialisation.
    Each checks its input's shape and names itself, the expected and the actual shape. */
 #include "nn_impl.h"
+#include "../ops/pool_opts.h"
 #include <math.h>
 #include <stdio.h>
 
@@ -259,19 +260,21 @@ typedef struct {
     nb_module base;
     int kernel, out_h, out_w;
     nb_pool_opts opts;
+    nb__pool_geom g; /* the options resolved per axis */
 } pool2d;
+
+/* The smallest input a pool's windows fit (the dilated kernel less the padding), per axis. */
+static int64_t pool_need(const pool2d *p, int axis) { return nb__pool_span(&p->g, axis) - 2 * (int64_t)p->g.p[axis]; }
 
 static nb_tensor *max_pool2d_forward(nb_module *self, nb_tensor *x) {
     pool2d *p = (pool2d *)self;
-    int64_t need = p->kernel - 2 * (int64_t)p->opts.padding;
-    if (check_input("nb_nn_max_pool2d", self, x, -1, need, need) < 0) return NULL;
+    if (check_input("nb_nn_max_pool2d", self, x, -1, pool_need(p, 0), pool_need(p, 1)) < 0) return NULL;
     return nb_max_pool2d(x, p->kernel, p->opts);
 }
 
 static nb_tensor *avg_pool2d_forward(nb_module *self, nb_tensor *x) {
     pool2d *p = (pool2d *)self;
-    int64_t need = p->kernel - 2 * (int64_t)p->opts.padding;
-    if (check_input("nb_nn_avg_pool2d", self, x, -1, need, need) < 0) return NULL;
+    if (check_input("nb_nn_avg_pool2d", self, x, -1, pool_need(p, 0), pool_need(p, 1)) < 0) return NULL;
     return nb_avg_pool2d(x, p->kernel, p->opts);
 }
 
@@ -281,15 +284,25 @@ static nb_tensor *adaptive_avg_pool2d_forward(nb_module *self, nb_tensor *x) {
     return nb_adaptive_avg_pool2d(x, p->out_h, p->out_w);
 }
 
+/* "2" for a value both axes share, "(2, 3)" otherwise, as torch prints an int or a tuple. */
+static const char *pair_str(const int *v, char *buf, size_t size) {
+    if (v[0] == v[1]) snprintf(buf, size, "%d", v[0]);
+    else snprintf(buf, size, "(%d, %d)", v[0], v[1]);
+    return buf;
+}
+
 static int max_pool2d_repr(nb_module *self, char *buf, size_t size) {
     pool2d *p = (pool2d *)self;
-    return snprintf(buf, size, "kernel_size=%d, stride=%d, padding=%d, dilation=1, ceil_mode=False", p->kernel,
-                    p->opts.stride ? p->opts.stride : p->kernel, p->opts.padding);
+    char k[32], st[32], pd[32], dl[32];
+    return snprintf(buf, size, "kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s", pair_str(p->g.k, k, sizeof k),
+                    pair_str(p->g.s, st, sizeof st), pair_str(p->g.p, pd, sizeof pd), pair_str(p->g.d, dl, sizeof dl),
+                    p->g.ceil_mode ? "True" : "False");
 }
 static int avg_pool2d_repr(nb_module *self, char *buf, size_t size) {
     pool2d *p = (pool2d *)self;
-    return snprintf(buf, size, "kernel_size=%d, stride=%d, padding=%d", p->kernel, p->opts.stride ? p->opts.stride : p->kernel,
-                    p->opts.padding);
+    char k[32], st[32], pd[32];
+    return snprintf(buf, size, "kernel_size=%s, stride=%s, padding=%s", pair_str(p->g.k, k, sizeof k), pair_str(p->g.s, st, sizeof st),
+                    pair_str(p->g.p, pd, sizeof pd));
 }
 static int adaptive_repr(nb_module *self, char *buf, size_t size) {
     pool2d *p = (pool2d *)self;
@@ -301,15 +314,13 @@ static const nb_module_class ADAPTIVE_AVG_POOL2D = { .name = "AdaptiveAvgPool2d"
                                                      .extra_repr = adaptive_repr };
 
 static nb_module *make_pool(const nb_module_class *cls, const char *fn, int kernel, nb_pool_opts opts) {
-    if (kernel <= 0 || opts.stride < 0 || opts.padding < 0 || opts.padding > kernel / 2) {
-        nb__error("%s: kernel %d must be positive, stride %d not negative and padding %d between 0 and half the kernel", fn,
-                  kernel, opts.stride, opts.padding);
-        return NULL;
-    }
+    nb__pool_geom g;
+    if (nb__pool_resolve(fn, kernel, opts, cls == &MAX_POOL2D, &g) < 0) return NULL;
     pool2d *p = (pool2d *)nb_module_new(cls, sizeof(pool2d));
     if (!p) return NULL;
     p->kernel = kernel;
-    p->opts = (nb_pool_opts){ opts.stride ? opts.stride : kernel, opts.padding };
+    p->opts = opts;
+    p->g = g;
     return &p->base;
 }
 

@@ -380,19 +380,24 @@ static Onnx__NodeProto *pool2d(onnx_writer *w, const cnode *n, const char *op_ty
     nb__onnxw_attr_ints(w, nd, "kernel_shape", (const int64_t[]){ a[0], a[1] }, 2);
     nb__onnxw_attr_ints(w, nd, "strides", (const int64_t[]){ a[2], a[3] }, 2);
     nb__onnxw_attr_ints(w, nd, "pads", (const int64_t[]){ a[4], a[5], a[4], a[5] }, 4);
+    if (a[8]) nb__onnxw_attr_int(w, nd, "ceil_mode", 1); /* opset 10 on: the exporter writes 11 and newer */
     return nd;
 }
 
 static int onnx_max_pool2d(onnx_writer *w, const cnode *n, const cnode *n2) {
     (void)n2;
-    return DONE(pool2d(w, n, "MaxPool"));
+    Onnx__NodeProto *nd = pool2d(w, n, "MaxPool");
+    const int64_t *a = n->args.i;
+    if ((a[6] > 1 || a[7] > 1) && nd) nb__onnxw_attr_ints(w, nd, "dilations", (const int64_t[]){ a[6] ? a[6] : 1, a[7] ? a[7] : 1 }, 2);
+    return DONE(nd);
 }
 
-/* nabla's average pool counts the padding in each window, as torch's default does. */
+/* nabla's average pool counts the padding in each window unless asked not to, as torch's
+   count_include_pad. */
 static int onnx_avg_pool2d(onnx_writer *w, const cnode *n, const cnode *n2) {
     (void)n2;
     Onnx__NodeProto *nd = pool2d(w, n, "AveragePool");
-    nb__onnxw_attr_int(w, nd, "count_include_pad", 1);
+    nb__onnxw_attr_int(w, nd, "count_include_pad", n->args.i[9] ? 0 : 1);
     return DONE(nd);
 }
 

@@ -226,7 +226,7 @@ int nb__onnx_maxpool(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int 
     if (!want_idx && symmetric2d(&g) && g.k[0] == g.k[1] && g.s[0] == g.s[1] && g.pb[0] == g.pb[1] && g.dl[0] == 1 &&
         g.dl[1] == 1 && 2 * g.pb[0] <= g.k[0] && (dt == NB_F32 || dt == NB_F64) &&
         g.o[0] == (g.d[0] + 2 * g.pb[0] - g.k[0]) / g.s[0] + 1 && g.o[1] == (g.d[1] + 2 * g.pb[1] - g.k[1]) / g.s[1] + 1) {
-        out[0] = nb_max_pool2d(x, (int)g.k[0], (nb_pool_opts){ (int)g.s[0], (int)g.pb[0] });
+        out[0] = nb_max_pool2d(x, (int)g.k[0], (nb_pool_opts){ .stride = (int)g.s[0], .padding = (int)g.pb[0] });
         return out[0] ? 0 : -1;
     }
     int64_t *table = window_table(&g, NULL, NULL);

@@ -3,6 +3,8 @@
    adaptive_avg_pool2d in ops.def); the transposed convolutions as conv2d_backward_input; and
    interpolation (nearest, linear, bilinear) as index_select and lerp. */
 #include "ops_impl.h"
+#include "pool_opts.h"
+#include <stdio.h>
 #include "nabla/functional.h"
 #include <math.h>
 #include <stdlib.h>
@@ -118,18 +120,18 @@ nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv
     return nb__own(y);
 }
 
+/* i[0..1] kernel, i[2..3] stride, i[4..5] padding, i[6..7] dilation, i[8] ceil_mode, i[9]
+   exclude_padding (per axis: height, width) */
 static nb_tensor *pool(nb_op_id op, const char *fn, nb_tensor *x, int kernel, nb_pool_opts opts) {
+    char name[32];
+    snprintf(name, sizeof name, "nb_%s", fn);
     if (!x) {
-        nb__error("nb_%s: input is NULL", fn);
+        nb__error("%s: input is NULL", name);
         return NULL;
     }
-    if (kernel < 1 || opts.stride < 0 || opts.padding < 0) {
-        nb__error("nb_%s: kernel %d must be positive and stride %d and padding %d not negative", fn, kernel, opts.stride,
-                  opts.padding);
-        return NULL;
-    }
-    int s = opts.stride ? opts.stride : kernel;
-    nb_op_args a = { .i = { kernel, kernel, s, s, opts.padding, opts.padding } };
+    nb__pool_geom g;
+    if (nb__pool_resolve(name, kernel, opts, op == NB_OP_MAX_POOL2D, &g) < 0) return NULL;
+    nb_op_args a = { .i = { g.k[0], g.k[1], g.s[0], g.s[1], g.p[0], g.p[1], g.d[0], g.d[1], g.ceil_mode, g.exclude_padding } };
     return run_batched(op, &x, 1, &a);
 }
 

@@ -602,20 +602,27 @@ static int pool_out_shape(const char *fn, const nb_shape *x, const nb_op_args *a
         return 0;
     }
     for (int k = 0; k < 2; k++) {
-        int64_t kk = a->i[k], s = a->i[2 + k], p = a->i[4 + k];
-        if (kk < 1 || s < 1 || p < 0 || p > kk / 2) {
-            nb__error("nb_%s: kernel (%lld, %lld) and stride (%lld, %lld) must be positive and padding (%lld, %lld) at most "
-                      "half the kernel", fn, (long long)a->i[0], (long long)a->i[1], (long long)a->i[2], (long long)a->i[3],
-                      (long long)a->i[4], (long long)a->i[5]);
+        /* as torch's pooling_output_shape: a dilated window of span d(k-1)+1, the size rounded down
+           (or up with ceil_mode, a last window still starting inside the input or its left padding) */
+        int64_t kk = a->i[k], s = a->i[2 + k], p = a->i[4 + k], d = a->i[6 + k] ? a->i[6 + k] : 1;
+        int64_t span = kk >= 1 && d >= 1 && kk <= INT32_MAX && d <= INT32_MAX ? d * (kk - 1) + 1 : 0;
+        if (kk < 1 || s < 1 || d < 1 || p < 0 || span < 1 || p > kk / 2) { /* torch's bound: half the kernel */
+            nb__error("nb_%s: kernel (%lld, %lld), stride (%lld, %lld) and dilation (%lld, %lld) must be positive and padding "
+                      "(%lld, %lld) at most half the kernel", fn, (long long)a->i[0], (long long)a->i[1],
+                      (long long)a->i[2], (long long)a->i[3], (long long)(a->i[6] ? a->i[6] : 1),
+                      (long long)(a->i[7] ? a->i[7] : 1), (long long)a->i[4], (long long)a->i[5]);
             return -1;
         }
         int64_t padded = x->dim[2 + k] + 2 * p;
-        if (kk > padded) {
-            nb__error("nb_%s: kernel %lldx%lld is larger than the padded input (%lld) of input %s", fn, (long long)a->i[0],
-                      (long long)a->i[1], (long long)padded, sx);
+        if (span > padded) {
+            nb__error("nb_%s: kernel %lldx%lld (dilation %lld, %lld) is larger than the padded input (%lld) of input %s", fn,
+                      (long long)a->i[0], (long long)a->i[1], (long long)(a->i[6] ? a->i[6] : 1),
+                      (long long)(a->i[7] ? a->i[7] : 1), (long long)padded, sx);
             return -1;
         }
-        out->dim[2 + k] = (padded - kk) / s + 1;
+        int64_t o = (padded - span + (a->i[8] ? s - 1 : 0)) / s + 1;
+        if (a->i[8] && (o - 1) * s >= x->dim[2 + k] + p) o--;
+        out->dim[2 + k] = o;
     }
     return 0;
 }

@@ -1,6 +1,6 @@
 /* CPU 2-D pooling over [N, C, H, W]: max (values, window argmax indices, and the gradient
-   scattered to each window's first largest element), average (padding counted in the divisor,
-   as torch's default) and adaptive average (windows floor(i*H/OH) .. ceil((i+1)*H/OH)).
+   scattered to each window's first largest element; windows may be dilated), average (padding
+   counted in the divisor, as torch's default, or left out) and adaptive average (windows floor(i*H/OH) .. ceil((i+1)*H/OH)).
    Inputs may have any strides; outputs are contiguous. Work is split by (n, c) planes, each
    plane done by one thread in a fixed order, so results do not depend on the thread count. */
 #include "iter.h"
@@ -9,8 +9,8 @@
 
 typedef struct pool_geom {
     int64_t N, C, H, W, OH, OW;
-    int64_t k[2], s[2], p[2];
-    bool adaptive;
+    int64_t k[2], s[2], p[2], d[2]; /* kernel, stride, padding, dilation */
+    bool adaptive, exclude_padding;
     int64_t xs[4]; /* strides of the input being read (x or g) */
 } pool_geom;
 
@@ -24,7 +24,9 @@ static pool_geom make_geom(const nb_shape *x, const nb_shape *y, const nb_op_arg
         g.k[k] = a->i[k];
         g.s[k] = a->i[2 + k];
         g.p[k] = a->i[4 + k];
+        g.d[k] = adaptive || a->i[6 + k] < 1 ? 1 : a->i[6 + k];
     }
+    g.exclude_padding = !adaptive && a->i[9];
     return g;
 }
 
@@ -45,16 +47,26 @@ static void window(const pool_geom *g, int axis, int64_t o, int64_t n, int64_t n
     *hi = b > n ? n : b;
 }
 
+/* A max pool's dilated window along an axis: places first, first + d, ... (count of them) that lie
+   inside the input; first is the window's first place inside it. */
+static void dilated_window(const pool_geom *g, int axis, int64_t o, int64_t n, int64_t *first, int64_t *count) {
+    int64_t a = o * g->s[axis] - g->p[axis], d = g->d[axis];
+    int64_t t0 = a < 0 ? (-a + d - 1) / d : 0; /* the first step that lands inside */
+    int64_t t1 = a + (g->k[axis] - 1) * d < n ? g->k[axis] : (n - 1 - a) / d + 1;
+    *first = a + t0 * d;
+    *count = t1 > t0 ? t1 - t0 : 0;
+}
+
 static int plane_threads(int64_t planes, int64_t work) {
     return planes > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1;
 }
 
-/* The common 2x2 window at stride 2 without padding over rows of unit stride: every window lies
-   inside the plane, so no window bounds are computed; the four reads are compared in the
+/* The common 2x2 window at stride 2 without padding or dilation over rows of unit stride, every
+   window inside the plane (no ceil_mode window past its end), so no window bounds are computed; the four reads are compared in the
    generic loop's order, so values and indices are the same. */
 static bool is_2x2(const pool_geom *g) {
     return !g->adaptive && g->k[0] == 2 && g->k[1] == 2 && g->s[0] == 2 && g->s[1] == 2 && g->p[0] == 0 &&
-           g->p[1] == 0 && g->xs[3] == 1;
+           g->p[1] == 0 && g->d[0] == 1 && g->d[1] == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W && g->xs[3] == 1;
 }
 
 /* m becomes v where v is larger or NaN (a later NaN replaces an earlier one, as torch's loop),
@@ -105,15 +117,15 @@ static bool is_2x2(const pool_geom *g) {
         }                                                                                                \
         int64_t i = 0;                                                                                   \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
-            int64_t h0, h1, sp;                                                                          \
-            window(g, 0, oh, g->H, g->OH, &h0, &h1, &sp);                                                \
+            int64_t h0, hn;                                                                              \
+            dilated_window(g, 0, oh, g->H, &h0, &hn);                                                    \
             for (int64_t ow = 0; ow < g->OW; ow++, i++) {                                                \
-                int64_t w0, w1;                                                                          \
-                window(g, 1, ow, g->W, g->OW, &w0, &w1, &sp);                                            \
+                int64_t w0, wn;                                                                          \
+                dilated_window(g, 1, ow, g->W, &w0, &wn);                                                \
                 T m = -INFINITY;                                                                         \
                 int64_t arg = h0 * g->W + w0;                                                            \
-                for (int64_t ih = h0; ih < h1; ih++)                                                     \
-                    for (int64_t iw = w0; iw < w1; iw++) {                                               \
+                for (int64_t th = 0, ih = h0; th < hn; th++, ih += g->d[0])                              \
+                    for (int64_t tw = 0, iw = w0; tw < wn; tw++, iw += g->d[1]) {                        \
                         T v = x[ih * g->xs[2] + iw * g->xs[3]];                                          \
                         if (v > m || isnan(v)) { m = v; arg = ih * g->W + iw; }                          \
                     }                                                                                    \
@@ -140,19 +152,19 @@ static bool is_2x2(const pool_geom *g) {
             return;                                                                                      \
         }                                                                                                \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
-            int64_t h0, h1, sp;                                                                          \
-            window(g, 0, oh, g->H, g->OH, &h0, &h1, &sp);                                                \
+            int64_t h0, hn;                                                                              \
+            dilated_window(g, 0, oh, g->H, &h0, &hn);                                                    \
             for (int64_t ow = 0; ow < g->OW; ow++) {                                                     \
-                int64_t w0, w1;                                                                          \
-                window(g, 1, ow, g->W, g->OW, &w0, &w1, &sp);                                            \
+                int64_t w0, wn;                                                                          \
+                dilated_window(g, 1, ow, g->W, &w0, &wn);                                                \
                 T m = -INFINITY;                                                                         \
                 int64_t arg = h0 * g->W + w0;                                                            \
-                for (int64_t ih = h0; ih < h1; ih++)                                                     \
-                    for (int64_t iw = w0; iw < w1; iw++) {                                               \
+                for (int64_t th = 0, ih = h0; th < hn; th++, ih += g->d[0])                              \
+                    for (int64_t tw = 0, iw = w0; tw < wn; tw++, iw += g->d[1]) {                        \
                         T v = x[ih * g->xs[2] + iw * g->xs[3]];                                          \
                         if (v > m || isnan(v)) { m = v; arg = ih * g->W + iw; }                          \
                     }                                                                                    \
-                dx[arg] += dy[oh * ys[2] + ow * ys[3]];                                                  \
+                if (hn > 0 && wn > 0) dx[arg] += dy[oh * ys[2] + ow * ys[3]]; /* else all padding */     \
             }                                                                                            \
         }                                                                                                \
     }                                                                                                    \
@@ -167,7 +179,7 @@ static bool is_2x2(const pool_geom *g) {
                 double s = 0;                                                                            \
                 for (int64_t ih = h0; ih < h1; ih++)                                                     \
                     for (int64_t iw = w0; iw < w1; iw++) s += x[ih * g->xs[2] + iw * g->xs[3]];          \
-                y[i] = (T)(s / (double)(sh * sw));                                                       \
+                y[i] = (T)(s / (double)(g->exclude_padding ? (h1 - h0) * (w1 - w0) : sh * sw));         \
             }                                                                                            \
         }                                                                                                \
     }                                                                                                    \
@@ -178,7 +190,7 @@ static bool is_2x2(const pool_geom *g) {
             for (int64_t ow = 0; ow < g->OW; ow++) {                                                     \
                 int64_t w0, w1, sw;                                                                      \
                 window(g, 1, ow, g->W, g->OW, &w0, &w1, &sw);                                            \
-                T v = (T)(dy[oh * ys[2] + ow * ys[3]] / (double)(sh * sw));                              \
+                T v = (T)(dy[oh * ys[2] + ow * ys[3]] / (double)(g->exclude_padding ? (h1 - h0) * (w1 - w0) : sh * sw)); \
                 for (int64_t ih = h0; ih < h1; ih++)                                                     \
                     for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                        \
             }                                                                                            \
