@@ -71,6 +71,10 @@ static void test_each_layer_type(void **state) {
           { 3, { 3, 5, 4 } }, "MaxPool2d" },
         { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"avg_pool2d\", \"kernel\": 3, \"stride\": 1}]}", { 3, { 3, 7, 6 } },
           "AvgPool2d" },
+        { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"max_pool2d\", \"kernel\": 3, \"stride\": 2, \"padding\": 1, "
+          "\"dilation\": 2, \"ceil_mode\": true}]}", { 3, { 3, 4, 4 } }, "MaxPool2d" },
+        { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"avg_pool2d\", \"kernel\": 2, \"ceil_mode\": true, "
+          "\"count_include_pad\": false}]}", { 3, { 3, 5, 4 } }, "AvgPool2d" },
         { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"adaptive_avg_pool2d\"}]}", { 3, { 3, 1, 1 } }, "AdaptiveAvgPool2d" },
         { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"adaptive_avg_pool2d\", \"out\": 2}]}", { 3, { 3, 2, 2 } },
           "AdaptiveAvgPool2d" },

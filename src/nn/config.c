@@ -13,8 +13,10 @@
      conv2d               out, kernel (an integer: nb_nn_conv2d's kernels are square), stride (1),
                           padding (0; an integer, "valid", or "same" for stride 1 and an odd
                           dilated kernel), dilation (1), groups (1), bias (true)
-     max_pool2d           kernel, stride (kernel), padding (0, at most half the kernel)
-     avg_pool2d           the same (padding counted in the average, as torch)
+     max_pool2d           kernel, stride (kernel), padding (0, at most half the kernel),
+                          dilation (1), ceil_mode (false)
+     avg_pool2d           kernel, stride, padding, ceil_mode as max_pool2d's, count_include_pad
+                          (true: padding counted in the average, as torch)
      adaptive_avg_pool2d  out (1): an integer or [height, width]
      global_avg_pool      [C, H, W] -> [C], as Keras' GlobalAveragePooling2D (no flatten needed)
      batch_norm           BatchNorm1d on [C] or [C, L], BatchNorm2d on [C, H, W]
@@ -40,6 +42,7 @@
    an error naming the layer by index and type and the field:
    nb_nn_from_config: layer 3 (conv2d): field "kernel" must be a positive integer, got "x". */
 #include "nn_impl.h"
+#include "../ops/pool_opts.h"
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -400,12 +403,16 @@ static nb_module *build_conv2d(const layer_ctx *lc, json_t *o, nb_shape *s) {
 }
 
 static nb_module *build_pool(const layer_ctx *lc, json_t *o, nb_shape *s, bool max) {
-    long long k, stride, pad;
-    if (check_fields(lc, o, "kernel stride padding") < 0 ||
+    long long k, stride, pad, dil = 1;
+    bool ceil_mode = false, include_pad = true;
+    if (check_fields(lc, o, max ? "kernel stride padding dilation ceil_mode" : "kernel stride padding ceil_mode count_include_pad") < 0 ||
         get_int(lc, o, "kernel", 1, INT_MAX, true, 0, &k, json_is_array(json_object_get(o, "kernel"))
-                    ? " (the pooling layers have square windows only)" : NULL) < 0 ||
+                    ? " (the pooling layers of a config have square windows)" : NULL) < 0 ||
         get_int(lc, o, "stride", 1, INT_MAX, false, k, &stride, NULL) < 0 ||
-        get_int(lc, o, "padding", 0, INT_MAX, false, 0, &pad, NULL) < 0)
+        get_int(lc, o, "padding", 0, INT_MAX, false, 0, &pad, NULL) < 0 ||
+        (max && get_int(lc, o, "dilation", 1, INT_MAX, false, 1, &dil, NULL) < 0) ||
+        get_bool(lc, o, "ceil_mode", false, &ceil_mode) < 0 ||
+        (!max && get_bool(lc, o, "count_include_pad", true, &include_pad) < 0))
         return NULL;
     if (pad > k / 2) {
         cfg_error(lc, "field \"padding\" must be at most half the kernel (%lld), got %lld", k / 2, pad);
@@ -414,17 +421,17 @@ static nb_module *build_pool(const layer_ctx *lc, json_t *o, nb_shape *s, bool m
     if (need_chw(lc, *s) < 0) return NULL;
     nb_shape r = *s;
     for (int a = 1; a <= 2; a++) {
-        int64_t padded = s->dim[a] + 2 * pad;
-        if (padded < k) {
+        r.dim[a] = nb__pool_out_size(s->dim[a], k, stride, pad, dil, ceil_mode);
+        if (r.dim[a] < 1) {
             char sh[160];
-            cfg_error(lc, "kernel %lld is larger than the padded input: input %s per sample, padding %lld", k,
-                      shape_str(*s, sh, sizeof sh), pad);
+            cfg_error(lc, "kernel %lld%s is larger than the padded input: input %s per sample, padding %lld", k,
+                      dil > 1 ? " (dilated)" : "", shape_str(*s, sh, sizeof sh), pad);
             return NULL;
         }
-        r.dim[a] = (padded - k) / stride + 1;
     }
     *s = r;
-    nb_pool_opts po = { .stride = (int)stride, .padding = (int)pad };
+    nb_pool_opts po = { .stride = (int)stride, .padding = (int)pad, .dilation = (int)dil, .ceil_mode = ceil_mode,
+                        .exclude_padding = !include_pad };
     return max ? nb_nn_max_pool2d((int)k, po) : nb_nn_avg_pool2d((int)k, po);
 }
 

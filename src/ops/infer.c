@@ -1,6 +1,7 @@
 /* Validation and shape inference for every op: each names the function, the shapes and the
    dtypes involved when it refuses its inputs. */
 #include "ops_impl.h"
+#include "pool_opts.h"
 #include "shape_util.h"
 #include <stdio.h>
 #include <string.h>
@@ -602,8 +603,6 @@ static int pool_out_shape(const char *fn, const nb_shape *x, const nb_op_args *a
         return 0;
     }
     for (int k = 0; k < 2; k++) {
-        /* as torch's pooling_output_shape: a dilated window of span d(k-1)+1, the size rounded down
-           (or up with ceil_mode, a last window still starting inside the input or its left padding) */
         int64_t kk = a->i[k], s = a->i[2 + k], p = a->i[4 + k], d = a->i[6 + k] ? a->i[6 + k] : 1;
         int64_t span = kk >= 1 && d >= 1 && kk <= INT32_MAX && d <= INT32_MAX ? d * (kk - 1) + 1 : 0;
         if (kk < 1 || s < 1 || d < 1 || p < 0 || span < 1 || p > kk / 2) { /* torch's bound: half the kernel */
@@ -620,9 +619,7 @@ static int pool_out_shape(const char *fn, const nb_shape *x, const nb_op_args *a
                       (long long)(a->i[7] ? a->i[7] : 1), (long long)padded, sx);
             return -1;
         }
-        int64_t o = (padded - span + (a->i[8] ? s - 1 : 0)) / s + 1;
-        if (a->i[8] && (o - 1) * s >= x->dim[2 + k] + p) o--;
-        out->dim[2 + k] = o;
+        out->dim[2 + k] = nb__pool_out_size(x->dim[2 + k], kk, s, p, d, a->i[8] != 0);
     }
     return 0;
 }

@@ -17,6 +17,17 @@ typedef struct nb__pool_geom {
 /* The window along one axis: d * (k - 1) + 1 places. */
 static inline int64_t nb__pool_span(const nb__pool_geom *g, int axis) { return (int64_t)g->d[axis] * (g->k[axis] - 1) + 1; }
 
+/* Output size along an axis of n places, as torch's pooling_output_shape: a window spans
+   d(k-1)+1 places, the count rounds down (or up with ceil_mode, a last window still starting
+   inside the input or its left padding); < 1 when the window does not fit the padded input. */
+static inline int64_t nb__pool_out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+    int64_t span = d * (k - 1) + 1, room = n + 2 * p - span;
+    if (room < 0) return 0;
+    int64_t o = (room + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (o - 1) * s >= n + p) o--;
+    return o;
+}
+
 /* Resolves (kernel, opts) of nb_<fn> into g: a per-axis field wins over the square one, a zero
    stride is the kernel, a zero dilation 1. 0, or -1 with an error naming fn and the values. */
 static inline int nb__pool_resolve(const char *fn, int kernel, nb_pool_opts o, bool is_max, nb__pool_geom *g) {
