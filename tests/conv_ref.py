@@ -155,15 +155,25 @@ pool('adaptive', 'adaptive_upsample_f64', (1, 2, 3, 4), (5, 7), dtype=torch.floa
 
 
 # ---- modules: conv2d (cfg = in out kernel stride padding dilation groups bias) ----
-def conv_module(name, x_shape, in_ch, out_ch, k, stride=1, padding=0, dilation=1, groups=1, bias=True):
+MODES = ['zeros', 'reflect', 'replicate', 'circular']
+
+
+# cfg = dims in out kernel(h, w) stride(h, w) padding(h, w) dilation(h, w) groups bias padding_mode
+# (a 1-D module's height values are 1, 1, 0, 1)
+def conv_module(name, x_shape, in_ch, out_ch, k, stride=1, padding=0, dilation=1, groups=1, bias=True, dims=2,
+                padding_mode='zeros'):
     seed(name)
-    m = nn.Conv2d(in_ch, out_ch, k, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias)
+    cls = nn.Conv2d if dims == 2 else nn.Conv1d
+    m = cls(in_ch, out_ch, k, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias,
+            padding_mode=padding_mode)
     x = leaf(x_shape, torch.float32)
     y = m(x)
     g = torch.randn_like(y)
     (y * g).sum().backward()
     case('conv_module', name)
-    cfg(name, [in_ch, out_ch, k, stride, padding, dilation, groups, int(bias)])
+    hw = pair if dims == 2 else (lambda v: [1, v])
+    cfg(name, [dims, in_ch, out_ch] + hw(k) + hw(stride) + (pair(padding) if dims == 2 else [0, padding]) + hw(dilation) +
+        [groups, int(bias), MODES.index(padding_mode)])
     put(name + '.x', x)
     put(name + '.w', m.weight)
     if bias:
@@ -178,6 +188,15 @@ def conv_module(name, x_shape, in_ch, out_ch, k, stride=1, padding=0, dilation=1
 
 conv_module('conv_module_basic', (2, 3, 9, 8), 3, 8, 3, stride=2, padding=1)
 conv_module('conv_module_groups_dil', (2, 4, 9, 9), 4, 6, 3, padding=2, dilation=2, groups=2, bias=False)
+conv_module('conv_module_nonsquare', (2, 3, 9, 11), 3, 5, (2, 3), stride=(1, 2), padding=(1, 0), dilation=(2, 1))
+conv_module('conv_module_reflect', (2, 3, 8, 7), 3, 4, 3, padding=2, padding_mode='reflect')
+conv_module('conv_module_replicate_nonsquare', (2, 3, 8, 7), 3, 4, (3, 2), stride=2, padding=(1, 2),
+            padding_mode='replicate')
+conv_module('conv_module_circular_groups', (2, 4, 6, 7), 4, 6, 3, padding=1, groups=2, padding_mode='circular')
+conv_module('conv1d_module_basic', (3, 4, 11), 4, 6, 3, stride=2, padding=1, dims=1)
+conv_module('conv1d_module_dil_groups', (2, 4, 13), 4, 8, 3, padding=2, dilation=2, groups=4, bias=False, dims=1)
+conv_module('conv1d_module_reflect', (2, 3, 9), 3, 5, 4, padding=3, padding_mode='reflect', dims=1)
+conv_module('conv1d_module_circular', (2, 3, 9), 3, 2, 3, stride=3, padding=2, padding_mode='circular', dims=1)
 
 
 # ---- modules: pooling (cfg = kind kernel stride padding, or kind out_h out_w) ----

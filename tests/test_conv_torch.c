@@ -249,10 +249,17 @@ static void run_pool(const char *kind, const char *n) {
 
 static void run_conv_module(const char *n) {
     const ref *c = find("%s.cfg", n);
-    bool bias = cfg_at(c, 7) != 0;
-    nb_module *m = nb_nn_conv2d(cfg_at(c, 0), cfg_at(c, 1), (int)cfg_at(c, 2),
-                                (nb_conv2d_opts){ .stride = (int)cfg_at(c, 3), .padding = (int)cfg_at(c, 4),
-                                                  .dilation = (int)cfg_at(c, 5), .groups = (int)cfg_at(c, 6), .no_bias = !bias });
+    int v[14]; /* dims in out kernel(h, w) stride(h, w) padding(h, w) dilation(h, w) groups bias padding_mode */
+    for (int k = 0; k < 14; k++) v[k] = (int)cfg_at(c, k);
+    int dims = v[0];
+    bool bias = v[12] != 0;
+    /* square values through the square fields, the rest per axis */
+    nb_conv2d_opts o = { .groups = v[11], .no_bias = !bias, .padding_mode = (nb_pad_mode)v[13] };
+    bool square = dims == 1 || (v[3] == v[4] && v[5] == v[6] && v[7] == v[8] && v[9] == v[10]);
+    if (square) o.stride = v[6], o.padding = v[8], o.dilation = v[10];
+    else
+        for (int a = 0; a < 2; a++) o.kernel_hw[a] = v[3 + a], o.stride_hw[a] = v[5 + a], o.padding_hw[a] = v[7 + a], o.dilation_hw[a] = v[9 + a];
+    nb_module *m = dims == 2 ? nb_nn_conv2d(v[1], v[2], square ? v[4] : 0, o) : nb_nn_conv1d(v[1], v[2], v[4], o);
     assert_non_null(m);
     assert_int_equal(nb_module_named_parameters(m, NULL, 0), bias ? 2 : 1);
     set_param(m, "weight", find("%s.w", n));
@@ -488,6 +495,28 @@ static void test_bad_inputs(void **state) {
     nb_error_clear();
     assert_null(nb_nn_avg_pool2d(3, (nb_pool_opts){ .dilation_hw = { 1, 2 } }));
     assert_non_null(strstr(nb_error(), "no dilation"));
+    nb_error_clear();
+    /* convolutions print as torch 1.13 prints them */
+    nb_module *c1d = nb_nn_conv1d(2, 4, 3, (nb_conv2d_opts){ .stride = 2, .padding = 1, .dilation = 2, .groups = 2, .no_bias = true,
+                                                             .padding_mode = NB_PAD_REFLECT });
+    nb_module *c2d = nb_nn_conv2d(2, 4, 0, (nb_conv2d_opts){ .kernel_hw = { 2, 3 }, .stride_hw = { 1, 2 }, .padding_hw = { 1, 0 },
+                                                             .padding_mode = NB_PAD_CIRCULAR });
+    char *r1 = nb_module_repr(c1d), *r2 = nb_module_repr(c2d);
+    assert_non_null(r1);
+    assert_non_null(r2);
+    assert_string_equal(r1, "Conv1d(2, 4, kernel_size=(3,), stride=(2,), padding=(1,), dilation=(2,), groups=2, bias=False, "
+                            "padding_mode=reflect)");
+    assert_string_equal(r2, "Conv2d(2, 4, kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), padding_mode=circular)");
+    free(r1);
+    free(r2);
+    EXPECT_ERROR(nb_forward(c1d, nb_zeros(NB_SHAPE(2, 3, 9), NB_F32)), "nb_nn_conv1d", "[N, 2, L]", "[2, 3, 9]");
+    nb_module_free(c1d);
+    nb_module_free(c2d);
+    assert_null(nb_nn_conv2d(2, 4, 0, (nb_conv2d_opts){ .kernel_hw = { 2, 0 } }));
+    assert_non_null(strstr(nb_error(), "kernel (2, 0)"));
+    nb_error_clear();
+    assert_null(nb_nn_conv1d(2, 4, 3, (nb_conv2d_opts){ .padding_mode = (nb_pad_mode)7 }));
+    assert_non_null(strstr(nb_error(), "padding_mode"));
     nb_error_clear();
     /* the options print as torch prints them: an int for a square value, a pair otherwise */
     nb_module *mp = nb_nn_max_pool2d(0, (nb_pool_opts){ .kernel_hw = { 2, 3 }, .stride_hw = { 1, 2 }, .padding_hw = { 1, 0 },

@@ -39,6 +39,9 @@ typedef struct nb_conv_opts {
 } nb_conv_opts;
 /* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
 NB_API nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
+/* 1-D convolution (torch.nn.functional.conv1d) of x [N, C, L] (or [C, L]) with w [O, C/groups, k]
+   and bias b [O] (or NULL); element 0 of each field of opts applies. */
+NB_API nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
 /* Options of the transposed convolutions, per axis (zero: stride 1, padding 0, output_padding 0,
    dilation 1; groups 0: 1); the 1-D form reads element 0 of each. */
 typedef struct nb_conv_transpose_opts {

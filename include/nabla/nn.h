@@ -4,6 +4,7 @@
 
 #include "core.h"
 #include "functional.h" /* the functional forms the layers run */
+#include "ops.h"        /* nb_pad_mode, the convolutions' padding modes */
 
 #ifdef __cplusplus
 extern "C" {
@@ -170,14 +171,23 @@ NB_API nb_module *nb_nn_module_dict(void);
    freed as nb_module_child does. A key already there is an error (torch would replace it). */
 NB_API nb_module *nb_nn_module_dict_set(nb_module *dict, const char *key, nb_module *child);
 
-/* Options of nb_nn_conv2d (zero fields: stride 1, padding 0, dilation 1, groups 1, with bias). */
+/* Options of nb_nn_conv2d and nb_nn_conv1d (zero fields: stride 1, padding 0, dilation 1, groups
+   1, with bias, zero padding). The *_hw fields give (height, width) apart for Conv2d and win
+   over the square value where non-zero (a kernel_hw lets the kernel argument be 0);
+   padding_mode pads with zeros (NB_PAD_CONSTANT) or by reflecting, replicating or wrapping the
+   input, as torch's padding_mode. */
 typedef struct nb_conv2d_opts {
     int stride, padding, dilation, groups;
     bool no_bias;
+    int kernel_hw[2], stride_hw[2], padding_hw[2], dilation_hw[2];
+    nb_pad_mode padding_mode;
 } nb_conv2d_opts;
-/* 2-D convolution over [N, C, H, W] (or [C, H, W]), weight [out, in/groups, k, k], kaiming-uniform
-   as torch; groups must divide both channel counts. */
+/* 2-D convolution (torch.nn.Conv2d) over [N, C, H, W] (or [C, H, W]), weight [out, in/groups,
+   kh, kw], kaiming-uniform as torch; groups must divide both channel counts. */
 NB_API nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
+/* 1-D convolution (torch.nn.Conv1d) over [N, C, L] (or [C, L]), weight [out, in/groups, k]; the
+   square fields of opts apply. */
+NB_API nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
 /* Options of the transposed convolution modules (zero: stride 1, dilation 1, groups 1, bias on). */
 typedef struct nb_conv_transpose2d_opts {
     int stride, padding, output_padding, dilation, groups;

@@ -1,4 +1,4 @@
-/* Convolution and pooling layers on the module base: nb_nn_conv2d, nb_nn_max_pool2d,
+/* Convolution and pooling layers on the module base: nb_nn_conv2d, nb_nn_conv1d, nb_nn_max_pool2d,
    nb_nn_avg_pool2d and nb_nn_adaptive_avg_pool2d, with torch's defaults and initialisation.
    Each checks its input's shape and names itself, the expected and the actual shape. */
 #include "nn_impl.h"
@@ -42,67 +42,115 @@ static int check_input(const char *cls, nb_module *self, nb_tensor *x, int64_t c
     return 0;
 }
 
-/* ---------- conv2d ---------- */
+/* ---------- conv2d and conv1d ---------- */
 typedef struct {
     nb_module base;
     int64_t in, out;
-    int kernel;
-    nb_conv_opts opts;
+    int dims;            /* 1 or 2 */
+    int k[2], pad[2];    /* kernel and padding per axis: height, width (a 1-D one's height is 1, 0) */
+    nb_pad_mode mode;    /* how padding fills; other than zeros it is done by nb_pad before */
+    nb_conv_opts opts;   /* what nb_conv2d gets (padding 0 when nb_pad did it); nb_conv1d gets [1] */
     nb_tensor *weight, *bias;
 } conv2d;
 
+static const char *const PAD_MODE_NAMES[] = { "zeros", "reflect", "replicate", "circular" };
+
 static nb_tensor *conv2d_forward(nb_module *self, nb_tensor *x) {
     conv2d *c = (conv2d *)self;
-    int64_t need = (int64_t)c->opts.dilation[0] * (c->kernel - 1) + 1 - 2 * (int64_t)c->opts.padding[0];
-    if (check_input("nb_nn_conv2d", self, x, c->in, need, need) < 0) return NULL;
-    return nb_conv2d(x, c->weight, c->bias, c->opts);
+    int64_t need[2];
+    for (int a = 0; a < 2; a++) need[a] = (int64_t)c->opts.dilation[a] * (c->k[a] - 1) + 1 - 2 * (int64_t)c->pad[a];
+    if (c->dims == 2 && check_input("nb_nn_conv2d", self, x, c->in, need[0], need[1]) < 0) return NULL;
+    if (c->dims == 1) {
+        int nd = nb_ndim(x);
+        if ((nd != 2 && nd != 3) || nb_dim(x, nd - 2) != c->in || nb_dim(x, nd - 1) < need[1]) {
+            char sh[160];
+            nb__error("nb_nn_conv1d %s: expected input [N, %lld, L] or [%lld, L] with L at least %lld, got %s",
+                      nb__layer_name(self), (long long)c->in, (long long)c->in, (long long)need[1],
+                      nb_shape_str(nb_shape_of(x), sh, sizeof sh));
+            return NULL;
+        }
+    }
+    /* a 1-D convolution is the length axis, [1], of the options */
+    nb_conv_opts o1 = { { c->opts.stride[1] }, { c->opts.padding[1] }, { c->opts.dilation[1] }, c->opts.groups };
+    if (c->mode == NB_PAD_CONSTANT) return c->dims == 2 ? nb_conv2d(x, c->weight, c->bias, c->opts) : nb_conv1d(x, c->weight, c->bias, o1);
+    nb_scope *sc = nb_scope_begin();
+    int64_t pads[4] = { c->pad[1], c->pad[1], c->pad[0], c->pad[0] }; /* from the last axis back */
+    nb_tensor *xp = nb_pad(x, pads, c->dims == 2 ? 4 : 2, c->mode, 0);
+    nb_tensor *y = c->dims == 2 ? nb_conv2d(xp, c->weight, c->bias, c->opts) : nb_conv1d(xp, c->weight, c->bias, o1);
+    nb_keep(y);
+    nb_scope_end(sc);
+    return nb__own(y);
 }
 
-/* torch's Conv2d: padding, dilation and groups only where they differ from the defaults */
+/* "(3, 3)", or "(3,)" for one axis, as torch prints its tuples */
+static int tuple_str(const conv2d *c, const int *v, char *buf, size_t size) {
+    return c->dims == 1 ? snprintf(buf, size, "(%d,)", v[1]) : snprintf(buf, size, "(%d, %d)", v[0], v[1]);
+}
+
+/* torch's Conv1d/Conv2d: padding, dilation, groups, bias and padding_mode only where they
+   differ from the defaults */
 static int conv2d_repr(nb_module *self, char *buf, size_t size) {
     conv2d *c = (conv2d *)self;
     const nb_conv_opts *o = &c->opts;
-    int n = snprintf(buf, size, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)c->in, (long long)c->out,
-                     c->kernel, c->kernel, o->stride[0] ? o->stride[0] : 1, o->stride[1] ? o->stride[1] : 1);
-    if ((o->padding[0] || o->padding[1]) && n >= 0 && (size_t)n < size)
-        n += snprintf(buf + n, size - (size_t)n, ", padding=(%d, %d)", o->padding[0], o->padding[1]);
-    if (((o->dilation[0] > 1) || (o->dilation[1] > 1)) && n >= 0 && (size_t)n < size)
-        n += snprintf(buf + n, size - (size_t)n, ", dilation=(%d, %d)", o->dilation[0] ? o->dilation[0] : 1,
-                      o->dilation[1] ? o->dilation[1] : 1);
+    char k[32], st[32], pd[32], dl[32];
+    tuple_str(c, c->k, k, sizeof k);
+    tuple_str(c, o->stride, st, sizeof st);
+    tuple_str(c, c->pad, pd, sizeof pd);
+    tuple_str(c, o->dilation, dl, sizeof dl);
+    int n = snprintf(buf, size, "%lld, %lld, kernel_size=%s, stride=%s", (long long)c->in, (long long)c->out, k, st);
+    if ((c->pad[0] || c->pad[1]) && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", padding=%s", pd);
+    if ((o->dilation[0] > 1 || o->dilation[1] > 1) && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", dilation=%s", dl);
     if (o->groups > 1 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", groups=%d", o->groups);
     if (!c->bias && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", bias=False");
+    if (c->mode != NB_PAD_CONSTANT && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", padding_mode=%s", PAD_MODE_NAMES[c->mode]);
     return n;
 }
 static const nb_module_class CONV2D = { .name = "Conv2d", .forward = conv2d_forward, .extra_repr = conv2d_repr };
+static const nb_module_class CONV1D = { .name = "Conv1d", .forward = conv2d_forward, .extra_repr = conv2d_repr };
 
-nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+static nb_module *make_conv(int dims, int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+    const char *fn = dims == 2 ? "nb_nn_conv2d" : "nb_nn_conv1d";
     int groups = opts.groups ? opts.groups : 1;
-    if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || opts.stride < 0 || opts.padding < 0 || opts.dilation < 0 ||
-        groups < 0) {
-        nb__error("nb_nn_conv2d: channels (%lld -> %lld) and kernel %d must be positive, stride %d, padding %d, "
-                  "dilation %d and groups %d not negative", (long long)in_channels, (long long)out_channels, kernel,
-                  opts.stride, opts.padding, opts.dilation, opts.groups);
+    int k[2], s[2], p[2], d[2];
+    bool ok = in_channels > 0 && out_channels > 0 && groups > 0 && (unsigned)opts.padding_mode <= NB_PAD_CIRCULAR;
+    for (int a = 0; a < 2; a++) {
+        bool own = dims == 2 || a == 1; /* a 1-D convolution's height is the identity's */
+        k[a] = !own ? 1 : dims == 2 && opts.kernel_hw[a] ? opts.kernel_hw[a] : kernel;
+        s[a] = !own ? 1 : dims == 2 && opts.stride_hw[a] ? opts.stride_hw[a] : opts.stride ? opts.stride : 1;
+        p[a] = !own ? 0 : dims == 2 && opts.padding_hw[a] ? opts.padding_hw[a] : opts.padding;
+        d[a] = !own ? 1 : dims == 2 && opts.dilation_hw[a] ? opts.dilation_hw[a] : opts.dilation ? opts.dilation : 1;
+        ok = ok && k[a] > 0 && s[a] > 0 && p[a] >= 0 && d[a] > 0;
+    }
+    if (!ok || opts.stride < 0 || opts.dilation < 0) {
+        nb__error("%s: channels (%lld -> %lld) and kernel (%d, %d) must be positive, stride (%d, %d) and dilation (%d, %d) "
+                  "positive, padding (%d, %d) and groups %d not negative and padding_mode one of nb_pad_mode's", fn,
+                  (long long)in_channels, (long long)out_channels, k[0], k[1], s[0], s[1], d[0], d[1], p[0], p[1], opts.groups);
         return NULL;
     }
     if (in_channels % groups || out_channels % groups) {
-        nb__error("nb_nn_conv2d: groups %d must divide both in_channels %lld and out_channels %lld", groups,
+        nb__error("%s: groups %d must divide both in_channels %lld and out_channels %lld", fn, groups,
                   (long long)in_channels, (long long)out_channels);
         return NULL;
     }
-    conv2d *c = (conv2d *)nb_module_new(&CONV2D, sizeof(conv2d));
+    conv2d *c = (conv2d *)nb_module_new(dims == 2 ? &CONV2D : &CONV1D, sizeof(conv2d));
     if (!c) return NULL;
     c->in = in_channels;
     c->out = out_channels;
-    c->kernel = kernel;
-    int s = opts.stride ? opts.stride : 1, d = opts.dilation ? opts.dilation : 1;
-    c->opts = (nb_conv_opts){ { s, s }, { opts.padding, opts.padding }, { d, d }, groups };
+    c->dims = dims;
+    c->mode = opts.padding_mode;
+    bool zeros = c->mode == NB_PAD_CONSTANT;
+    c->opts = (nb_conv_opts){ { s[0], s[1] }, { zeros ? p[0] : 0, zeros ? p[1] : 0 }, { d[0], d[1] }, groups };
+    for (int a = 0; a < 2; a++) c->k[a] = k[a], c->pad[a] = p[a];
     /* torch: kaiming_uniform_(weight, a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     int64_t cin = in_channels / groups;
-    c->weight = nb_module_param(&c->base, "weight", nb_empty(NB_SHAPE(out_channels, cin, kernel, kernel), NB_F32));
+    nb_shape ws = dims == 2 ? NB_SHAPE(out_channels, cin, k[0], k[1]) : NB_SHAPE(out_channels, cin, k[1]);
+    c->weight = nb_module_param(&c->base, "weight", nb_empty(ws, NB_F32));
     int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
     if (rc == 0 && !opts.no_bias) {
         c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
-        double bound = 1.0 / sqrt((double)(cin * kernel * kernel));
+        double bound = 1.0 / sqrt((double)(cin * k[0] * k[1]));
         rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
     }
     if (rc < 0) {
@@ -110,6 +158,14 @@ nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, n
         return NULL;
     }
     return &c->base;
+}
+
+nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+    return make_conv(2, in_channels, out_channels, kernel, opts);
+}
+
+nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+    return make_conv(1, in_channels, out_channels, kernel, opts);
 }
 
 /* ---------- transposed convolutions ---------- */

@@ -47,6 +47,27 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts
     return run_batched(NB_OP_CONV2D, in, b ? 3 : 2, &a);
 }
 
+nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts) {
+    if (!x || !w) {
+        if (!nb__has_error()) nb__error("nb_conv1d: %s is NULL", x ? "weight" : "input");
+        return NULL;
+    }
+    if ((x->shape.ndim != 3 && x->shape.ndim != 2) || w->shape.ndim != 3) {
+        char dx[200], dw[200];
+        nb__error("nb_conv1d: expected input [N, C, L] (or [C, L]) and weight [O, C/groups, k], got %s and %s",
+                  nb__describe(x, dx, sizeof dx), nb__describe(w, dw, sizeof dw));
+        return NULL;
+    }
+    /* as a 2-D one over [.., 1, L]: the first axis's settings are the identity's */
+    nb_conv_opts o2 = { { 1, opts.stride[0] }, { 0, opts.padding[0] }, { 1, opts.dilation[0] }, opts.groups };
+    nb_scope *sc = nb_scope_begin();
+    int axis = x->shape.ndim - 1; /* the new height axis, before the length */
+    nb_tensor *y = nb_squeeze(nb_conv2d(nb_unsqueeze(x, axis), nb_unsqueeze(w, 2), b, o2), axis);
+    nb_keep(y);
+    nb_scope_end(sc);
+    return nb__own(y);
+}
+
 /* The transposed convolution is the input gradient of the convolution it transposes:
    conv2d_backward_input of x with w, shaped as the larger image, so its own backward is the
    convolution ops again. Output size (H - 1) s - 2 p + d (k - 1) + output_padding + 1. */
