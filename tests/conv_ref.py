@@ -77,6 +77,32 @@ def conv(name, x_shape, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
         put(name + '.db', grads[2])
 
 
+# ---- functional conv3d: cfg = stride(3) padding(3) dilation(3) groups has_bias ----
+def conv3d(name, x_shape, w_shape, stride=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1, bias=True,
+           dtype=torch.float32):
+    seed(name)
+    x = leaf(x_shape, dtype)
+    w = leaf(w_shape, dtype)
+    b = leaf((w_shape[0],), dtype) if bias else None
+    y = F.conv3d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    g = torch.randn_like(y)
+    leaves = [x, w] + ([b] if bias else [])
+    grads = torch.autograd.grad((y * g).sum(), leaves)
+    case('conv3d', name)
+    cfg(name, list(stride) + list(padding) + list(dilation) + [groups, int(bias)])
+    for k, t in (('x', x), ('w', w), ('g', g), ('y', y), ('dx', grads[0]), ('dw', grads[1])):
+        put(f'{name}.{k}', t)
+    if bias:
+        put(name + '.b', b)
+        put(name + '.db', grads[2])
+
+
+conv3d('conv3d_basic', (2, 3, 5, 6, 7), (4, 3, 3, 3, 3))
+conv3d('conv3d_stride_pad_dil', (2, 4, 9, 7, 8), (6, 4, 3, 2, 3), stride=(2, 1, 2), padding=(2, 1, 0), dilation=(2, 1, 1))
+conv3d('conv3d_groups_f64', (1, 4, 6, 5, 5), (6, 2, 2, 3, 3), padding=(1, 1, 1), groups=2, bias=False, dtype=torch.float64)
+conv3d('conv3d_unbatched', (3, 4, 5, 5), (2, 3, 1, 3, 3), stride=(1, 2, 2))
+
+
 conv('conv_basic', (2, 3, 7, 9), (4, 3, 3, 3))
 conv('conv_stride_pad_dil', (2, 4, 10, 7), (6, 4, 3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2))
 conv('conv_stride_pad_dil_f64', (2, 4, 10, 7), (6, 4, 3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2),
@@ -163,7 +189,7 @@ MODES = ['zeros', 'reflect', 'replicate', 'circular']
 def conv_module(name, x_shape, in_ch, out_ch, k, stride=1, padding=0, dilation=1, groups=1, bias=True, dims=2,
                 padding_mode='zeros'):
     seed(name)
-    cls = nn.Conv2d if dims == 2 else nn.Conv1d
+    cls = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dims]
     m = cls(in_ch, out_ch, k, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias,
             padding_mode=padding_mode)
     x = leaf(x_shape, torch.float32)
@@ -171,8 +197,8 @@ def conv_module(name, x_shape, in_ch, out_ch, k, stride=1, padding=0, dilation=1
     g = torch.randn_like(y)
     (y * g).sum().backward()
     case('conv_module', name)
-    hw = pair if dims == 2 else (lambda v: [1, v])
-    cfg(name, [dims, in_ch, out_ch] + hw(k) + hw(stride) + (pair(padding) if dims == 2 else [0, padding]) + hw(dilation) +
+    hw = pair if dims != 1 else (lambda v: [1, v])  # a Conv3d's are square: its depth is the same
+    cfg(name, [dims, in_ch, out_ch] + hw(k) + hw(stride) + (pair(padding) if dims != 1 else [0, padding]) + hw(dilation) +
         [groups, int(bias), MODES.index(padding_mode)])
     put(name + '.x', x)
     put(name + '.w', m.weight)
@@ -196,6 +222,9 @@ conv_module('conv_module_circular_groups', (2, 4, 6, 7), 4, 6, 3, padding=1, gro
 conv_module('conv1d_module_basic', (3, 4, 11), 4, 6, 3, stride=2, padding=1, dims=1)
 conv_module('conv1d_module_dil_groups', (2, 4, 13), 4, 8, 3, padding=2, dilation=2, groups=4, bias=False, dims=1)
 conv_module('conv1d_module_reflect', (2, 3, 9), 3, 5, 4, padding=3, padding_mode='reflect', dims=1)
+conv_module('conv3d_module_basic', (2, 3, 5, 6, 5), 3, 4, 3, stride=2, padding=1, dims=3)
+conv_module('conv3d_module_groups_reflect', (1, 4, 5, 5, 6), 4, 2, 2, padding=1, dilation=2, groups=2, bias=False,
+            padding_mode='reflect', dims=3)
 conv_module('conv1d_module_circular', (2, 3, 9), 3, 2, 3, stride=3, padding=2, padding_mode='circular', dims=1)
 
 

@@ -226,6 +226,26 @@ static void run_conv(const char *n) {
     nb_scope_end(s);
 }
 
+static void run_conv3d(const char *n) {
+    nb_scope *s = nb_scope_begin();
+    const ref *c = find("%s.cfg", n);
+    bool bias = cfg_at(c, 10) != 0;
+    nb_tensor *x = make_leaf(find("%s.x", n)), *w = make_leaf(find("%s.w", n)), *b = bias ? make_leaf(find("%s.b", n)) : NULL;
+    nb_conv3d_opts o = { .groups = (int)cfg_at(c, 9) };
+    for (int k = 0; k < 3; k++) {
+        o.stride[k] = (int)cfg_at(c, k);
+        o.padding[k] = (int)cfg_at(c, 3 + k);
+        o.dilation[k] = (int)cfg_at(c, 6 + k);
+    }
+    nb_tensor *y = nb_conv3d(x, w, b, o);
+    check("forward", n, y, find("%s.y", n), 2);
+    backward_with(y, find("%s.g", n));
+    check("input grad", n, nb_grad_of(x), find("%s.dx", n), 2);
+    check("weight grad", n, nb_grad_of(w), find("%s.dw", n), 2);
+    if (bias) check("bias grad", n, nb_grad_of(b), find("%s.db", n), 2);
+    nb_scope_end(s);
+}
+
 static void run_pool(const char *kind, const char *n) {
     nb_scope *s = nb_scope_begin();
     const ref *c = find("%s.cfg", n);
@@ -255,11 +275,13 @@ static void run_conv_module(const char *n) {
     bool bias = v[12] != 0;
     /* square values through the square fields, the rest per axis */
     nb_conv2d_opts o = { .groups = v[11], .no_bias = !bias, .padding_mode = (nb_pad_mode)v[13] };
-    bool square = dims == 1 || (v[3] == v[4] && v[5] == v[6] && v[7] == v[8] && v[9] == v[10]);
+    bool square = dims != 2 || (v[3] == v[4] && v[5] == v[6] && v[7] == v[8] && v[9] == v[10]);
     if (square) o.stride = v[6], o.padding = v[8], o.dilation = v[10];
     else
         for (int a = 0; a < 2; a++) o.kernel_hw[a] = v[3 + a], o.stride_hw[a] = v[5 + a], o.padding_hw[a] = v[7 + a], o.dilation_hw[a] = v[9 + a];
-    nb_module *m = dims == 2 ? nb_nn_conv2d(v[1], v[2], square ? v[4] : 0, o) : nb_nn_conv1d(v[1], v[2], v[4], o);
+    nb_module *m = dims == 2   ? nb_nn_conv2d(v[1], v[2], square ? v[4] : 0, o)
+                   : dims == 1 ? nb_nn_conv1d(v[1], v[2], v[4], o)
+                               : nb_nn_conv3d(v[1], v[2], v[4], o);
     assert_non_null(m);
     assert_int_equal(nb_module_named_parameters(m, NULL, 0), bias ? 2 : 1);
     set_param(m, "weight", find("%s.w", n));
@@ -365,6 +387,7 @@ static void test_against_torch(void **state) {
         const char *k = cases[i].kind, *n = cases[i].name;
         nb_error_clear();
         if (strcmp(k, "conv") == 0) run_conv(n);
+        else if (strcmp(k, "conv3d") == 0) run_conv3d(n);
         else if (strcmp(k, "maxpool") == 0 || strcmp(k, "avgpool") == 0 || strcmp(k, "adaptive") == 0) run_pool(k, n);
         else if (strcmp(k, "conv_module") == 0) run_conv_module(n);
         else if (strcmp(k, "pool_module") == 0) run_pool_module(n);
@@ -509,6 +532,17 @@ static void test_bad_inputs(void **state) {
     assert_string_equal(r2, "Conv2d(2, 4, kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), padding_mode=circular)");
     free(r1);
     free(r2);
+    nb_module *c3d = nb_nn_conv3d(3, 4, 3, (nb_conv2d_opts){ .stride = 2, .padding = 1 });
+    char *r3 = nb_module_repr(c3d);
+    assert_non_null(r3);
+    assert_string_equal(r3, "Conv3d(3, 4, kernel_size=(3, 3, 3), stride=(2, 2, 2), padding=(1, 1, 1))");
+    free(r3);
+    EXPECT_ERROR(nb_forward(c3d, nb_zeros(NB_SHAPE(2, 4, 5, 5, 5), NB_F32)), "nb_nn_conv3d", "[N, 3, D, H, W]");
+    EXPECT_ERROR(nb_conv3d(nb_zeros(NB_SHAPE(1, 3, 2, 5, 5), NB_F32), nb_zeros(NB_SHAPE(4, 3, 3, 3, 3), NB_F32), NULL,
+                           (nb_conv3d_opts){ 0 }), "nb_conv3d", "larger than the padded input depth");
+    EXPECT_ERROR(nb_conv3d(nb_zeros(NB_SHAPE(1, 3, 4, 5, 5), NB_F32), nb_zeros(NB_SHAPE(4, 2, 3, 3, 3), NB_F32), NULL,
+                           (nb_conv3d_opts){ 0 }), "nb_conv3d", "do not fit");
+    nb_module_free(c3d);
     EXPECT_ERROR(nb_forward(c1d, nb_zeros(NB_SHAPE(2, 3, 9), NB_F32)), "nb_nn_conv1d", "[N, 2, L]", "[2, 3, 9]");
     nb_module_free(c1d);
     nb_module_free(c2d);

@@ -39,6 +39,16 @@ typedef struct nb_conv_opts {
 } nb_conv_opts;
 /* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with w [O, C/groups, kh, kw] and bias b [O] (or NULL). */
 NB_API nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);
+/* Options of nb_conv3d, per axis (depth, height, width); zero: stride 1, padding 0, dilation 1,
+   groups 1. */
+typedef struct nb_conv3d_opts {
+    int stride[3], padding[3], dilation[3];
+    int groups;
+} nb_conv3d_opts;
+/* 3-D convolution (torch.nn.functional.conv3d) of x [N, C, D, H, W] (or [C, D, H, W]) with w [O,
+   C/groups, kd, kh, kw] and bias b [O] (or NULL): one 2-D convolution per depth tap over every
+   output depth at once, summed (differentiable through them). */
+NB_API nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv3d_opts opts);
 /* 1-D convolution (torch.nn.functional.conv1d) of x [N, C, L] (or [C, L]) with w [O, C/groups, k]
    and bias b [O] (or NULL); element 0 of each field of opts applies. */
 NB_API nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts);

@@ -188,6 +188,9 @@ NB_API nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int ke
 /* 1-D convolution (torch.nn.Conv1d) over [N, C, L] (or [C, L]), weight [out, in/groups, k]; the
    square fields of opts apply. */
 NB_API nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
+/* 3-D convolution (torch.nn.Conv3d) over [N, C, D, H, W] (or [C, D, H, W]), weight [out,
+   in/groups, k, k, k]; the square fields of opts and padding_mode apply. */
+NB_API nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts);
 /* Options of the transposed convolution modules (zero: stride 1, dilation 1, groups 1, bias on). */
 typedef struct nb_conv_transpose2d_opts {
     int stride, padding, output_padding, dilation, groups;

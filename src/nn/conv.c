@@ -168,6 +168,88 @@ nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int kernel, n
     return make_conv(1, in_channels, out_channels, kernel, opts);
 }
 
+/* ---------- conv3d ---------- */
+typedef struct {
+    nb_module base;
+    int64_t in, out;
+    int kernel, pad;
+    nb_pad_mode mode;
+    nb_conv3d_opts opts; /* padding 0 when nb_pad does it */
+    nb_tensor *weight, *bias;
+} conv3d;
+
+static nb_tensor *conv3d_forward(nb_module *self, nb_tensor *x) {
+    conv3d *c = (conv3d *)self;
+    int nd = nb_ndim(x);
+    if ((nd != 4 && nd != 5) || nb_dim(x, nd - 4) != c->in) {
+        char sh[160];
+        nb__error("nb_nn_conv3d %s: expected input [N, %lld, D, H, W] or [%lld, D, H, W], got %s", nb__layer_name(self),
+                  (long long)c->in, (long long)c->in, nb_shape_str(nb_shape_of(x), sh, sizeof sh));
+        return NULL;
+    }
+    if (c->mode == NB_PAD_CONSTANT) return nb_conv3d(x, c->weight, c->bias, c->opts);
+    nb_scope *sc = nb_scope_begin();
+    int64_t pads[6] = { c->pad, c->pad, c->pad, c->pad, c->pad, c->pad };
+    nb_tensor *y = nb_conv3d(nb_pad(x, pads, 6, c->mode, 0), c->weight, c->bias, c->opts);
+    nb_keep(y);
+    nb_scope_end(sc);
+    return nb__own(y);
+}
+
+static int conv3d_repr(nb_module *self, char *buf, size_t size) {
+    conv3d *c = (conv3d *)self;
+    const nb_conv3d_opts *o = &c->opts;
+    int n = snprintf(buf, size, "%lld, %lld, kernel_size=(%d, %d, %d), stride=(%d, %d, %d)", (long long)c->in, (long long)c->out,
+                     c->kernel, c->kernel, c->kernel, o->stride[0], o->stride[0], o->stride[0]);
+    if (c->pad && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", padding=(%d, %d, %d)", c->pad, c->pad, c->pad);
+    if (o->dilation[0] > 1 && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", dilation=(%d, %d, %d)", o->dilation[0], o->dilation[0], o->dilation[0]);
+    if (o->groups > 1 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", groups=%d", o->groups);
+    if (!c->bias && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", bias=False");
+    if (c->mode != NB_PAD_CONSTANT && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", padding_mode=%s", PAD_MODE_NAMES[c->mode]);
+    return n;
+}
+static const nb_module_class CONV3D = { .name = "Conv3d", .forward = conv3d_forward, .extra_repr = conv3d_repr };
+
+nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+    int groups = opts.groups ? opts.groups : 1, s = opts.stride ? opts.stride : 1, d = opts.dilation ? opts.dilation : 1;
+    if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || s <= 0 || d <= 0 || opts.padding < 0 || groups <= 0 ||
+        (unsigned)opts.padding_mode > NB_PAD_CIRCULAR) {
+        nb__error("nb_nn_conv3d: channels (%lld -> %lld) and kernel %d must be positive, stride %d and dilation %d positive, "
+                  "padding %d and groups %d not negative and padding_mode one of nb_pad_mode's", (long long)in_channels,
+                  (long long)out_channels, kernel, opts.stride, opts.dilation, opts.padding, opts.groups);
+        return NULL;
+    }
+    if (in_channels % groups || out_channels % groups) {
+        nb__error("nb_nn_conv3d: groups %d must divide both in_channels %lld and out_channels %lld", groups,
+                  (long long)in_channels, (long long)out_channels);
+        return NULL;
+    }
+    conv3d *c = (conv3d *)nb_module_new(&CONV3D, sizeof(conv3d));
+    if (!c) return NULL;
+    c->in = in_channels;
+    c->out = out_channels;
+    c->kernel = kernel;
+    c->pad = opts.padding;
+    c->mode = opts.padding_mode;
+    int p = c->mode == NB_PAD_CONSTANT ? opts.padding : 0;
+    c->opts = (nb_conv3d_opts){ { s, s, s }, { p, p, p }, { d, d, d }, groups };
+    int64_t cin = in_channels / groups;
+    c->weight = nb_module_param(&c->base, "weight", nb_empty(NB_SHAPE(out_channels, cin, kernel, kernel, kernel), NB_F32));
+    int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
+    if (rc == 0 && !opts.no_bias) {
+        c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
+        double bound = 1.0 / sqrt((double)(cin * kernel * kernel * kernel));
+        rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
+    }
+    if (rc < 0) {
+        nb_module_free(&c->base);
+        return NULL;
+    }
+    return &c->base;
+}
+
 /* ---------- transposed convolutions ---------- */
 typedef struct {
     nb_module base;

@@ -68,6 +68,72 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts
     return nb__own(y);
 }
 
+nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv3d_opts opts) {
+    if (!x || !w) {
+        if (!nb__has_error()) nb__error("nb_conv3d: %s is NULL", x ? "weight" : "input");
+        return NULL;
+    }
+    char dx[200], dw[200];
+    bool unbatched = x->shape.ndim == 4;
+    if ((x->shape.ndim != 5 && !unbatched) || w->shape.ndim != 5) {
+        nb__error("nb_conv3d: expected input [N, C, D, H, W] (or [C, D, H, W]) and weight [O, C/groups, kd, kh, kw], got %s "
+                  "and %s", nb__describe(x, dx, sizeof dx), nb__describe(w, dw, sizeof dw));
+        return NULL;
+    }
+    int s[3], p[3], d[3];
+    for (int k = 0; k < 3; k++) {
+        if (opts.stride[k] < 0 || opts.padding[k] < 0 || opts.dilation[k] < 0) {
+            nb__error("nb_conv3d: stride (%d, %d, %d), padding (%d, %d, %d) and dilation (%d, %d, %d) must not be negative",
+                      opts.stride[0], opts.stride[1], opts.stride[2], opts.padding[0], opts.padding[1], opts.padding[2],
+                      opts.dilation[0], opts.dilation[1], opts.dilation[2]);
+            return NULL;
+        }
+        s[k] = opts.stride[k] ? opts.stride[k] : 1;
+        p[k] = opts.padding[k];
+        d[k] = opts.dilation[k] ? opts.dilation[k] : 1;
+    }
+    nb_scope *sc = nb_scope_begin();
+    nb_tensor *xb = unbatched ? nb_unsqueeze(x, 0) : x;
+    int64_t n = xb->shape.dim[0], c = xb->shape.dim[1], depth = xb->shape.dim[2], kd = w->shape.dim[2];
+    int64_t span = (int64_t)d[0] * (kd - 1) + 1, od = depth + 2 * (int64_t)p[0] - span < 0 ? 0 : (depth + 2 * (int64_t)p[0] - span) / s[0] + 1;
+    nb_tensor *y = NULL;
+    int groups = opts.groups ? opts.groups : 1;
+    if (groups < 1 || c != w->shape.dim[1] * groups || w->shape.dim[0] % groups ||
+        (b && (b->shape.ndim != 1 || b->shape.dim[0] != w->shape.dim[0]))) {
+        nb__error("nb_conv3d: input %s, weight %s%s and groups %d do not fit: the weight is [O, C/groups, kd, kh, kw] "
+                  "with O divisible by groups, the bias [O]", nb__describe(x, dx, sizeof dx), nb__describe(w, dw, sizeof dw),
+                  b ? " and a bias" : "", opts.groups);
+    } else if (od < 1 || kd < 1) {
+        nb__error("nb_conv3d: kernel depth %lld (dilation %d) is larger than the padded input depth %lld of input %s",
+                  (long long)kd, d[0], (long long)(depth + 2 * p[0]), nb__describe(x, dx, sizeof dx));
+    } else {
+        /* zero padding in depth up front; height and width go to the 2-D convolutions */
+        int64_t pads[6] = { 0, 0, 0, 0, p[0], p[0] };
+        nb_tensor *xp = p[0] ? nb_pad(xb, pads, 6, NB_PAD_CONSTANT, 0) : xb;
+        nb_conv_opts o2 = { { s[1], s[2] }, { p[1], p[2] }, { d[1], d[2] }, opts.groups };
+        for (int64_t t = 0; t < kd; t++) {
+            /* the input depths tap t reads for output depths 0..od-1, as a batch of planes */
+            int64_t z0 = t * d[0];
+            nb_tensor *planes = nb_slice(xp, 2, z0, z0 + (od - 1) * s[0] + 1, s[0]);          /* [N, C, od, H, W] */
+            planes = nb_reshape(nb_permute(planes, (int[]){ 0, 2, 1, 3, 4 }), NB_SHAPE(n * od, c, xb->shape.dim[3], xb->shape.dim[4]));
+            nb_tensor *wt = nb_squeeze(nb_slice(w, 2, t, t + 1, 1), 2);                       /* [O, C/g, kh, kw] */
+            nb_tensor *yt = nb_conv2d(planes, wt, NULL, o2);                                  /* [N*od, O, OH, OW] */
+            y = t == 0 ? yt : nb_add(y, yt);
+            if (!y) break;
+        }
+        if (y) {
+            nb_shape ys = nb_shape_of(y);
+            y = nb_permute(nb_reshape(y, NB_SHAPE(n, od, ys.dim[1], ys.dim[2], ys.dim[3])), (int[]){ 0, 2, 1, 3, 4 });
+            if (b) y = nb_add(y, nb_reshape(b, NB_SHAPE(-1, 1, 1, 1)));
+            y = nb_contiguous(y);
+            if (unbatched) y = nb_squeeze(y, 0);
+        }
+    }
+    nb_keep(y);
+    nb_scope_end(sc);
+    return nb__own(y);
+}
+
 /* The transposed convolution is the input gradient of the convolution it transposes:
    conv2d_backward_input of x with w, shaped as the larger image, so its own backward is the
    convolution ops again. Output size (H - 1) s - 2 p + d (k - 1) + output_padding + 1. */
