@@ -721,6 +721,100 @@ def attention():
     layer_case('gpt_tiny', randomize_(TinyGPT(11, 8, 16, 4, 2), std=0.2), torch.randint(0, 11, (2, 8)))
 
 
+# ---------------------------------------------------------------- transformer layers
+# (name, kind, d_model, nhead, dim_feedforward, layers, norm_first, gelu, final_norm, self mask
+# (0 none, 1 float, 2 bool), causal, key padding, memory mask (0, 1, 2), memory key padding);
+# test_nn_torch.c's TRANSFORMERS holds the same list
+TRANSFORMERS = [
+    ('enc_layer', 'enc_layer', 8, 2, 16, 1, False, False, False, 0, False, False, 0, False),
+    ('enc_layer_norm_first_gelu', 'enc_layer', 12, 3, 20, 1, True, True, False, 1, False, True, 0, False),
+    ('enc_layer_causal_bool', 'enc_layer', 8, 4, 12, 1, False, False, False, 2, True, False, 0, False),
+    ('dec_layer', 'dec_layer', 8, 2, 16, 1, False, False, False, 0, False, False, 0, False),
+    ('dec_layer_masks', 'dec_layer', 12, 3, 24, 1, False, True, False, 1, True, True, 2, True),
+    ('dec_layer_norm_first', 'dec_layer', 8, 2, 10, 1, True, False, False, 0, True, False, 1, False),
+    ('encoder_stack', 'enc', 8, 2, 16, 3, False, False, True, 0, True, True, 0, False),
+    ('decoder_stack_norm_first', 'dec', 8, 4, 12, 2, True, True, True, 2, False, True, 0, True),
+]
+
+
+def transformer_case(name, kind, d, h, ff, layers, norm_first, gelu, final_norm, mask, causal, kpm, mem_mask, mem_kpm):
+    """A transformer layer or stack (batch first, no dropout, train mode: torch's slow path) on x
+    [2, 5, d] (and memory [2, 6, d]): its parameter names and values, the inputs and masks as
+    nabla takes them (bool masks as 0/1 i64; causal as a flag, torch given the float mask), the
+    output, g and every gradient."""
+    pre = 'tf.' + name
+    seed(name)
+    kw = dict(dim_feedforward=ff, dropout=0.0, activation='gelu' if gelu else 'relu', batch_first=True,
+              norm_first=norm_first)
+    dec = kind in ('dec_layer', 'dec')
+    layer = nn.TransformerDecoderLayer(d, h, **kw) if dec else nn.TransformerEncoderLayer(d, h, **kw)
+    norm = nn.LayerNorm(d) if final_norm else None
+    if kind == 'enc':
+        m = nn.TransformerEncoder(layer, layers, norm=norm, enable_nested_tensor=False)
+    elif kind == 'dec':
+        m = nn.TransformerDecoder(layer, layers, norm=norm)
+    else:
+        m = layer
+    randomize_(m, std=0.2)
+    put_words(f'{pre}.params', [pname for pname, _ in m.named_parameters()])
+    for pname, p in m.named_parameters():
+        put(f'{pre}.param.{pname}', p)
+    b, t, sl = 2, 5, 6
+    x = torch.randn(b, t, d).requires_grad_()
+    mem = torch.randn(b, sl, d).requires_grad_() if dec else None
+
+    def make_mask(kind_, tq, tk, tag):
+        if kind_ == 1:
+            mk = random_mask((tq, tk))
+        elif kind_ == 2:
+            mk = torch.rand(tq, tk) < 0.3
+            mk[:, 0] = False  # every query sees a key
+        else:
+            return None
+        put(f'{pre}.{tag}', mk)
+        return mk
+
+    def padding(n, tag):
+        pm = torch.zeros(b, n, dtype=torch.bool)
+        pm[0, -2:] = True  # the first sample's last two keys are padding
+        put(f'{pre}.{tag}', pm)
+        return pm
+
+    sm = make_mask(mask, t, t, 'mask')
+    if causal:
+        cm = torch.triu(torch.full((t, t), float('-inf')), 1)
+        sm = cm if sm is None else (sm.float().masked_fill(sm, float('-inf')) if sm.dtype == torch.bool else sm) + cm
+    kp = padding(t, 'kpm') if kpm else None
+    mm = make_mask(mem_mask, t, sl, 'mem_mask') if dec else None
+    mk = padding(sl, 'mem_kpm') if dec and mem_kpm else None
+    if dec and kind == 'dec_layer':
+        y = m(x, mem, tgt_mask=sm, memory_mask=mm, tgt_key_padding_mask=kp, memory_key_padding_mask=mk)
+    elif dec:
+        y = m(x, mem, tgt_mask=sm, memory_mask=mm, tgt_key_padding_mask=kp, memory_key_padding_mask=mk)
+    elif kind == 'enc':
+        y = m(x, mask=sm, src_key_padding_mask=kp)
+    else:
+        y = m(x, src_mask=sm, src_key_padding_mask=kp)
+    g = torch.randn_like(y)
+    ins = [x] + ([mem] if dec else [])
+    grads = torch.autograd.grad((y * g).sum(), ins + list(m.parameters()))
+    put(f'{pre}.x', x)
+    if dec:
+        put(f'{pre}.memory', mem)
+    put(f'{pre}.y', y)
+    put(f'{pre}.g', g)
+    put(f'{pre}.gx', grads[0])
+    if dec:
+        put(f'{pre}.gmemory', grads[1])
+    for (pname, _), gr in zip(m.named_parameters(), grads[len(ins):]):
+        put(f'{pre}.grad.{pname}', gr)
+
+
+def transformers():
+    for c in TRANSFORMERS:
+        transformer_case(*c)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit('usage: nn_ref.py OUTPUT_FILE')
@@ -732,6 +826,7 @@ def main():
     optimizers()
     clipping()
     attention()
+    transformers()
     with open(sys.argv[1], 'w') as f:
         f.write('\n'.join(OUT) + '\n')
     print(f'nn_ref.py: wrote {len(OUT)} records to {sys.argv[1]}')

@@ -119,6 +119,53 @@ static void expect_error(const char *want_prefix) {
 
 /* ---------------------------------------------------------------- tests */
 
+/* Transformer stacks start with equal layers, as torch's copies of one layer; wrong arguments
+   and masks are errors that name them; a decoder run through nb_forward asks for its memory. */
+static void test_transformer_layers(void **state) {
+    (void)state;
+    nb_error_clear();
+    nb_manual_seed(3);
+    nb_module *enc = nb_nn_transformer_encoder(8, 2, 3, (nb_transformer_opts){ .dim_feedforward = 16, .final_norm = true });
+    assert_non_null(enc);
+    assert_true(nb_module_get(enc, "norm.weight") != NULL);
+    nb_tensor *w0 = nb_module_get(enc, "layers.0.linear1.weight"), *w2 = nb_module_get(enc, "layers.2.linear1.weight");
+    assert_non_null(w0);
+    assert_non_null(w2);
+    nb_scope *s = nb_scope_begin();
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(w0, w2)))) == 0.0);
+    assert_true(nb_item(nb_sum_all(nb_abs(w0))) > 0.0);
+    /* dropout 0.1 by default, and a forward in evaluation mode is deterministic */
+    nb_module_train(enc, false);
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 5, 8), NB_F32);
+    nb_tensor *y1 = nb_forward(enc, x), *y2 = nb_forward(enc, x);
+    assert_non_null(y1);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(y1, y2)))) == 0.0);
+    assert_null(nb_forward(enc, nb_zeros(NB_SHAPE(5, 8), NB_F32)));
+    expect_error("nb_transformer_forward: TransformerEncoder");
+    assert_null(nb_transformer_forward(enc, x, NULL, (nb_transformer_masks){ .key_padding_mask = nb_zeros(NB_SHAPE(2, 4), NB_BOOL) }));
+    expect_error("nb_transformer_forward: a key padding mask must be [2, 5]");
+    assert_null(nb_transformer_forward(enc, x, NULL, (nb_transformer_masks){ .mask = nb_zeros(NB_SHAPE(5, 5), NB_I64) }));
+    expect_error("nb_transformer_forward: the attention mask must be bool");
+    nb_module *dec = nb_nn_transformer_decoder_layer(8, 2, (nb_transformer_opts){ .no_dropout = true });
+    assert_non_null(dec);
+    assert_null(nb_forward(dec, x));
+    expect_error("nb_forward: TransformerDecoderLayer");
+    assert_null(nb_transformer_forward(dec, x, nb_zeros(NB_SHAPE(3, 6, 8), NB_F32), (nb_transformer_masks){ 0 }));
+    expect_error("nb_transformer_forward: TransformerDecoderLayer");
+    assert_non_null(nb_transformer_forward(dec, x, nb_zeros(NB_SHAPE(2, 6, 8), NB_F32), (nb_transformer_masks){ .causal = true }));
+    nb_module *lin = nb_nn_linear(2, 2);
+    assert_null(nb_transformer_forward(lin, x, NULL, (nb_transformer_masks){ 0 }));
+    expect_error("nb_transformer_forward:");
+    nb_module_free(lin);
+    nb_scope_end(s);
+    assert_null(nb_nn_transformer_encoder_layer(10, 3, (nb_transformer_opts){ 0 }));
+    expect_error("nb_nn_transformer_encoder_layer: d_model 10 must be a positive multiple of nhead 3");
+    assert_null(nb_nn_transformer_decoder(8, 2, 0, (nb_transformer_opts){ 0 }));
+    expect_error("nb_nn_transformer_decoder: num_layers");
+    nb_module_free(enc);
+    nb_module_free(dec);
+}
+
 static void test_net_names_and_lookup(void **state) {
     (void)state;
     nb_error_clear();
@@ -1027,6 +1074,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_training),
         cmocka_unit_test(test_optim_arguments),
         cmocka_unit_test(test_training_bits_do_not_depend_on_threads),
+        cmocka_unit_test(test_transformer_layers),
         cmocka_unit_test_setup(test_forward_hooks, clear_error_setup),
         cmocka_unit_test_setup(test_loss_errors, clear_error_setup),
         cmocka_unit_test_setup(test_activation_and_container_errors, clear_error_setup),

@@ -974,6 +974,102 @@ static void test_mha_cross(void **state) {
     finish_case(cs, ok, used);
 }
 
+/* ---------------------------------------------------------------- transformer layers */
+/* The cases of nn_ref.py's TRANSFORMERS, in its order of fields. */
+typedef struct tf_case {
+    const char *name;
+    int kind; /* 0 encoder layer, 1 decoder layer, 2 encoder stack, 3 decoder stack */
+    int64_t d, heads, ff;
+    int layers;
+    bool norm_first, gelu, final_norm;
+    int mask; /* 0 none, 1 float, 2 bool */
+    bool causal, kpm;
+    int mem_mask;
+    bool mem_kpm;
+} tf_case;
+
+static const tf_case TRANSFORMERS[] = {
+    { "enc_layer", 0, 8, 2, 16, 1, false, false, false, 0, false, false, 0, false },
+    { "enc_layer_norm_first_gelu", 0, 12, 3, 20, 1, true, true, false, 1, false, true, 0, false },
+    { "enc_layer_causal_bool", 0, 8, 4, 12, 1, false, false, false, 2, true, false, 0, false },
+    { "dec_layer", 1, 8, 2, 16, 1, false, false, false, 0, false, false, 0, false },
+    { "dec_layer_masks", 1, 12, 3, 24, 1, false, true, false, 1, true, true, 2, true },
+    { "dec_layer_norm_first", 1, 8, 2, 10, 1, true, false, false, 0, true, false, 1, false },
+    { "encoder_stack", 2, 8, 2, 16, 3, false, false, true, 0, true, true, 0, false },
+    { "decoder_stack_norm_first", 3, 8, 4, 12, 2, true, true, true, 2, false, true, 0, true },
+};
+
+/* A mask of the store: float as it is, a bool one (stored 0/1) back to bool. */
+static nb_tensor *tf_mask(const tf_case *tc, const char *tag, bool is_bool) {
+    nb_tensor *m = ref_tensor("tf.%s.%s", tc->name, tag);
+    return is_bool && m ? nb_ne(m, nb_zeros(NB_SHAPE(), nb_dtype_of(m))) : m;
+}
+
+static void test_transformer(void **state) {
+    const tf_case *tc = *state;
+    char cs[96], ref[256];
+    snprintf(cs, sizeof cs, "transformer %s", tc->name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    nb_transformer_opts o = { .dim_feedforward = tc->ff, .no_dropout = true, .norm_first = tc->norm_first,
+                              .activation = tc->gelu ? NB_TRANSFORMER_GELU : NB_TRANSFORMER_RELU, .final_norm = tc->final_norm };
+    nb_module *m = tc->kind == 0   ? nb_nn_transformer_encoder_layer(tc->d, (int)tc->heads, o)
+                   : tc->kind == 1 ? nb_nn_transformer_decoder_layer(tc->d, (int)tc->heads, o)
+                   : tc->kind == 2 ? nb_nn_transformer_encoder(tc->d, (int)tc->heads, tc->layers, o)
+                                   : nb_nn_transformer_decoder(tc->d, (int)tc->heads, tc->layers, o);
+    bool ok = m != NULL;
+    if (!ok) fprintf(stderr, "  %s: building the module failed: %s\n", cs, nb_error() ? nb_error() : "?");
+    nb_named_tensor params[MAX_NAMED];
+    int np = ok ? nb_module_named_parameters(m, params, MAX_NAMED) : 0;
+    snprintf(ref, sizeof ref, "tf.%s.params", tc->name);
+    const record *names = find(ref, true);
+    ok = ok && names && np == names->nwords;
+    for (int i = 0; ok && i < np; i++) ok = strcmp(params[i].name, names->words[i]) == 0;
+    if (m && names && !ok) {
+        fprintf(stderr, "  %s: nabla's parameters are", cs);
+        for (int i = 0; i < np && i < MAX_NAMED; i++) fprintf(stderr, " %s", params[i].name);
+        fprintf(stderr, "; torch's are");
+        for (int i = 0; i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
+        fprintf(stderr, "\n");
+    }
+    for (int i = 0; ok && i < np; i++) {
+        snprintf(ref, sizeof ref, "tf.%s.param.%s", tc->name, params[i].name);
+        ok = load_into(cs, params[i].tensor, ref);
+    }
+    nb_scope *sc = nb_scope_begin();
+    bool dec = tc->kind == 1 || tc->kind == 3;
+    if (ok) {
+        nb_tensor *x = nb_set_requires_grad(ref_tensor("tf.%s.x", tc->name), true);
+        nb_tensor *mem = dec ? nb_set_requires_grad(ref_tensor("tf.%s.memory", tc->name), true) : NULL;
+        nb_transformer_masks mk = { .causal = tc->causal };
+        if (tc->mask) mk.mask = tf_mask(tc, "mask", tc->mask == 2);
+        if (tc->kpm) mk.key_padding_mask = tf_mask(tc, "kpm", true);
+        if (tc->mem_mask) mk.memory_mask = tf_mask(tc, "mem_mask", tc->mem_mask == 2);
+        if (tc->mem_kpm) mk.memory_key_padding_mask = tf_mask(tc, "mem_kpm", true);
+        nb_tensor *y = !dec && !tc->mask && !tc->causal && !tc->kpm ? nb_forward(m, x) : nb_transformer_forward(m, x, mem, mk);
+        if (!y) fprintf(stderr, "  %s: forward failed: %s\n", cs, nb_error() ? nb_error() : "?");
+        snprintf(ref, sizeof ref, "tf.%s.y", tc->name);
+        ok = compare(cs, "output", y, ref, 1e-5, 1e-6);
+        if (ok && nb_backward_with(y, ref_tensor("tf.%s.g", tc->name)) < 0) {
+            fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+            ok = false;
+        }
+        snprintf(ref, sizeof ref, "tf.%s.gx", tc->name);
+        ok = ok && compare(cs, "gradient of x", nb_grad_of(x), ref, 1e-5, 1e-6);
+        snprintf(ref, sizeof ref, "tf.%s.gmemory", tc->name);
+        if (dec) ok = ok && compare(cs, "gradient of memory", nb_grad_of(mem), ref, 1e-5, 1e-6);
+        for (int i = 0; ok && i < np; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "gradient of %s", params[i].name);
+            snprintf(ref, sizeof ref, "tf.%s.grad.%s", tc->name, params[i].name);
+            ok = compare(cs, what, nb_grad_of(params[i].tensor), ref, 1e-5, 1e-6) && ok;
+        }
+    }
+    nb_scope_end(sc);
+    nb_module_free(m);
+    finish_case(cs, ok, used);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -981,7 +1077,7 @@ int main(int argc, char **argv) {
     if (!load_store(argc, argv, "test_nn_torch", "tests/nn_ref.py", &text)) return 1;
     enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS,
            NA = sizeof SDPAS / sizeof *SDPAS, NM = sizeof MHAS / sizeof *MHAS, NC = sizeof CONTAINERS / sizeof *CONTAINERS,
-           NT = NL + NLOSS + N_LOSS_MULTI + NC + NO + 2 + NA + NM };
+           NTF = sizeof TRANSFORMERS / sizeof *TRANSFORMERS, NT = NL + NLOSS + N_LOSS_MULTI + NC + NO + 2 + NA + NM + NTF };
     static const char *const clips[] = { "clip", "noclip" };
     struct CMUnitTest tests[NT];
     static char names[NT][96];
@@ -1027,6 +1123,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NM; i++) {
         snprintf(label, sizeof label, "attn_%s", MHAS[i].name);
         ADD(label, test_mha_cross, &MHAS[i]);
+    }
+    for (int i = 0; i < NTF; i++) {
+        snprintf(label, sizeof label, "transformer_%s", TRANSFORMERS[i].name);
+        ADD(label, test_transformer, &TRANSFORMERS[i]);
     }
     int failed = 1;
     if (nt == 0) fprintf(stderr, "test_nn_torch: no case matches\n");

@@ -146,6 +146,8 @@ NB_API nb_module *nb_nn_embedding(int64_t num, int64_t dim);
 NB_API nb_module *nb_nn_embedding_padded(int64_t num, int64_t dim, int64_t padding_idx);
 /* Layer norm over the last axis of size dim, with weight and bias, eps 1e-5. */
 NB_API nb_module *nb_nn_layer_norm(int64_t dim);
+/* The same with the given eps (torch.nn.LayerNorm(dim, eps=eps)). */
+NB_API nb_module *nb_nn_layer_norm_eps(int64_t dim, double eps);
 /* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ...
    Takes over every module given (all freed on failure); the list ends at the first NULL. */
 NB_API nb_module *nb_nn_sequential(nb_module *first, ...);
@@ -236,6 +238,44 @@ NB_API nb_module *nb_nn_multihead_attention(int64_t embed_dim, int heads, nb_mha
    when kv differs from q); mask (or NULL) is added to the scores [B, heads, Tq, Tk] or broadcasts.
    mha must come from nb_nn_multihead_attention (its class is not checked). */
 NB_API nb_tensor *nb_mha_forward(nb_module *mha, nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask);
+
+/* ---- transformer layers (src/nn/transformer.c): torch.nn.TransformerEncoderLayer,
+   TransformerDecoderLayer, TransformerEncoder and TransformerDecoder, batch first ([B, T, E]) ---- */
+/* The feed-forward block's activation. */
+typedef enum nb_transformer_activation { NB_TRANSFORMER_RELU = 0, NB_TRANSFORMER_GELU } nb_transformer_activation;
+/* Options of the transformer layers; zero fields are torch's defaults: dim_feedforward 2048,
+   dropout 0.1 (no_dropout: none), relu, layer_norm_eps 1e-5, post-norm (norm_first false).
+   final_norm gives a stack a LayerNorm after its last layer ("norm", torch's norm=). */
+typedef struct nb_transformer_opts {
+    int64_t dim_feedforward;
+    double dropout;
+    bool no_dropout;
+    nb_transformer_activation activation;
+    double layer_norm_eps;
+    bool norm_first, final_norm;
+} nb_transformer_opts;
+/* torch.nn.TransformerEncoderLayer(d_model, nhead, batch_first=True): children self_attn,
+   linear1, dropout, linear2, norm1, norm2, dropout1, dropout2; nb_forward runs it unmasked. */
+NB_API nb_module *nb_nn_transformer_encoder_layer(int64_t d_model, int nhead, nb_transformer_opts opts);
+/* torch.nn.TransformerDecoderLayer(d_model, nhead, batch_first=True): self_attn, multihead_attn
+   (over the memory), linear1, dropout, linear2, norm1..3, dropout1..3; run by nb_transformer_forward. */
+NB_API nb_module *nb_nn_transformer_decoder_layer(int64_t d_model, int nhead, nb_transformer_opts opts);
+/* torch.nn.TransformerEncoder: num_layers encoder layers ("layers.0", ...) that start with the
+   same weights, as torch's copies of one layer do, and "norm" with opts.final_norm. */
+NB_API nb_module *nb_nn_transformer_encoder(int64_t d_model, int nhead, int num_layers, nb_transformer_opts opts);
+/* torch.nn.TransformerDecoder, as nb_nn_transformer_encoder with decoder layers. */
+NB_API nb_module *nb_nn_transformer_decoder(int64_t d_model, int nhead, int num_layers, nb_transformer_opts opts);
+/* The masks of a transformer forward (NULL: none). An attention mask is bool (true: do not
+   attend) or float (added to the scores) over [T, S] or broadcasting to [B, heads, T, S]; a key
+   padding mask is bool [B, S] (true: the key is padding); causal hides later positions from
+   self-attention (is_causal). memory_* apply to a decoder's attention over its memory. */
+typedef struct nb_transformer_masks {
+    nb_tensor *mask, *key_padding_mask;
+    nb_tensor *memory_mask, *memory_key_padding_mask;
+    bool causal;
+} nb_transformer_masks;
+/* Runs a transformer layer or stack on x [B, T, E] (a decoder's also on memory [B, S, E]). */
+NB_API nb_tensor *nb_transformer_forward(nb_module *m, nb_tensor *x, nb_tensor *memory, nb_transformer_masks masks);
 
 /* ---- recurrent layers (src/nn/rnn.c), torch.nn.RNN, LSTM and GRU ---- */
 /* The elementwise function of nb_nn_rnn's cell. */

@@ -307,15 +307,17 @@ static int layer_norm_repr(nb_module *self, char *buf, size_t size) {
 }
 static const nb_module_class LAYER_NORM = { .name = "LayerNorm", .forward = layer_norm_forward, .extra_repr = layer_norm_repr };
 
-nb_module *nb_nn_layer_norm(int64_t dim) {
-    if (dim <= 0) {
-        nb__error("nb_nn_layer_norm: size must be positive, got %lld", (long long)dim);
+nb_module *nb_nn_layer_norm(int64_t dim) { return nb_nn_layer_norm_eps(dim, 1e-5); }
+
+nb_module *nb_nn_layer_norm_eps(int64_t dim, double eps) {
+    if (dim <= 0 || !(eps > 0)) {
+        nb__error("nb_nn_layer_norm: size must be positive and eps above 0, got %lld and %g", (long long)dim, eps);
         return NULL;
     }
     layer_norm *l = (layer_norm *)nb_module_new(&LAYER_NORM, sizeof(layer_norm));
     if (!l) return NULL;
     l->dim = dim;
-    l->eps = 1e-5;
+    l->eps = eps;
     l->weight = nb_module_param(&l->base, "weight", nb_ones(NB_SHAPE(dim), NB_F32));
     l->bias = nb_module_param(&l->base, "bias", nb_zeros(NB_SHAPE(dim), NB_F32));
     if (!l->weight || !l->bias) {
