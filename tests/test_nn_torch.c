@@ -915,6 +915,29 @@ static const mha_case MHAS[] = {
     { "mha_cross_same_len", 8, 2, false, true, false },
 };
 
+/* m's parameters into params (*np of them), checked against the names torch listed in
+   "<prefix>.params" (printed side by side when they differ) and loaded from "<prefix>.param.NAME". */
+static bool load_named_params(const char *cs, nb_module *m, const char *prefix, nb_named_tensor *params, int *np) {
+    char ref[256];
+    *np = nb_module_named_parameters(m, params, MAX_NAMED);
+    snprintf(ref, sizeof ref, "%s.params", prefix);
+    const record *names = find(ref, true);
+    bool ok = names && *np == names->nwords;
+    for (int i = 0; ok && i < *np; i++) ok = strcmp(params[i].name, names->words[i]) == 0;
+    if (names && !ok) {
+        fprintf(stderr, "  %s: nabla's parameters are", cs);
+        for (int i = 0; i < *np && i < MAX_NAMED; i++) fprintf(stderr, " %s", params[i].name);
+        fprintf(stderr, "; torch's are");
+        for (int i = 0; i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
+        fprintf(stderr, "\n");
+    }
+    for (int i = 0; ok && i < *np; i++) {
+        snprintf(ref, sizeof ref, "%s.param.%s", prefix, params[i].name);
+        ok = load_into(cs, params[i].tensor, ref);
+    }
+    return ok;
+}
+
 static void test_mha_cross(void **state) {
     const mha_case *mc = *state;
     char cs[96], ref[256];
@@ -925,22 +948,9 @@ static void test_mha_cross(void **state) {
     bool ok = m != NULL;
     if (!ok) fprintf(stderr, "  %s: building the module failed: %s\n", cs, nb_error() ? nb_error() : "?");
     nb_named_tensor params[MAX_NAMED];
-    int np = ok ? nb_module_named_parameters(m, params, MAX_NAMED) : 0;
-    snprintf(ref, sizeof ref, "attn.%s.params", mc->name);
-    const record *names = find(ref, true);
-    ok = ok && names && np == names->nwords;
-    for (int i = 0; ok && i < np; i++) ok = strcmp(params[i].name, names->words[i]) == 0;
-    if (m && names && !ok) {
-        fprintf(stderr, "  %s: nabla's parameters are", cs);
-        for (int i = 0; i < np && i < MAX_NAMED; i++) fprintf(stderr, " %s", params[i].name);
-        fprintf(stderr, "; torch's are");
-        for (int i = 0; i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
-        fprintf(stderr, "\n");
-    }
-    for (int i = 0; ok && i < np; i++) {
-        snprintf(ref, sizeof ref, "attn.%s.param.%s", mc->name, params[i].name);
-        ok = load_into(cs, params[i].tensor, ref);
-    }
+    int np = 0;
+    snprintf(ref, sizeof ref, "attn.%s", mc->name);
+    ok = ok && load_named_params(cs, m, ref, params, &np);
     nb_scope *sc = nb_scope_begin();
     if (ok) {
         nb_tensor *q = nb_set_requires_grad(ref_tensor("attn.%s.q", mc->name), true);
@@ -1020,22 +1030,9 @@ static void test_transformer(void **state) {
     bool ok = m != NULL;
     if (!ok) fprintf(stderr, "  %s: building the module failed: %s\n", cs, nb_error() ? nb_error() : "?");
     nb_named_tensor params[MAX_NAMED];
-    int np = ok ? nb_module_named_parameters(m, params, MAX_NAMED) : 0;
-    snprintf(ref, sizeof ref, "tf.%s.params", tc->name);
-    const record *names = find(ref, true);
-    ok = ok && names && np == names->nwords;
-    for (int i = 0; ok && i < np; i++) ok = strcmp(params[i].name, names->words[i]) == 0;
-    if (m && names && !ok) {
-        fprintf(stderr, "  %s: nabla's parameters are", cs);
-        for (int i = 0; i < np && i < MAX_NAMED; i++) fprintf(stderr, " %s", params[i].name);
-        fprintf(stderr, "; torch's are");
-        for (int i = 0; i < names->nwords; i++) fprintf(stderr, " %s", names->words[i]);
-        fprintf(stderr, "\n");
-    }
-    for (int i = 0; ok && i < np; i++) {
-        snprintf(ref, sizeof ref, "tf.%s.param.%s", tc->name, params[i].name);
-        ok = load_into(cs, params[i].tensor, ref);
-    }
+    int np = 0;
+    snprintf(ref, sizeof ref, "tf.%s", tc->name);
+    ok = ok && load_named_params(cs, m, ref, params, &np);
     nb_scope *sc = nb_scope_begin();
     bool dec = tc->kind == 1 || tc->kind == 3;
     if (ok) {

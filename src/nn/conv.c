@@ -42,6 +42,20 @@ static int check_input(const char *cls, nb_module *self, nb_tensor *x, int64_t c
     return 0;
 }
 
+/* A convolution's weight (shape ws) and bias [out] (unless no_bias) as torch initialises them:
+   kaiming_uniform_(a=sqrt(5)) on the weight, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on the bias. 0, or
+   -1 with the error recorded (the module is then the caller's to free). */
+static int conv_params(nb_module *m, nb_shape ws, int64_t out, int64_t fan_in, bool no_bias, nb_tensor **weight, nb_tensor **bias) {
+    *weight = nb_module_param(m, "weight", nb_empty(ws, NB_F32));
+    int rc = *weight ? nb_init_kaiming_uniform(*weight, sqrt(5.0)) : -1;
+    if (rc == 0 && !no_bias) {
+        *bias = nb_module_param(m, "bias", nb_empty(NB_SHAPE(out), NB_F32));
+        double bound = 1.0 / sqrt((double)fan_in);
+        rc = *bias ? nb_init_uniform(*bias, -bound, bound) : -1;
+    }
+    return rc;
+}
+
 /* ---------- conv2d and conv1d ---------- */
 typedef struct {
     nb_module base;
@@ -143,17 +157,9 @@ static nb_module *make_conv(int dims, int64_t in_channels, int64_t out_channels,
     bool zeros = c->mode == NB_PAD_CONSTANT;
     c->opts = (nb_conv_opts){ { s[0], s[1] }, { zeros ? p[0] : 0, zeros ? p[1] : 0 }, { d[0], d[1] }, groups };
     for (int a = 0; a < 2; a++) c->k[a] = k[a], c->pad[a] = p[a];
-    /* torch: kaiming_uniform_(weight, a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     int64_t cin = in_channels / groups;
     nb_shape ws = dims == 2 ? NB_SHAPE(out_channels, cin, k[0], k[1]) : NB_SHAPE(out_channels, cin, k[1]);
-    c->weight = nb_module_param(&c->base, "weight", nb_empty(ws, NB_F32));
-    int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
-    if (rc == 0 && !opts.no_bias) {
-        c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
-        double bound = 1.0 / sqrt((double)(cin * k[0] * k[1]));
-        rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
-    }
-    if (rc < 0) {
+    if (conv_params(&c->base, ws, out_channels, cin * k[0] * k[1], opts.no_bias, &c->weight, &c->bias) < 0) {
         nb_module_free(&c->base);
         return NULL;
     }
@@ -236,14 +242,8 @@ nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int kernel, n
     int p = c->mode == NB_PAD_CONSTANT ? opts.padding : 0;
     c->opts = (nb_conv3d_opts){ { s, s, s }, { p, p, p }, { d, d, d }, groups };
     int64_t cin = in_channels / groups;
-    c->weight = nb_module_param(&c->base, "weight", nb_empty(NB_SHAPE(out_channels, cin, kernel, kernel, kernel), NB_F32));
-    int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
-    if (rc == 0 && !opts.no_bias) {
-        c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
-        double bound = 1.0 / sqrt((double)(cin * kernel * kernel * kernel));
-        rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
-    }
-    if (rc < 0) {
+    if (conv_params(&c->base, NB_SHAPE(out_channels, cin, kernel, kernel, kernel), out_channels, cin * kernel * kernel * kernel,
+                    opts.no_bias, &c->weight, &c->bias) < 0) {
         nb_module_free(&c->base);
         return NULL;
     }
@@ -330,14 +330,7 @@ static nb_module *make_conv_transpose(const nb_module_class *cls, int dims, int6
     /* torch: weight [in, out/groups, k...], kaiming_uniform_(a=sqrt(5)) with fan_in out/groups * k^dims, bias likewise */
     int64_t cout = out_channels / groups, fan_in = cout * kernel * (dims == 2 ? kernel : 1);
     nb_shape ws = dims == 2 ? NB_SHAPE(in_channels, cout, kernel, kernel) : NB_SHAPE(in_channels, cout, kernel);
-    c->weight = nb_module_param(&c->base, "weight", nb_empty(ws, NB_F32));
-    int rc = c->weight ? nb_init_kaiming_uniform(c->weight, sqrt(5.0)) : -1;
-    if (rc == 0 && !opts.no_bias) {
-        c->bias = nb_module_param(&c->base, "bias", nb_empty(NB_SHAPE(out_channels), NB_F32));
-        double bound = 1.0 / sqrt((double)fan_in);
-        rc = c->bias ? nb_init_uniform(c->bias, -bound, bound) : -1;
-    }
-    if (rc < 0) {
+    if (conv_params(&c->base, ws, out_channels, fan_in, opts.no_bias, &c->weight, &c->bias) < 0) {
         nb_module_free(&c->base);
         return NULL;
     }
