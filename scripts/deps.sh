@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nabla builds and tests with, skipping what is already there.
 # --cross also installs what the aarch64 build and its emulated tests need (Debian's cross
-# compiler, qemu-user, and the arm64 multiarch libraries the tests link); scripts/test.sh asks.
+# compiler and its C library, which apt only recommends and --no-install-recommends leaves out,
+# qemu-user, and the arm64 multiarch libraries the tests link); scripts/test.sh asks.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libomp-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev zlib1g-dev
           libpng-dev libjansson-dev libopenmpi-dev openmpi-bin libxml2-utils librsvg2-bin protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-pil
@@ -17,7 +18,7 @@ installed() {
   *) dpkg-query -W -f='${Status} ${Architecture}\n' "$1" 2>/dev/null | grep -Eq "ok installed ($native|all)$" ;;
   esac
 }
-cross=(gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64 libjansson-dev:arm64)
+cross=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcmocka-dev:arm64 libjansson-dev:arm64)
 if [ "${1:-}" = --cross ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $SUDO dpkg --add-architecture arm64
 fi
