@@ -146,6 +146,10 @@ static void test_transformer_layers(void **state) {
     expect_error("nb_transformer_forward: a key padding mask must be [2, 5]");
     assert_null(nb_transformer_forward(enc, x, NULL, (nb_transformer_masks){ .mask = nb_zeros(NB_SHAPE(5, 5), NB_I64) }));
     expect_error("nb_transformer_forward: the attention mask must be bool");
+    /* an error left uncleared before does not fail a later forward */
+    assert_null(nb_nn_linear(0, 1));
+    assert_non_null(nb_transformer_forward(enc, x, NULL, (nb_transformer_masks){ .causal = true }));
+    nb_error_clear();
     nb_module *dec = nb_nn_transformer_decoder_layer(8, 2, (nb_transformer_opts){ .no_dropout = true });
     assert_non_null(dec);
     assert_null(nb_forward(dec, x));

@@ -43,6 +43,7 @@ static nb_tensor *additive(const char *what, nb_tensor *mask, nb_dtype dtype) {
    tk]; NULL when there is none (or on an error, which is then recorded). */
 static nb_tensor *attention_mask(nb_tensor *mask, bool causal, nb_tensor *padding, int64_t b, int64_t tq, int64_t tk,
                                  nb_dtype dtype, bool *failed) {
+    uint64_t errors = nb__error_count(); /* its own failures, not an error the caller left */
     nb_tensor *m = additive("the attention mask", mask, dtype);
     *failed = mask && !m;
     if (causal && !*failed) {
@@ -62,7 +63,7 @@ static nb_tensor *attention_mask(nb_tensor *mask, bool causal, nb_tensor *paddin
         *failed = !p;
         m = m && p ? nb_add(m, p) : p ? p : m;
     }
-    *failed = *failed || nb__has_error();
+    *failed = *failed || nb__error_count() != errors;
     return m;
 }
 
