@@ -125,7 +125,6 @@ nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv3d_opts op
             nb_shape ys = nb_shape_of(y);
             y = nb_permute(nb_reshape(y, NB_SHAPE(n, od, ys.dim[1], ys.dim[2], ys.dim[3])), (int[]){ 0, 2, 1, 3, 4 });
             if (b) y = nb_add(y, nb_reshape(b, NB_SHAPE(-1, 1, 1, 1)));
-            y = nb_contiguous(y);
             if (unbatched) y = nb_squeeze(y, 0);
         }
     }
