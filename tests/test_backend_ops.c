@@ -142,6 +142,9 @@ static void case_matmul(void) {
     nb_matmul(input(S(3, 4), NB_F32, 0, false), input(S(4, 5), NB_F32, 1, false));
     nb_matmul(input(S(3, 4), NB_F64, 0, true), input(S(4, 2), NB_F64, 1, true));
     nb_matmul(input(S(2, 1, 3, 4), NB_F32, 0, false), input(S(3, 4, 2), NB_F32, 1, false)); /* batch broadcast */
+    nb_dtype prev = nb_autocast(NB_BF16); /* matmul_bf16 */
+    nb_matmul(input(S(3, 4), NB_F32, 0, true), input(S(2, 4, 5), NB_F32, 1, false));
+    nb_autocast(prev);
 }
 
 static void case_indexing(void) {
@@ -424,6 +427,21 @@ static double weighted(const call *c, nb_tensor **in, nb_tensor *w) {
     return v;
 }
 
+/* Ops whose gradient is by design not the derivative of their forward, so finite differences
+   cannot check it; each names the test that checks it instead. */
+static const struct {
+    const char *op, *instead;
+} not_derivative[] = {
+    { "matmul_bf16", "autocast rounds the operands (a step function); its gradient is the bf16 product torch.autocast "
+                     "computes: PyTorch in test_ops_torch, a double reference in test_autocast" },
+};
+
+static bool gradient_checked_elsewhere(const char *op) {
+    for (size_t k = 0; k < sizeof not_derivative / sizeof not_derivative[0]; k++)
+        if (strcmp(not_derivative[k].op, op) == 0) return true;
+    return false;
+}
+
 static int gradcheck_call(const call *c) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *in[8];
@@ -492,7 +510,9 @@ static void test_every_backward_by_finite_differences(void **state) {
         const call *c = &calls[k];
         const nb_op_def *def = &nb__ops[c->op];
         /* only a float result carries a gradient */
-        if (!def->backward || (def->flags & NB_F_NONDIFF) || !(c->out_dtype == NB_F32 || c->out_dtype == NB_F64)) continue;
+        if (!def->backward || (def->flags & NB_F_NONDIFF) || !(c->out_dtype == NB_F32 || c->out_dtype == NB_F64) ||
+            gradient_checked_elsewhere(def->name))
+            continue;
         bool any = false;
         for (int i = 0; i < c->nin; i++) any = any || float_data_input(c, i);
         if (!any) continue;
@@ -514,7 +534,7 @@ static void test_coverage_of_the_op_table(void **state) {
             fprintf(stderr, "op %s: no case of test_backend_ops reaches it (or it ran at no dtype)\n", def->name);
             missing++;
         }
-        if (def->backward && !(def->flags & NB_F_NONDIFF) && !gradchecked[op]) {
+        if (def->backward && !(def->flags & NB_F_NONDIFF) && !gradchecked[op] && !gradient_checked_elsewhere(def->name)) {
             fprintf(stderr, "op %s: has a backward that no finite-difference check ran\n", def->name);
             missing++;
         }

@@ -317,6 +317,12 @@ static nb_tensor *run_op(const ref_case *c, nb_tensor **x) {
     if (IS("trunc")) return nb_trunc(x[0]);
     if (IS("clamp")) return nb_clamp(x[0], fa[0], fa[1]);
     if (IS("matmul")) return nb_matmul(x[0], x[1]);
+    if (IS("matmul_autocast")) {
+        nb_dtype prev = nb_autocast(NB_BF16);
+        nb_tensor *r = nb_matmul(x[0], x[1]);
+        nb_autocast(prev);
+        return r;
+    }
     if (IS("sum")) return nb_sum(x[0], (int)ia[0], ia[1] != 0);
     if (IS("mean")) return nb_mean(x[0], (int)ia[0], ia[1] != 0);
     if (IS("max")) return nb_max(x[0], (int)ia[0], ia[1] != 0);

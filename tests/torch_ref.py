@@ -145,7 +145,35 @@ def sl_axis(x, axis, start, end, step):
 
 
 # op name -> torch function of (inputs, int args, float args, shape arg, dtype arg)
+def _bf16(t):
+    """t rounded to the nearest bfloat16 (torch's rounding), kept in t's dtype."""
+    return t.bfloat16().to(t.dtype)
+
+
+class AutocastMatmul(torch.autograd.Function):
+    """nb_matmul under nb_autocast(NB_BF16): both operands rounded to bf16, their products summed
+    (exactly here, in f64; in f32 in nabla); the gradients are the same kind of product of the
+    rounded gradient with the other rounded operand, as torch.autocast computes them (which
+    then rounds its bf16 results once more; nabla keeps them f32)."""
+    @staticmethod
+    def forward(ctx, a, b):
+        ra, rb = _bf16(a).double(), _bf16(b).double()
+        ctx.save_for_backward(ra, rb)
+        ctx.shapes = (a.shape, b.shape, a.dtype)
+        return torch.matmul(ra, rb).to(a.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        ra, rb = ctx.saved_tensors
+        sa, sb, dt = ctx.shapes
+        rg = _bf16(g).double()
+        ga = torch.matmul(rg, rb.transpose(-1, -2)).sum_to_size(sa)
+        gb = torch.matmul(ra.transpose(-1, -2), rg).sum_to_size(sb)
+        return ga.to(dt), gb.to(dt)
+
+
 OPS = {
+    'matmul_autocast': lambda x, ia, fa, sh, dt: AutocastMatmul.apply(x[0], x[1]),
     'add': lambda x, ia, fa, sh, dt: torch.add(x[0], x[1]),
     'sub': lambda x, ia, fa, sh, dt: torch.sub(x[0], x[1]),
     'mul': lambda x, ia, fa, sh, dt: torch.mul(x[0], x[1]),
@@ -475,6 +503,9 @@ MM = [
 ]
 for tag, a, b in MM:
     case(f'matmul_{tag}', 'matmul', [a, b], tol=5)
+for tag, a, b in [('2d', In((7, 40)), In((40, 9))), ('ta', T((7, 40)), In((40, 9))), ('tb', In((7, 40)), T((40, 9))),
+                  ('batch', In((2, 5, 40)), In((40, 9))), ('row', In((1, 40)), In((40, 9)))]:
+    case(f'matmul_autocast_{tag}', 'matmul_autocast', [a, b], dtypes=('f32',), tol=5)
 case('matmul_int', 'matmul', [In((2, 3), kind='int'), In((3, 4), kind='int')], dtypes=('i64',))
 case('matmul_bad_inner', 'matmul', [In((3, 4)), In((5, 6))], error=True)
 case('matmul_bad_batch', 'matmul', [In((2, 3, 4)), In((3, 4, 5))], error=True)

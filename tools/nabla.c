@@ -344,6 +344,8 @@ static void share_cores(int threads) {
 
 static int train(train_opts o) {
     if (o.threads > 0) nb_set_num_threads(o.threads);
+    /* training, validation and the test all run under it, as a torch loop inside torch.autocast */
+    if (o.autocast_bf16) nb_autocast(NB_BF16);
     /* data-parallel when started by mpirun: every rank trains on its shard of each global batch,
        rank 0 alone prints and writes */
     if (nb_dist_init(NULL, NULL) < 0) {
@@ -493,13 +495,13 @@ static int train_ranks(train_opts o, int rank, int world) {
     if (world > 1) snprintf(split, sizeof split, " (%lld on each of %d ranks)", (long long)o.batch, world);
     if (!o.quiet)
         printf("nabla train: %s on %s (%lld training samples %s, %lld classes, %lld held out for validation), %s lr %g%s%s, "
-               "batch %lld%s, %d epochs, %d workers%s, logs in %s\n",
+               "batch %lld%s, %d epochs, %d workers%s%s, logs in %s\n",
                o.model, o.data ? o.data : "Fashion-MNIST", (long long)nb_dataset_len(train_ds),
                nb_shape_str(train_src.sample, (char[160]){ 0 }, 160), (long long)classes,
                (long long)(val_ds ? nb_dataset_len(val_ds) : 0), o.optimizer, o.lr,
                strcmp(schedule, "none") ? " " : "", strcmp(schedule, "none") ? schedule : "", (long long)o.batch * world,
                split, o.epochs,
-               o.workers, augment ? ", augmented" : "", logdir);
+               o.workers, augment ? ", augmented" : "", o.autocast_bf16 ? ", bf16 autocast" : "", logdir);
     /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
        touched once, at the end, by the model that was saved */
     nb_history *h = nb_model_fit_loader(model, loader, val_loader,

@@ -37,6 +37,8 @@ void train_usage(FILE *f) {
                "                           epoch (default 0.1, drawn with --seed; 0: keep the last)\n"
                "  --workers N              data-loader threads (default 2)\n"
                "  --threads N              compute threads (default: NABLA_NUM_THREADS, else the cores)\n"
+               "  --autocast bf16|off      products and convolutions in bf16 with f32 accumulation, the\n"
+               "                           rest in f32, as torch.autocast (default off)\n"
                "  --device cpu             where to train (only cpu in this build)\n"
                "  --nproc N                train data-parallel on N processes of this machine (runs\n"
                "                           mpirun; `mpirun -n N nabla train ...` does the same on a\n"
@@ -123,7 +125,7 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         /* every other option takes a value */
         static const char *const valued[] = { "--model", "--optimizer", "--logdir", "--out", "--data", "--resume",
                                               "--device", "--epochs", "--batch-size", "--lr", "--workers", "--labels", "--label",
-                                              "--test", "--test-labels", "--augment", "--schedule",
+                                              "--test", "--test-labels", "--augment", "--schedule", "--autocast",
                                               "--image-size", "--channels",
                                               "--threads", "--nproc", "--seed", "--limit", "--val-split", "--log-every" };
         bool known = false;
@@ -174,6 +176,12 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
                 return 2;
             }
             o->optimizer = v;
+        } else if (!strcmp(a, "--autocast")) {
+            if (!one_of(v, "bf16|off")) {
+                fprintf(err, "nabla train: --autocast is bf16 or off, got \"%s\"\n", v);
+                return 2;
+            }
+            o->autocast_bf16 = !strcmp(v, "bf16");
         } else if (!strcmp(a, "--device")) {
             if (strcmp(v, "cpu")) {
                 fprintf(err, "nabla train: --device %s: this build of nabla trains on the cpu only\n", v);

@@ -16,6 +16,7 @@ typedef struct train_opts {
     double lr, val_split;
     uint64_t seed;
     bool quiet, overwrite;
+    bool autocast_bf16; /* --autocast bf16: training and evaluation under nb_autocast(NB_BF16) */
     int augment; /* -1: the model's default (on for resnet), 0 off, 1 on */
 } train_opts;
 

@@ -117,6 +117,20 @@ NB_API nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi);
 /* Matrix product with torch.matmul semantics: 1-D to N-D, batch dimensions broadcast. */
 NB_API nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 
+/* ---- mixed precision ---- */
+/* Autocast on the CPU, as torch.autocast("cpu", dtype=torch.bfloat16): while it is on (for the
+   calling thread), nb_matmul, nb_linear and the convolutions round their f32 operands to bf16
+   and multiply them with f32 accumulation, into f32 results; their gradients are computed the
+   same way, whether or not backward runs inside the scope. Every other op (reductions,
+   normalisations, softmax, losses, optimizer updates) stays f32, and f64 is never touched.
+   NB_BF16 turns it on, NB_F32 off; returns the previous setting, so scopes nest:
+   `nb_dtype prev = nb_autocast(NB_BF16); ... nb_autocast(prev);`. Another dtype is an error
+   (the setting is kept). The speed comes from oneDNN's bf16 kernels on CPUs with AVX512-BF16
+   or AMX; elsewhere the rounding is the same and the products run in f32. */
+NB_API nb_dtype nb_autocast(nb_dtype dtype);
+/* This thread's autocast dtype: NB_BF16 inside an autocast scope, NB_F32 outside. */
+NB_API nb_dtype nb_autocast_dtype(void);
+
 /* ---- einsum ---- */
 /* Einstein summation as torch.einsum; 3+ operands contract pairwise, the smallest result first. */
 NB_API nb_tensor *nb_einsum(const char *equation, nb_tensor *const *operands, int n);

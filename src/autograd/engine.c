@@ -329,6 +329,9 @@ static int run_backward(const backward_req *rq) {
     }
     bool into_leaves = rq->targets == NULL, retain = rq->retain_graph || rq->create_graph;
     bool was_enabled = nb_set_grad_enabled(rq->create_graph);
+    /* gradients compute in the precision their forward op chose (as torch's do under autocast),
+       not by whether backward happens to run inside an autocast scope */
+    nb_dtype was_autocast = nb_autocast(NB_F32);
     int rc = 0;
     hook_set hooks;
     hooks.n = 0;
@@ -512,6 +515,7 @@ oom:
     if (leaves.cap) nb__free(leaves.e, sizeof(leaf_entry) * leaves.cap);
     if (hooks.n > 0) rc = hooks_finished(&hooks, rc);
     nb_set_grad_enabled(was_enabled);
+    nb_autocast(was_autocast);
     return rc;
 }
 

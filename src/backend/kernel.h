@@ -23,6 +23,11 @@ typedef struct nb_op_args {
     nb_device device;
 } nb_op_args;
 
+/* The convolution ops' args (conv2d and its two gradients): i[0..1] stride, i[2..3] padding,
+   i[4..5] dilation, i[6] groups, and i[NB_CONV_ARG_BF16] nonzero for products in bf16 with f32
+   accumulation (autocast), which the gradients of such a convolution inherit. */
+#define NB_CONV_ARG_BF16 7
+
 /* A kernel writes out (allocated by dispatch on the kernel's backend, shaped by inference) from
    in; 0 on success, -1 with the error recorded. */
 typedef int (*nb_kernel_fn)(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);

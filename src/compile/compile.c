@@ -17,6 +17,7 @@ typedef struct spec {
 typedef struct variant {
     int n;
     bool grad;
+    nb_dtype autocast;    /* traced inside an autocast scope or not: its products differ */
     nb_dtype dtype[MAX_INPUTS];
     bool requires_grad[MAX_INPUTS]; /* a graph that gives an input its gradient, or not */
     nb_shape shape[MAX_INPUTS];
@@ -69,10 +70,10 @@ nb_compiled *nb_compile(nb_graph_fn fn, void *ctx, nb_graph_opts opts) {
     return c;
 }
 
-/* The guard: dtype, requires_grad, rank, sizes (dimension 0 aside when it is dynamic) and
-   strides of each input. */
+/* The guard: grad mode and autocast (as torch.compile guards on them), then dtype,
+   requires_grad, rank, sizes (dimension 0 aside when it is dynamic) and strides of each input. */
 static bool guard_holds(const nb_compiled *c, const variant *v, nb_tensor *const *in, int n) {
-    if (v->n != n || v->grad != nb_is_grad_enabled()) return false;
+    if (v->n != n || v->grad != nb_is_grad_enabled() || v->autocast != nb_autocast_dtype()) return false;
     for (int k = 0; k < n; k++) {
         const nb_tensor *t = in[k];
         if (t->dtype != v->dtype[k] || t->requires_grad != v->requires_grad[k] || t->shape.ndim != v->shape[k].ndim)
@@ -195,6 +196,7 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
         }
         v->n = n;
         v->grad = nb_is_grad_enabled();
+        v->autocast = nb_autocast_dtype();
         for (int k = 0; k < n; k++) {
             v->dtype[k] = in[k]->dtype;
             v->requires_grad[k] = in[k]->requires_grad;

@@ -6,6 +6,7 @@
 #include "nabla/core.h"
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <string.h>
 #include "threadpool.h"
 
 struct nb_node;
@@ -150,8 +151,22 @@ void nb__text_printf(nb_text *b, const char *fmt, ...) __attribute__((format(pri
 /* ---- conversion helpers (src/core/dtype.c) ---- */
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);
-float nb__bf16_to_f32(uint16_t h);
-uint16_t nb__f32_to_bf16(float f);
+/* bf16 is the top half of an f32: widening is a shift */
+static inline float nb__bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+/* Rounds to the nearest bf16, ties to even (as torch and oneDNN do); NaN stays a quiet NaN.
+   Inline: autocast converts every operand of a product with it. */
+static inline uint16_t nb__f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
 /* Reads element i (of a dense array of dtype) as a double. */
 double nb__load(const void *p, nb_dtype dtype, int64_t i);
 /* Writes v as element i of a dense array of dtype. */

@@ -40,21 +40,6 @@ uint16_t nb__f32_to_f16(float f) { /* round to nearest even */
     return (uint16_t)half;
 }
 
-float nb__bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t nb__f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
 double nb__load(const void *p, nb_dtype d, int64_t i) {
     switch (d) {
     case NB_F32: return ((const float *)p)[i];

@@ -486,7 +486,32 @@ int nb_assign(nb_tensor *dst, nb_tensor *src) {
     return 0;
 }
 
+/* ---- mixed precision ---- */
+/* Per thread, as torch's autocast state is: a scope on one thread leaves the others' ops alone. */
+static _Thread_local nb_dtype autocast_dtype = NB_F32;
+
+nb_dtype nb_autocast(nb_dtype dtype) {
+    nb_dtype prev = autocast_dtype;
+    if (dtype != NB_F32 && dtype != NB_BF16) {
+        nb__error("nb_autocast: the CPU autocasts to bf16 (or NB_F32 for off), not %s", nb_dtype_name(dtype));
+        return prev;
+    }
+    autocast_dtype = dtype;
+    return prev;
+}
+
+nb_dtype nb_autocast_dtype(void) { return autocast_dtype; }
+
+bool nb__autocast_bf16(const nb_tensor *a, const nb_tensor *b) {
+    return autocast_dtype == NB_BF16 && a->dtype == NB_F32 && (!b || b->dtype == NB_F32);
+}
+
 /* ---- linear algebra ---- */
+/* The product op for two inputs of 2 or more dimensions: bf16 under autocast. */
+static nb_tensor *matmul_op(nb_tensor *a, nb_tensor *b) {
+    return call2(nb__autocast_bf16(a, b) ? NB_OP_MATMUL_BF16 : NB_OP_MATMUL, a, b);
+}
+
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     if (!a || !b) {
         if (!nb__has_error()) nb__error("nb_matmul: input %d is NULL", a ? 1 : 0);
@@ -498,7 +523,7 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
                   nb__describe(b, db, sizeof db));
         return NULL;
     }
-    if (a->shape.ndim >= 2 && b->shape.ndim >= 2) return call2(NB_OP_MATMUL, a, b);
+    if (a->shape.ndim >= 2 && b->shape.ndim >= 2) return matmul_op(a, b);
     if (a->shape.ndim == 1 && b->shape.ndim == 1 && a->shape.dim[0] != b->shape.dim[0]) {
         char da[200], db[200];
         nb__error("nb_matmul: inner dimensions differ: a is %s, b is %s", nb__describe(a, da, sizeof da),
@@ -509,7 +534,7 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     /* torch.matmul: a 1-D a gains a leading axis, a 1-D b a trailing one, removed afterwards */
     nb_tensor *a2 = a->shape.ndim == 1 ? nb_unsqueeze(a, 0) : a;
     nb_tensor *b2 = b->shape.ndim == 1 ? nb_unsqueeze(b, 1) : b;
-    nb_tensor *r = call2(NB_OP_MATMUL, a2, b2);
+    nb_tensor *r = matmul_op(a2, b2);
     if (b->shape.ndim == 1) r = nb_squeeze(r, -1);
     if (a->shape.ndim == 1) r = nb_squeeze(r, b->shape.ndim == 1 ? -1 : -2);
     result_ = r;

@@ -43,6 +43,7 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv_opts opts
         return NULL;
     }
     a.i[6] = opts.groups ? opts.groups : 1;
+    a.i[NB_CONV_ARG_BF16] = nb__autocast_bf16(x, w);
     nb_tensor *in[3] = { x, w, b };
     return run_batched(NB_OP_CONV2D, in, b ? 3 : 2, &a);
 }
@@ -173,6 +174,7 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *w, nb_tensor *b, nb_conv
         }
     }
     a.i[6] = groups;
+    a.i[NB_CONV_ARG_BF16] = nb__autocast_bf16(x, w);
     a.shape = out;
     nb_scope *sc = nb_scope_begin();
     nb_tensor *in[2] = { unbatched ? nb_unsqueeze(x, 0) : x, w };

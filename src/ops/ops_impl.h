@@ -93,6 +93,9 @@ bool nb__tracing(void);
     nb_keep(result_); \
     nb_scope_end(composite_scope_); \
     return nb__own(result_);
+/* Whether autocast (nb_autocast) is on for bf16 on this thread and a (and b, when given) are
+   f32: the products and convolutions then compute in bf16. */
+bool nb__autocast_bf16(const nb_tensor *a, const nb_tensor *b);
 /* Whether t is there; else the error "nb_<fn>: input is NULL" (unless an earlier one explains it). */
 bool nb__check_input(const char *fn, const nb_tensor *t);
 /* axis made non-negative for t, or -1 with the error "nb_<fn>: axis ... is out of range for ...". */

@@ -32,6 +32,7 @@ typedef struct conv_geom {
     int64_t Cg, Og;         /* channels per group */
     int64_t K, L;           /* GEMM inner size Cg*kh*kw and spatial size OH*OW */
     bool direct;            /* 1x1, stride 1, no padding: the input is its own column matrix */
+    bool bf16;              /* autocast: operands rounded to bf16 (oneDNN's bf16 kernels) */
 } conv_geom;
 
 static conv_geom make_geom(const nb_shape *x, const nb_shape *w, const nb_shape *y, const nb_op_args *a) {
@@ -46,7 +47,45 @@ static conv_geom make_geom(const nb_shape *x, const nb_shape *w, const nb_shape 
     g.K = g.Cg * g.kh * g.kw;
     g.L = g.OH * g.OW;
     g.direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+    g.bf16 = a->i[NB_CONV_ARG_BF16] != 0;
     return g;
+}
+
+/* The oneDNN geometry of samples [n0, n1). */
+static nb_conv_shape dnnl_shape(const conv_geom *g, int64_t n0, int64_t n1) {
+    return (nb_conv_shape){ n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh,
+                            g->dw, g->groups, g->bf16 };
+}
+
+static bool round_operands(conv_geom *g, nb_tensor **x, nb_tensor **y);
+
+/* Under autocast, whether oneDNN's bf16 kernel takes this convolution in pieces of `piece`
+   samples (the full pieces and the last one). When it does not, the two operands are replaced
+   by their rounded f32 copies and g->bf16 cleared: the f32 kernels then compute the same
+   products (exact in f32), so a machine without bf16 instructions gives autocast's numbers too.
+   false on an allocation failure (recorded). */
+static bool bf16_operands(conv_geom *g, int kind, int64_t piece, bool bias, nb_tensor **x, nb_tensor **y) {
+    if (!g->bf16) return true;
+    int64_t last = g->N % piece ? g->N % piece : piece;
+    nb_conv_shape full = dnnl_shape(g, 0, piece < g->N ? piece : g->N), tail = dnnl_shape(g, 0, last);
+    if (nb__dnnl_conv_ready(kind, &full, bias) && nb__dnnl_conv_ready(kind, &tail, bias)) return true;
+    return round_operands(g, x, y);
+}
+
+/* Replaces the operands x and y by their values rounded to bf16, kept in f32, for the f32
+   kernels; false on an allocation failure (recorded). */
+static bool round_operands(conv_geom *g, nb_tensor **x, nb_tensor **y) {
+    g->bf16 = false;
+    nb_tensor *rx = nb__cpu_bf16_operand(*x, NB_F32), *ry = rx ? nb__cpu_bf16_operand(*y, NB_F32) : NULL;
+    if (!ry) {
+        nb_release(rx);
+        return false;
+    }
+    nb_release(*x);
+    nb_release(*y);
+    *x = rx;
+    *y = ry;
+    return true;
 }
 
 /* The range [lo, hi) of output positions o whose input position o * s + off lies in [0, n). */
@@ -158,7 +197,7 @@ CONV_FNS(double, nb__dgemm)
 
 /* One chunk's weight gradient through oneDNN (f32 with oneDNN built in); false to fall back. */
 static bool wgrad_dnnl_float(const conv_geom *g, const float *dy, const float *x, float *dw, int64_t n0, int64_t n1) {
-    nb_conv_shape cs = { n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups };
+    nb_conv_shape cs = dnnl_shape(g, n0, n1);
     return nb__dnnl_conv_backward_weights(&cs, x + n0 * g->C * g->H * g->W, dy + n0 * g->O * g->L, dw) > 0;
 }
 static bool wgrad_dnnl_double(const conv_geom *g, const double *dy, const double *x, double *dw, int64_t n0, int64_t n1) {
@@ -191,8 +230,12 @@ typedef struct {
             case CONV_WGRAD: {                                                                           \
                 T *dst = i == 0 ? (T *)j->out : (T *)j->partial + (i - 1) * j->wn;                       \
                 int64_t n0 = i * j->per_chunk, n1 = n0 + j->per_chunk < g->N ? n0 + j->per_chunk : g->N; \
-                if (!wgrad_dnnl_##T(g, j->a, j->b, dst, n0, n1))                                         \
-                    for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(g, j->a, j->b, dst, colbuf, n, n == n0 ? 0 : 1); \
+                if (wgrad_dnnl_##T(g, j->a, j->b, dst, n0, n1)) break;                                   \
+                if (g->bf16) { /* oneDNN took the shape on the calling thread: a failure here */         \
+                    j->status[i] = -1;                                                                   \
+                    break;                                                                               \
+                }                                                                                        \
+                for (int64_t n = n0; n < n1; n++) bwd_weight_one_##T(g, j->a, j->b, dst, colbuf, n, n == n0 ? 0 : 1); \
                 break;                                                                                   \
             }                                                                                            \
             default: {                                                                                   \
@@ -214,7 +257,7 @@ static void dnnl_range(const conv_job *j, int64_t lo, int64_t hi) {
     const conv_geom *g = j->g;
     for (int64_t c = lo; c < hi; c++) {
         int64_t n0 = c * j->per_chunk, n1 = n0 + j->per_chunk < g->N ? n0 + j->per_chunk : g->N;
-        nb_conv_shape cs = { n1 - n0, g->C, g->H, g->W, g->O, g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups };
+        nb_conv_shape cs = dnnl_shape(g, n0, n1);
         int64_t in_per = g->C * g->H * g->W, out_per = g->O * g->L;
         if (j->kind == CONV_DNNL_FWD)
             j->status[c] = (signed char)nb__dnnl_conv_forward(&cs, (const float *)j->a + n0 * in_per, j->b, j->c,
@@ -288,12 +331,14 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
     int threads = sample_threads(g.N, g.O * g.L * g.K);
     void *cols = NULL;
     if (!x || !w || (nin == 3 && !b)) goto done;
+    if (g.K > 0 && !bf16_operands(&g, NB_DNNL_FORWARD, DNNL_PIECE, b != NULL, &x, &w)) goto done;
     if (out->dtype == NB_F32 && g.K > 0) { /* oneDNN's kernels where nabla is built with them */
         int done = run_dnnl(&g, CONV_DNNL_FWD, nb__data(x), nb__data(w), b ? nb__data(b) : NULL, nb__data(out));
         if (done != 0) {
             rc = done > 0 ? 0 : -1;
             goto done;
         }
+        if (g.bf16 && !round_operands(&g, &x, &w)) goto done;
     }
     if (g.K > 0 && !(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     if (g.K == 0) {
@@ -336,12 +381,14 @@ int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin,
     int threads = sample_threads(g.N, g.O * g.L * g.K);
     void *cols = NULL;
     if (!dy || !w) goto done;
+    if (!bf16_operands(&g, NB_DNNL_BACKWARD_DATA, DNNL_PIECE, false, &dy, &w)) goto done;
     if (out->dtype == NB_F32) { /* oneDNN's kernels where nabla is built with them */
         int done = run_dnnl(&g, CONV_DNNL_BWD_INPUT, nb__data(dy), nb__data(w), NULL, nb__data(out));
         if (done != 0) {
             rc = done > 0 ? 0 : -1;
             goto done;
         }
+        if (g.bf16 && !round_operands(&g, &dy, &w)) goto done;
     }
     if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     conv_job j = { &g, CONV_BWD_INPUT, out->dtype == NB_F64, nb__data(dy), nb__data(w), NULL, nb__data(out), cols,
@@ -383,7 +430,14 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
     nb_tensor *dy = dense(in[0]), *x = dense(in[1]);
     int rc = -1;
     void *cols = NULL, *partial = NULL;
+    signed char *status = NULL; /* bf16: each chunk's failure, which must not fall back unrounded */
     if (!dy || !x) goto done;
+    if (!bf16_operands(&g, NB_DNNL_BACKWARD_WEIGHTS, per_chunk, false, &x, &dy)) goto done;
+    if (g.bf16 && !(status = nb__alloc((size_t)chunks))) {
+        nb__error("nb_conv2d: out of memory");
+        goto done;
+    }
+    if (status) memset(status, 0, (size_t)chunks);
     if (!(cols = cols_alloc(&g, es, threads, &cbytes)) && cbytes) goto done;
     pbytes = (size_t)((chunks - 1) * wn) * es;
     if (pbytes && !(partial = nb__alloc(pbytes))) {
@@ -391,8 +445,14 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
         goto done;
     }
     conv_job j = { &g, CONV_WGRAD, out->dtype == NB_F64, nb__data(dy), nb__data(x), NULL, nb__data(out), cols,
-                   partial, g.K * g.L, per_chunk, chunks, wn, NULL };
+                   partial, g.K * g.L, per_chunk, chunks, wn, status };
     nb__parallel_for(threads, chunks, conv_range, &j);
+    for (int64_t c = 0; status && c < chunks; c++)
+        if (status[c] < 0) {
+            nb__error("nb_conv2d: oneDNN's bf16 weight gradient failed on samples %lld..%lld", (long long)(c * per_chunk),
+                      (long long)((c + 1) * per_chunk));
+            goto done;
+        }
     if (chunks > 1) { /* the chunks' partial sums, added in chunk order */
         j.kind = CONV_WGRAD_SUM;
         nb__parallel_for(wn * chunks >= NB_PARALLEL_GRAIN ? nb__threads() : 1, wn, conv_range, &j);
@@ -401,6 +461,7 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
 done:
     if (cols) nb__free(cols, cbytes);
     if (partial) nb__free(partial, pbytes);
+    if (status) nb__free(status, (size_t)chunks);
     nb_release(dy);
     nb_release(x);
     return rc;

@@ -1,6 +1,7 @@
-/* Convolution through oneDNN for f32: the forward, the input gradient and the weight gradient
-   run oneDNN's JIT kernels (AVX-512 where the CPU has it) on its blocked layouts, reordering
-   from and to NCHW around each call. Every call runs on the calling thread alone, with that
+/* Convolution through oneDNN: the forward, the input gradient and the weight gradient run
+   oneDNN's JIT kernels (AVX-512 where the CPU has it) on its blocked layouts, reordering from
+   and to NCHW around each call (the reorders round to bf16 where autocast asks for bf16
+   operands); and autocast's bf16 GEMM, a matmul primitive with sizes given at run time. Every call runs on the calling thread alone, with that
    thread's own primitive cache and stream: the CPU kernels split the batch into pieces fixed by
    shape and run the pieces on nabla's thread pool, so oneDNN's OpenMP threads never start (they
    would spin on the cores the pool needs) and results do not depend on the thread count.
@@ -21,13 +22,57 @@ int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const
     (void)s; (void)x; (void)dy; (void)dw;
     return 0;
 }
+bool nb__dnnl_bf16_fast(void) { return false; }
+bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias) {
+    (void)kind; (void)s; (void)bias;
+    return false;
+}
+int nb__dnnl_gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+    (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)C; (void)ldc;
+    return 0;
+}
 #else
 #include <dnnl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
-enum { KIND_FORWARD, KIND_BACKWARD_DATA, KIND_BACKWARD_WEIGHTS };
+enum { KIND_FORWARD = NB_DNNL_FORWARD, KIND_BACKWARD_DATA = NB_DNNL_BACKWARD_DATA, KIND_BACKWARD_WEIGHTS = NB_DNNL_BACKWARD_WEIGHTS };
+
+/* CPUID leaf 7: AVX512-BF16 is subleaf 1's EAX bit 5, AMX-BF16 subleaf 0's EDX bit 22. Other
+   CPUs get the bf16 kernels only through oneDNN's emulation or reference code, slower than the
+   f32 products on rounded operands that the callers run instead. */
+static bool cpu_has_bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (d & (1u << 22)) return true;
+    return a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+#else
+    return false;
+#endif
+}
+
+bool nb__dnnl_bf16_fast(void) {
+    static int fast = -1; /* decided once: every call of a process takes the same path */
+    if (fast < 0) {
+        const char *env = getenv("NABLA_BF16");
+        fast = cpu_has_bf16() && !(env && !strcmp(env, "emulate"));
+    }
+    return fast;
+}
+
+/* Whether a primitive descriptor's kernel is oneDNN's reference code, which is correct and
+   very slow: bf16 work is declined there (the callers round and run f32 kernels instead). */
+static bool is_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return true;
+    return strstr(impl, "ref") != NULL;
+}
 
 typedef struct {
     bool used;
@@ -88,17 +133,31 @@ static bool build(entry *e, int kind, const nb_conv_shape *s, bool bias) {
     bool grouped = s->groups > 1;
     dnnl_dims_t wd5 = { s->groups, s->O / s->groups, s->C / s->groups, s->kh, s->kw }, wd4 = { s->O, s->C, s->kh, s->kw };
     dnnl_memory_desc_t x_any, w_any, y_any, x_u, w_u, y_u, b_md;
-    bool ok = dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&y_any, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+    /* under bf16 the two operands of the kind are bf16 inside oneDNN, the result f32:
+       forward (x, w) -> y, data gradient (dy, w) -> dx, weight gradient (x, dy) -> dw */
+    bool h = s->bf16 != 0;
+    dnnl_data_type_t xt = h && kind != KIND_BACKWARD_DATA ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t wt = h && kind != KIND_BACKWARD_WEIGHTS ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t yt = h && kind != KIND_FORWARD ? dnnl_bf16 : dnnl_f32;
+    bool ok = dnnl_memory_desc_init_by_tag(&x_any, 4, xd, xt, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&y_any, 4, yd, yt, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? wd5 : wd4, wt, dnnl_format_tag_any) == dnnl_success &&
               dnnl_memory_desc_init_by_tag(&x_u, 4, xd, dnnl_f32, dnnl_nchw) == dnnl_success &&
               dnnl_memory_desc_init_by_tag(&y_u, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
               dnnl_memory_desc_init_by_tag(&w_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw) == dnnl_success &&
               dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success;
     if (!ok) return false;
+    /* the forward (the hint of the gradients) in the forward's own types */
+    dnnl_memory_desc_t fx = x_any, fw = w_any, fy = y_any;
+    if (h) {
+        ok = dnnl_memory_desc_init_by_tag(&fx, 4, xd, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&fw, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&fy, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success;
+        if (!ok) return false;
+    }
     dnnl_convolution_desc_t fwd;
-    if (dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &x_any, &w_any,
-                                                   bias ? &b_md : NULL, &y_any, strides, dil, pl, pr) != dnnl_success)
+    if (dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &fx, &fw,
+                                                   bias ? &b_md : NULL, &fy, strides, dil, pl, pr) != dnnl_success)
         return false;
     dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
     if (dnnl_primitive_desc_create(&fwd_pd, &fwd, NULL, engine, NULL) != dnnl_success) return false;
@@ -142,7 +201,7 @@ static bool build(entry *e, int kind, const nb_conv_shape *s, bool bias) {
         w_u2 = &y_u;
         out_u = &w_u;
     }
-    ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+    ok = !(h && is_reference(pd)) && dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
          dnnl_memory_create(&e->in_user, in_u, engine, DNNL_MEMORY_NONE) == dnnl_success &&
          dnnl_memory_create(&e->w_user, w_u2, engine, DNNL_MEMORY_NONE) == dnnl_success &&
          dnnl_memory_create(&e->out_user, out_u, engine, DNNL_MEMORY_NONE) == dnnl_success &&
@@ -238,10 +297,18 @@ static _Thread_local dnnl_stream_t local_stream;
 static pthread_key_t local_key;
 static pthread_once_t local_key_once = PTHREAD_ONCE_INIT;
 
+/* autocast's bf16 GEMM on this thread: built once, its sizes given at each call (0: not
+   tried yet, 1: built, -1: oneDNN declined) */
+static _Thread_local dnnl_primitive_t local_gemm;
+static _Thread_local int local_gemm_state;
+
 static void local_exit(void *arg) {
     (void)arg;
     for (int i = 0; i < LOCAL_CACHE_SIZE; i++)
         if (local_cache[i].used) free_entry(&local_cache[i]);
+    if (local_gemm) dnnl_primitive_destroy(local_gemm);
+    local_gemm = NULL;
+    local_gemm_state = 0;
     if (local_stream) dnnl_stream_destroy(local_stream);
     local_stream = NULL;
 }
@@ -259,13 +326,19 @@ __attribute__((destructor(101))) static void local_unload(void) {
     local_exit(NULL);
 }
 
-static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
-    if (!ensure_engine()) return 0;
+/* The engine and this thread's stream (made on first use); false when oneDNN cannot run. */
+static bool ensure_local(void) {
+    if (!ensure_engine()) return false;
     if (!local_stream) {
-        if (dnnl_stream_create(&local_stream, engine, dnnl_stream_default_flags) != dnnl_success) return 0;
+        if (dnnl_stream_create(&local_stream, engine, dnnl_stream_default_flags) != dnnl_success) return false;
         pthread_once(&local_key_once, make_local_key);
         pthread_setspecific(local_key, &local_stream);
     }
+    return true;
+}
+
+static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
+    if (!ensure_local()) return 0;
     int prev = nb__omp_serial_begin();
     int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, kind, s, in, w, b, out);
     nb__omp_serial_end(prev);
@@ -274,6 +347,65 @@ static int run_local(int kind, const nb_conv_shape *s, const float *in, const fl
 
 int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
     return run_local(KIND_FORWARD, s, x, w, b, y);
+}
+
+bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias) {
+    if (s->bf16 && !nb__dnnl_bf16_fast()) return false;
+    if (!ensure_local()) return false;
+    int prev = nb__omp_serial_begin();
+    entry *e = lookup(local_cache, LOCAL_CACHE_SIZE, kind, s, bias);
+    nb__omp_serial_end(prev);
+    return e != NULL;
+}
+
+/* The bf16 x bf16 -> f32 matmul primitive with every size and leading dimension left to run
+   time, so one serves every product. */
+static bool build_gemm(void) {
+    dnnl_dims_t rt = { DNNL_RUNTIME_DIM_VAL, DNNL_RUNTIME_DIM_VAL }, rs = { DNNL_RUNTIME_DIM_VAL, 1 };
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    bool ok = dnnl_memory_desc_init_by_strides(&a_md, 2, rt, dnnl_bf16, rs) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&b_md, 2, rt, dnnl_bf16, rs) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&c_md, 2, rt, dnnl_f32, rs) == dnnl_success &&
+              dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
+              dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) == dnnl_success;
+    ok = ok && !is_reference(pd) && dnnl_primitive_create(&local_gemm, pd) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* A plain memory object over a rows x cols matrix at p with leading dimension ld. */
+static dnnl_memory_t matrix(int64_t rows, int64_t cols, int64_t ld, dnnl_data_type_t t, const void *p) {
+    dnnl_dims_t d = { rows, cols }, st = { ld, 1 };
+    dnnl_memory_desc_t md;
+    dnnl_memory_t m = NULL;
+    if (dnnl_memory_desc_init_by_strides(&md, 2, d, t, st) != dnnl_success ||
+        dnnl_memory_create(&m, &md, engine, (void *)p) != dnnl_success)
+        return NULL;
+    return m;
+}
+
+int nb__dnnl_gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+    if (!nb__dnnl_bf16_fast() || !ensure_local()) return 0;
+    int prev = nb__omp_serial_begin();
+    if (local_gemm_state == 0) local_gemm_state = build_gemm() ? 1 : -1;
+    int rc = 0;
+    if (local_gemm_state > 0) {
+        dnnl_memory_t a = matrix(M, K, lda, dnnl_bf16, A), b = matrix(K, N, ldb, dnnl_bf16, B), c = matrix(M, N, ldc, dnnl_f32, C);
+        dnnl_exec_arg_t args[] = { { DNNL_ARG_SRC, a }, { DNNL_ARG_WEIGHTS, b }, { DNNL_ARG_DST, c } };
+        rc = a && b && c && dnnl_primitive_execute(local_gemm, local_stream, 3, args) == dnnl_success &&
+                     dnnl_stream_wait(local_stream) == dnnl_success ? 1 : -1;
+        if (rc < 0)
+            nb__error("nb_matmul: oneDNN's bf16 product failed on [%lld, %lld] x [%lld, %lld]", (long long)M, (long long)K,
+                      (long long)K, (long long)N);
+        dnnl_memory_t ms[] = { a, b, c };
+        for (int i = 0; i < 3; i++)
+            if (ms[i]) dnnl_memory_destroy(ms[i]);
+    }
+    nb__omp_serial_end(prev);
+    return rc;
 }
 
 int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {

@@ -464,3 +464,36 @@ int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     nb__parallel_for(threads, blocks, rand_range, &j);
     return 0;
 }
+
+/* ---------- autocast's operands ---------- */
+/* f32 to bf16 (dst bf16) or to the nearest bf16 kept in f32 (dst f32), one formula
+   (nb__f32_to_bf16), without the casts' detour through double: these run on every operand of
+   every product under autocast. */
+NB_KERNEL_CLONES static void to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    (void)ctx;
+    char *po = p[0];
+    const char *pi = p[1];
+    if (s[0] == 2 && s[1] == 4) {
+        uint16_t *o = (uint16_t *)po;
+        const float *in = (const float *)pi;
+        for (int64_t i = 0; i < n; i++) o[i] = nb__f32_to_bf16(in[i]);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(uint16_t *)po = nb__f32_to_bf16(*(const float *)pi);
+}
+NB_KERNEL_CLONES static void round_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    (void)ctx;
+    char *po = p[0];
+    const char *pi = p[1];
+    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1])
+        *(float *)po = nb__bf16_to_f32(nb__f32_to_bf16(*(const float *)pi));
+}
+
+nb_tensor *nb__cpu_bf16_operand(nb_tensor *t, nb_dtype dtype) {
+    nb_tensor *c = nb__tensor_new(t->shape, dtype);
+    if (!c) return NULL;
+    nb_iter it;
+    nb__iter_init(&it, c, &t, 1);
+    nb__iter_run(&it, dtype == NB_BF16 ? to_bf16_run : round_bf16_run, NULL);
+    return c;
+}

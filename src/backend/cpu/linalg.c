@@ -3,6 +3,7 @@
    when their strides allow; integers use a plain loop. */
 #include "iter.h"
 #include "gemm.h"
+#include "dnnl_conv.h"
 #ifdef NABLA_HAVE_DNNL
 #include <dnnl.h>
 #endif
@@ -105,12 +106,13 @@ typedef struct {
     int64_t n, m, k;
     bool ta, tb;
     int64_t lda, ldb;
-    size_t es;
+    size_t es, es_in;       /* element sizes of the result and of the operands (bf16 under autocast) */
     char *pa, *pb, *pc;
     bool split_rows;        /* chunks run along n (rows of C) or along m (columns) */
     int64_t chunk, chunks;  /* chunk size and count along that axis */
     nb_gemm_epilogue epi;   /* run on each finished piece, or NULL */
     void *epi_ctx;
+    atomic_bool *failed;    /* set by a piece whose bf16 product failed */
 } gemm_plan;
 
 /* The chunking of one product: along its longer side (or along rows when asked), in at most 8
@@ -178,20 +180,25 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
     int na = a->shape.ndim, nbd = b->shape.ndim;
     int64_t bi = unit / p->chunks, ci = unit % p->chunks;
     int64_t n = p->n, m = p->m, k = p->k;
-    int64_t es = (int64_t)p->es;
-    char *A = p->pa + batch_offset(a, p->bshape, bi) * es;
-    char *B = p->pb + batch_offset(b, p->bshape, bi) * es;
+    int64_t es = (int64_t)p->es, ei = (int64_t)p->es_in;
+    char *A = p->pa + batch_offset(a, p->bshape, bi) * ei;
+    char *B = p->pb + batch_offset(b, p->bshape, bi) * ei;
     char *C = p->pc + bi * n * m * es;
     int64_t lo = ci * p->chunk, len = lo + p->chunk <= (p->split_rows ? n : m) ? p->chunk : (p->split_rows ? n : m) - lo;
     int64_t rows = n, cols = m;
     if (p->split_rows) { /* rows lo.. of A and C */
-        A += lo * (p->ta ? 1 : p->lda) * es;
+        A += lo * (p->ta ? 1 : p->lda) * ei;
         C += lo * m * es;
         rows = len;
     } else { /* columns lo.. of B and C */
-        B += lo * (p->tb ? p->ldb : 1) * es;
+        B += lo * (p->tb ? p->ldb : 1) * ei;
         C += lo * es;
         cols = len;
+    }
+    if (a->dtype == NB_BF16) { /* autocast: dense row-major bf16 operands (nb__cpu_matmul_bf16) */
+        if (nb__dnnl_gemm_bf16(rows, cols, k, (const uint16_t *)A, p->lda, (const uint16_t *)B, p->ldb, (float *)C, m) <= 0)
+            atomic_store_explicit(p->failed, true, memory_order_relaxed);
+        goto done;
     }
     /* one row of A (ta is false then: blas_layout reads a single row as row-major) */
     if (rows == 1 && !p->ta && p->out->dtype == NB_F32) {
@@ -276,7 +283,7 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     nb_tensor *ac = NULL, *bc = NULL;
     bool ta = false, tb = false;
     int64_t lda = 1, ldb = 1;
-    bool is_float = a->dtype == NB_F32 || a->dtype == NB_F64;
+    bool is_float = a->dtype == NB_F32 || a->dtype == NB_F64 || a->dtype == NB_BF16;
     if (is_float && !blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
         if (!(ac = dense_copy(a))) return -1;
         a = ac;
@@ -289,7 +296,9 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     }
     size_t es = nb_dtype_size(out->dtype);
     char *pa = nb__data(a), *pb = nb__data(b), *pc = nb__data(out);
-    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, pa, pb, pc, false, 0, 0, epi, epi_ctx };
+    atomic_bool failed = false;
+    gemm_plan plan = { a, b, out, &bshape, n, m, k, ta, tb, lda, ldb, es, nb_dtype_size(a->dtype), pa, pb, pc, false, 0, 0,
+                       epi, epi_ctx, &failed };
     plan_chunks(&plan, whole_rows);
     int64_t units = batches * plan.chunks;
     /* BLAS runs single-threaded (see threads.c); the pieces run in parallel here */
@@ -300,5 +309,25 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     nb__parallel_for(threads, units, gemm_units, &plan);
     nb_release(ac);
     nb_release(bc);
+    if (atomic_load(&failed)) {
+        if (!nb__has_error()) nb__error("nb_matmul: oneDNN declined a bf16 product of [%lld, %lld] x [%lld, %lld]", (long long)n,
+                                        (long long)k, (long long)k, (long long)m);
+        return -1;
+    }
     return 0;
+}
+
+/* Autocast's product: the f32 operands rounded to bf16, multiplied with f32 accumulation into
+   the f32 result. Through oneDNN's bf16 GEMM where the CPU has bf16 instructions; elsewhere the
+   rounded operands stay in f32 and the f32 GEMM multiplies them, which gives the same products
+   (a product of two bf16 values is exact in f32) and differs only in the order of the sums. */
+int nb__cpu_matmul_bf16(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin; (void)args;
+    nb_dtype t = nb__dnnl_bf16_fast() ? NB_BF16 : NB_F32;
+    nb_tensor *r[2] = { nb__cpu_bf16_operand(in[0], t), NULL };
+    if (r[0]) r[1] = nb__cpu_bf16_operand(in[1], t);
+    int rc = r[1] ? nb__cpu_matmul_epilogue(out, r, NULL, NULL, false) : -1;
+    nb_release(r[0]);
+    nb_release(r[1]);
+    return rc;
 }
