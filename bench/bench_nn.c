@@ -13,7 +13,10 @@
    <s>_other_cpu, the cores that other processes kept busy on average during the timed loops
    (from /proc/stat less this process's own CPU time): the load the figures were taken under.
 
-   Usage: bench_nn [--quick] [mlp] [cnn] [gpt]   (no section named: all three) */
+     cnn_bf16, gpt_bf16  the same under bf16 autocast (nb_autocast; PyTorch: torch.autocast("cpu",
+          dtype=torch.bfloat16) around the forward and the loss)
+
+   Usage: bench_nn [--quick] [mlp] [cnn] [gpt] [cnn_bf16] [gpt_bf16]   (none named: mlp cnn gpt) */
 #define _GNU_SOURCE
 #include <nabla.h>
 #include "bench_util.h"
@@ -38,6 +41,7 @@ typedef struct trainer {
     nb_optimizer *opt;
     nb_tensor *x[NBATCH], *y[NBATCH];
     double clip; /* 0: no clipping */
+    bool bf16; /* the forward (and so its backward) under nb_autocast(NB_BF16) */
     bool flat_logits; /* gpt: logits [B, T, V] -> [B * T, V] */
     long step;
     double last_loss;
@@ -47,9 +51,11 @@ static void train_steps(trainer *t, long n) {
     for (long i = 0; i < n; i++, t->step++) {
         nb_scope *s = nb_scope_begin();
         nb_tensor *x = t->x[t->step % NBATCH], *y = t->y[t->step % NBATCH];
+        nb_dtype prev = nb_autocast(t->bf16 ? NB_BF16 : NB_F32);
         nb_tensor *logits = nb_forward(t->model, x);
         if (t->flat_logits) logits = nb_reshape(logits, NB_SHAPE(-1, nb_dim(logits, -1)));
         nb_tensor *loss = nb_cross_entropy(logits, y, (nb_ce_opts){ 0 });
+        nb_autocast(prev);
         nb_optim_zero_grad(t->opt);
         nb_backward(loss);
         if (t->clip > 0) nb_clip_grad_norm(t->model, t->clip);
@@ -125,8 +131,8 @@ static void bench_mlp(void) {
 
 /* ---- cnn (examples/cnn.c) ---- */
 
-static void bench_cnn(void) {
-    trainer t = { 0 };
+static void bench_cnn(bool bf16) {
+    trainer t = { .bf16 = bf16 };
     nb_manual_seed(0);
     t.model = nb_nn_sequential(
         nb_nn_conv2d(1, 32, 5, (nb_conv2d_opts){ .padding = 2 }), nb_nn_relu(), nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }),
@@ -135,7 +141,7 @@ static void bench_cnn(void) {
     t.opt = nb_optim_adam(t.model, (nb_adam_opts){ .lr = 1e-3 });
     image_batches(&t);
     CHECK("cnn setup");
-    run("cnn", &t, 64, quick ? 2 : 4, quick ? 3 : 5, quick ? 0.15 : 0.5);
+    run(bf16 ? "cnn_bf16" : "cnn", &t, 64, quick ? 2 : 4, quick ? 3 : 5, quick ? 0.15 : 0.5);
     trainer_free(&t);
 }
 
@@ -189,8 +195,8 @@ static nb_module *gpt_new(void) {
     return &g->base;
 }
 
-static void bench_gpt(void) {
-    trainer t = { .clip = 1.0, .flat_logits = true };
+static void bench_gpt(bool bf16) {
+    trainer t = { .clip = 1.0, .flat_logits = true, .bf16 = bf16 };
     nb_manual_seed(0);
     t.model = gpt_new();
     t.opt = nb_optim_adamw(t.model, (nb_adamw_opts){ .lr = 1e-3 });
@@ -209,19 +215,21 @@ static void bench_gpt(void) {
     }
     CHECK("gpt setup");
     printf("gpt_params %lld\n", (long long)nb_module_num_params(t.model));
-    run("gpt", &t, GPT_BATCH, quick ? 1 : 3, quick ? 3 : 5, quick ? 0.2 : 0.6);
+    run(bf16 ? "gpt_bf16" : "gpt", &t, GPT_BATCH, quick ? 1 : 3, quick ? 3 : 5, quick ? 0.2 : 0.6);
     trainer_free(&t);
 }
 
 int main(int argc, char **argv) {
-    bool mlp = false, cnn = false, gpt = false, any = false;
+    bool mlp = false, cnn = false, gpt = false, cnn_bf16 = false, gpt_bf16 = false, any = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "mlp")) mlp = any = true;
         else if (!strcmp(argv[i], "cnn")) cnn = any = true;
         else if (!strcmp(argv[i], "gpt")) gpt = any = true;
+        else if (!strcmp(argv[i], "cnn_bf16")) cnn_bf16 = any = true;
+        else if (!strcmp(argv[i], "gpt_bf16")) gpt_bf16 = any = true;
         else {
-            fprintf(stderr, "usage: %s [--quick] [mlp] [cnn] [gpt]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [mlp] [cnn] [gpt] [cnn_bf16] [gpt_bf16]\n", argv[0]);
             return 2;
         }
     }
@@ -230,7 +238,9 @@ int main(int argc, char **argv) {
     printf("threads %d\n", nb_get_num_threads());
     fflush(stdout);
     if (mlp) { fprintf(stderr, "bench_nn: mlp\n"); bench_mlp(); }
-    if (cnn) { fprintf(stderr, "bench_nn: cnn\n"); bench_cnn(); }
-    if (gpt) { fprintf(stderr, "bench_nn: gpt\n"); bench_gpt(); }
+    if (cnn) { fprintf(stderr, "bench_nn: cnn\n"); bench_cnn(false); }
+    if (gpt) { fprintf(stderr, "bench_nn: gpt\n"); bench_gpt(false); }
+    if (cnn_bf16) { fprintf(stderr, "bench_nn: cnn_bf16\n"); bench_cnn(true); }
+    if (gpt_bf16) { fprintf(stderr, "bench_nn: gpt_bf16\n"); bench_gpt(true); }
     return 0;
 }

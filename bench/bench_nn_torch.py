@@ -11,7 +11,8 @@ Synthetic data shaped like Fashion-MNIST batches, made before the clock starts. 
 the cores other processes kept busy during the timed loops (as bench_nn.c measures it). Each figure is
 the median over the timed loops of the mean step time in a loop, after warm-up. Default thread
 settings unless --threads N.
-Usage: bench_nn_torch.py [--quick] [--threads N] [mlp] [cnn] [gpt]
+Usage: bench_nn_torch.py [--quick] [--threads N] [mlp] [cnn] [gpt] [cnn_bf16] [gpt_bf16]
+  cnn_bf16, gpt_bf16: the same under torch.autocast("cpu", dtype=torch.bfloat16)
 """
 import os
 import resource
@@ -58,19 +59,20 @@ def out(key, value):
 
 
 class Trainer:
-    def __init__(self, model, opt, xs, ys, clip=0.0, flat_logits=False):
+    def __init__(self, model, opt, xs, ys, clip=0.0, flat_logits=False, bf16=False):
         self.model, self.opt, self.xs, self.ys = model, opt, xs, ys
-        self.clip, self.flat_logits = clip, flat_logits
+        self.clip, self.flat_logits, self.bf16 = clip, flat_logits, bf16
         self.step, self.last_loss = 0, 0.0
 
     def steps(self, n):
         for i in range(n):
             x, y = self.xs[self.step % len(self.xs)], self.ys[self.step % len(self.ys)]
             self.step += 1
-            logits = self.model(x)
-            if self.flat_logits:
-                logits = logits.reshape(-1, logits.shape[-1])
-            loss = F.cross_entropy(logits, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                logits = self.model(x)
+                if self.flat_logits:
+                    logits = logits.reshape(-1, logits.shape[-1])
+                loss = F.cross_entropy(logits, y)
             self.opt.zero_grad(set_to_none=True)  # nabla's nb_optim_zero_grad drops the gradients
             loss.backward()
             if self.clip > 0:
@@ -137,14 +139,14 @@ def bench_mlp():
         0.05 if QUICK else 0.2)
 
 
-def bench_cnn():
+def bench_cnn(bf16=False):
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Dropout(0.4), nn.Linear(1024, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    run("cnn", Trainer(model, opt, *image_batches()), 64, 2 if QUICK else 4, 3 if QUICK else 5,
+    run("cnn_bf16" if bf16 else "cnn", Trainer(model, opt, *image_batches(), bf16=bf16), 64, 2 if QUICK else 4, 3 if QUICK else 5,
         0.15 if QUICK else 0.5)
 
 
@@ -184,7 +186,7 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def bench_gpt():
+def bench_gpt(bf16=False):
     torch.manual_seed(0)
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -194,7 +196,7 @@ def bench_gpt():
         xs.append(ids[:, :-1].contiguous())
         ys.append(ids[:, 1:].reshape(-1).contiguous())
     out("gpt_params", sum(p.numel() for p in model.parameters()))
-    run("gpt", Trainer(model, opt, xs, ys, clip=1.0, flat_logits=True), GPT_BATCH, 1 if QUICK else 3,
+    run("gpt_bf16" if bf16 else "gpt", Trainer(model, opt, xs, ys, clip=1.0, flat_logits=True, bf16=bf16), GPT_BATCH, 1 if QUICK else 3,
         3 if QUICK else 5, 0.2 if QUICK else 0.6)
 
 
@@ -208,18 +210,21 @@ def main():
             QUICK = True
         elif arg == "--threads" and args:
             torch.set_num_threads(int(args.pop(0)))
-        elif arg in ("mlp", "cnn", "gpt"):
+        elif arg in ("mlp", "cnn", "gpt", "cnn_bf16", "gpt_bf16"):
             sections.append(arg)
         else:
-            sys.exit("usage: bench_nn_torch.py [--quick] [--threads N] [mlp] [cnn] [gpt]")
+            sys.exit("usage: bench_nn_torch.py [--quick] [--threads N] [mlp] [cnn] [gpt] [cnn_bf16] [gpt_bf16]")
     sections = sections or ["mlp", "cnn", "gpt"]
     out("torch_version", torch.__version__)
     out("threads", torch.get_num_threads())
     out("interop_threads", torch.get_num_interop_threads())
-    for s in ("mlp", "cnn", "gpt"):
+    for s in ("mlp", "cnn", "gpt", "cnn_bf16", "gpt_bf16"):
         if s in sections:
             print("bench_nn_torch:", s, file=sys.stderr)
-            globals()["bench_" + s]()
+            if s.endswith("_bf16"):
+                globals()["bench_" + s[:-5]](bf16=True)
+            else:
+                globals()["bench_" + s]()
 
 
 if __name__ == "__main__":

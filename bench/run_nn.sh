@@ -3,10 +3,12 @@
 # figures with the nabla/PyTorch ratio and PASS/FAIL against each floor (bench/report_nn.py).
 # Builds nothing. A full run takes about 2-4 minutes on 2 cores.
 #
-# Usage: bench/run_nn.sh [BUILD_DIR] [--quick] [mlp] [cnn] [gpt]
+# Usage: bench/run_nn.sh [BUILD_DIR] [--quick] [mlp] [cnn] [gpt] [cnn_bf16] [gpt_bf16]
 #   BUILD_DIR  the build directory holding bench/bench_nn (default: build, at the repo root)
 #   --quick    short loops, one round (a smoke test; the figures are not to be trusted)
-#   mlp cnn gpt  only these sections (default: all)
+#   mlp cnn gpt  only these sections (default: these three)
+#   cnn_bf16 gpt_bf16  the CNN and the GPT under bf16 autocast, beside torch.autocast (run them
+#                  with cnn and gpt to see bf16 beside f32 too)
 #   ROUNDS=n       (environment) alternate n nabla and n PyTorch runs of each section (default 3);
 #                  each figure is the median over the rounds of each run's median, so a burst of
 #                  load from elsewhere does not fall on one side only
@@ -18,7 +20,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 build="$root/build"
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != mlp ] && [ "$1" != cnn ] && [ "$1" != gpt ]; then
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != mlp ] && [ "$1" != cnn ] && [ "$1" != gpt ] &&
+   [ "$1" != cnn_bf16 ] && [ "$1" != gpt_bf16 ]; then
     build=$1
     shift
 fi
@@ -28,8 +31,8 @@ sections=
 for arg in "$@"; do
     case $arg in
     --quick) quick=--quick; rounds=1 ;;
-    mlp | cnn | gpt) sections="$sections $arg" ;;
-    *) echo "usage: $0 [BUILD_DIR] [--quick] [mlp] [cnn] [gpt]" >&2; exit 2 ;;
+    mlp | cnn | gpt | cnn_bf16 | gpt_bf16) sections="$sections $arg" ;;
+    *) echo "usage: $0 [BUILD_DIR] [--quick] [mlp] [cnn] [gpt] [cnn_bf16] [gpt_bf16]" >&2; exit 2 ;;
     esac
 done
 [ -n "$sections" ] || sections="mlp cnn gpt"

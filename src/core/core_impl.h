@@ -163,9 +163,9 @@ static inline float nb__bf16_to_f32(uint16_t h) {
 static inline uint16_t nb__f32_to_bf16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
-    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
+    uint32_t rounded = (x + 0x7fff + ((x >> 16) & 1)) >> 16, nan = (x >> 16) | 0x40; /* NaN: quieted */
+    /* a select, not a branch, so that loops over it vectorise */
+    return (uint16_t)((x & 0x7fffffff) > 0x7f800000 ? nan : rounded);
 }
 /* Reads element i (of a dense array of dtype) as a double. */
 double nb__load(const void *p, nb_dtype dtype, int64_t i);

@@ -507,9 +507,24 @@ bool nb__autocast_bf16(const nb_tensor *a, const nb_tensor *b) {
 }
 
 /* ---- linear algebra ---- */
-/* The product op for two inputs of 2 or more dimensions: bf16 under autocast. */
+/* t cast to bf16 for autocast's product, as a node of the graph (so the backward reuses the
+   bf16 copy instead of converting again, as torch's autocast does). A transposed view (linear's
+   weight) converts as the dense matrix it views and is transposed back: the conversion then
+   streams through memory, and the product reads its operand transposed. */
+nb_tensor *nb__bf16_operand(nb_tensor *t) {
+    COMPOSITE_BEGIN
+    int n = t->shape.ndim;
+    nb_tensor *tt = n >= 2 && !nb_is_contiguous(t) ? nb_transpose(t, -1, -2) : NULL;
+    result_ = tt && nb_is_contiguous(tt) ? nb_transpose(nb_cast(tt, NB_BF16), -1, -2) : nb_cast(t, NB_BF16);
+    COMPOSITE_END
+}
+
+/* The product op for two inputs of 2 or more dimensions: bf16 operands under autocast. */
 static nb_tensor *matmul_op(nb_tensor *a, nb_tensor *b) {
-    return call2(nb__autocast_bf16(a, b) ? NB_OP_MATMUL_BF16 : NB_OP_MATMUL, a, b);
+    if (!nb__autocast_bf16(a, b)) return call2(NB_OP_MATMUL, a, b);
+    COMPOSITE_BEGIN
+    result_ = call2(NB_OP_MATMUL_BF16, nb__bf16_operand(a), nb__bf16_operand(b));
+    COMPOSITE_END
 }
 
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {

@@ -346,6 +346,18 @@ static int infer_matmul(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
     return 0;
 }
 
+/* autocast's product: bf16 operands (nb_matmul casts them), an f32 result */
+static int infer_matmul_bf16(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    if (in[0]->dtype != NB_BF16 || in[1]->dtype != NB_BF16) {
+        char da[200], db[200];
+        nb__error("nb_%s: both operands must be bf16, got %s and %s", fn, DESC(in[0], da), DESC(in[1], db));
+        return -1;
+    }
+    if (infer_matmul(fn, in, nin, args, out) < 0) return -1;
+    out->dtype = NB_F32;
+    return 0;
+}
+
 static int check_index(const char *fn, const nb_tensor *idx) {
     if (idx->dtype != NB_I64 && idx->dtype != NB_I32) {
         char d[200];

@@ -96,6 +96,9 @@ bool nb__tracing(void);
 /* Whether autocast (nb_autocast) is on for bf16 on this thread and a (and b, when given) are
    f32: the products and convolutions then compute in bf16. */
 bool nb__autocast_bf16(const nb_tensor *a, const nb_tensor *b);
+/* t cast to bf16 as autocast's products read it (a transposed view converted in its storage's
+   order); a new reference, or NULL with the error. */
+nb_tensor *nb__bf16_operand(nb_tensor *t);
 /* Whether t is there; else the error "nb_<fn>: input is NULL" (unless an earlier one explains it). */
 bool nb__check_input(const char *fn, const nb_tensor *t);
 /* axis made non-negative for t, or -1 with the error "nb_<fn>: axis ... is out of range for ...". */

@@ -76,7 +76,7 @@ static bool bf16_operands(conv_geom *g, int kind, int64_t piece, bool bias, nb_t
    kernels; false on an allocation failure (recorded). */
 static bool round_operands(conv_geom *g, nb_tensor **x, nb_tensor **y) {
     g->bf16 = false;
-    nb_tensor *rx = nb__cpu_bf16_operand(*x, NB_F32), *ry = rx ? nb__cpu_bf16_operand(*y, NB_F32) : NULL;
+    nb_tensor *rx = nb__cpu_round_bf16(*x), *ry = rx ? nb__cpu_round_bf16(*y) : NULL;
     if (!ry) {
         nb_release(rx);
         return false;

@@ -27,9 +27,9 @@ bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias) {
     (void)kind; (void)s; (void)bias;
     return false;
 }
-int nb__dnnl_gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-                       float *C, int64_t ldc) {
-    (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)C; (void)ldc;
+int nb__dnnl_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                       int64_t ldb, float *C, int64_t ldc) {
+    (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)C; (void)ldc;
     return 0;
 }
 #else
@@ -297,18 +297,20 @@ static _Thread_local dnnl_stream_t local_stream;
 static pthread_key_t local_key;
 static pthread_once_t local_key_once = PTHREAD_ONCE_INIT;
 
-/* autocast's bf16 GEMM on this thread: built once, its sizes given at each call (0: not
-   tried yet, 1: built, -1: oneDNN declined) */
-static _Thread_local dnnl_primitive_t local_gemm;
-static _Thread_local int local_gemm_state;
+/* autocast's bf16 GEMMs on this thread, one per layout of the operands (ta * 2 + tb): built
+   once, their sizes given at each call (state 0: not tried yet, 1: built, -1: declined) */
+static _Thread_local dnnl_primitive_t local_gemm[4];
+static _Thread_local int local_gemm_state[4];
 
 static void local_exit(void *arg) {
     (void)arg;
     for (int i = 0; i < LOCAL_CACHE_SIZE; i++)
         if (local_cache[i].used) free_entry(&local_cache[i]);
-    if (local_gemm) dnnl_primitive_destroy(local_gemm);
-    local_gemm = NULL;
-    local_gemm_state = 0;
+    for (int i = 0; i < 4; i++) {
+        if (local_gemm[i]) dnnl_primitive_destroy(local_gemm[i]);
+        local_gemm[i] = NULL;
+        local_gemm_state[i] = 0;
+    }
     if (local_stream) dnnl_stream_destroy(local_stream);
     local_stream = NULL;
 }
@@ -358,26 +360,28 @@ bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias) {
     return e != NULL;
 }
 
-/* The bf16 x bf16 -> f32 matmul primitive with every size and leading dimension left to run
-   time, so one serves every product. */
-static bool build_gemm(void) {
-    dnnl_dims_t rt = { DNNL_RUNTIME_DIM_VAL, DNNL_RUNTIME_DIM_VAL }, rs = { DNNL_RUNTIME_DIM_VAL, 1 };
+/* The bf16 x bf16 -> f32 matmul primitive for one layout of the operands (ta, tb: stored
+   transposed), every size and leading dimension left to run time, so one serves every product. */
+static bool build_gemm(bool ta, bool tb, dnnl_primitive_t *prim) {
+    dnnl_dims_t rt = { DNNL_RUNTIME_DIM_VAL, DNNL_RUNTIME_DIM_VAL }, rows = { DNNL_RUNTIME_DIM_VAL, 1 },
+                cols = { 1, DNNL_RUNTIME_DIM_VAL };
     dnnl_memory_desc_t a_md, b_md, c_md;
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd = NULL;
-    bool ok = dnnl_memory_desc_init_by_strides(&a_md, 2, rt, dnnl_bf16, rs) == dnnl_success &&
-              dnnl_memory_desc_init_by_strides(&b_md, 2, rt, dnnl_bf16, rs) == dnnl_success &&
-              dnnl_memory_desc_init_by_strides(&c_md, 2, rt, dnnl_f32, rs) == dnnl_success &&
+    bool ok = dnnl_memory_desc_init_by_strides(&a_md, 2, rt, dnnl_bf16, ta ? cols : rows) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&b_md, 2, rt, dnnl_bf16, tb ? cols : rows) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&c_md, 2, rt, dnnl_f32, rows) == dnnl_success &&
               dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
               dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) == dnnl_success;
-    ok = ok && !is_reference(pd) && dnnl_primitive_create(&local_gemm, pd) == dnnl_success;
+    ok = ok && !is_reference(pd) && dnnl_primitive_create(prim, pd) == dnnl_success;
     if (pd) dnnl_primitive_desc_destroy(pd);
     return ok;
 }
 
-/* A plain memory object over a rows x cols matrix at p with leading dimension ld. */
-static dnnl_memory_t matrix(int64_t rows, int64_t cols, int64_t ld, dnnl_data_type_t t, const void *p) {
-    dnnl_dims_t d = { rows, cols }, st = { ld, 1 };
+/* A memory object over a rows x cols matrix at p with leading dimension ld, stored row-major
+   or (trans) column-major. */
+static dnnl_memory_t matrix(int64_t rows, int64_t cols, int64_t ld, bool trans, dnnl_data_type_t t, const void *p) {
+    dnnl_dims_t d = { rows, cols }, st = { trans ? 1 : ld, trans ? ld : 1 };
     dnnl_memory_desc_t md;
     dnnl_memory_t m = NULL;
     if (dnnl_memory_desc_init_by_strides(&md, 2, d, t, st) != dnnl_success ||
@@ -386,16 +390,18 @@ static dnnl_memory_t matrix(int64_t rows, int64_t cols, int64_t ld, dnnl_data_ty
     return m;
 }
 
-int nb__dnnl_gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-                       float *C, int64_t ldc) {
+int nb__dnnl_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                       int64_t ldb, float *C, int64_t ldc) {
     if (!nb__dnnl_bf16_fast() || !ensure_local()) return 0;
     int prev = nb__omp_serial_begin();
-    if (local_gemm_state == 0) local_gemm_state = build_gemm() ? 1 : -1;
+    int layout = ta * 2 + tb;
+    if (local_gemm_state[layout] == 0) local_gemm_state[layout] = build_gemm(ta, tb, &local_gemm[layout]) ? 1 : -1;
     int rc = 0;
-    if (local_gemm_state > 0) {
-        dnnl_memory_t a = matrix(M, K, lda, dnnl_bf16, A), b = matrix(K, N, ldb, dnnl_bf16, B), c = matrix(M, N, ldc, dnnl_f32, C);
+    if (local_gemm_state[layout] > 0) {
+        dnnl_memory_t a = matrix(M, K, lda, ta, dnnl_bf16, A), b = matrix(K, N, ldb, tb, dnnl_bf16, B),
+                      c = matrix(M, N, ldc, false, dnnl_f32, C);
         dnnl_exec_arg_t args[] = { { DNNL_ARG_SRC, a }, { DNNL_ARG_WEIGHTS, b }, { DNNL_ARG_DST, c } };
-        rc = a && b && c && dnnl_primitive_execute(local_gemm, local_stream, 3, args) == dnnl_success &&
+        rc = a && b && c && dnnl_primitive_execute(local_gemm[layout], local_stream, 3, args) == dnnl_success &&
                      dnnl_stream_wait(local_stream) == dnnl_success ? 1 : -1;
         if (rc < 0)
             nb__error("nb_matmul: oneDNN's bf16 product failed on [%lld, %lld] x [%lld, %lld]", (long long)M, (long long)K,

@@ -25,11 +25,12 @@ bool nb__dnnl_bf16_fast(void);
    primitive on the calling thread); a bf16 one only with nb__dnnl_bf16_fast and a kernel that
    is not oneDNN's slow reference code. */
 bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias);
-/* C[M, N] = A[M, K] B[K, N], A and B bf16 row-major with leading dimensions lda and ldb, C f32
-   with ldc, on the calling thread with f32 accumulation: 1 when done, 0 when oneDNN declined
-   (no bf16 kernel here), -1 on error (recorded). */
-int nb__dnnl_gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-                       float *C, int64_t ldc);
+/* C[M, N] = op(A) op(B), A and B bf16 with leading dimensions lda and ldb (ta, tb: stored
+   transposed, as [K, M] and [N, K] row-major), C f32 row-major with ldc, on the calling thread
+   with f32 accumulation: 1 when done, 0 when oneDNN declined (no bf16 kernel here), -1 on error
+   (recorded). */
+int nb__dnnl_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
+                       int64_t ldb, float *C, int64_t ldc);
 
 /* y = conv(x, w) + b (b may be NULL), all dense f32 in NCHW / OIHW, on the calling thread. 1
    when done, 0 when oneDNN is not available or declines the shape (the caller falls back), -1

@@ -325,11 +325,16 @@ nb_inner_fn nb__cpu_copy_fn(size_t esize) {
     }
 }
 
+static void f32_to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx);
+static void bf16_to_f32_run(char **p, const int64_t *s, int64_t n, const void *ctx);
+
 int nb__cpu_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)args;
     nb_dtype s = in[0]->dtype, d = out->dtype;
     nb_inner_fn fn = s == d ? nb__cpu_copy_fn(nb_dtype_size(s)) : cast_table[s][d];
     if (s == NB_I64 && d == NB_I32) fn = cast_i64_i32_exact;
+    if (s == NB_F32 && d == NB_BF16) fn = f32_to_bf16_run; /* autocast's casts, without the detour through double */
+    if (s == NB_BF16 && d == NB_F32) fn = bf16_to_f32_run;
     nb_iter it;
     nb__iter_init(&it, out, in, nin);
     nb__iter_run(&it, fn, NULL);
@@ -466,19 +471,19 @@ int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
 }
 
 /* ---------- autocast's operands ---------- */
-/* f32 to bf16 (dst bf16) or to the nearest bf16 kept in f32 (dst f32), one formula
-   (nb__f32_to_bf16), without the casts' detour through double: these run on every operand of
-   every product under autocast. */
-NB_KERNEL_CLONES static void to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
+/* f32 to bf16, f32 to the nearest bf16 kept in f32, and bf16 to f32, with one formula each
+   (nb__f32_to_bf16, nb__bf16_to_f32) and without the casts' detour through double: they run on
+   the operands of every product under autocast. Dense runs vectorise. */
+NB_KERNEL_CLONES static void f32_to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
     (void)ctx;
-    char *po = p[0];
-    const char *pi = p[1];
     if (s[0] == 2 && s[1] == 4) {
-        uint16_t *o = (uint16_t *)po;
-        const float *in = (const float *)pi;
+        uint16_t *o = (uint16_t *)p[0];
+        const float *in = (const float *)p[1];
         for (int64_t i = 0; i < n; i++) o[i] = nb__f32_to_bf16(in[i]);
         return;
     }
+    char *po = p[0];
+    const char *pi = p[1];
     for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(uint16_t *)po = nb__f32_to_bf16(*(const float *)pi);
 }
 NB_KERNEL_CLONES static void round_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
@@ -488,12 +493,58 @@ NB_KERNEL_CLONES static void round_bf16_run(char **p, const int64_t *s, int64_t 
     for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1])
         *(float *)po = nb__bf16_to_f32(nb__f32_to_bf16(*(const float *)pi));
 }
+NB_KERNEL_CLONES static void bf16_to_f32_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    (void)ctx;
+    if (s[0] == 4 && s[1] == 2) {
+        float *o = (float *)p[0];
+        const uint16_t *in = (const uint16_t *)p[1];
+        for (int64_t i = 0; i < n; i++) o[i] = nb__bf16_to_f32(in[i]);
+        return;
+    }
+    char *po = p[0];
+    const char *pi = p[1];
+    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(float *)po = nb__bf16_to_f32(*(const uint16_t *)pi);
+}
 
-nb_tensor *nb__cpu_bf16_operand(nb_tensor *t, nb_dtype dtype) {
-    nb_tensor *c = nb__tensor_new(t->shape, dtype);
+/* A new tensor of dtype holding fn applied to t: dense, or (a transposed view of a dense stack
+   of matrices) transposed the same way, so that the conversion reads t in its storage's order. */
+static nb_tensor *convert(nb_tensor *t, nb_dtype dtype, nb_inner_fn fn) {
+    int n = t->shape.ndim;
+    nb_shape s = t->shape;
+    int64_t st[NB_MAX_DIMS];
+    memcpy(st, t->stride, sizeof(int64_t) * (size_t)n);
+    bool swap = false;
+    if (n >= 2 && !nb_is_contiguous(t)) { /* t's last two axes swapped: dense? */
+        s.dim[n - 1] = t->shape.dim[n - 2], s.dim[n - 2] = t->shape.dim[n - 1];
+        st[n - 1] = t->stride[n - 2], st[n - 2] = t->stride[n - 1];
+        nb_tensor *v = nb__tensor_view(t, s, st, t->offset);
+        if (!v) return NULL;
+        swap = nb_is_contiguous(v);
+        nb_release(v);
+        if (!swap) s = t->shape;
+    }
+    nb_tensor *c = nb__tensor_new(s, dtype);
     if (!c) return NULL;
     nb_iter it;
-    nb__iter_init(&it, c, &t, 1);
-    nb__iter_run(&it, dtype == NB_BF16 ? to_bf16_run : round_bf16_run, NULL);
-    return c;
+    if (!swap) {
+        nb__iter_init(&it, c, &t, 1);
+        nb__iter_run(&it, fn, NULL);
+        return c;
+    }
+    nb_tensor *src = nb__tensor_view(t, s, st, t->offset), *r = NULL;
+    if (src) {
+        nb__iter_init(&it, c, &src, 1);
+        nb__iter_run(&it, fn, NULL);
+        int64_t cs[NB_MAX_DIMS];
+        nb__contiguous_strides(&s, cs);
+        int64_t tmp = cs[n - 1];
+        cs[n - 1] = cs[n - 2], cs[n - 2] = tmp;
+        r = nb__tensor_view(c, t->shape, cs, 0);
+    }
+    nb_release(src);
+    nb_release(c);
+    return r;
 }
+
+nb_tensor *nb__cpu_round_bf16(nb_tensor *t) { return convert(t, NB_F32, round_bf16_run); }
+nb_tensor *nb__cpu_widen_bf16(nb_tensor *t) { return convert(t, NB_F32, bf16_to_f32_run); }

@@ -34,10 +34,12 @@ typedef void (*nb_gemm_epilogue)(void *ctx, int64_t batch, int64_t r0, int64_t r
    whole_rows asks for pieces of whole rows, so the epilogue streams through contiguous memory. */
 int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilogue epi, void *ctx, bool whole_rows);
 
-/* A dense copy of the f32 tensor t rounded to bf16 (nearest, ties to even), as autocast's
-   products read their operands: stored as bf16 (dtype NB_BF16) for oneDNN's bf16 kernels, or
-   kept in f32 (NB_F32) for the f32 kernels that stand in for them where the CPU lacks bf16. */
-nb_tensor *nb__cpu_bf16_operand(nb_tensor *t, nb_dtype dtype);
+/* A dense f32 copy of the f32 tensor t with its values rounded to bf16 (nearest, ties to even):
+   autocast's convolution operands for the f32 kernels that stand in for bf16 ones. */
+nb_tensor *nb__cpu_round_bf16(nb_tensor *t);
+/* A dense f32 copy of the bf16 tensor t (exact), for the f32 kernels that stand in for bf16 ones,
+   keeping a transposed view transposed (the copy runs in its storage's order). */
+nb_tensor *nb__cpu_widen_bf16(nb_tensor *t);
 
 /* The fused optimizer update in three parts, so a graph can run it on the pieces of the GEMM that
    makes the gradient: read the step and coefficients into *a (and mark the tensors written), update

@@ -195,8 +195,9 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
         C += lo * es;
         cols = len;
     }
-    if (a->dtype == NB_BF16) { /* autocast: dense row-major bf16 operands (nb__cpu_matmul_bf16) */
-        if (nb__dnnl_gemm_bf16(rows, cols, k, (const uint16_t *)A, p->lda, (const uint16_t *)B, p->ldb, (float *)C, m) <= 0)
+    if (a->dtype == NB_BF16) { /* autocast: bf16 operands (nb__cpu_matmul_bf16) */
+        if (nb__dnnl_gemm_bf16(p->ta, p->tb, rows, cols, k, (const uint16_t *)A, p->lda, (const uint16_t *)B, p->ldb,
+                               (float *)C, m) <= 0)
             atomic_store_explicit(p->failed, true, memory_order_relaxed);
         goto done;
     }
@@ -317,17 +318,18 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     return 0;
 }
 
-/* Autocast's product: the f32 operands rounded to bf16, multiplied with f32 accumulation into
-   the f32 result. Through oneDNN's bf16 GEMM where the CPU has bf16 instructions; elsewhere the
-   rounded operands stay in f32 and the f32 GEMM multiplies them, which gives the same products
-   (a product of two bf16 values is exact in f32) and differs only in the order of the sums. */
+/* Autocast's product: bf16 operands (nb_matmul cast them), multiplied with f32 accumulation
+   into the f32 result. Through oneDNN's bf16 GEMM where the CPU has bf16 instructions;
+   elsewhere the operands are widened to f32 (exactly) and the f32 GEMM multiplies them, which
+   gives the same products (a product of two bf16 values is exact in f32) and differs only in
+   the order of the sums. */
 int nb__cpu_matmul_bf16(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
-    nb_dtype t = nb__dnnl_bf16_fast() ? NB_BF16 : NB_F32;
-    nb_tensor *r[2] = { nb__cpu_bf16_operand(in[0], t), NULL };
-    if (r[0]) r[1] = nb__cpu_bf16_operand(in[1], t);
-    int rc = r[1] ? nb__cpu_matmul_epilogue(out, r, NULL, NULL, false) : -1;
-    nb_release(r[0]);
-    nb_release(r[1]);
+    if (nb__dnnl_bf16_fast()) return nb__cpu_matmul_epilogue(out, in, NULL, NULL, false);
+    nb_tensor *w[2] = { nb__cpu_widen_bf16(in[0]), NULL };
+    if (w[0]) w[1] = nb__cpu_widen_bf16(in[1]);
+    int rc = w[1] ? nb__cpu_matmul_epilogue(out, w, NULL, NULL, false) : -1;
+    nb_release(w[0]);
+    nb_release(w[1]);
     return rc;
 }
