@@ -945,7 +945,12 @@ static void test_ctc_loss_errors(void **state) {
     ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[1] is 3, longer than the 2 labels of each row of targets [2, 2]");
     nb_tensor *cat = nb_from_data((int64_t[]){ 1, 2, 3 }, NB_SHAPE(3), NB_I64);
     assert_null(nb_ctc_loss(lp, cat, il, nb_from_data((int64_t[]){ 2, 2 }, NB_SHAPE(2), NB_I64), o));
-    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[0..1] add up to 4, more than the 3 labels of the concatenated targets");
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[1] is 2, but the concatenated targets [3] have 1 left after the sequences "
+                          "before it");
+    assert_null(nb_ctc_loss(lp, cat, il, nb_from_data((int64_t[]){ 1, INT64_MAX }, NB_SHAPE(2), NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[1] is 9223372036854775807, but the concatenated targets [3] have 2 left");
+    assert_null(nb_ctc_loss(lp, nb_from_data((int64_t[]){ 1, INT64_MAX, 3, 1 }, NB_SHAPE(2, 2), NB_I64), il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets[0, 1] is 9223372036854775807, outside the 4 classes of log_probs");
     assert_null(nb_ctc_loss(lp, tg, il, nb_from_data((int64_t[]){ 2, 2 }, NB_SHAPE(2), NB_I64), o));
     ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets[1, 1] is the blank (0): targets hold labels only");
     assert_null(nb_ctc_loss(lp, nb_from_data((int32_t[]){ 1, 2, 7, 0 }, NB_SHAPE(2, 2), NB_I32), il, tl, o));

@@ -34,6 +34,11 @@ static inline double lp_at(const ctc_job *j, int64_t t, int64_t b, int64_t c) {
     return j->dt == NB_F32 ? (double)((const float *)j->lp)[i] : ((const double *)j->lp)[i];
 }
 
+/* Element i of an i64 or i32 array (read as integers: a label near 2^63 is not rounded through a double). */
+static inline int64_t int_at(const void *p, nb_dtype dt, int64_t i) {
+    return dt == NB_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
 static inline void store(const ctc_job *j, int64_t i, double v) {
     if (j->dt == NB_F32) ((float *)j->out)[i] = (float)v;
     else ((double *)j->out)[i] = v;
@@ -127,7 +132,7 @@ static void sequence(const ctc_job *j, int64_t b, int slot) {
     int64_t il = j->il[b], L = 2 * j->tl[b] + 1;
     if (j->feasible[b] && il > 0)
         for (int64_t s = 0; s < L; s++)
-            lab[s] = s & 1 ? (int64_t)nb__load(j->tg, j->tdt, j->off[b] + (s / 2) * j->tst) : j->blank;
+            lab[s] = s & 1 ? int_at(j->tg, j->tdt, j->off[b] + (s / 2) * j->tst) : j->blank;
     if (j->backward) {
         sequence_backward(j, b, lab, L, il, work);
         return;
@@ -141,7 +146,7 @@ static void sequence_range(void *ctx, int64_t lo, int64_t hi, int slot) {
 }
 
 static int64_t length_at(const nb_tensor *t, int64_t b) {
-    return (int64_t)nb__load(nb__data(t), t->dtype, t->shape.ndim ? b * t->stride[0] : 0);
+    return int_at(nb__data(t), t->dtype, t->shape.ndim ? b * t->stride[0] : 0);
 }
 
 /* Reads and checks the lengths and labels (inference checked shapes and dtypes) into meta
@@ -168,14 +173,14 @@ static int prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work
                 nb__error("nb_ctc_loss: target_lengths[%lld] is %lld, longer than the %lld labels of each row of targets [%lld, %lld]",
                           (long long)b, (long long)tl[b], (long long)S, (long long)j->N, (long long)S);
             else
-                nb__error("nb_ctc_loss: target_lengths[0..%lld] add up to %lld, more than the %lld labels of the concatenated targets",
-                          (long long)b, (long long)(pos + tl[b]), (long long)S);
+                nb__error("nb_ctc_loss: target_lengths[%lld] is %lld, but the concatenated targets [%lld] have %lld left after the "
+                          "sequences before it", (long long)b, (long long)tl[b], (long long)S, (long long)(S - pos));
             return -1;
         }
         off[b] = padded ? b * tg->stride[0] : pos * tg->stride[0];
         int64_t need = tl[b];
         for (int64_t k = 0; k < tl[b]; k++) {
-            int64_t v = (int64_t)nb__load(nb__data(tg), tg->dtype, off[b] + k * j->tst);
+            int64_t v = int_at(nb__data(tg), tg->dtype, off[b] + k * j->tst);
             if (v < 0 || v >= j->C || v == j->blank) {
                 char where[128];
                 if (padded) snprintf(where, sizeof where, "targets[%lld, %lld]", (long long)b, (long long)k);
@@ -184,7 +189,7 @@ static int prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work
                 else nb__error("nb_ctc_loss: %s is %lld, outside the %lld classes of log_probs", where, (long long)v, (long long)j->C);
                 return -1;
             }
-            if (k > 0 && v == (int64_t)nb__load(nb__data(tg), tg->dtype, off[b] + (k - 1) * j->tst)) need++;
+            if (k > 0 && v == int_at(nb__data(tg), tg->dtype, off[b] + (k - 1) * j->tst)) need++;
         }
         if (!padded) pos += tl[b];
         /* too few steps for the labels and the blanks that must separate repeats: p = 0 without a
