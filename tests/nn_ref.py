@@ -410,6 +410,86 @@ def losses_more():
                {'target': torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])})
 
 
+def ctc_case(name, labels, il, classes, steps=None, blank=0, reduction='mean', zero_infinity=False, concat=False,
+             unbatched=False, from_logits=True, batch_first=False, int32=False, dtype=torch.float32):
+    """F.ctc_loss over N = len(labels) sequences (labels: one list per sequence, il: their input
+    lengths) of `steps` steps (max(il) when None), written as loss_multi writes a case: x is the
+    logits, put through log_softmax on both sides (from_logits), or the log-probabilities
+    themselves. There torch's gradient is not the loss's own: its kernel adds exp(log_probs) over
+    each sequence's first il steps (what a log_softmax in front cancels, as every step's gradient
+    sums to -1 per unit of loss); the reference .gx takes that term out, so it is d loss / d x."""
+    pre = 'loss.' + name
+    seed(name)
+    n, t = len(labels), steps or max(il)
+    s = max([len(lab) for lab in labels] + [1])
+    tl = torch.tensor([len(lab) for lab in labels])
+    if concat or unbatched:
+        targets = torch.tensor([v for lab in labels for v in lab], dtype=torch.int64)
+    else:  # padded with labels drawn at random (never read): only the first target_lengths count
+        targets = torch.randint(0, classes, (n, s))
+        for b, lab in enumerate(labels):
+            targets[b, :len(lab)] = torch.tensor(lab, dtype=torch.int64)
+    ilt = torch.tensor(il)
+    logits = torch.randn(n, t, classes, dtype=dtype) * 2
+    if unbatched:
+        logits, ilt, tl = logits[0], ilt[0], tl[0]
+    else:
+        logits = logits.transpose(0, 1) if batch_first else logits.transpose(0, 1).contiguous()
+    x = (logits if from_logits else F.log_softmax(logits, -1)).detach().requires_grad_(True)
+    lp = F.log_softmax(x, -1) if from_logits else x
+    nll = F.ctc_loss(lp, targets, ilt, tl, blank=blank, reduction='none', zero_infinity=zero_infinity)
+    y = nll if reduction == 'none' else nll.sum() if reduction == 'sum' else (nll / tl.clamp_min(1).to(dtype)).mean()
+    g = torch.randn_like(y)
+    gnll, gx = torch.autograd.grad((y * g).sum(), [nll, x])
+    if not from_logits:  # take out torch's exp(log_probs) * d loss / d nll over the steps each sequence has
+        gb = gnll.reshape(-1)
+        steps_in = torch.arange(x.shape[0])[:, None] < ilt.reshape(-1)[None, :]
+        with torch.no_grad():  # zero_infinity's sequences have no gradient in torch either
+            raw = F.ctc_loss(lp, targets, ilt, tl, blank=blank, reduction='none')
+        counted = torch.isfinite(raw.reshape(-1)) | (not zero_infinity)
+        w = (steps_in & counted[None, :]).to(dtype) * gb[None, :]
+        gx = gx - torch.exp(x.detach()) * (w[:, :, None] if x.dim() == 3 else w[:, 0, None])
+    put_words(f'{pre}.opts', ['fn=ctc', f'reduction={reduction}', f'blank={blank}', f'zero_infinity={int(zero_infinity)}',
+                              f'from_logits={int(from_logits)}', f'batch_first={int(batch_first)}', f'int32={int(int32)}'])
+    put_words(f'{pre}.inputs', ['x'])
+    put(f'{pre}.x', x.transpose(0, 1) if batch_first else x)  # batch first: nabla transposes it back (a strided view)
+    put(f'{pre}.target', targets)
+    put(f'{pre}.input_lengths', ilt)
+    put(f'{pre}.target_lengths', tl)
+    put(f'{pre}.g', g)
+    put(f'{pre}.y', y)
+    put(f'{pre}.gx', gx.transpose(0, 1) if batch_first else gx)
+
+
+def ctc_losses():
+    """The CTC loss: padded and concatenated targets, unbatched, each reduction, impossible
+    alignments with and without zero_infinity, repeated labels (a blank between them), a blank
+    other than 0, f64, log-probabilities given directly, a batch-first (strided) input, long
+    sequences."""
+    padded = [[1, 1, 4, 2, 5], [3, 2, 1], [], [5, 4, 4, 1]]  # a repeat, an empty target
+    for red in ('mean', 'sum', 'none'):
+        ctc_case('ctc_padded_' + red, padded, [12, 10, 7, 11], 6, steps=12, reduction=red)
+        ctc_case('ctc_concat_' + red, [[2, 3], [1, 1, 1], [4, 2, 3, 1]], [9, 7, 10], 5, concat=True, int32=True, reduction=red)
+        ctc_case('ctc_unbatched_' + red, [[3, 1, 3]], [8], 5, unbatched=True, reduction=red)
+        # the second sequence needs 5 steps for its 3 labels and the blanks between them, and has 4;
+        # the third is too short for its target at all
+        ctc_case('ctc_zero_inf_' + red, [[1, 2], [2, 2, 2], [1, 3, 4]], [6, 4, 2], 5, zero_infinity=True, reduction=red)
+        ctc_case('ctc_f64_' + red, padded, [12, 10, 7, 11], 6, steps=13, reduction=red, dtype=torch.float64)
+        ctc_case('ctc_leaf_' + red, padded, [12, 10, 7, 11], 6, steps=12, reduction=red, from_logits=False)
+    # without zero_infinity an impossible sequence's loss is inf and its gradient NaN, as torch's
+    ctc_case('ctc_inf_sum', [[1, 2], [2, 2, 2], [1, 3, 4]], [6, 4, 2], 5, reduction='sum')
+    ctc_case('ctc_inf_none', [[1, 2], [2, 2, 2], [1, 3, 4]], [6, 4, 2], 5, reduction='none')
+    ctc_case('ctc_repeats', [[1, 1, 1, 2, 2], [3, 3]], [8, 5], 4, reduction='sum')  # 8 = 5 labels + 3 blanks: one path
+    ctc_case('ctc_blank3', [[0, 4, 4, 1], [2, 0], [1]], [9, 6, 3], 5, blank=3, concat=True)
+    ctc_case('ctc_batch_first', padded, [12, 10, 7, 11], 6, steps=12, batch_first=True, reduction='sum')
+    ctc_case('ctc_long', [[(7 * k) % 19 + 1 for k in range(15)], [(3 * k) % 19 + 1 for k in range(22)],
+                          [(5 * k) % 19 + 1 for k in range(9)]], [50, 47, 31], 20, reduction='mean')
+    ctc_case('ctc_leaf_f64', [[1, 2, 2], [3], [2, 3, 1, 1]], [7, 5, 7], 4, reduction='sum', from_logits=False,
+             dtype=torch.float64)
+    ctc_case('ctc_leaf_zero_inf', [[1, 2], [2, 2, 2], [1, 3, 4]], [6, 4, 2], 5, zero_infinity=True, reduction='sum',
+             from_logits=False)
+
+
 # ---------------------------------------------------------------- optimizers and schedules
 STEPS = 100
 
@@ -823,6 +903,7 @@ def main():
     activations()
     losses()
     losses_more()
+    ctc_losses()
     optimizers()
     clipping()
     attention()

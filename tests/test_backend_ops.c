@@ -169,6 +169,18 @@ static void case_nn(void) {
     nb_batch_norm(x, rm, rv, input(S(3), NB_F32, 3, false), input(S(3), NB_F32, 4, false), true, 0.1, 1e-5);
     nb_batch_norm(input(S(5, 3), NB_F64, 5, false), NULL, NULL, NULL, NULL, true, 0, 1e-5);
     nb_batch_norm(nb_permute(input(S(6, 2, 3, 5), NB_F32, 6, false), (int[]){ 0, 2, 1, 3 }), NULL, NULL, NULL, NULL, true, 0, 1e-5);
+    /* CTC: padded targets with a repeated label under a strided log_probs (f32); concatenated i32
+       targets with blank 2 and an empty target (f64); a sequence too short for its target with
+       zero_infinity */
+    static const int64_t tg_pad[] = { 1, 2, 2, 3, 0, 0 }, il_pad[] = { 5, 4 }, tl_pad[] = { 3, 1 };
+    nb_ctc_loss(nb_transpose(input(S(2, 5, 4), NB_F32, 7, false), 0, 1), indices(tg_pad, S(2, 3)), indices(il_pad, S(2)),
+                indices(tl_pad, S(2)), (nb_ctc_opts){ .reduction = NB_REDUCTION_NONE });
+    static const int64_t tg_cat[] = { 0, 1, 1, 3, 0 }, il_cat[] = { 4, 3, 6 }, tl_cat[] = { 2, 0, 3 };
+    nb_ctc_loss(input(S(6, 3, 4), NB_F64, 8, false), nb_cast(indices(tg_cat, S(5)), NB_I32), indices(il_cat, S(3)),
+                indices(tl_cat, S(3)), (nb_ctc_opts){ .blank = 2, .reduction = NB_REDUCTION_NONE });
+    static const int64_t tg_short[] = { 1, 1, 2, 1 }, il_short[] = { 2, 3 }, tl_short[] = { 2, 2 };
+    nb_ctc_loss(input(S(3, 2, 3), NB_F32, 9, false), indices(tg_short, S(2, 2)), indices(il_short, S(2)), indices(tl_short, S(2)),
+                (nb_ctc_opts){ .reduction = NB_REDUCTION_NONE, .zero_infinity = true });
 }
 
 /* Backward passes reach the ops that only backward formulas call. */
@@ -187,6 +199,10 @@ static void case_backward_ops(void) {
     nb_tensor *bw = nb_set_requires_grad(input(S(3), NB_F64, 3, false), true);
     nb_tensor *bn = nb_batch_norm(h, NULL, NULL, bw, NULL, true, 0, 1e-5);
     r = nb_add(r, nb_sum_all(nb_mul(bn, input(S(2, 3, 5, 5), NB_F64, 4, false))));
+    /* the CTC loss's gradient kernel, through the mean over target lengths */
+    static const int64_t tg[] = { 1, 1, 2, 0 }, il[] = { 4, 3 }, tl[] = { 2, 1 };
+    nb_tensor *lp = nb_set_requires_grad(input(S(4, 2, 3), NB_F64, 5, false), true);
+    r = nb_add(r, nb_ctc_loss(lp, indices(tg, S(2, 2)), indices(il, S(2)), indices(tl, S(2)), (nb_ctc_opts){ 0 }));
     nb_backward(nb_add(nb_add(nb_sum_all(p), q), r));
 }
 
@@ -283,8 +299,10 @@ static void inputs_for(const call *c, nb_dtype d, nb_device dev, nb_tensor **out
     for (int i = 0; i < c->nin; i++) {
         nb_tensor *x = c->in[i];
         /* the data inputs take the dtype (not indices and conditions, nor the optimizer update's
-           step count and coefficients) */
-        bool data = is_data_input(def, i) && !(c->op == NB_OP_OPTIM_UPDATE && (i == 2 || i == 3));
+           step count and coefficients, nor the integer labels and lengths of an op that computes
+           floats only: the CTC loss's) */
+        bool data = is_data_input(def, i) && !(c->op == NB_OP_OPTIM_UPDATE && (i == 2 || i == 3)) &&
+                    (nb__is_float(nb_dtype_of(x)) || (def->dtypes & NB_T_INT));
         if (data) x = as_dtype(x, d);
         if (nb_device_of(x).type != dev.type || nb_device_of(x).index != dev.index || (def->flags & NB_F_INPLACE))
             x = nb_to(nb_clone(x), dev); /* a fresh dense copy there (nb_to keeps a tensor already there) */

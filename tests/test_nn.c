@@ -895,6 +895,93 @@ static void test_loss_errors(void **state) {
     assert_int_equal(used_bytes(), before);
 }
 
+/* The CTC loss: wrong shapes, dtypes, lengths, labels and options are errors naming the argument;
+   a target longer than its input is not one (as torch: its loss is infinite, or 0 with
+   zero_infinity); its gradient is not differentiated again; nothing is left allocated. */
+static void test_ctc_loss_errors(void **state) {
+    (void)state;
+    size_t before = used_bytes();
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *lp = nb_log_softmax(nb_zeros(NB_SHAPE(5, 2, 4), NB_F32), -1); /* T 5, N 2, C 4 */
+    nb_tensor *tg = nb_from_data((int64_t[]){ 1, 2, 3, 0 }, NB_SHAPE(2, 2), NB_I64);
+    nb_tensor *il = nb_from_data((int64_t[]){ 5, 4 }, NB_SHAPE(2), NB_I64), *tl = nb_from_data((int64_t[]){ 2, 1 }, NB_SHAPE(2), NB_I64);
+    nb_ctc_opts o = { 0 };
+    assert_non_null(nb_ctc_loss(lp, tg, il, tl, o));
+    assert_null(nb_ctc_loss(lp, NULL, il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets is NULL");
+    /* shapes and dtypes */
+    assert_null(nb_ctc_loss(nb_zeros(NB_SHAPE(5, 2, 4), NB_I64), tg, il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: expected floating-point log_probs [T, N, C] or unbatched [T, C], got [5, 2, 4] i64");
+    assert_null(nb_ctc_loss(nb_zeros(NB_SHAPE(5, 2, 4, 1), NB_F32), tg, il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: expected floating-point log_probs [T, N, C] or unbatched [T, C], got [5, 2, 4, 1] f32");
+    assert_null(nb_ctc_loss(lp, nb_cast(tg, NB_F32), il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets must be i64 or i32, padded [N, S] or the N targets concatenated (1-D), for log_probs "
+                          "[5, 2, 4] f32; got [2, 2] f32");
+    assert_null(nb_ctc_loss(lp, nb_zeros(NB_SHAPE(3, 2), NB_I64), il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets must be i64 or i32, padded [N, S]");
+    assert_null(nb_ctc_loss(lp, tg, nb_ones(NB_SHAPE(3), NB_I64), tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: input_lengths must hold one i64 or i32 length per sequence, [N] for log_probs [5, 2, 4] f32; "
+                          "got [3] i64");
+    assert_null(nb_ctc_loss(lp, tg, il, nb_cast(tl, NB_F32), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths must hold one i64 or i32 length per sequence");
+    nb_tensor *lp1 = nb_log_softmax(nb_zeros(NB_SHAPE(5, 4), NB_F32), -1); /* unbatched */
+    assert_null(nb_ctc_loss(lp1, nb_from_data((int64_t[]){ 1, 2 }, NB_SHAPE(2), NB_I64), il, nb_full(NB_SHAPE(), 2, NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: input_lengths must hold one i64 or i32 length per sequence, 0-d or [1] for log_probs [5, 4] f32");
+    assert_null(nb_ctc_loss(lp1, tg, nb_full(NB_SHAPE(), 5, NB_I64), nb_full(NB_SHAPE(), 2, NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets must be i64 or i32, [S] (unbatched)");
+    /* options */
+    assert_null(nb_ctc_loss(lp, tg, il, tl, (nb_ctc_opts){ .reduction = NB_REDUCTION_BATCHMEAN }));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: invalid reduction 3 (expected mean, sum or none)");
+    assert_null(nb_ctc_loss(lp, tg, il, tl, (nb_ctc_opts){ .blank = 4 }));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: blank 4 is outside the 4 classes of log_probs [5, 2, 4] f32");
+    /* lengths and labels, read by the kernel */
+    assert_null(nb_ctc_loss(lp, tg, nb_from_data((int64_t[]){ 5, 6 }, NB_SHAPE(2), NB_I64), tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: input_lengths[1] is 6, outside [0, 5] (log_probs has 5 steps)");
+    assert_null(nb_ctc_loss(lp, tg, nb_from_data((int32_t[]){ -1, 2 }, NB_SHAPE(2), NB_I32), tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: input_lengths[0] is -1, outside [0, 5]");
+    assert_null(nb_ctc_loss(lp, tg, il, nb_from_data((int64_t[]){ -1, 1 }, NB_SHAPE(2), NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[0] is -1, a negative length");
+    assert_null(nb_ctc_loss(lp, tg, il, nb_from_data((int64_t[]){ 2, 3 }, NB_SHAPE(2), NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[1] is 3, longer than the 2 labels of each row of targets [2, 2]");
+    nb_tensor *cat = nb_from_data((int64_t[]){ 1, 2, 3 }, NB_SHAPE(3), NB_I64);
+    assert_null(nb_ctc_loss(lp, cat, il, nb_from_data((int64_t[]){ 2, 2 }, NB_SHAPE(2), NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[1] is 2, but the concatenated targets [3] have 1 left after the sequences "
+                          "before it");
+    assert_null(nb_ctc_loss(lp, cat, il, nb_from_data((int64_t[]){ 1, INT64_MAX }, NB_SHAPE(2), NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: target_lengths[1] is 9223372036854775807, but the concatenated targets [3] have 2 left");
+    assert_null(nb_ctc_loss(lp, nb_from_data((int64_t[]){ 1, INT64_MAX, 3, 1 }, NB_SHAPE(2, 2), NB_I64), il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets[0, 1] is 9223372036854775807, outside the 4 classes of log_probs");
+    assert_null(nb_ctc_loss(lp, tg, il, nb_from_data((int64_t[]){ 2, 2 }, NB_SHAPE(2), NB_I64), o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets[1, 1] is the blank (0): targets hold labels only");
+    assert_null(nb_ctc_loss(lp, nb_from_data((int32_t[]){ 1, 2, 7, 0 }, NB_SHAPE(2, 2), NB_I32), il, tl, o));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets[1, 0] is 7, outside the 4 classes of log_probs");
+    assert_null(nb_ctc_loss(lp, cat, il, tl, (nb_ctc_opts){ .blank = 3 }));
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: targets[2] (sequence 1's label 0) is the blank (3)");
+    /* a target longer than its input: infinite, or 0 with zero_infinity (and a zero gradient) */
+    nb_tensor *x = nb_set_requires_grad(nb_zeros(NB_SHAPE(5, 2, 4), NB_F64), true);
+    nb_tensor *short_il = nb_from_data((int64_t[]){ 5, 1 }, NB_SHAPE(2), NB_I64), *long_tl = nb_from_data((int64_t[]){ 2, 2 }, NB_SHAPE(2), NB_I64);
+    nb_tensor *tg2 = nb_from_data((int64_t[]){ 1, 2, 3, 3 }, NB_SHAPE(2, 2), NB_I64);
+    double v[2], g[40];
+    assert_int_equal(nb_copy_to(nb_ctc_loss(nb_log_softmax(x, -1), tg2, short_il, long_tl, (nb_ctc_opts){ .reduction = NB_REDUCTION_NONE }),
+                                v, sizeof v), 0);
+    assert_true(isfinite(v[0]) && v[1] == INFINITY);
+    nb_tensor *y = nb_ctc_loss(nb_log_softmax(x, -1), tg2, short_il, long_tl, (nb_ctc_opts){ .reduction = NB_REDUCTION_NONE, .zero_infinity = true });
+    assert_int_equal(nb_copy_to(y, v, sizeof v), 0);
+    assert_true(isfinite(v[0]) && v[1] == 0);
+    assert_int_equal(nb_backward(nb_sum_all(y)), 0);
+    assert_int_equal(nb_copy_to(nb_grad_of(x), g, sizeof g), 0);
+    for (int t = 0; t < 5; t++)
+        for (int c = 0; c < 4; c++) assert_true(g[(t * 2 + 1) * 4 + c] == 0 && isfinite(g[t * 2 * 4 + c]));
+    /* the gradient is a kernel's: not differentiated again */
+    nb_tensor *grad = NULL, *xl = nb_set_requires_grad(nb_zeros(NB_SHAPE(5, 2, 4), NB_F64), true);
+    nb_tensor *loss = nb_ctc_loss(xl, tg, il, tl, o);
+    assert_true(nb_autograd_grad(&loss, NULL, 1, &xl, 1, &grad, (nb_grad_opts){ .create_graph = true }) < 0);
+    ASSERT_ERROR_CONTAINS("nb_ctc_loss: its gradient cannot be differentiated again");
+    nb_scope_end(s);
+    assert_null(nb_error());
+    assert_int_equal(used_bytes(), before);
+}
+
 /* issue 15's activations and containers: bad arguments and inputs are errors naming the function
    or the layer; zero arguments are torch's defaults; the containers' lookups. */
 static void test_activation_and_container_errors(void **state) {
@@ -1081,6 +1168,7 @@ int main(void) {
         cmocka_unit_test(test_transformer_layers),
         cmocka_unit_test_setup(test_forward_hooks, clear_error_setup),
         cmocka_unit_test_setup(test_loss_errors, clear_error_setup),
+        cmocka_unit_test_setup(test_ctc_loss_errors, clear_error_setup),
         cmocka_unit_test_setup(test_activation_and_container_errors, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -374,7 +374,9 @@ static void test_loss(void **state) {
 /* issue 15's losses, whose inputs may all be learned: nn_ref.py's loss_multi writes the
    function and its options (S loss.<case>.opts: fn=..., reduction=..., margin=...), the inputs
    whose gradients it compares (S loss.<case>.inputs) and the constants. Cases whose name ends
-   in _t give every input as torch had it, a transpose: here a non-contiguous view. */
+   in _t give every input as torch had it, a transpose: here a non-contiguous view. The CTC
+   loss's cases add the lengths and options of their own: x is logits put through log_softmax
+   (from_logits) or the log-probabilities, stored batch first when torch had a transpose. */
 #define MAX_LOSS_IN 4
 
 typedef struct loss_opts {
@@ -382,6 +384,8 @@ typedef struct loss_opts {
     nb_reduction red;
     double delta, margin, p, eps;
     bool swap, log_target;
+    int64_t blank; /* the CTC loss's */
+    bool zero_infinity, from_logits, batch_first, int32;
 } loss_opts;
 
 static bool parse_loss_opts(const char *cs, const record *r, loss_opts *o) {
@@ -402,6 +406,11 @@ static bool parse_loss_opts(const char *cs, const record *r, loss_opts *o) {
         else if (KEY("eps")) o->eps = strtod(v, NULL);
         else if (KEY("swap")) o->swap = atoi(v) != 0;
         else if (KEY("log_target")) o->log_target = atoi(v) != 0;
+        else if (KEY("blank")) o->blank = atoll(v);
+        else if (KEY("zero_infinity")) o->zero_infinity = atoi(v) != 0;
+        else if (KEY("from_logits")) o->from_logits = atoi(v) != 0;
+        else if (KEY("batch_first")) o->batch_first = atoi(v) != 0;
+        else if (KEY("int32")) o->int32 = atoi(v) != 0;
         else {
             fprintf(stderr, "  %s: unknown option %s\n", cs, w);
             return false;
@@ -440,7 +449,7 @@ static void test_loss_multi(void **state) {
     ok = ok && inputs && inputs->nwords <= MAX_LOSS_IN;
     nb_scope *sc = nb_scope_begin();
     /* every tensor of the case by name; the learned ones require grad */
-    static const char *const all[] = { "x", "target", "weight", "x1", "x2", "a", "pos", "neg" };
+    static const char *const all[] = { "x", "target", "weight", "x1", "x2", "a", "pos", "neg", "input_lengths", "target_lengths" };
     enum { NALL = sizeof all / sizeof *all };
     nb_tensor *t[NALL] = { 0 }, *leaf[NALL] = { 0 };
     bool was_t[NALL] = { false };
@@ -451,7 +460,7 @@ static void test_loss_multi(void **state) {
         t[i] = loss_input(name, all[i], learned, &was_t[i], &leaf[i]);
         if (learned && !t[i]) ok = false;
     }
-    enum { X, TARGET, WEIGHT, X1, X2, A, POS, NEG };
+    enum { X, TARGET, WEIGHT, X1, X2, A, POS, NEG, INPUT_LENGTHS, TARGET_LENGTHS };
     nb_tensor *y = NULL;
     if (ok) {
         if (!strcmp(o.fn, "bce")) y = nb_bce_loss(t[X], t[TARGET], o.red, t[WEIGHT]);
@@ -462,13 +471,24 @@ static void test_loss_multi(void **state) {
             y = nb_triplet_margin_loss(t[A], t[POS], t[NEG],
                                        (nb_triplet_opts){ .margin = o.margin, .p = o.p, .eps = o.eps, .swap = o.swap, .reduction = o.red });
         else if (!strcmp(o.fn, "cosine")) y = nb_cosine_embedding_loss(t[X1], t[X2], t[TARGET], o.margin, o.red);
+        else if (!strcmp(o.fn, "ctc")) {
+            /* x is stored [N, T, C] when batch first: log_probs is its transpose, a strided view */
+            nb_tensor *lp = o.batch_first ? nb_transpose(t[X], 0, 1) : t[X];
+            if (o.from_logits) lp = nb_log_softmax(lp, -1);
+            nb_tensor *tg = t[TARGET], *il = t[INPUT_LENGTHS], *tl = t[TARGET_LENGTHS];
+            if (o.int32) tg = nb_cast(tg, NB_I32), il = nb_cast(il, NB_I32), tl = nb_cast(tl, NB_I32);
+            y = nb_ctc_loss(lp, tg, il, tl, (nb_ctc_opts){ .blank = o.blank, .reduction = o.red, .zero_infinity = o.zero_infinity });
+        }
         else {
             fprintf(stderr, "  %s: unknown loss %s\n", cs, o.fn);
             ok = false;
         }
     }
+    /* f64 cases (the CTC loss's) are held to f64's precision */
+    bool f64 = ok && nb_dtype_of(t[X]) == NB_F64;
+    double rtol = f64 ? 1e-10 : 1e-5, atol = f64 ? 1e-12 : 1e-6;
     snprintf(ref, sizeof ref, "loss.%s.y", name);
-    ok = ok && compare(cs, "loss", y, ref, 1e-5, 1e-6);
+    ok = ok && compare(cs, "loss", y, ref, rtol, atol);
     if (ok && nb_backward_with(y, ref_tensor("loss.%s.g", name)) < 0) {
         fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
         ok = false;
@@ -480,7 +500,7 @@ static void test_loss_multi(void **state) {
                 snprintf(what, sizeof what, "gradient of %s", all[i]);
                 snprintf(ref, sizeof ref, "loss.%s.g%s", name, all[i]);
                 nb_tensor *g = nb_grad_of(leaf[i]);
-                ok = compare(cs, what, was_t[i] && g ? nb_transpose(g, 0, 1) : g, ref, 1e-5, 1e-6) && ok;
+                ok = compare(cs, what, was_t[i] && g ? nb_transpose(g, 0, 1) : g, ref, rtol, atol) && ok;
             }
     nb_scope_end(sc);
     finish_case(cs, ok, used);
@@ -490,10 +510,12 @@ static void test_loss_multi(void **state) {
 static const char *const LOSS_MULTI_BASES[] = {
     "bce_prob", "bce_prob_w", "bce_prob_wcol", "huber", "huber_d05", "margin_ranking", "margin_ranking_m025", "triplet",
     "triplet_p1", "triplet_p3", "triplet_pinf", "triplet_swap", "triplet_m05", "cosine", "cosine_m02",
+    "ctc_padded", "ctc_concat", "ctc_unbatched", "ctc_zero_inf", "ctc_f64", "ctc_leaf",
 };
 static const char *const KL_BASES[] = { "kl", "kl_log", "kl_zero", "kl_3d" };
 static const char *const LOSS_MULTI_SINGLE[] = {
     "triplet_1d", "cosine_1d_pos", "cosine_1d_neg", "cosine_int_target", "bce_prob_t", "kl_t", "huber_t", "triplet_t", "cosine_t",
+    "ctc_inf_sum", "ctc_inf_none", "ctc_repeats", "ctc_blank3", "ctc_batch_first", "ctc_long", "ctc_leaf_f64", "ctc_leaf_zero_inf",
 };
 enum {
     N_LOSS_MULTI = (int)(sizeof LOSS_MULTI_BASES / sizeof *LOSS_MULTI_BASES) * 3 + (int)(sizeof KL_BASES / sizeof *KL_BASES) * 4 +

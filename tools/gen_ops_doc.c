@@ -30,6 +30,7 @@ static const struct { const char *fn, *from, *backward; } composites[] = {
     { "nb_one_hot", "arange, eq, cast", "not differentiable" },
     { "nb_eye, nb_linspace", "arange, eq, cast; host values", "not differentiable" },
     { "nb_randint, nb_randperm, nb_bernoulli, nb_multinomial", "rand, floor, argsort, lt, cumsum, le", "not differentiable" },
+    { "nb_ctc_loss", "the ctc_loss primitive (one loss per sequence), then sum, or mean of the losses over their target lengths (cast, clamp, div)", "yes: ctc_loss_backward, not twice" },
 };
 
 int main(void) {

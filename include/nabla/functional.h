@@ -175,6 +175,22 @@ NB_API nb_tensor *nb_triplet_margin_loss(nb_tensor *anchor, nb_tensor *positive,
 /* 1 - cos(x1, x2) where y is 1, max(0, cos(x1, x2) - margin) where y is -1 (0 elsewhere), with
    cos over D of inputs [N, D] and y [N] (or inputs [D] and a 0-d y), eps 1e-12 as torch. */
 NB_API nb_tensor *nb_cosine_embedding_loss(nb_tensor *x1, nb_tensor *x2, nb_tensor *y, double margin, nb_reduction reduction);
+/* Options of nb_ctc_loss (zero fields are torch's defaults: blank 0, mean, infinities kept). */
+typedef struct nb_ctc_opts {
+    int64_t blank;          /* the class index of the blank, in [0, C) */
+    nb_reduction reduction; /* MEAN divides each sequence's loss by its target length (at least 1)
+                               before averaging over the batch, as torch */
+    bool zero_infinity;     /* a sequence with no possible alignment (too short for its target) gets
+                               loss 0 and gradient 0 instead of an infinite loss */
+} nb_ctc_opts;
+/* Connectionist temporal classification loss (torch's ctc_loss), for unsegmented sequence labelling
+   (speech, handwriting): log_probs [T, N, C] (unbatched [T, C]), f32 or f64; targets padded [N, S]
+   or all N concatenated (1-D; unbatched [S]), labels in [0, C) other than the blank, i64 or i32;
+   input_lengths and target_lengths [N] (unbatched 0-d or [1]), i64 or i32. The gradient is d loss /
+   d log_probs itself: torch's adds exp(log_probs), which a log_softmax in front cancels, so the
+   two agree on the gradient of the logits. */
+NB_API nb_tensor *nb_ctc_loss(nb_tensor *log_probs, nb_tensor *targets, nb_tensor *input_lengths, nb_tensor *target_lengths,
+                              nb_ctc_opts opts);
 
 #ifdef __cplusplus
 }

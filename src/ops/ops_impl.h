@@ -116,6 +116,10 @@ int nb__bwd_cumprod(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
    batch_norm_backward(g, x, w). */
 int nb__infer_batch_norm(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 int nb__bwd_batch_norm(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
+/* Inference of the CTC loss ops and the backward of ctc_loss (src/ops/ctc_loss.c): ctc_loss(log_probs,
+   targets, input_lengths, target_lengths) -> [N] and ctc_loss_backward(the same, g [N]) -> log_probs' shape. */
+int nb__infer_ctc_loss(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__bwd_ctc_loss(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 
 
 /* Anomaly mode's classes of values, ordered: finite < infinities (no NaN) < NaN. */
