@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the PyTorch reference for tests/test_nn_torch.c (layers, losses, optimizers, schedules,
-attention).
+attention, module backward hooks).
 
 Usage: nn_ref.py OUTPUT_FILE
 
@@ -895,6 +895,64 @@ def transformers():
         transformer_case(*c)
 
 
+# ---------------------------------------------------------------- module backward hooks
+HOOK_CASES = ('record', 'scale', 'pre', 'nograd')
+
+
+def hook_case(name):
+    """A small MLP with full backward hooks on its first and middle Linear: the grad_input and
+    grad_output each hook sees ('hook.<case>.gin.<k>', '.gout.<k>'; no gin when torch passes
+    None), x's and the parameters' gradients. 'scale': the middle Linear's hook returns 2.5 *
+    grad_input, which reaches the first Linear's parameters and x. 'pre': a backward pre-hook
+    triples the middle Linear's grad_output. 'nograd': x needs no gradient."""
+    pre = 'hook.' + name
+    seed(pre)
+    m = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 6), nn.Tanh(), nn.Linear(6, 3))
+    x = torch.randn(4, 5).requires_grad_(name != 'nograd')
+    put_words(f'{pre}.params', [pname for pname, _ in m.named_parameters()])
+    for pname, p in m.named_parameters():
+        put(f'{pre}.param.{pname}', p)
+    put(f'{pre}.x', x)
+    seen = {}
+
+    def recorder(k):
+        def hook(module, grad_input, grad_output):
+            seen[k] = (grad_input[0], grad_output[0])
+            if name == 'scale' and k == 2:
+                return (grad_input[0] * 2.5,)
+            return None
+        return hook
+
+    for k in (0, 2):
+        m[k].register_full_backward_hook(recorder(k))
+    if name == 'pre':
+        # torch 1.13 has no register_full_backward_pre_hook: a hook on the Linear's output
+        # changes the gradient its backward gets the same way; torch 2's pre-hook also hands
+        # the full backward hook the replaced grad_output, so that is what is written below
+        def triple_output_grad(module, inp, out):
+            out.register_hook(lambda gr: gr * 3)
+
+        m[2].register_forward_hook(triple_output_grad)
+    y = m(x)
+    g = torch.randn_like(y)
+    (y * g).sum().backward()
+    put(f'{pre}.g', g)
+    put(f'{pre}.y', y)
+    if x.requires_grad:
+        put(f'{pre}.gx', x.grad)
+    for pname, p in m.named_parameters():
+        put(f'{pre}.grad.{pname}', p.grad)
+    for k, (gin, gout) in seen.items():
+        if gin is not None:
+            put(f'{pre}.gin.{k}', gin)
+        put(f'{pre}.gout.{k}', gout * 3 if name == 'pre' and k == 2 else gout)
+
+
+def hooks():
+    for c in HOOK_CASES:
+        hook_case(c)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit('usage: nn_ref.py OUTPUT_FILE')
@@ -908,6 +966,7 @@ def main():
     clipping()
     attention()
     transformers()
+    hooks()
     with open(sys.argv[1], 'w') as f:
         f.write('\n'.join(OUT) + '\n')
     print(f'nn_ref.py: wrote {len(OUT)} records to {sys.argv[1]}')

@@ -835,6 +835,162 @@ static void test_forward_hooks(void **state) {
     nb_module_free(relu);
 }
 
+/* Backward hooks, as torch's register_full_backward_hook / register_full_backward_pre_hook, on
+   values known by hand. A Linear with W = [[2, 3]], b = [0.5] on x = [[1, -1]], and the loss
+   4 * y: grad_output is [[4]], grad_input = grad_output W = [[8, 12]], W's gradient
+   grad_output^T x = [[4, -4]]. */
+typedef struct {
+    int calls, pre_calls;
+    float gin[4], gout[4], pre_gout[4];
+    bool gin_null;
+    double scale_in, scale_out; /* 0: keep */
+    bool wrong_shape, fail_op, give_when_null;
+} bw_log;
+
+static void read2(nb_tensor *t, float *out) {
+    assert_non_null(t);
+    assert_int_equal(nb_copy_to(nb_contiguous(t), out, sizeof(float) * (size_t)nb_numel(t)), 0);
+}
+
+static nb_tensor *bw_record(nb_module *m, nb_tensor *gin, nb_tensor *gout, void *ctx) {
+    (void)m;
+    bw_log *log = ctx;
+    log->calls++;
+    log->gin_null = gin == NULL;
+    if (gin) read2(gin, log->gin);
+    read2(gout, log->gout);
+    if (log->give_when_null && !gin) return nb_zeros(NB_SHAPE(1), NB_F32);
+    if (log->wrong_shape) return nb_zeros(NB_SHAPE(3), NB_F32);
+    if (log->fail_op) return nb_matmul(gin, nb_zeros(NB_SHAPE(5, 5), NB_F32));
+    return log->scale_in && gin ? nb_mul_scalar(gin, log->scale_in) : NULL;
+}
+
+static nb_tensor *bw_pre_record(nb_module *m, nb_tensor *gout, void *ctx) {
+    (void)m;
+    bw_log *log = ctx;
+    log->pre_calls++;
+    read2(gout, log->pre_gout);
+    return log->scale_out ? nb_mul_scalar(gout, log->scale_out) : NULL;
+}
+
+static nb_module *hand_linear(void) {
+    nb_module *lin = nb_nn_linear(2, 1);
+    bool prev = nb_set_grad_enabled(false); /* an in-place write to a parameter, as torch.no_grad */
+    assert_int_equal(nb_assign(nb_module_get(lin, "weight"), nb_from_data((float[]){ 2, 3 }, NB_SHAPE(1, 2), NB_F32)), 0);
+    assert_int_equal(nb_assign(nb_module_get(lin, "bias"), nb_from_data((float[]){ 0.5f }, NB_SHAPE(1), NB_F32)), 0);
+    nb_set_grad_enabled(prev);
+    return lin;
+}
+
+/* Runs 4 * lin(x) backward, x = [[1, -1]] (needing grad or not); the backward's status. */
+static int hand_backward(nb_module *lin, bool x_grad, nb_tensor **x_out) {
+    nb_tensor *x = nb_from_data((float[]){ 1, -1 }, NB_SHAPE(1, 2), NB_F32);
+    if (x_grad) nb_set_requires_grad(x, true);
+    if (x_out) *x_out = x;
+    nb_module_zero_grad(lin);
+    return nb_backward(nb_sum_all(nb_mul_scalar(nb_forward(lin, x), 4.0)));
+}
+
+static nb_tensor *hooked_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor *loss = nb_sum_all(nb_forward((nb_module *)ctx, in[0]));
+    if (!loss || nb_backward(loss) < 0) return NULL;
+    return loss;
+}
+
+static void test_backward_hooks(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_module *lin = hand_linear();
+    bw_log log = { 0 };
+    int h = nb_module_add_backward_hook(lin, bw_record, &log);
+    int p = nb_module_add_backward_pre_hook(lin, bw_pre_record, &log);
+    assert_true(h >= 0 && p >= 0 && h != p);
+    nb_tensor *x;
+    float v[4];
+    assert_int_equal(hand_backward(lin, true, &x), 0);
+    assert_int_equal(log.calls, 1);
+    assert_int_equal(log.pre_calls, 1);
+    assert_false(log.gin_null);
+    assert_true(log.pre_gout[0] == 4 && log.gout[0] == 4);
+    assert_true(log.gin[0] == 8 && log.gin[1] == 12);
+    read2(nb_grad_of(x), v);
+    assert_true(v[0] == 8 && v[1] == 12);
+
+    /* a hook's grad_input goes on upstream; the parameters' gradients do not see it */
+    log.scale_in = 0.5;
+    assert_int_equal(hand_backward(lin, true, &x), 0);
+    read2(nb_grad_of(x), v);
+    assert_true(v[0] == 4 && v[1] == 6);
+    read2(nb_grad_of(nb_module_get(lin, "weight")), v);
+    assert_true(v[0] == 4 && v[1] == -4);
+    /* a pre-hook's grad_output goes into the module's backward and to the hooks */
+    log.scale_in = 0;
+    log.scale_out = 3;
+    assert_int_equal(hand_backward(lin, true, &x), 0);
+    assert_true(log.pre_gout[0] == 4 && log.gout[0] == 12);
+    assert_true(log.gin[0] == 24 && log.gin[1] == 36);
+    read2(nb_grad_of(nb_module_get(lin, "weight")), v);
+    assert_true(v[0] == 12 && v[1] == -12);
+    log.scale_out = 0;
+
+    /* an input that needs no gradient: grad_input is NULL, the hook still hears grad_output */
+    log.calls = 0;
+    assert_int_equal(hand_backward(lin, false, NULL), 0);
+    assert_int_equal(log.calls, 1);
+    assert_true(log.gin_null && log.gout[0] == 4);
+    log.give_when_null = true;
+    assert_true(hand_backward(lin, false, NULL) < 0);
+    ASSERT_ERROR_CONTAINS("needs none (grad_input is NULL)");
+    log.give_when_null = false;
+
+    /* errors: a grad_input of the wrong shape, a hook whose own op failed; both name the hook */
+    log.wrong_shape = true;
+    assert_true(hand_backward(lin, true, NULL) < 0);
+    ASSERT_ERROR_CONTAINS("backward hook (handle 0) of module (root) (Linear) returned [3] f32 for grad_input [1, 2] f32");
+    log.wrong_shape = false;
+    log.fail_op = true;
+    assert_true(hand_backward(lin, true, NULL) < 0);
+    ASSERT_ERROR_CONTAINS("backward hook (handle 0) of module (root) (Linear) failed: nb_matmul");
+    log.fail_op = false;
+
+    /* a module used twice in one forward: each call's hooks see that call's gradients */
+    log.calls = 0;
+    nb_tensor *x2 = nb_set_requires_grad(nb_from_data((float[]){ 1, -1 }, NB_SHAPE(1, 2), NB_F32), true);
+    nb_tensor *loss = nb_add(nb_sum_all(nb_forward(lin, x2)), nb_sum_all(nb_mul_scalar(nb_forward(lin, x2), 5.0)));
+    assert_int_equal(nb_backward(loss), 0);
+    assert_int_equal(log.calls, 2);
+    read2(nb_grad_of(x2), v);
+    assert_true(v[0] == 12 && v[1] == 18); /* (1 + 5) W */
+
+    /* no hook runs without a graph, nor once removed */
+    log.calls = log.pre_calls = 0;
+    bool prev = nb_set_grad_enabled(false);
+    assert_non_null(nb_forward(lin, x2));
+    nb_set_grad_enabled(prev);
+    assert_int_equal(nb_module_remove_hook(lin, h), 0);
+    assert_int_equal(nb_module_remove_hook(lin, p), 0);
+    assert_int_equal(hand_backward(lin, true, &x), 0);
+    assert_int_equal(log.calls + log.pre_calls, 0);
+    read2(nb_grad_of(x), v);
+    assert_true(v[0] == 8 && v[1] == 12);
+    assert_int_equal(nb_module_add_backward_hook(lin, NULL, NULL), -1);
+    ASSERT_ERROR_CONTAINS("the hook is NULL");
+    assert_int_equal(nb_module_add_backward_pre_hook(NULL, bw_pre_record, NULL), -1);
+    ASSERT_ERROR_CONTAINS("module is NULL");
+
+    /* a graph dropped without a backward frees the hooks' state with it (ASan's leak check) */
+    assert_true(nb_module_add_backward_hook(lin, bw_record, &log) >= 0);
+    nb_forward(lin, x2);
+    /* nb_compile would replay the step without calling the hooks: an error naming the module */
+    nb_compiled *c = nb_compile(hooked_step, lin, (nb_graph_opts){ 0 });
+    assert_null(nb_compiled_run(c, (nb_tensor *[]){ x2 }, 1));
+    ASSERT_ERROR_CONTAINS("module (root) (Linear) has backward hooks, which a compiled graph would never call");
+    nb_compiled_free(c);
+    nb_scope_end(s);
+    nb_module_free(lin);
+}
+
 /* issue 15's losses: wrong shapes, dtypes, values and reductions are errors naming the function
    and the shapes; nothing is left allocated. */
 static void test_loss_errors(void **state) {
@@ -1167,6 +1323,7 @@ int main(void) {
         cmocka_unit_test(test_training_bits_do_not_depend_on_threads),
         cmocka_unit_test(test_transformer_layers),
         cmocka_unit_test_setup(test_forward_hooks, clear_error_setup),
+        cmocka_unit_test_setup(test_backward_hooks, clear_error_setup),
         cmocka_unit_test_setup(test_loss_errors, clear_error_setup),
         cmocka_unit_test_setup(test_ctc_loss_errors, clear_error_setup),
         cmocka_unit_test_setup(test_activation_and_container_errors, clear_error_setup),

@@ -1,5 +1,6 @@
 /* Models from a JSON config (nb_nn_from_config), the residual block, the Keras-style summary and
-   the built-in configs: every layer type builds and gives the inferred shape; the "cnn"
+   the built-in configs: every layer type builds and gives the inferred shape (the convolutions'
+   [height, width] fields and padding modes too, their parameters and settings checked); the "cnn"
    built-in has the parameter names and shapes of the CLI's hand-built convnet (so old saved
    files load); residual names and forward by hand; an error for each kind of wrong config,
    naming the layer and the field; the activations' fields by hand; the summary's shapes,
@@ -66,6 +67,29 @@ static void test_each_layer_type(void **state) {
           "\"padding\": \"same\"}]}", { 3, { 4, 12, 12 } }, "Conv2d" },
         { "{\"input\": [2, 12, 12], \"layers\": [{\"type\": \"conv2d\", \"out\": 4, \"kernel\": 3, \"dilation\": 3}]}",
           { 3, { 4, 6, 6 } }, "Conv2d" },
+        /* non-square fields as [height, width]: H (12 + 2 - 3) / 1 + 1, W (20 - 2 * 4 - 1) / 2 + 1 */
+        { "{\"input\": [3, 12, 20], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": [3, 5], \"stride\": [1, 2], "
+          "\"padding\": [1, 0], \"dilation\": [1, 2]}]}", { 3, { 8, 12, 6 } }, "Conv2d" },
+        { "{\"input\": [3, 12, 10], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": [3, 5], \"padding\": \"same\"}]}",
+          { 3, { 8, 12, 10 } }, "Conv2d" },
+        { "{\"input\": [3, 12, 10], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding\": 1, "
+          "\"padding_mode\": \"reflect\"}]}", { 3, { 8, 12, 10 } }, "Conv2d" },
+        { "{\"input\": [3, 12, 10], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": [5, 3], \"padding\": [2, 1], "
+          "\"padding_mode\": \"circular\"}]}", { 3, { 8, 12, 10 } }, "Conv2d" },
+        { "{\"input\": [3, 2, 10], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding\": 3, "
+          "\"padding_mode\": \"replicate\"}]}", { 3, { 8, 6, 14 } }, "Conv2d" },
+        { "{\"input\": [3, 12, 10], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding\": 1, "
+          "\"padding_mode\": \"zeros\"}]}", { 3, { 8, 12, 10 } }, "Conv2d" },
+        /* conv1d over [C, L]: (20 + 2 - 4 - 1) / 2 + 1 */
+        { "{\"input\": [4, 20], \"layers\": [{\"type\": \"conv1d\", \"out\": 6, \"kernel\": 5, \"stride\": 2, \"padding\": 1}]}",
+          { 2, { 6, 9 } }, "Conv1d" },
+        { "{\"input\": [4, 20], \"layers\": [{\"type\": \"conv1d\", \"out\": 6, \"kernel\": 3, \"dilation\": 2, \"groups\": 2, "
+          "\"padding\": \"same\", \"padding_mode\": \"circular\", \"bias\": false}]}", { 2, { 6, 20 } }, "Conv1d" },
+        /* conv3d over [C, D, H, W]: (n + 2 - 2 - 1) / 2 + 1 per axis */
+        { "{\"input\": [2, 6, 7, 8], \"layers\": [{\"type\": \"conv3d\", \"out\": 4, \"kernel\": 3, \"stride\": 2, \"padding\": 1}]}",
+          { 4, { 4, 3, 4, 4 } }, "Conv3d" },
+        { "{\"input\": [2, 6, 7, 8], \"layers\": [{\"type\": \"conv3d\", \"out\": 4, \"kernel\": 3, \"padding\": \"same\", "
+          "\"padding_mode\": \"replicate\"}, {\"type\": \"flatten\"}]}", { 1, { 4 * 6 * 7 * 8 } }, "Conv3d" },
         { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"max_pool2d\", \"kernel\": 2}]}", { 3, { 3, 4, 4 } }, "MaxPool2d" },
         { "{\"input\": [3, 9, 8], \"layers\": [{\"type\": \"max_pool2d\", \"kernel\": 3, \"stride\": 2, \"padding\": 1}]}",
           { 3, { 3, 5, 4 } }, "MaxPool2d" },
@@ -320,6 +344,71 @@ static void test_residual_forward_by_hand(void **state) {
     nb_scope_end(s);
 }
 
+/* The convolutions' new fields reach the modules: parameter names and shapes (a [height, width]
+   kernel, conv1d's and conv3d's weights), torch's repr of each setting, and a circular padding
+   by hand (nb_pad, then an unpadded nb_conv2d with the same weights). */
+static void expect_param(nb_module *m, const char *name, nb_shape want) {
+    nb_tensor *t = nb_module_get(m, name);
+    if (!t) fail_msg("no parameter %s", name);
+    nb_shape got = nb_shape_of(t);
+    char a[160], b[160];
+    bool ok = got.ndim == want.ndim;
+    for (int i = 0; ok && i < got.ndim; i++) ok = got.dim[i] == want.dim[i];
+    if (!ok) fail_msg("%s is %s, want %s", name, nb_shape_str(got, a, sizeof a), nb_shape_str(want, b, sizeof b));
+}
+
+static void expect_repr(nb_module *m, const char *want) {
+    char *r = nb_module_repr(m);
+    assert_non_null(r);
+    if (!strstr(r, want)) fail_msg("repr %s lacks %s", r, want);
+    free(r);
+}
+
+static void test_conv_fields(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_module *m = from("{\"input\": [4, 12, 20], \"layers\": [{\"type\": \"conv2d\", \"out\": 6, \"kernel\": [3, 5], \"stride\": "
+                        "[1, 2], \"padding\": [1, 0], \"dilation\": [1, 2], \"groups\": 2, \"padding_mode\": \"reflect\"}]}");
+    if (!m) fail_msg("%s", nb_error());
+    assert_int_equal(nb_module_named_parameters(m, NULL, 0), 2);
+    expect_param(m, "0.weight", NB_SHAPE(6, 2, 3, 5));
+    expect_param(m, "0.bias", NB_SHAPE(6));
+    expect_repr(m, "Conv2d(4, 6, kernel_size=(3, 5), stride=(1, 2), padding=(1, 0), dilation=(1, 2), groups=2, "
+                   "padding_mode=reflect)");
+    nb_module_free(m);
+
+    m = from("{\"input\": [4, 20], \"layers\": [{\"type\": \"conv1d\", \"out\": 6, \"kernel\": 5, \"stride\": 2, "
+             "\"padding\": 2, \"bias\": false, \"padding_mode\": \"replicate\"}]}");
+    if (!m) fail_msg("%s", nb_error());
+    assert_int_equal(nb_module_named_parameters(m, NULL, 0), 1);
+    expect_param(m, "0.weight", NB_SHAPE(6, 4, 5));
+    expect_repr(m, "Conv1d(4, 6, kernel_size=(5,), stride=(2,), padding=(2,), bias=False, padding_mode=replicate)");
+    nb_module_free(m);
+
+    m = from("{\"input\": [2, 5, 6, 7], \"layers\": [{\"type\": \"conv3d\", \"out\": 4, \"kernel\": 3, \"padding\": 1, "
+             "\"padding_mode\": \"circular\"}]}");
+    if (!m) fail_msg("%s", nb_error());
+    expect_param(m, "0.weight", NB_SHAPE(4, 2, 3, 3, 3));
+    expect_param(m, "0.bias", NB_SHAPE(4));
+    expect_repr(m, "Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=(1, 1, 1), padding_mode=circular)");
+    nb_module_free(m);
+
+    /* circular padding by hand */
+    m = from("{\"input\": [2, 5, 6], \"layers\": [{\"type\": \"conv2d\", \"out\": 3, \"kernel\": [3, 5], \"padding\": [1, 2], "
+             "\"padding_mode\": \"circular\"}]}");
+    if (!m) fail_msg("%s", nb_error());
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 2, 5, 6), NB_F32);
+    int64_t pads[4] = { 2, 2, 1, 1 };
+    nb_tensor *want = nb_conv2d(nb_pad(x, pads, 4, NB_PAD_CIRCULAR, 0), nb_module_get(m, "0.weight"), nb_module_get(m, "0.bias"),
+                                (nb_conv_opts){ .stride = { 1, 1 }, .dilation = { 1, 1 }, .groups = 1 });
+    nb_tensor *got = nb_forward(m, x);
+    assert_int_equal(nb_dim(got, 2), 5);
+    assert_int_equal(nb_dim(got, 3), 6);
+    assert_true(max_diff(got, want) < 1e-6);
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+
 static void test_config_errors(void **state) {
     (void)state;
     static const struct {
@@ -329,10 +418,44 @@ static void test_config_errors(void **state) {
           "nb_nn_from_config: layer 0 (conv2d): field \"kernel\" must be a positive integer, got \"x\"" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"relu\"}, {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 0}]}",
           "nb_nn_from_config: layer 1 (conv2d): field \"kernel\" must be a positive integer, got 0" },
-        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": [3, 5]}]}",
-          "layer 0 (conv2d): field \"kernel\" must be a positive integer (nb_nn_conv2d has square kernels only), got [3,5]" },
+        { "{\"input\": [1, 28], \"layers\": [{\"type\": \"conv1d\", \"out\": 32, \"kernel\": [3, 5]}]}",
+          "layer 0 (conv1d): field \"kernel\" must be a positive integer (conv1d has one axis), got [3,5]" },
+        { "{\"input\": [1, 8, 8, 8], \"layers\": [{\"type\": \"conv3d\", \"out\": 2, \"kernel\": 3, \"stride\": [1, 2]}]}",
+          "layer 0 (conv3d): field \"stride\" must be a positive integer (nb_nn_conv3d takes one value for all three axes), got [1,2]" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": [3]}]}",
+          "layer 0 (conv2d): field \"kernel\" must be a positive integer or [height, width] of positive integers (at most "
+          "2147483647), got [3]" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"stride\": [1, 0]}]}",
+          "layer 0 (conv2d): field \"stride\" must be a positive integer or [height, width] of positive integers" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"dilation\": [2, \"x\"]}]}",
+          "layer 0 (conv2d): field \"dilation\" must be a positive integer or [height, width] of positive integers" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": [1, -1]}]}",
+          "layer 0 (conv2d): field \"padding\" must be a non-negative integer or [height, width] of non-negative integers" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": [1, 2, 3]}]}",
+          "layer 0 (conv2d): field \"padding\" must be a non-negative integer or [height, width] of non-negative integers" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"stride\": [1, 2], "
+          "\"padding\": \"same\"}]}", "layer 0 (conv2d): field \"padding\" \"same\" needs stride 1 (as torch), got stride 2 on one axis" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": [3, 4], \"padding\": \"same\"}]}",
+          "layer 0 (conv2d): field \"padding\" \"same\" needs an odd kernel (dilation x (kernel - 1) even), got kernel 4" },
+        { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding_mode\": \"mirror\"}]}",
+          "layer 0 (conv2d): field \"padding_mode\" must be \"zeros\", \"reflect\", \"replicate\" or \"circular\", got \"mirror\"" },
+        { "{\"input\": [1, 28], \"layers\": [{\"type\": \"conv1d\", \"out\": 8, \"kernel\": 3, \"padding_mode\": 1}]}",
+          "layer 0 (conv1d): field \"padding_mode\" must be \"zeros\", \"reflect\", \"replicate\" or \"circular\", got 1" },
+        { "{\"input\": [1, 3, 8], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding\": 3, "
+          "\"padding_mode\": \"reflect\"}]}",
+          "layer 0 (conv2d): field \"padding_mode\" \"reflect\" needs the padding below the input size: padding 3, input [1, 3, 8] per sample" },
+        { "{\"input\": [1, 3], \"layers\": [{\"type\": \"conv1d\", \"out\": 8, \"kernel\": 3, \"padding\": 4, "
+          "\"padding_mode\": \"circular\"}]}",
+          "layer 0 (conv1d): field \"padding_mode\" \"circular\" needs the padding at most the input size: padding 4, input [1, 3] per sample" },
+        { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"conv1d\", \"out\": 8, \"kernel\": 3}]}",
+          "layer 0 (conv1d): expects [channels, length] per sample, got [3, 8, 8]" },
+        { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"conv3d\", \"out\": 8, \"kernel\": 3}]}",
+          "layer 0 (conv3d): expects [channels, depth, height, width] per sample, got [3, 8, 8]" },
+        { "{\"input\": [3, 4, 8, 8], \"layers\": [{\"type\": \"conv3d\", \"out\": 8, \"kernel\": 5}]}",
+          "layer 0 (conv3d): kernel 5 is larger than the padded input: input [3, 4, 8, 8] per sample, padding 0" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 32, \"kernal\": 5}]}",
-          "nb_nn_from_config: layer 0 (conv2d): unknown field \"kernal\" (conv2d takes: out,kernel,stride,padding,dilation,groups,bias)" },
+          "nb_nn_from_config: layer 0 (conv2d): unknown field \"kernal\" (conv2d takes: out,kernel,stride,padding,dilation,groups,bias,"
+          "padding_mode)" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"lstm\", \"hidden\": 8}]}",
           "nb_nn_from_config: layer 0 (lstm): expects [time, features] per sample, got [1, 28, 28]" },
         { "{\"input\": [7, 5], \"layers\": [{\"type\": \"rnn\", \"hidden\": 8, \"nonlinearity\": \"gelu\"}]}",
@@ -343,7 +466,7 @@ static void test_config_errors(void **state) {
         { "{\"input\": [4], \"layers\": [{\"type\": \"relu\", \"inplace\": true}]}",
           "layer 0 (relu): unknown field \"inplace\" (relu takes no fields besides \"type\")" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"flatten\"}, {\"type\": \"convv2d\"}]}",
-          "nb_nn_from_config: layer 1 (convv2d): unknown type \"convv2d\" (known: linear, conv2d," },
+          "nb_nn_from_config: layer 1 (convv2d): unknown type \"convv2d\" (known: linear, conv1d, conv2d, conv3d," },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"flatten\"}, {\"type\": \"linear\"}]}",
           "nb_nn_from_config: layer 1 (linear): missing required field \"out\"" },
         { "{\"input\": [1, 28, 28], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3}, {\"type\": \"linear\", \"out\": 10}]}",
@@ -364,7 +487,10 @@ static void test_config_errors(void **state) {
         { "{\"input\": [1, 8, 8], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 2, \"padding\": \"same\"}]}",
           "layer 0 (conv2d): field \"padding\" \"same\" needs an odd kernel" },
         { "{\"input\": [1, 8, 8], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding\": \"full\"}]}",
-          "layer 0 (conv2d): field \"padding\" must be a non-negative integer, \"same\" or \"valid\", got \"full\"" },
+          "layer 0 (conv2d): field \"padding\" must be a non-negative integer, [height, width] of them, \"same\" or \"valid\", "
+          "got \"full\"" },
+        { "{\"input\": [1, 8], \"layers\": [{\"type\": \"conv1d\", \"out\": 8, \"kernel\": 3, \"padding\": true}]}",
+          "layer 0 (conv1d): field \"padding\" must be a non-negative integer, \"same\" or \"valid\", got true" },
         { "{\"input\": [1, 8, 8], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"padding\": -1}]}",
           "layer 0 (conv2d): field \"padding\" must be a non-negative integer, got -1" },
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"conv2d\", \"out\": 8, \"kernel\": 3, \"groups\": 2}]}",
@@ -580,6 +706,7 @@ int main(void) {
         cmocka_unit_test_setup(test_builtins_match_hand_built, clear_error_setup),
         cmocka_unit_test_setup(test_residual_names, clear_error_setup),
         cmocka_unit_test_setup(test_residual_forward_by_hand, clear_error_setup),
+        cmocka_unit_test_setup(test_conv_fields, clear_error_setup),
         cmocka_unit_test_setup(test_config_errors, clear_error_setup),
         cmocka_unit_test_setup(test_activation_fields, clear_error_setup),
         cmocka_unit_test_setup(test_summary, clear_error_setup),

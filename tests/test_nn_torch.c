@@ -1,5 +1,5 @@
-/* Layers, losses, optimizers, learning-rate schedules, gradient clipping and attention against
-   PyTorch.
+/* Layers, losses, optimizers, learning-rate schedules, gradient clipping, attention and module
+   backward hooks against PyTorch.
 
    tests/nn_ref.py (run by CTest as a fixture, see tests/nn.cmake) writes a flat store of named
    tensors: for each layer case torch's parameters, input, output, a random upstream gradient
@@ -1091,12 +1091,112 @@ static void test_transformer(void **state) {
 
 /* ---------------------------------------------------------------- main */
 
+/* ---------------------------------------------------------------- module backward hooks */
+/* nn_ref.py's HOOK_CASES: an MLP with backward hooks on Linears "0" and "2"; the gradients the
+   hooks see and the parameters' gradients after a hook's replacement, against torch's. */
+static const char *const HOOK_CASES[] = { "record", "scale", "pre", "nograd" };
+
+typedef struct {
+    nb_tensor *gin, *gout; /* what the hook saw (owned) */
+    int calls;
+    double scale; /* 0: keep grad_input */
+} hook_seen;
+
+static nb_tensor *seen_hook(nb_module *m, nb_tensor *gin, nb_tensor *gout, void *ctx) {
+    (void)m;
+    hook_seen *h = ctx;
+    h->calls++;
+    nb_release(h->gin);
+    nb_release(h->gout);
+    h->gin = gin ? nb_retain(gin) : NULL;
+    h->gout = nb_retain(gout);
+    return gin && h->scale ? nb_mul_scalar(gin, h->scale) : NULL;
+}
+
+static nb_tensor *triple_pre_hook(nb_module *m, nb_tensor *gout, void *ctx) {
+    (void)m, (void)ctx;
+    return nb_mul_scalar(gout, 3.0);
+}
+
+static void test_module_hooks(void **state) {
+    const char *name = *state;
+    char cs[96], ref[256], pre[64];
+    snprintf(cs, sizeof cs, "hooks %s", name);
+    snprintf(pre, sizeof pre, "hook.%s", name);
+    size_t used;
+    nb_memory_stats(NULL, &used, NULL);
+    nb_module *m = nb_nn_sequential(nb_nn_linear(5, 8), nb_nn_tanh(), nb_nn_linear(8, 6), nb_nn_tanh(), nb_nn_linear(6, 3), NULL);
+    nb_named_tensor params[MAX_NAMED];
+    int np = 0;
+    bool ok = m && load_named_params(cs, m, pre, params, &np);
+    static const char *const hooked[2] = { "0", "2" };
+    hook_seen seen[2] = { { 0 }, { .scale = strcmp(name, "scale") == 0 ? 2.5 : 0 } };
+    for (int k = 0; ok && k < 2; k++) ok = nb_module_add_backward_hook(nb_module_get_child(m, hooked[k]), seen_hook, &seen[k]) >= 0;
+    if (ok && strcmp(name, "pre") == 0) ok = nb_module_add_backward_pre_hook(nb_module_get_child(m, "2"), triple_pre_hook, NULL) >= 0;
+    bool x_grad = strcmp(name, "nograd") != 0;
+    /* op coverage records through the tracer, under which backward hooks are an error (a
+       compiled graph would not call them); these cases reach no op the layers do not */
+    bool was_paused = nb__trace_suspend(true);
+    nb_scope *sc = nb_scope_begin();
+    if (ok) {
+        nb_tensor *x = ref_tensor("%s.x", pre);
+        if (x_grad) nb_set_requires_grad(x, true);
+        nb_tensor *y = nb_forward(m, x);
+        snprintf(ref, sizeof ref, "%s.y", pre);
+        ok = compare(cs, "output", y, ref, 1e-5, 1e-6);
+        if (ok && nb_backward_with(y, ref_tensor("%s.g", pre)) < 0) {
+            fprintf(stderr, "  %s: nb_backward_with failed: %s\n", cs, nb_error() ? nb_error() : "?");
+            ok = false;
+        }
+        if (ok && x_grad) {
+            snprintf(ref, sizeof ref, "%s.gx", pre);
+            ok = compare(cs, "input gradient", nb_grad_of(x), ref, 1e-5, 1e-6);
+        }
+        for (int i = 0; ok && i < np; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "gradient of %s", params[i].name);
+            snprintf(ref, sizeof ref, "%s.grad.%s", pre, params[i].name);
+            ok = compare(cs, what, nb_grad_of(params[i].tensor), ref, 1e-5, 1e-6) && ok;
+        }
+        for (int k = 0; ok && k < 2; k++) {
+            char what[128];
+            if (seen[k].calls != 1) {
+                fprintf(stderr, "  %s: the hook on %s ran %d times, not once\n", cs, hooked[k], seen[k].calls);
+                ok = false;
+                break;
+            }
+            snprintf(ref, sizeof ref, "%s.gin.%s", pre, hooked[k]);
+            bool torch_none = !find_quiet(ref, false);
+            if (torch_none != !seen[k].gin) {
+                fprintf(stderr, "  %s: the hook on %s saw grad_input %s, torch's %s\n", cs, hooked[k],
+                        seen[k].gin ? "set" : "NULL", torch_none ? "None" : "set");
+                ok = false;
+            } else if (!torch_none) {
+                snprintf(what, sizeof what, "grad_input seen by the hook on %s", hooked[k]);
+                ok = compare(cs, what, seen[k].gin, ref, 1e-5, 1e-6) && ok;
+            }
+            snprintf(what, sizeof what, "grad_output seen by the hook on %s", hooked[k]);
+            snprintf(ref, sizeof ref, "%s.gout.%s", pre, hooked[k]);
+            ok = compare(cs, what, seen[k].gout, ref, 1e-5, 1e-6) && ok;
+        }
+    }
+    nb_scope_end(sc);
+    nb__trace_suspend(was_paused);
+    for (int k = 0; k < 2; k++) {
+        nb_release(seen[k].gin);
+        nb_release(seen[k].gout);
+    }
+    nb_module_free(m);
+    finish_case(cs, ok, used);
+}
+
 int main(int argc, char **argv) {
     char *text;
     if (!load_store(argc, argv, "test_nn_torch", "tests/nn_ref.py", &text)) return 1;
     enum { NL = sizeof LAYERS / sizeof *LAYERS, NLOSS = sizeof LOSSES / sizeof *LOSSES, NO = sizeof OPTS / sizeof *OPTS,
            NA = sizeof SDPAS / sizeof *SDPAS, NM = sizeof MHAS / sizeof *MHAS, NC = sizeof CONTAINERS / sizeof *CONTAINERS,
-           NTF = sizeof TRANSFORMERS / sizeof *TRANSFORMERS, NT = NL + NLOSS + N_LOSS_MULTI + NC + NO + 2 + NA + NM + NTF };
+           NTF = sizeof TRANSFORMERS / sizeof *TRANSFORMERS, NH = sizeof HOOK_CASES / sizeof *HOOK_CASES,
+           NT = NL + NLOSS + N_LOSS_MULTI + NC + NO + 2 + NA + NM + NTF + NH };
     static const char *const clips[] = { "clip", "noclip" };
     struct CMUnitTest tests[NT];
     static char names[NT][96];
@@ -1146,6 +1246,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NTF; i++) {
         snprintf(label, sizeof label, "transformer_%s", TRANSFORMERS[i].name);
         ADD(label, test_transformer, &TRANSFORMERS[i]);
+    }
+    for (int i = 0; i < NH; i++) {
+        snprintf(label, sizeof label, "hooks_%s", HOOK_CASES[i]);
+        ADD(label, test_module_hooks, HOOK_CASES[i]);
     }
     int failed = 1;
     if (nt == 0) fprintf(stderr, "test_nn_torch: no case matches\n");

@@ -27,7 +27,7 @@ struct nb_module {
     const nb_module_class *cls;
     bool training;
     struct nb_module_state *state;
-    struct nb_module_hooks *hooks; /* private: forward hooks (nb_module_add_forward_hook) */
+    struct nb_module_hooks *hooks; /* private: forward and backward hooks (nb_module_add_*_hook) */
 };
 
 /* A name and a borrowed tensor, as listed by nb_module_named_parameters. */
@@ -49,7 +49,7 @@ NB_API nb_tensor *nb_module_buffer(nb_module *m, const char *name, nb_tensor *t)
 /* Registers a child module under name; m owns it from now on. Returns child, or NULL with child
    freed (kept when it already belongs to another module). */
 NB_API nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child);
-/* Runs the module's forward on x, with its forward hooks around it. */
+/* Runs the module's forward on x, with its forward and backward hooks around it. */
 NB_API nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
 /* A forward pre-hook (torch's register_forward_pre_hook): called by nb_forward before m's forward;
    returns the input the forward gets (x, or another tensor), or NULL with an error to fail. */
@@ -64,6 +64,24 @@ typedef nb_tensor *(*nb_forward_hook)(nb_module *m, nb_tensor *x, nb_tensor *y, 
 NB_API int nb_module_add_forward_pre_hook(nb_module *m, nb_forward_pre_hook fn, void *ctx);
 /* Adds a forward hook to m (run in the order added); a handle, or <0 with the error. */
 NB_API int nb_module_add_forward_hook(nb_module *m, nb_forward_hook fn, void *ctx);
+/* A backward hook (torch's register_full_backward_hook): called during backward once the
+   gradient w.r.t. the module's input is computed, with that gradient and the gradient w.r.t. its
+   output; returns a replacement for grad_input (its shape and dtype), or NULL to keep it. When
+   the input needs no gradient, grad_input is NULL (as torch passes None), the hook is called when
+   grad_output arrives, and must return NULL. An error recorded while it runs (a nabla call of
+   its failing) fails the backward. */
+typedef nb_tensor *(*nb_backward_hook)(nb_module *m, nb_tensor *grad_input, nb_tensor *grad_output, void *ctx);
+/* A backward pre-hook (torch's register_full_backward_pre_hook): called when the gradient w.r.t.
+   the module's output arrives, before the module's backward; returns a replacement for it (its
+   shape and dtype), or NULL to keep it. An error recorded while it runs fails the backward. */
+typedef nb_tensor *(*nb_backward_pre_hook)(nb_module *m, nb_tensor *grad_output, void *ctx);
+/* Adds a backward hook to m (run in the order added, later ones seeing earlier replacements); a
+   handle, or <0 with the error. nb_forward then wraps the module's input and output in identity
+   functions, as torch's BackwardHook does, so the hooks of a call see that call's gradients;
+   the hooks are those m had when nb_forward ran, and m must outlive the backward. */
+NB_API int nb_module_add_backward_hook(nb_module *m, nb_backward_hook fn, void *ctx);
+/* Adds a backward pre-hook to m (run in the order added); a handle, or <0 with the error. */
+NB_API int nb_module_add_backward_pre_hook(nb_module *m, nb_backward_pre_hook fn, void *ctx);
 /* Removes the hook with that handle from m; 0, or <0 when m has no such hook. */
 NB_API int nb_module_remove_hook(nb_module *m, int handle);
 /* Moves parameters and buffers (and their gradients) to device in place, as torch's

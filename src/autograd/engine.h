@@ -4,6 +4,7 @@
 #define NB_ENGINE_H
 
 #include "../core/core_impl.h"
+#include "nabla/autograd.h" /* nb_function */
 
 /* Called on the thread that runs nb_backward / nb_backward_with. */
 typedef struct nb_backward_hooks {
@@ -23,6 +24,13 @@ typedef struct nb_backward_hooks {
 int nb__backward_hooks_add(nb_backward_hooks hooks);
 /* Removes hooks registered under id; not while a backward that may call them runs. */
 void nb__backward_hooks_remove(int id);
+
+/* nb_function_apply for a layer above whose user state must live exactly as long as the graph
+   (module backward hooks): drop(user) runs when the recorded node is freed, or before this
+   returns when no node is recorded (recording off, no input requiring grad, a failure). The
+   output is the caller's own reference, in no scope. */
+nb_tensor *nb__function_apply_owned(const nb_function *fn, nb_tensor *const *inputs, int n, void *user,
+                                    void (*drop)(void *user));
 
 /* The backward of a custom function's node (function.c): the user's backward, its gradients checked. */
 struct nb_node;

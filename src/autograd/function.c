@@ -27,25 +27,39 @@ struct nb_function_ctx {
 enum { ARG_FN, ARG_USER, ARG_NIN, ARG_NSAVED, ARG_SOURCES };
 #define SOURCE_OWN 0xFF
 
-nb_tensor *nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, int n, void *user) {
+/* Whether fn can be applied to inputs[0..n); records why not. */
+static bool apply_ok(const nb_function *fn, nb_tensor *const *inputs, int n) {
     if (!fn || !fn->forward || !fn->backward) {
         nb__error("nb_function_apply: the function%s needs a forward and a backward", fn && fn->name ? fn->name : "");
-        return NULL;
+        return false;
     }
     const char *name = fn->name ? fn->name : "custom function";
     if (n < 0 || (n > 0 && !inputs) || n > MAX_INPUTS) {
         nb__error("nb_function_apply: %s: %d inputs", name, n);
-        return NULL;
+        return false;
     }
     for (int i = 0; i < n; i++)
         if (!inputs[i]) {
             if (!nb__has_error()) nb__error("nb_function_apply: %s: input %d is NULL", name, i);
-            return NULL;
+            return false;
         }
     if (nb__tracing()) { /* the trace would hold the forward's ops and differentiate those instead */
         nb__error("nb_function_apply: %s: custom functions cannot be traced by nb_compile yet", name);
+        return false;
+    }
+    return true;
+}
+
+/* nb_function_apply's body: the output is the caller's own reference, in no scope; drop, when
+   given, goes with the node (or runs before returning when no node is made). */
+static nb_tensor *apply(const nb_function *fn, nb_tensor *const *inputs, int n, void *user, void (*drop)(void *)) {
+    if (!apply_ok(fn, inputs, n)) {
+        if (drop) drop(user);
         return NULL;
     }
+    const char *name = fn->name ? fn->name : "custom function";
+    nb_tensor *out = NULL;
+    nb_node *node = NULL;
     bool record = nb_is_grad_enabled();
     bool any = false;
     for (int i = 0; i < n && record; i++) any = any || inputs[i]->requires_grad;
@@ -54,7 +68,6 @@ nb_tensor *nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, in
     nb_scope *s = nb_scope_begin();
     uint64_t errors0 = nb__error_count();
     nb_tensor *y = fn->forward(&ctx, inputs, n, user);
-    nb_tensor *out = NULL;
     if (!y && nb__error_count() == errors0) nb__error("nb_function_apply: the forward of %s failed", name);
     if (y) out = nb_keep(nb_detach(y)); /* a header of its own: y may be an input or a view of one */
     nb_scope_end(s);
@@ -70,14 +83,28 @@ nb_tensor *nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, in
             if (ctx.source[i] < 0) all[nall++] = ctx.saved[i];
             args.i[ARG_SOURCES + i / 8] |= src << (8 * (i % 8));
         }
-        if (!nb__node_new(NB_OP_COUNT, all, nall, &args, out, false)) {
+        if (!(node = nb__node_new(NB_OP_COUNT, all, nall, &args, out, false))) {
             nb_release(out);
             out = NULL;
         }
     }
     for (int i = 0; i < ctx.nsaved; i++) nb_release(ctx.saved[i]);
-    return nb__own(out);
+    if (node) {
+        node->drop = drop;
+        node->drop_ctx = user;
+    } else if (drop) drop(user);
+    return out;
 }
+
+nb_tensor *nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, int n, void *user) {
+    return nb__own(apply(fn, inputs, n, user, NULL));
+}
+
+nb_tensor *nb__function_apply_owned(const nb_function *fn, nb_tensor *const *inputs, int n, void *user,
+                                    void (*drop)(void *user)) {
+    return apply(fn, inputs, n, user, drop);
+}
+
 
 int nb_function_save(nb_function_ctx *ctx, nb_tensor *t) {
     if (!ctx || !ctx->forward) {

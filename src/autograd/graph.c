@@ -123,6 +123,7 @@ void nb__node_unref(nb_node *n) {
     nb__node_release_saved(n);
     if (n->grad_acc) nb_release(n->grad_acc);
     nb__grad_hooks_free(n->hooks);
+    if (n->drop) n->drop(n->drop_ctx);
     if (n->inputs != n->inline_inputs) {
         nb__free(n->inputs, sizeof(nb_tensor *) * (size_t)n->nin);
         nb__free(n->versions, sizeof(unsigned) * (size_t)n->nin);

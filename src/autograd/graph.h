@@ -26,6 +26,9 @@ typedef struct nb_node {
     int visit;
     nb_tensor *grad_acc;
     nb_grad_hook_entry *hooks;  /* called on the output's gradient before the backward runs */
+    /* a custom function's user state that lives as long as the node (module backward hooks) */
+    void (*drop)(void *ctx);
+    void *drop_ctx;
 } nb_node;
 
 /* A node for op over inputs, producing out (out's grad_fn is set; saves out when asked). */

@@ -129,6 +129,8 @@ bool nb__is_float(nb_dtype dtype);
 int nb__axis(int axis, int ndim);
 /* Hands a freshly made tensor to the innermost scope (if any) and returns it. */
 nb_tensor *nb__own(nb_tensor *t);
+/* Whether a scope is open on this thread: without one, a caller owns what it is handed. */
+bool nb__scope_open(void);
 /* Sets the hook that frees a graph node when the last tensor referring to it goes. */
 void nb__set_node_release(void (*release)(struct nb_node *));
 /* Describes t as "[64, 784] f32" into buf. */

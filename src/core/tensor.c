@@ -315,6 +315,8 @@ nb_tensor *nb__own(nb_tensor *t) {
     return t;
 }
 
+bool nb__scope_open(void) { return current_scope != NULL; }
+
 nb_tensor *nb_keep(nb_tensor *t) {
     if (!t) return NULL;
     for (nb_scope *s = current_scope; s; s = s->parent)

@@ -10,9 +10,15 @@
    runs. The result is a sequential whose children are "0", "1", ... with PyTorch's parameter
    names ("3.body.0.weight"). Types and fields (defaults in parentheses):
      linear               out, bias (true); acts on the last axis, so after a conv it needs a flatten
-     conv2d               out, kernel (an integer: nb_nn_conv2d's kernels are square), stride (1),
-                          padding (0; an integer, "valid", or "same" for stride 1 and an odd
-                          dilated kernel), dilation (1), groups (1), bias (true)
+     conv2d               out, kernel, stride (1), padding (0), dilation (1), groups (1), bias
+                          (true), padding_mode ("zeros"; "reflect", "replicate" or "circular",
+                          as torch's, reflect needing the padding below the input size and
+                          circular at most it); kernel, stride, padding and dilation are each an
+                          integer or a [height, width] pair, padding also "valid" or "same" (for
+                          stride 1 and an odd dilated kernel)
+     conv1d               the fields of conv2d, each one integer, over [C, L] per sample
+     conv3d               the fields of conv2d, each one integer for all three axes (nb_nn_conv3d
+                          has cubic kernels), over [C, D, H, W] per sample
      max_pool2d           kernel, stride (kernel), padding (0, at most half the kernel),
                           dilation (1), ceil_mode (false)
      avg_pool2d           kernel, stride, padding, ceil_mode as max_pool2d's, count_include_pad
@@ -336,49 +342,102 @@ static nb_module *build_linear(const layer_ctx *lc, json_t *o, nb_shape *s) {
     return bias ? nb_nn_linear(in, out) : nb_nn_linear_no_bias(in, out);
 }
 
-static nb_module *build_conv2d(const layer_ctx *lc, json_t *o, nb_shape *s) {
-    long long out, k, stride, dil, groups, pad = 0;
+/* Reads a field given as an integer in [lo, INT_MAX] or, where pairs is true, as a [height,
+   width] pair of them, into out[0..1] (an integer serves both axes); def when absent. A pair
+   where pairs is false is an error with hint after the expected kind. */
+static int get_int_or_pair(const layer_ctx *lc, json_t *obj, const char *field, long long lo, bool required, long long def,
+                           bool pairs, const char *hint, long long out[2]) {
+    json_t *v = json_object_get(obj, field);
+    if (!json_is_array(v) || !pairs) {
+        if (get_int(lc, obj, field, lo, INT_MAX, required, def, &out[0], json_is_array(v) ? hint : NULL) < 0) return -1;
+        out[1] = out[0];
+        return 0;
+    }
+    bool ok = json_array_size(v) == 2;
+    for (int a = 0; a < 2 && ok; a++) {
+        json_t *e = json_array_get(v, (size_t)a);
+        ok = json_is_integer(e) && json_integer_value(e) >= lo && json_integer_value(e) <= INT_MAX;
+        if (ok) out[a] = (long long)json_integer_value(e);
+    }
+    if (!ok) {
+        const char *what = lo == 1 ? "positive integer" : "non-negative integer";
+        char vs[96];
+        cfg_error(lc, "field \"%s\" must be a %s or [height, width] of %ss (at most %d), got %s", field, what, what, INT_MAX,
+                  value_str(v, vs, sizeof vs));
+        return -1;
+    }
+    return 0;
+}
+
+/* The spatial axes' names of a convolution over dims axes, for messages. */
+static const char *conv_sample(int dims) {
+    return dims == 1 ? "[channels, length]" : dims == 2 ? "[channels, height, width]" : "[channels, depth, height, width]";
+}
+
+/* conv1d ([C, L] per sample), conv2d ([C, H, W]; each of kernel, stride, padding and dilation
+   an integer or a [height, width] pair) and conv3d ([C, D, H, W]), with padding an integer,
+   "valid" or "same" and padding_mode torch's "zeros", "reflect", "replicate" or "circular". */
+static nb_module *build_conv(const layer_ctx *lc, json_t *o, nb_shape *s, int dims) {
+    static const char *const MODES[] = { "zeros", "reflect", "replicate", "circular" }; /* nb_pad_mode's order */
+    const char *hint = dims == 1 ? " (conv1d has one axis)" : " (nb_nn_conv3d takes one value for all three axes)";
+    long long out, groups, k[2], stride[2], dil[2], pad[2] = { 0, 0 };
     bool bias;
-    if (check_fields(lc, o, "out kernel stride padding dilation groups bias") < 0 ||
+    if (check_fields(lc, o, "out kernel stride padding dilation groups bias padding_mode") < 0 ||
         get_int(lc, o, "out", 1, INT_MAX, true, 0, &out, NULL) < 0 ||
-        get_int(lc, o, "kernel", 1, INT_MAX, true, 0, &k, json_is_array(json_object_get(o, "kernel"))
-                    ? " (nb_nn_conv2d has square kernels only)" : NULL) < 0 ||
-        get_int(lc, o, "stride", 1, INT_MAX, false, 1, &stride, NULL) < 0 ||
-        get_int(lc, o, "dilation", 1, INT_MAX, false, 1, &dil, NULL) < 0 ||
+        get_int_or_pair(lc, o, "kernel", 1, true, 0, dims == 2, hint, k) < 0 ||
+        get_int_or_pair(lc, o, "stride", 1, false, 1, dims == 2, hint, stride) < 0 ||
+        get_int_or_pair(lc, o, "dilation", 1, false, 1, dims == 2, hint, dil) < 0 ||
         get_int(lc, o, "groups", 1, INT_MAX, false, 1, &groups, NULL) < 0 || get_bool(lc, o, "bias", true, &bias) < 0)
         return NULL;
-    int64_t span = dil * (k - 1); /* fits: both below 2^31 */
+    int64_t span[2] = { dil[0] * (k[0] - 1), dil[1] * (k[1] - 1) }; /* fit: all below 2^31 */
     json_t *pv = json_object_get(o, "padding");
     char vs[96], sh[160];
+    const char *padding_kinds = dims == 2 ? "a non-negative integer, [height, width] of them, \"same\" or \"valid\""
+                                          : "a non-negative integer, \"same\" or \"valid\"";
     if (json_is_string(pv)) {
         const char *p = json_string_value(pv);
-        if (!strcmp(p, "valid")) pad = 0;
-        else if (!strcmp(p, "same")) {
-            if (stride != 1) {
-                cfg_error(lc, "field \"padding\" \"same\" needs stride 1 (as torch), got stride %lld: give the padding as an integer",
-                          stride);
+        if (!strcmp(p, "same")) {
+            if (stride[0] != 1 || stride[1] != 1) {
+                cfg_error(lc, "field \"padding\" \"same\" needs stride 1 (as torch), got stride %lld%s: give the padding as an "
+                              "integer", stride[0] != 1 ? stride[0] : stride[1], stride[0] != stride[1] ? " on one axis" : "");
                 return NULL;
             }
-            if (span % 2) {
-                cfg_error(lc, "field \"padding\" \"same\" needs an odd kernel (dilation x (kernel - 1) even), got kernel %lld "
-                              "with dilation %lld: give the padding as an integer", k, dil);
-                return NULL;
+            for (int a = 0; a < 2; a++) {
+                if (span[a] % 2) {
+                    cfg_error(lc, "field \"padding\" \"same\" needs an odd kernel (dilation x (kernel - 1) even), got kernel %lld "
+                                  "with dilation %lld: give the padding as an integer", k[a], dil[a]);
+                    return NULL;
+                }
+                if (span[a] / 2 > INT_MAX) {
+                    cfg_error(lc, "field \"padding\" \"same\" gives a padding too large: %lld", (long long)(span[a] / 2));
+                    return NULL;
+                }
+                pad[a] = span[a] / 2;
             }
-            if (span / 2 > INT_MAX) {
-                cfg_error(lc, "field \"padding\" \"same\" gives a padding too large: %lld", (long long)(span / 2));
-                return NULL;
-            }
-            pad = span / 2;
-        } else {
-            cfg_error(lc, "field \"padding\" must be a non-negative integer, \"same\" or \"valid\", got %s", value_str(pv, vs, sizeof vs));
+        } else if (strcmp(p, "valid")) {
+            cfg_error(lc, "field \"padding\" must be %s, got %s", padding_kinds, value_str(pv, vs, sizeof vs));
             return NULL;
         }
-    } else if (pv && !json_is_integer(pv)) {
-        cfg_error(lc, "field \"padding\" must be a non-negative integer, \"same\" or \"valid\", got %s", value_str(pv, vs, sizeof vs));
+    } else if (pv && !json_is_integer(pv) && !(dims == 2 && json_is_array(pv))) {
+        cfg_error(lc, "field \"padding\" must be %s, got %s", padding_kinds, value_str(pv, vs, sizeof vs));
         return NULL;
-    } else if (get_int(lc, o, "padding", 0, INT_MAX, false, 0, &pad, NULL) < 0)
+    } else if (get_int_or_pair(lc, o, "padding", 0, false, 0, dims == 2, hint, pad) < 0)
         return NULL;
-    if (need_chw(lc, *s) < 0) return NULL;
+    json_t *mv = json_object_get(o, "padding_mode");
+    int mode = -1;
+    for (int i = 0; json_is_string(mv) && i < 4 && mode < 0; i++)
+        if (!strcmp(json_string_value(mv), MODES[i])) mode = i;
+    if (!mv) mode = NB_PAD_CONSTANT;
+    else if (mode < 0) {
+        cfg_error(lc, "field \"padding_mode\" must be \"zeros\", \"reflect\", \"replicate\" or \"circular\", got %s",
+                  value_str(mv, vs, sizeof vs));
+        return NULL;
+    }
+    if (s->ndim != dims + 1) {
+        if (dims == 2) need_chw(lc, *s);
+        else cfg_error(lc, "expects %s per sample, got %s", conv_sample(dims), shape_str(*s, sh, sizeof sh));
+        return NULL;
+    }
     int64_t in = s->dim[0];
     if (in % groups || out % groups) {
         cfg_error(lc, "field \"groups\" (%lld) must divide the input channels (%lld) and \"out\" (%lld)", groups, (long long)in, out);
@@ -386,21 +445,41 @@ static nb_module *build_conv2d(const layer_ctx *lc, json_t *o, nb_shape *s) {
     }
     nb_shape r = *s;
     r.dim[0] = out;
-    for (int a = 1; a <= 2; a++) {
-        int64_t padded = s->dim[a] + 2 * pad; /* dims come from checked shapes, pad below 2^31 */
-        if (padded < span + 1) {
-            cfg_error(lc, "kernel %lld%s is larger than the padded input: input %s per sample, padding %lld", k,
-                      dil > 1 ? " (dilated)" : "", shape_str(*s, sh, sizeof sh), pad);
+    for (int a = 1; a <= dims; a++) {
+        int ax = dims == 2 ? a - 1 : 0; /* which of the pairs' values: conv1d and conv3d have one */
+        int64_t size = s->dim[a];
+        if ((mode == NB_PAD_REFLECT && pad[ax] >= size) || (mode == NB_PAD_CIRCULAR && pad[ax] > size)) {
+            cfg_error(lc, "field \"padding_mode\" \"%s\" needs the padding %s the input size: padding %lld, input %s per sample",
+                      MODES[mode], mode == NB_PAD_REFLECT ? "below" : "at most", pad[ax], shape_str(*s, sh, sizeof sh));
             return NULL;
         }
-        r.dim[a] = (padded - span - 1) / stride + 1;
+        int64_t padded = size + 2 * pad[ax]; /* dims come from checked shapes, pad below 2^31 */
+        if (padded < span[ax] + 1) {
+            cfg_error(lc, "kernel %lld%s is larger than the padded input: input %s per sample, padding %lld", k[ax],
+                      dil[ax] > 1 ? " (dilated)" : "", shape_str(*s, sh, sizeof sh), pad[ax]);
+            return NULL;
+        }
+        r.dim[a] = (padded - span[ax] - 1) / stride[ax] + 1;
     }
     if (check_out_shape(lc, r) < 0) return NULL;
     *s = r;
-    return nb_nn_conv2d(in, out, (int)k,
-                        (nb_conv2d_opts){ .stride = (int)stride, .padding = (int)pad, .dilation = (int)dil, .groups = (int)groups,
-                                          .no_bias = !bias });
+    nb_conv2d_opts co = { .stride = (int)stride[0], .padding = (int)pad[0], .dilation = (int)dil[0], .groups = (int)groups,
+                          .no_bias = !bias, .padding_mode = (nb_pad_mode)mode };
+    if (dims == 1) return nb_nn_conv1d(in, out, (int)k[0], co);
+    if (dims == 3) return nb_nn_conv3d(in, out, (int)k[0], co);
+    co.padding = 0; /* the pairs win; a zero entry of padding_hw falls back to this */
+    for (int a = 0; a < 2; a++) {
+        co.kernel_hw[a] = (int)k[a];
+        co.stride_hw[a] = (int)stride[a];
+        co.padding_hw[a] = (int)pad[a];
+        co.dilation_hw[a] = (int)dil[a];
+    }
+    return nb_nn_conv2d(in, out, (int)k[0], co);
 }
+
+static nb_module *build_conv1d(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_conv(lc, o, s, 1); }
+static nb_module *build_conv2d(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_conv(lc, o, s, 2); }
+static nb_module *build_conv3d(const layer_ctx *lc, json_t *o, nb_shape *s) { return build_conv(lc, o, s, 3); }
 
 static nb_module *build_pool(const layer_ctx *lc, json_t *o, nb_shape *s, bool max) {
     long long k, stride, pad, dil = 1;
@@ -694,7 +773,9 @@ static const struct {
     nb_module *(*build)(const layer_ctx *lc, json_t *o, nb_shape *s);
 } TYPES[] = {
     { "linear", build_linear },
+    { "conv1d", build_conv1d },
     { "conv2d", build_conv2d },
+    { "conv3d", build_conv3d },
     { "max_pool2d", build_max_pool },
     { "avg_pool2d", build_avg_pool },
     { "adaptive_avg_pool2d", build_adaptive },

@@ -2,6 +2,9 @@
    names in PyTorch's order, train/eval mode, device moves and freeing a whole tree. */
 #include "nn_impl.h"
 #include "../backend/backend.h"
+#include "../autograd/engine.h"
+#include "../ops/ops_impl.h" /* nb__tracing */
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,22 +154,27 @@ nb_module *nb_module_child(nb_module *m, const char *name, nb_module *child) {
     return child;
 }
 
-/* ---- forward hooks ---- */
+/* ---- forward and backward hooks ---- */
+enum { HOOK_FORWARD_PRE, HOOK_FORWARD, HOOK_BACKWARD_PRE, HOOK_BACKWARD };
+
 typedef struct {
     int handle;
-    bool pre;
+    int kind;
     nb_forward_pre_hook pre_fn;
     nb_forward_hook fn;
+    nb_backward_pre_hook bw_pre_fn;
+    nb_backward_hook bw_fn;
     void *ctx;
 } hook;
 
 struct nb_module_hooks {
     hook *items;
     int n, cap, next_handle;
+    int n_backward; /* backward hooks and pre-hooks among items: nb_forward wraps only for them */
 };
 
 static int add_hook(nb_module *m, hook h, const char *fn) {
-    if (!m || (!h.pre_fn && !h.fn)) {
+    if (!m || (!h.pre_fn && !h.fn && !h.bw_pre_fn && !h.bw_fn)) {
         nb__error("%s: %s is NULL", fn, m ? "the hook" : "module");
         return -1;
     }
@@ -187,21 +195,31 @@ static int add_hook(nb_module *m, hook h, const char *fn) {
     }
     h.handle = hs->next_handle++;
     hs->items[hs->n++] = h;
+    if (h.kind >= HOOK_BACKWARD_PRE) hs->n_backward++;
     return h.handle;
 }
 
 int nb_module_add_forward_pre_hook(nb_module *m, nb_forward_pre_hook fn, void *ctx) {
-    return add_hook(m, (hook){ .pre = true, .pre_fn = fn, .ctx = ctx }, "nb_module_add_forward_pre_hook");
+    return add_hook(m, (hook){ .kind = HOOK_FORWARD_PRE, .pre_fn = fn, .ctx = ctx }, "nb_module_add_forward_pre_hook");
 }
 
 int nb_module_add_forward_hook(nb_module *m, nb_forward_hook fn, void *ctx) {
-    return add_hook(m, (hook){ .fn = fn, .ctx = ctx }, "nb_module_add_forward_hook");
+    return add_hook(m, (hook){ .kind = HOOK_FORWARD, .fn = fn, .ctx = ctx }, "nb_module_add_forward_hook");
+}
+
+int nb_module_add_backward_hook(nb_module *m, nb_backward_hook fn, void *ctx) {
+    return add_hook(m, (hook){ .kind = HOOK_BACKWARD, .bw_fn = fn, .ctx = ctx }, "nb_module_add_backward_hook");
+}
+
+int nb_module_add_backward_pre_hook(nb_module *m, nb_backward_pre_hook fn, void *ctx) {
+    return add_hook(m, (hook){ .kind = HOOK_BACKWARD_PRE, .bw_pre_fn = fn, .ctx = ctx }, "nb_module_add_backward_pre_hook");
 }
 
 int nb_module_remove_hook(nb_module *m, int handle) {
     struct nb_module_hooks *hs = m ? m->hooks : NULL;
     for (int i = 0; hs && i < hs->n; i++)
         if (hs->items[i].handle == handle) {
+            if (hs->items[i].kind >= HOOK_BACKWARD_PRE) hs->n_backward--;
             memmove(&hs->items[i], &hs->items[i + 1], sizeof(hook) * (size_t)(hs->n - i - 1));
             hs->n--;
             return 0;
@@ -210,8 +228,143 @@ int nb_module_remove_hook(nb_module *m, int handle) {
     return -1;
 }
 
-/* The forward with the hooks around it: pre-hooks in order, the forward, then every forward
-   hook (each also on a failure, with y NULL, so none misses the end of a call it began). */
+/* One nb_forward's backward hooks, as torch's BackwardHook: identity functions wrap the input
+   (when it requires grad) and the output. The output's backward runs the pre-hooks and keeps
+   grad_output; the input's runs the hooks with grad_input and that grad_output. Each identity
+   node holds a reference, so the state lives exactly as long as the graph that can call it. */
+typedef struct bw_call {
+    atomic_int refs;
+    nb_module *m;
+    bool input_wrapped;
+    nb_tensor *grad_output; /* owned: from the output's backward until the input's */
+    int n;
+    hook hooks[]; /* the backward hooks m had at the call (a hook may change m's list) */
+} bw_call;
+
+static void bw_call_drop(void *p) {
+    bw_call *c = p;
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
+    nb_release(c->grad_output);
+    free(c);
+}
+
+/* r, what hook i of c returned for gradient g (NULL: keep g), as the gradient to pass on; NULL
+   with an error when the hook failed or r does not fit. */
+static nb_tensor *bw_result(bw_call *c, int i, const char *what, nb_tensor *g, nb_tensor *r, uint64_t errors0) {
+    const char *kind = c->hooks[i].kind == HOOK_BACKWARD ? "backward hook" : "backward pre-hook";
+    if (nb__error_count() != errors0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "?");
+        nb_error_clear();
+        nb__error("nb_backward: the %s (handle %d) of module %s (%s) failed: %s", kind, c->hooks[i].handle,
+                  nb__layer_name(c->m), c->m->cls->name, msg);
+        return NULL;
+    }
+    if (!r || r == g) return g;
+    if (!nb__shape_eq(&r->shape, &g->shape) || r->dtype != g->dtype) {
+        char d1[200], d2[200];
+        nb__error("nb_backward: the %s (handle %d) of module %s (%s) returned %s for %s %s", kind, c->hooks[i].handle,
+                  nb__layer_name(c->m), c->m->cls->name, nb__describe(r, d1, sizeof d1), what,
+                  nb__describe(g, d2, sizeof d2));
+        return NULL;
+    }
+    return r;
+}
+
+static nb_tensor *bw_identity(nb_function_ctx *ctx, nb_tensor *const *in, int n, void *user) {
+    (void)ctx, (void)n, (void)user;
+    return in[0];
+}
+
+/* The gradient of the module's output arrives: pre-hooks, then (input not wrapped) the hooks
+   with grad_input NULL, as torch calls them then. Tensors made here belong to the engine's
+   scope around this backward, which outlives their use. */
+static int bw_output_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gin, int n, void *user) {
+    (void)ctx, (void)n;
+    bw_call *c = user;
+    for (int i = 0; i < c->n && g; i++) {
+        if (c->hooks[i].kind != HOOK_BACKWARD_PRE) continue;
+        uint64_t errors0 = nb__error_count();
+        nb_tensor *r = c->hooks[i].bw_pre_fn(c->m, g, c->hooks[i].ctx);
+        g = bw_result(c, i, "grad_output", g, r, errors0);
+    }
+    if (!g) return -1;
+    nb_release(c->grad_output);
+    c->grad_output = nb_retain(g);
+    if (!c->input_wrapped) {
+        for (int i = 0; i < c->n; i++) {
+            if (c->hooks[i].kind != HOOK_BACKWARD) continue;
+            uint64_t errors0 = nb__error_count();
+            nb_tensor *r = c->hooks[i].bw_fn(c->m, NULL, g, c->hooks[i].ctx);
+            if (!bw_result(c, i, "grad_input", g, NULL, errors0)) return -1;
+            if (r) {
+                nb__error("nb_backward: the backward hook (handle %d) of module %s (%s) returned a gradient, but the "
+                          "module's input needs none (grad_input is NULL): return NULL", c->hooks[i].handle,
+                          nb__layer_name(c->m), c->m->cls->name);
+                return -1;
+            }
+        }
+        nb_release(c->grad_output);
+        c->grad_output = NULL;
+    }
+    gin[0] = g;
+    return 0;
+}
+
+/* The gradient of the module's input is complete: the hooks, each seeing the last replacement. */
+static int bw_input_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gin, int n, void *user) {
+    (void)ctx, (void)n;
+    bw_call *c = user;
+    for (int i = 0; i < c->n && g; i++) {
+        if (c->hooks[i].kind != HOOK_BACKWARD) continue;
+        uint64_t errors0 = nb__error_count();
+        nb_tensor *r = c->hooks[i].bw_fn(c->m, g, c->grad_output, c->hooks[i].ctx);
+        g = bw_result(c, i, "grad_input", g, r, errors0);
+    }
+    nb_release(c->grad_output);
+    c->grad_output = NULL;
+    if (!g) return -1;
+    gin[0] = g;
+    return 0;
+}
+
+static const nb_function BW_INPUT = { "BackwardHookFunction", bw_identity, bw_input_backward };
+static const nb_function BW_OUTPUT = { "BackwardHookFunction", bw_identity, bw_output_backward };
+
+/* The state of a call that records a graph through a module with backward hooks; NULL when none
+   is needed, or with an error (*failed) when out of memory. */
+static bw_call *bw_call_new(nb_module *m, bool *failed) {
+    struct nb_module_hooks *hs = m->hooks;
+    *failed = false;
+    if (!hs->n_backward || !nb_is_grad_enabled()) return NULL;
+    if (nb__tracing()) {
+        nb__error("nb_forward: module %s (%s) has backward hooks, which a compiled graph would never call; run it "
+                  "eagerly, or compile it with grad disabled", nb__layer_name(m), m->cls->name);
+        *failed = true;
+        return NULL;
+    }
+    bw_call *c = calloc(1, sizeof *c + sizeof(hook) * (size_t)hs->n_backward);
+    if (!c) {
+        nb__error("nb_forward: out of memory");
+        *failed = true;
+        return NULL;
+    }
+    atomic_init(&c->refs, 1);
+    c->m = m;
+    for (int i = 0; i < hs->n; i++)
+        if (hs->items[i].kind >= HOOK_BACKWARD_PRE) c->hooks[c->n++] = hs->items[i];
+    return c;
+}
+
+/* t wrapped in call's identity function fn (the caller's own reference), or NULL with an error. */
+static nb_tensor *bw_wrap(bw_call *c, const nb_function *fn, nb_tensor *t) {
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* the node's, dropped with it */
+    return nb__function_apply_owned(fn, &t, 1, c, bw_call_drop);
+}
+
+/* The forward with the hooks around it: forward pre-hooks in order, the input's backward-hook
+   wrapper, the forward, every forward hook (each also on a failure, with y NULL, so none misses
+   the end of a call it began), then the output's wrapper; torch's order in Module._call_impl. */
 static nb_tensor *hooked_forward(nb_module *m, nb_tensor *x) {
     struct nb_module_hooks *hs = m->hooks;
     int n = hs->n;
@@ -221,20 +374,34 @@ static nb_tensor *hooked_forward(nb_module *m, nb_tensor *x) {
         return NULL;
     }
     memcpy(hooks, hs->items, sizeof(hook) * (size_t)n); /* a hook may add or remove hooks */
-    nb_tensor *in = x, *y = NULL;
-    bool ok = true;
+    bool failed;
+    bw_call *call = bw_call_new(m, &failed);
+    nb_tensor *in = x, *y = NULL, *wrapped_in = NULL;
+    bool ok = !failed;
     for (int i = 0; i < n && ok; i++)
-        if (hooks[i].pre && !(in = hooks[i].pre_fn(m, in, hooks[i].ctx))) ok = false;
+        if (hooks[i].kind == HOOK_FORWARD_PRE && !(in = hooks[i].pre_fn(m, in, hooks[i].ctx))) ok = false;
+    if (ok && call && in->requires_grad) {
+        ok = (wrapped_in = bw_wrap(call, &BW_INPUT, in)) != NULL;
+        call->input_wrapped = ok;
+        if (ok) in = wrapped_in;
+    }
     if (ok) y = m->cls->forward(m, in);
     for (int i = 0; i < n; i++)
-        if (!hooks[i].pre) {
+        if (hooks[i].kind == HOOK_FORWARD) {
             nb_tensor *r = hooks[i].fn(m, in ? in : x, y, hooks[i].ctx);
             y = y ? r : NULL; /* a failure stays one */
         }
+    if (y && call && y->requires_grad) {
+        nb_tensor *wrapped = bw_wrap(call, &BW_OUTPUT, y);
+        /* without a scope the caller would own y, which it now never sees */
+        if (wrapped && !nb__scope_open() && y != x && y != in) nb_release(y);
+        y = nb__own(wrapped);
+    }
+    if (call) bw_call_drop(call);
+    nb_release(wrapped_in); /* the graph holds it where it is used */
     if (hooks != stack) free(hooks);
     return y;
 }
-
 nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
     if (!m) {
         if (!nb__has_error()) nb__error("nb_forward: module is NULL");
@@ -248,7 +415,7 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
         nb__error("nb_forward: %s has no forward", m->cls->name);
         return NULL;
     }
-    if (m->hooks && m->hooks->n) return hooked_forward(m, x);
+    if (m->hooks && m->hooks->n) return hooked_forward(m, x); /* no cost to a module without hooks */
     return m->cls->forward(m, x);
 }
 
