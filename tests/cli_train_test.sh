@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 for args in "--epochs 1e30" "--epochs 0" "--epochs 2.5" "--batch-size 99999999999999999999" "--seed -1" \
             "--lr nan" "--lr inf" "--val-split 1" "--val-split -0.1" "--workers 1000" "--threads 0" \
             "--log-every x" "--device cuda" "--model resnet50" "--epochs" "--bogus" "--limit ''" \
-            "--resume a --overwrite"; do
+            "--resume a --overwrite" "--autocast fp16" "--autocast"; do
   set +e; eval "\"$nabla\" train $args" >out.txt 2>err.txt; rc=$?; set -e
   [ "$rc" -eq 2 ] || fail "train $args: exit $rc, expected 2"
   [ -s err.txt ] || fail "train $args: no message"
@@ -51,6 +51,13 @@ echo "printed accuracy $a is the saved model's"
 grep -q "640 training samples .* 0 held out" ls.txt || fail "--val-split 0: $(head -n 1 ls.txt)"
 "$nabla" plot ls --text | grep -q "step/loss  *step 10 " || fail "--log-every 2 logged no step/loss at step 10"
 echo "--val-split 0 and --log-every: ok"
+
+# --autocast bf16 trains (the banner says so) and learns: the CNN on 2000 samples beats chance well
+"$nabla" train --model cnn --limit 2000 --epochs 1 --autocast bf16 --logdir ac --seed 1 >ac.txt
+grep -q "bf16 autocast" ac.txt || fail "--autocast bf16: not in the banner: $(head -n 1 ac.txt)"
+acc="$(awk '/^test accuracy/ { print $3 }' ac.txt)"
+awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "--autocast bf16: test accuracy $acc"
+echo "--autocast bf16: test accuracy $acc"
 
 # a named data folder without the data is an error naming it
 mkdir empty
