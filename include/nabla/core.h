@@ -22,8 +22,13 @@ extern "C" {
 
 #define NB_MAX_DIMS 8
 
-/* Element types. f32 is the working type; f16/bf16 are storage types (ops compute them in f32). */
-typedef enum nb_dtype { NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_DTYPE_COUNT } nb_dtype;
+/* Element types. f32 is the working type; f16/bf16 are storage types (ops compute them in f32).
+   i8 (int8) is the quantised storage type; its arithmetic wraps around as torch's does. The
+   numeric values are kept as they are when a dtype is added (new ones go last), though no file
+   format of nabla's stores them: files name dtypes by strings.
+   Promotion follows torch (bool < integers < floats, wider wins), with one difference: torch
+   gives i16 for i8 with u8, which nabla lacks, so nabla gives i32 there. */
+typedef enum nb_dtype { NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_I8, NB_DTYPE_COUNT } nb_dtype;
 
 /* NB_EXT is for a backend that the program registers itself (PyTorch's PrivateUse1); nabla
    builds none in, and its tests register one there. */

@@ -16,7 +16,7 @@ extern "C" {
 
 /* ---- NumPy .npy ---- */
 /* Reads a NumPy .npy file (v1-v3, little or big endian, C or Fortran order) as a new tensor.
-   Dtypes: f4 f8 f2 i8 i4 u1 b1 as themselves; i1 i2 u2 widen to i32, u4 to i64. */
+   Dtypes: f4 f8 f2 i8 i4 u1 i1 b1 as themselves (i1 is nabla's i8); i2 u2 widen to i32, u4 to i64. */
 NB_API nb_tensor *nb_load_npy(const char *path);
 /* Parses .npy bytes held in memory (size bytes at data) as a new tensor; NULL on bad input. */
 NB_API nb_tensor *nb_npy_parse(const void *data, size_t size);

@@ -526,7 +526,9 @@ static int pass_cse(cgraph *g) {
 
 /* ------------------------------------------------------------------ fusion */
 
-static bool loadable(nb_dtype d) { return d == NB_F32 || d == NB_F64 || d == NB_BOOL || d == NB_U8 || d == NB_I32 || d == NB_I64; }
+static bool loadable(nb_dtype d) {
+    return d == NB_F32 || d == NB_F64 || d == NB_BOOL || d == NB_U8 || d == NB_I8 || d == NB_I32 || d == NB_I64;
+}
 
 static bool fusable(const cgraph *g, const cnode *n) {
     if (n->dead || n->op < 0 || nb__ops[n->op].fuse == NB_FUSE_NONE) return false;

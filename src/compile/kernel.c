@@ -125,6 +125,7 @@ static inline float load1(const char *p, nb_dtype d) {
     case NB_F64: return (float)*(const double *)p;
     case NB_I64: return (float)*(const int64_t *)p;
     case NB_I32: return (float)*(const int32_t *)p;
+    case NB_I8: return *(const int8_t *)p;
     case NB_BOOL: return *(const uint8_t *)p != 0;
     default: return *(const uint8_t *)p;
     }
@@ -391,6 +392,7 @@ static const char *c_type(nb_dtype d) {
     case NB_F64: return "double";
     case NB_I64: return "int64_t";
     case NB_I32: return "int32_t";
+    case NB_I8: return "int8_t";
     default: return "uint8_t";
     }
 }

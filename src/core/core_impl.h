@@ -21,8 +21,15 @@ struct nb_node;
 
 /* Bytes per element, inlined for the hot paths. */
 static inline size_t nb__esize(nb_dtype d) {
-    static const unsigned char sizes[] = { 4, 8, 2, 2, 8, 4, 1, 1 };
+    static const unsigned char sizes[NB_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 1, 1, 1 };
     return sizes[d];
+}
+
+/* A double converted to i8 as torch's cpu cast does: truncated toward zero to an int32, whose
+   low byte is kept (wrapping: 200.7 gives -56). Where no int32 holds the value (beyond +-2^31,
+   infinities) and for NaN it is 0, which is what torch gives on x86, where C leaves it undefined. */
+static inline int8_t nb__to_i8(double v) {
+    return v != v || v >= 2147483648.0 || v <= -2147483649.0 ? 0 : (int8_t)(uint8_t)(uint32_t)(int32_t)v;
 }
 
 struct nb_storage;

@@ -50,6 +50,7 @@ double nb__load(const void *p, nb_dtype d, int64_t i) {
     case NB_I32: return ((const int32_t *)p)[i];
     case NB_U8: return ((const uint8_t *)p)[i];
     case NB_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case NB_I8: return ((const int8_t *)p)[i];
     default: return NAN;
     }
 }
@@ -64,6 +65,7 @@ void nb__store(void *p, nb_dtype d, int64_t i, double v) {
     case NB_I32: ((int32_t *)p)[i] = (int32_t)v; break;
     case NB_U8: ((uint8_t *)p)[i] = (uint8_t)(int64_t)v; break;
     case NB_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case NB_I8: ((int8_t *)p)[i] = nb__to_i8(v); break;
     default: break;
     }
 }

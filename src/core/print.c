@@ -129,6 +129,7 @@ static const char *torch_dtype(nb_dtype d) {
     case NB_BF16: return "torch.bfloat16";
     case NB_I32: return "torch.int32";
     case NB_U8: return "torch.uint8";
+    case NB_I8: return "torch.int8";
     default: return NULL; /* f32, i64 and bool are PyTorch's defaults and go unnamed */
     }
 }

@@ -8,8 +8,8 @@
 
 #define STORAGE_HEADER 64 /* keeps the data 64-byte aligned behind the storage header */
 
-static const char *const dtype_names[NB_DTYPE_COUNT] = { "f32", "f64", "f16", "bf16", "i64", "i32", "u8", "bool" };
-static const size_t dtype_sizes[NB_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 1, 1 };
+static const char *const dtype_names[NB_DTYPE_COUNT] = { "f32", "f64", "f16", "bf16", "i64", "i32", "u8", "bool", "i8" };
+static const size_t dtype_sizes[NB_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 1, 1, 1 };
 
 const char *nb_dtype_name(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT ? dtype_names[d] : "?"; }
 size_t nb_dtype_size(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT ? dtype_sizes[d] : 0; }

@@ -338,6 +338,7 @@ static MPI_Datatype mpi_type(nb_dtype dt) {
     case NB_I64: return MPI_INT64_T;
     case NB_I32: return MPI_INT32_T;
     case NB_U8: return MPI_UINT8_T;
+    case NB_I8: return MPI_INT8_T;
     case NB_F16: case NB_BF16: return MPI_UINT16_T; /* moved, never reduced */
     case NB_BOOL: return MPI_UINT8_T;
     default: return MPI_DATATYPE_NULL;
@@ -367,7 +368,7 @@ struct nb_dist_op {
 };
 
 static bool reducible(nb_dtype dt) {
-    return dt == NB_F32 || dt == NB_F64 || dt == NB_I64 || dt == NB_I32 || dt == NB_U8;
+    return dt == NB_F32 || dt == NB_F64 || dt == NB_I64 || dt == NB_I32 || dt == NB_U8 || dt == NB_I8;
 }
 
 /* Starts the pieces of a sum (root < 0) or a broadcast from root. */

@@ -36,7 +36,7 @@ static int parse_descr(const char *s, size_t n, npy_type *t, char *why, size_t w
     t->big = order == '>' && t->size > 1;
     static const struct { char kind; int size; nb_dtype dtype; } table[] = {
         { 'f', 4, NB_F32 }, { 'f', 8, NB_F64 }, { 'f', 2, NB_F16 }, { 'i', 8, NB_I64 }, { 'i', 4, NB_I32 },
-        { 'u', 1, NB_U8 }, { 'b', 1, NB_BOOL }, { 'i', 1, NB_I32 }, { 'i', 2, NB_I32 }, { 'u', 2, NB_I32 },
+        { 'u', 1, NB_U8 }, { 'b', 1, NB_BOOL }, { 'i', 1, NB_I8 }, { 'i', 2, NB_I32 }, { 'u', 2, NB_I32 },
         { 'u', 4, NB_I64 },
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -187,14 +187,13 @@ static void read_elem(const unsigned char *src, const npy_type *t, void *dst, in
     unsigned char b[8];
     for (int k = 0; k < t->size; k++) b[k] = src[t->big ? t->size - 1 - k : k];
     if (t->kind == 'f' || (t->kind == 'i' && t->size >= 4 && nb__esize(t->dtype) == (size_t)t->size) ||
-        (t->kind == 'u' && t->size == 1) || t->kind == 'b') {
+        (t->kind == 'u' && t->size == 1) || (t->kind == 'i' && t->size == 1) || t->kind == 'b') {
         memcpy((char *)dst + (size_t)di * (size_t)t->size, b, (size_t)t->size);
         if (t->kind == 'b') ((unsigned char *)dst)[di] = b[0] != 0;
         return;
     }
     int64_t v;
     switch (t->kind * 16 + t->size) {
-    case 'i' * 16 + 1: v = (int8_t)b[0]; break;
     case 'i' * 16 + 2: { int16_t x; memcpy(&x, b, 2); v = x; break; }
     case 'u' * 16 + 2: { uint16_t x; memcpy(&x, b, 2); v = x; break; }
     default: { uint32_t x; memcpy(&x, b, 4); v = x; break; } /* u4 */
@@ -302,7 +301,7 @@ int nb_save_npy(const nb_tensor *tc, const char *path) {
         if (!nb__has_error()) nb__error("nb_save_npy: tensor is NULL (saving '%s')", path ? path : "(null)");
         return -1;
     }
-    static const char *descr[] = { "<f4", "<f8", "<f2", NULL, "<i8", "<i4", "|u1", "|b1" };
+    static const char *descr[NB_DTYPE_COUNT] = { "<f4", "<f8", "<f2", NULL, "<i8", "<i4", "|u1", "|b1", "|i1" };
     if (!descr[t->dtype]) {
         nb__error("nb_save_npy: NumPy has no %s dtype; cast to f32 before saving '%s'", nb_dtype_name(t->dtype),
                   path ? path : "(null)");

@@ -20,10 +20,12 @@ typedef struct {
     int dtype; /* nb_dtype, or -1 when nabla has none */
 } st_dtype;
 
+/* The first NB_DTYPE_COUNT entries are nabla's dtypes in nb_dtype's order (nb_safetensors_dtype_str
+   indexes them by dtype). */
 static const st_dtype st_dtypes[] = {
     { "F32", 4, NB_F32 }, { "F64", 8, NB_F64 }, { "F16", 2, NB_F16 }, { "BF16", 2, NB_BF16 },
     { "I64", 8, NB_I64 }, { "I32", 4, NB_I32 }, { "U8", 1, NB_U8 }, { "BOOL", 1, NB_BOOL },
-    { "I8", 1, -1 }, { "I16", 2, -1 }, { "U16", 2, -1 }, { "U32", 4, -1 }, { "U64", 8, -1 },
+    { "I8", 1, NB_I8 }, { "I16", 2, -1 }, { "U16", 2, -1 }, { "U32", 4, -1 }, { "U64", 8, -1 },
     { "F8_E4M3", 1, -1 }, { "F8_E5M2", 1, -1 },
 };
 #define N_ST_DTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))

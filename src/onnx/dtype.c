@@ -11,6 +11,7 @@ int nb__onnx_dtype(nb_dtype d) {
     case NB_I32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
     case NB_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
     case NB_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    case NB_I8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
     default: return ONNX__TENSOR_PROTO__DATA_TYPE__UNDEFINED;
     }
 }

@@ -164,7 +164,7 @@ nb_tensor *nb__onnx_tensor(const Onnx__TensorProto *tp, const char *dir, const c
     case NB_F32: have = tp->n_float_data; break;
     case NB_F64: have = tp->n_double_data; break;
     case NB_I64: have = tp->n_int64_data; break;
-    default: have = tp->n_int32_data; break; /* i32, u8, bool, and f16/bf16 as their bits */
+    default: have = tp->n_int32_data; break; /* i32, u8, i8, bool, and f16/bf16 as their bits */
     }
     if ((uint64_t)have != (uint64_t)numel) {
         nb__error("nb_onnx: %s: %zu elements of data, its shape needs %lld", what, have, (long long)numel);
@@ -183,6 +183,7 @@ nb_tensor *nb__onnx_tensor(const Onnx__TensorProto *tp, const char *dir, const c
         case NB_I32: ((int32_t *)p)[i] = tp->int32_data[i]; break;
         case NB_F16: case NB_BF16: ((uint16_t *)p)[i] = (uint16_t)tp->int32_data[i]; break;
         case NB_U8: ((uint8_t *)p)[i] = (uint8_t)tp->int32_data[i]; break;
+        case NB_I8: ((int8_t *)p)[i] = (int8_t)tp->int32_data[i]; break;
         case NB_BOOL: ((bool *)p)[i] = tp->int32_data[i] != 0; break;
         default: break;
         }

@@ -200,6 +200,7 @@ int nb__onnx_conv(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int nin
 static double lowest(nb_dtype d) {
     switch (d) {
     case NB_U8: case NB_BOOL: return 0;
+    case NB_I8: return -128;
     case NB_I32: return -2147483648.0;
     case NB_I64: return -9223372036854775808.0;
     default: return -INFINITY;

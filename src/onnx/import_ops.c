@@ -754,8 +754,10 @@ static int reduce(onnx_run *r, const onnx_node *n, nb_tensor *const *in, int nin
     } else if (empty && (kind == R_MAX || kind == R_MIN)) {
         nb_shape o = s;
         for (int i = 0; i < s.ndim; i++) if (red[i]) o.dim[i] = 1;
-        double v = kind == R_MAX ? (is_float(d) ? -INFINITY : d == NB_I64 ? -9223372036854775808.0 : d == NB_I32 ? -2147483648.0 : 0)
-                                 : (is_float(d) ? INFINITY : d == NB_I64 ? 9223372036854775807.0 : d == NB_I32 ? 2147483647.0 : d == NB_U8 ? 255 : 1);
+        double v = kind == R_MAX ? (is_float(d) ? -INFINITY : d == NB_I64 ? -9223372036854775808.0 : d == NB_I32 ? -2147483648.0
+                                    : d == NB_I8 ? -128 : 0)
+                                 : (is_float(d) ? INFINITY : d == NB_I64 ? 9223372036854775807.0 : d == NB_I32 ? 2147483647.0
+                                    : d == NB_U8 ? 255 : d == NB_I8 ? 127 : 1);
         y = nb_full(o, v, cd);
     } else {
         for (int i = s.ndim - 1; i >= 0; i--) {

@@ -13,10 +13,11 @@ __attribute__((constructor)) static void ops_init(void) { nb__graph_set_op_name(
 
 nb_dtype nb__promote(nb_dtype a, nb_dtype b) {
     if (a == b) return a;
-    /* rank: bool < u8 < i32 < i64 < f16/bf16 < f32 < f64; f16 with bf16 gives f32 as torch does */
-    static const int rank[NB_DTYPE_COUNT] = { [NB_BOOL] = 0, [NB_U8] = 1, [NB_I32] = 2, [NB_I64] = 3,
+    /* rank: bool < u8/i8 < i32 < i64 < f16/bf16 < f32 < f64; f16 with bf16 gives f32 as torch
+       does; u8 with i8 gives i32 (torch's i16, which nabla lacks: the next wider type it has) */
+    static const int rank[NB_DTYPE_COUNT] = { [NB_BOOL] = 0, [NB_U8] = 1, [NB_I8] = 1, [NB_I32] = 2, [NB_I64] = 3,
                                               [NB_F16] = 4, [NB_BF16] = 4, [NB_F32] = 5, [NB_F64] = 6 };
-    if (rank[a] == rank[b]) return NB_F32;
+    if (rank[a] == rank[b]) return rank[a] == 1 ? NB_I32 : NB_F32;
     return rank[a] > rank[b] ? a : b;
 }
 

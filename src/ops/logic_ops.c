@@ -135,7 +135,7 @@ nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask) {
 nb_tensor *nb_one_hot(nb_tensor *idx, int64_t num_classes) {
     if (!nb__check_input("one_hot", idx)) return NULL;
     char d[200];
-    if (idx->dtype != NB_I64 && idx->dtype != NB_I32 && idx->dtype != NB_U8) {
+    if (idx->dtype != NB_I64 && idx->dtype != NB_I32 && idx->dtype != NB_U8 && idx->dtype != NB_I8) {
         nb__error("nb_one_hot: expected integer class indices, got %s", nb__describe(idx, d, sizeof d));
         return NULL;
     }

@@ -5,7 +5,7 @@
 #include <omp.h>
 #include <string.h>
 
-/* The generic kernels also expand for unsigned u8, where "x < 0" is always false. */
+/* The generic kernels also expand for unsigned u8, where "x < 0" is always false, and for i8. */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
 /* ---------- binary arithmetic: the formulas are formulas.h's ---------- */
@@ -36,13 +36,15 @@
     BINARY_FN(OPN##_f64, double, double, EXPR)              \
     BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR)            \
     BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR)            \
-    BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)
+    BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)            \
+    BINARY_FN(OPN##_i8, int8_t, int8_t, EXPR)
 #define COMPARE_FNS(OPN, EXPR)                              \
     BINARY_FN(OPN##_f32, float, uint8_t, EXPR)              \
     BINARY_FN(OPN##_f64, double, uint8_t, EXPR)             \
     BINARY_FN(OPN##_i64, int64_t, uint8_t, EXPR)            \
     BINARY_FN(OPN##_i32, int32_t, uint8_t, EXPR)            \
     BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)             \
+    BINARY_FN(OPN##_i8, int8_t, uint8_t, EXPR)              \
     BINARY_FN(OPN##_b, uint8_t, uint8_t, EXPR)
 
 ARITH_FNS(add, nbf_add)
@@ -68,7 +70,7 @@ COMPARE_FNS(ne, nbf_ne)
 COMPARE_FNS(le, nbf_le)
 COMPARE_FNS(ge, nbf_ge)
 
-typedef struct { nb_inner_fn f32, f64, i64, i32, u8, b; } typed_fns;
+typedef struct { nb_inner_fn f32, f64, i64, i32, u8, b, i8; } typed_fns;
 
 static nb_inner_fn pick(const typed_fns *f, nb_dtype d) {
     switch (d) {
@@ -78,6 +80,7 @@ static nb_inner_fn pick(const typed_fns *f, nb_dtype d) {
     case NB_I32: return f->i32;
     case NB_U8: return f->u8;
     case NB_BOOL: return f->b;
+    case NB_I8: return f->i8;
     default: return NULL;
     }
 }
@@ -111,26 +114,26 @@ static int run_typed(const char *fn, const typed_fns *f, nb_dtype d, nb_tensor *
 #define ARITH_KERNEL(OPN)                                                                           \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {         \
         (void)args;                                                                                \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL }; \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL, OPN##_i8 }; \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                              \
     }
 #define FLOAT_BINARY_KERNEL(OPN)                                                              \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {   \
         (void)args;                                                                          \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };         \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL, NULL };         \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                        \
     }
 #define COMPARE_KERNEL(OPN)                                                                           \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {           \
         (void)args;                                                                                  \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b }; \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b, OPN##_i8 }; \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                                \
     }
 
 #define ARITH_BOOL_KERNEL(OPN)                                                                         \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {            \
         (void)args;                                                                                   \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b }; \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, OPN##_b, OPN##_i8 }; \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, NULL);                                 \
     }
 
@@ -166,7 +169,7 @@ WHERE_FN(where_u8, uint8_t)
 
 int nb__cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)args;
-    static const typed_fns f = { where_f32, where_f64, where_i64, where_i32, where_u8, where_u8 };
+    static const typed_fns f = { where_f32, where_f64, where_i64, where_i32, where_u8, where_u8, where_u8 }; /* bytes */
     return run_typed("where", &f, out->dtype, out, in, nin, NULL);
 }
 
@@ -203,15 +206,16 @@ int nb__cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     UNARY_FN(OPN##_i64, int64_t, EXPR)                                                                 \
     UNARY_FN(OPN##_i32, int32_t, EXPR)                                                                 \
     UNARY_FN(OPN##_u8, uint8_t, EXPR)                                                                  \
+    UNARY_FN(OPN##_i8, int8_t, EXPR)                                                                   \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {            \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL };    \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, OPN##_i64, OPN##_i32, OPN##_u8, NULL, OPN##_i8 }; \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                                 \
     }
 #define UNARY_FLOAT(OPN, EXPR)                                                                  \
     UNARY_FN(OPN##_f32, float, EXPR)                                                             \
     UNARY_FN(OPN##_f64, double, EXPR)                                                            \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL, NULL };            \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
 
@@ -219,7 +223,7 @@ int nb__cpu_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     UNARY_FN_ATTR(OPN##_f32, float, EXPR, NB_WIDE_CLONES)                                        \
     UNARY_FN(OPN##_f64, double, EXPR)                                                            \
     int nb__cpu_##OPN(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {      \
-        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL };            \
+        static const typed_fns f = { OPN##_f32, OPN##_f64, NULL, NULL, NULL, NULL, NULL };            \
         return run_typed(#OPN, &f, in[0]->dtype, out, in, nin, args);                           \
     }
 
@@ -258,6 +262,7 @@ static inline double ld_i64(const char *p) { return (double)*(const int64_t *)p;
 static inline double ld_i32(const char *p) { return *(const int32_t *)p; }
 static inline double ld_u8(const char *p) { return *(const uint8_t *)p; }
 static inline double ld_b(const char *p) { return *(const uint8_t *)p != 0; }
+static inline double ld_i8(const char *p) { return *(const int8_t *)p; }
 static inline void st_f32(char *p, double v) { *(float *)p = (float)v; }
 static inline void st_f64(char *p, double v) { *(double *)p = v; }
 static inline void st_f16(char *p, double v) { *(uint16_t *)p = nb__f32_to_f16((float)v); }
@@ -267,6 +272,8 @@ static inline void st_i64(char *p, double v) { *(int64_t *)p = v != v ? 0 : v >=
 static inline void st_i32(char *p, double v) { *(int32_t *)p = (int32_t)(int64_t)(v != v ? 0 : v > 2147483647.0 ? 2147483647.0 : v < -2147483648.0 ? -2147483648.0 : v); }
 static inline void st_u8(char *p, double v) { *(uint8_t *)p = (uint8_t)(int64_t)(v != v ? 0 : v > 1e18 ? 0 : v < -1e18 ? 0 : v); }
 static inline void st_b(char *p, double v) { *(uint8_t *)p = v != 0; }
+/* as torch's cpu cast: through int32, wrapping (see nb__to_i8) */
+static inline void st_i8(char *p, double v) { *(int8_t *)p = nb__to_i8(v); }
 
 /* i64 to i64 and similar go through double only where exact; integer pairs copy directly */
 #define CAST_FN(S, D)                                                                     \
@@ -277,7 +284,7 @@ static inline void st_b(char *p, double v) { *(uint8_t *)p = v != 0; }
         for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) st_##D(po, ld_##S(pi));  \
     }
 #define CAST_ROW(S) CAST_FN(S, f32) CAST_FN(S, f64) CAST_FN(S, f16) CAST_FN(S, bf16) \
-    CAST_FN(S, i64) CAST_FN(S, i32) CAST_FN(S, u8) CAST_FN(S, b)
+    CAST_FN(S, i64) CAST_FN(S, i32) CAST_FN(S, u8) CAST_FN(S, b) CAST_FN(S, i8)
 CAST_ROW(f32)
 CAST_ROW(f64)
 CAST_ROW(f16)
@@ -286,12 +293,14 @@ CAST_ROW(i64)
 CAST_ROW(i32)
 CAST_ROW(u8)
 CAST_ROW(b)
+CAST_ROW(i8)
 
 #define CAST_ENTRY(S) { cast_##S##_f32, cast_##S##_f64, cast_##S##_f16, cast_##S##_bf16, \
-                        cast_##S##_i64, cast_##S##_i32, cast_##S##_u8, cast_##S##_b }
+                        cast_##S##_i64, cast_##S##_i32, cast_##S##_u8, cast_##S##_b, cast_##S##_i8 }
+/* [source][destination], in nb_dtype's order */
 static const nb_inner_fn cast_table[NB_DTYPE_COUNT][NB_DTYPE_COUNT] = {
     CAST_ENTRY(f32), CAST_ENTRY(f64), CAST_ENTRY(f16), CAST_ENTRY(bf16),
-    CAST_ENTRY(i64), CAST_ENTRY(i32), CAST_ENTRY(u8), CAST_ENTRY(b),
+    CAST_ENTRY(i64), CAST_ENTRY(i32), CAST_ENTRY(u8), CAST_ENTRY(b), CAST_ENTRY(i8),
 };
 
 /* Exact integer conversions that must not pass through a double (i64 beyond 2^53). */
@@ -300,6 +309,13 @@ static void cast_i64_i32_exact(char **p, const int64_t *s, int64_t n, const void
     char *po = p[0];
     const char *pi = p[1];
     for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(int32_t *)po = (int32_t)*(const int64_t *)pi;
+}
+/* i64 to i8 keeps the low byte, as C's conversion does (a double would round beyond 2^53) */
+static void cast_i64_i8_exact(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    (void)ctx;
+    char *po = p[0];
+    const char *pi = p[1];
+    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(int8_t *)po = (int8_t)(uint8_t)*(const int64_t *)pi;
 }
 
 #define COPY_FN(NAME, T)                                                                     \
@@ -328,13 +344,20 @@ nb_inner_fn nb__cpu_copy_fn(size_t esize) {
 static void f32_to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx);
 static void bf16_to_f32_run(char **p, const int64_t *s, int64_t n, const void *ctx);
 
+/* The inner function converting s to d: a copy, an exact integer narrowing, autocast's f32/bf16
+   casts (without the detour through double), or the table's. */
+static nb_inner_fn cast_fn(nb_dtype s, nb_dtype d) {
+    if (s == d) return nb__cpu_copy_fn(nb_dtype_size(s));
+    if (s == NB_I64 && d == NB_I32) return cast_i64_i32_exact;
+    if (s == NB_I64 && d == NB_I8) return cast_i64_i8_exact;
+    if (s == NB_F32 && d == NB_BF16) return f32_to_bf16_run;
+    if (s == NB_BF16 && d == NB_F32) return bf16_to_f32_run;
+    return cast_table[s][d];
+}
+
 int nb__cpu_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)args;
-    nb_dtype s = in[0]->dtype, d = out->dtype;
-    nb_inner_fn fn = s == d ? nb__cpu_copy_fn(nb_dtype_size(s)) : cast_table[s][d];
-    if (s == NB_I64 && d == NB_I32) fn = cast_i64_i32_exact;
-    if (s == NB_F32 && d == NB_BF16) fn = f32_to_bf16_run; /* autocast's casts, without the detour through double */
-    if (s == NB_BF16 && d == NB_F32) fn = bf16_to_f32_run;
+    nb_inner_fn fn = cast_fn(in[0]->dtype, out->dtype);
     nb_iter it;
     nb__iter_init(&it, out, in, nin);
     nb__iter_run(&it, fn, NULL);
@@ -360,8 +383,7 @@ int nb__cpu_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
     atomic_fetch_add_explicit(&out->storage->version, 1, memory_order_relaxed);
     nb_iter it;
     nb__iter_init(&it, out, &src, 1);
-    nb_dtype s = src->dtype, d = out->dtype;
-    nb__iter_run(&it, s == d ? nb__cpu_copy_fn(nb_dtype_size(s)) : cast_table[s][d], NULL);
+    nb__iter_run(&it, cast_fn(src->dtype, out->dtype), NULL);
     nb_release(tmp);
     return 0;
 }
@@ -382,6 +404,7 @@ int nb__cpu_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
     case NB_F64: { double *o = p; for (int64_t i = 0; i < n; i++) o[i] = v; break; }
     case NB_I64: { int64_t x = nbf_sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
     case NB_I32: { int32_t x = (int32_t)(uint32_t)(uint64_t)nbf_sat_i64(v), *o = p; for (int64_t i = 0; i < n; i++) o[i] = x; break; }
+    case NB_I8: memset(p, (int)(uint8_t)(uint64_t)nbf_sat_i64(v), (size_t)n); break; /* wraps, as an integer scalar */
     default:
         if (n > 0) {
             nb__store(p, out->dtype, 0, v);

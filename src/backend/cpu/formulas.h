@@ -22,22 +22,26 @@
 /* ---- helpers ---- */
 #define NBF_T(x, c) ((__typeof__(x))(c))
 #define NBF_WRAP_(T, UT, OP, x, y) ((T)((UT)(x) OP (UT)(y)))
+/* int8_t goes through unsigned as well: its operands promote to int, and the result is brought
+   back to 8 bits as an unsigned value first, so it wraps (-128 * -1 is -128, as in torch) */
+#define NBF_WRAP8_(OP, x, y) ((int8_t)(uint8_t)((unsigned)(x) OP (unsigned)(y)))
 #define NBF_WADD(x, y) _Generic((x), int64_t: NBF_WRAP_(int64_t, uint64_t, +, x, y), \
-                                int32_t: NBF_WRAP_(int32_t, uint32_t, +, x, y), default: (x) + (y))
+                                int32_t: NBF_WRAP_(int32_t, uint32_t, +, x, y), int8_t: NBF_WRAP8_(+, x, y), default: (x) + (y))
 #define NBF_WSUB(x, y) _Generic((x), int64_t: NBF_WRAP_(int64_t, uint64_t, -, x, y), \
-                                int32_t: NBF_WRAP_(int32_t, uint32_t, -, x, y), default: (x) - (y))
+                                int32_t: NBF_WRAP_(int32_t, uint32_t, -, x, y), int8_t: NBF_WRAP8_(-, x, y), default: (x) - (y))
 #define NBF_WMUL(x, y) _Generic((x), int64_t: NBF_WRAP_(int64_t, uint64_t, *, x, y), \
-                                int32_t: NBF_WRAP_(int32_t, uint32_t, *, x, y), default: (x) * (y))
+                                int32_t: NBF_WRAP_(int32_t, uint32_t, *, x, y), int8_t: NBF_WRAP8_(*, x, y), default: (x) * (y))
 /* -x: floats by negation, so that -(+0) is -0 as in torch (0 - x would give +0) */
 #define NBF_WNEG(x) _Generic((x), int64_t: NBF_WRAP_(int64_t, uint64_t, -, 0, x), \
-                             int32_t: NBF_WRAP_(int32_t, uint32_t, -, 0, x), default: -(x))
+                             int32_t: NBF_WRAP_(int32_t, uint32_t, -, 0, x), int8_t: NBF_WRAP8_(-, 0, x), default: -(x))
 /* A double scalar as an operand of x's type without undefined conversions: integers saturate
    to int64 and then wrap to their width, as torch wraps an integer scalar. */
 static inline int64_t nbf_sat_i64(double v) {
     return v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
 }
 #define NBF_SCALAR(x, v) _Generic((x), int64_t: nbf_sat_i64(v), int32_t: (int32_t)(uint32_t)(uint64_t)nbf_sat_i64(v), \
-                                  uint8_t: (uint8_t)(uint64_t)nbf_sat_i64(v), default: NBF_T(x, v))
+                                  uint8_t: (uint8_t)(uint64_t)nbf_sat_i64(v), int8_t: (int8_t)(uint8_t)(uint64_t)nbf_sat_i64(v), \
+                                  default: NBF_T(x, v))
 #define NBF_EXP(x) _Generic((x), float: nbk_expf, default: exp)(x)
 #define NBF_ERF(x) _Generic((x), float: nbk_erff, default: erf)(x)
 #define NBF_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)

@@ -108,7 +108,7 @@ int nb__cpu_index_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op
         case NB_F64: ((double *)o)[ooff] += ((const double *)s)[soff]; break;
         case NB_I64: ((int64_t *)o)[ooff] = (int64_t)((uint64_t)((int64_t *)o)[ooff] + (uint64_t)((const int64_t *)s)[soff]); break;
         case NB_I32: ((int32_t *)o)[ooff] = (int32_t)((uint32_t)((int32_t *)o)[ooff] + (uint32_t)((const int32_t *)s)[soff]); break;
-        default: ((uint8_t *)o)[ooff] += ((const uint8_t *)s)[soff]; break;
+        default: ((uint8_t *)o)[ooff] += ((const uint8_t *)s)[soff]; break; /* u8, and i8's same bits */
         }
         for (int d = nd - 1; d >= 0; d--) {
             if (++cidx[d] < src->shape.dim[d]) break;
@@ -164,7 +164,7 @@ int nb__cpu_scatter_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_
         case NB_F64: ((double *)o)[ooff] += ((const double *)s)[soff]; break;
         case NB_I64: ((int64_t *)o)[ooff] = (int64_t)((uint64_t)((int64_t *)o)[ooff] + (uint64_t)((const int64_t *)s)[soff]); break;
         case NB_I32: ((int32_t *)o)[ooff] = (int32_t)((uint32_t)((int32_t *)o)[ooff] + (uint32_t)((const int32_t *)s)[soff]); break;
-        default: ((uint8_t *)o)[ooff] += ((const uint8_t *)s)[soff]; break;
+        default: ((uint8_t *)o)[ooff] += ((const uint8_t *)s)[soff]; break; /* u8, and i8's same bits */
         }
         for (int d = nd - 1; d >= 0; d--) {
             if (++cidx[d] < src->shape.dim[d]) break;

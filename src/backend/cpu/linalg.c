@@ -99,6 +99,7 @@ static int64_t batch_offset(const nb_tensor *t, const nb_shape *bshape, int64_t 
 INT_MATMUL(int64_t, uint64_t)
 INT_MATMUL(int32_t, uint32_t)
 INT_MATMUL(uint8_t, unsigned)
+INT_MATMUL(int8_t, unsigned)
 
 typedef struct {
     const nb_tensor *a, *b, *out;
@@ -246,6 +247,9 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
         else if (p->out->dtype == NB_I32)
             matmul_int32_t((const int32_t *)A0 + r0 * ars, (const int32_t *)B0 + c0 * bcs, (int32_t *)C0 + r0 * m + c0, rows,
                            k, cols, m, ars, acs, brs, bcs);
+        else if (p->out->dtype == NB_I8)
+            matmul_int8_t((const int8_t *)A0 + r0 * ars, (const int8_t *)B0 + c0 * bcs, (int8_t *)C0 + r0 * m + c0, rows,
+                          k, cols, m, ars, acs, brs, bcs);
         else
             matmul_uint8_t((const uint8_t *)A0 + r0 * ars, (const uint8_t *)B0 + c0 * bcs, (uint8_t *)C0 + r0 * m + c0, rows,
                            k, cols, m, ars, acs, brs, bcs);

@@ -99,11 +99,13 @@ SEQ_SUM_FN(double, double)
 SEQ_SUM_FN(int64_t, uint64_t)
 SEQ_SUM_FN(int32_t, uint64_t)
 SEQ_SUM_FN(uint8_t, uint64_t)
+SEQ_SUM_FN(int8_t, uint64_t)
 ROW_FN(float, double, sum_lanes_float(x, n))
 ROW_FN(double, double, seq_sum_double(x, n))
 ROW_FN(int64_t, uint64_t, seq_sum_int64_t(x, n))
 ROW_FN(int32_t, uint64_t, seq_sum_int32_t(x, n))
 ROW_FN(uint8_t, uint64_t, seq_sum_uint8_t(x, n))
+ROW_FN(int8_t, uint64_t, seq_sum_int8_t(x, n))
 
 /* out_f / out_i receive sums (f32/f64 or i64), extremes (input type) or indices (i64). */
 #define REDUCE_FN(T, ACC, OUT_SUM_T)                                                                 \
@@ -249,6 +251,7 @@ REDUCE_FN(double, double, double)
 REDUCE_FN(int64_t, uint64_t, int64_t)
 REDUCE_FN(int32_t, uint64_t, int64_t)
 REDUCE_FN(uint8_t, uint64_t, int64_t)
+REDUCE_FN(int8_t, uint64_t, int64_t)
 
 static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
     const nb_tensor *t = in[0];
@@ -272,6 +275,7 @@ static int run_reduce(int op, nb_tensor *out, nb_tensor *const *in, const nb_op_
     case NB_I32: reduce_int32_t(op, t, &p, o); break;
     case NB_U8:
     case NB_BOOL: reduce_uint8_t(op, t, &p, o); break; /* bool sums count the true elements */
+    case NB_I8: reduce_int8_t(op, t, &p, o); break;
     default: nb__error("nb_reduce: no cpu kernel for dtype %s", nb_dtype_name(t->dtype)); return -1;
     }
     return 0;

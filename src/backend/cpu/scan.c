@@ -172,6 +172,7 @@ SORT_LANE(sort_f64, double)
 SORT_LANE(sort_i64, int64_t)
 SORT_LANE(sort_i32, int32_t)
 SORT_LANE(sort_u8, uint8_t)
+SORT_LANE(sort_i8, int8_t)
 
 int nb__cpu_argsort(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
@@ -195,6 +196,7 @@ int nb__cpu_argsort(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_a
     case NB_F64: fn = sort_f64; break;
     case NB_I64: fn = sort_i64; break;
     case NB_I32: fn = sort_i32; break;
+    case NB_I8: fn = sort_i8; break;
     default: fn = sort_u8; break; /* u8 and bool */
     }
     run_lanes(&j, axis, fn);
