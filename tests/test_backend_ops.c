@@ -153,6 +153,17 @@ static void case_indexing(void) {
     nb_gather(input(S(3, 4), NB_F64, 1, false), 1, indices(i2, S(3, 2)));
     nb_tensor *parts[] = { input(S(2, 3), NB_F32, 0, false), input(S(4, 3), NB_F32, 1, true) };
     nb_cat(parts, 2, 0);
+    /* advanced indexing: broadcast index tensors, a negative index, a strided x, a bool mask */
+    static const int64_t i3[] = { 2, 0, -1 }, i4[] = { 1, 3 }, i5[] = { 1, 0, 1, 1 };
+    nb_index(input(S(3, 4), NB_F32, 0, true), (nb_tensor *[]){ indices(i3, S(3)) }, 1);
+    nb_index(input(S(3, 4, 2), NB_F64, 1, false), (nb_tensor *[]){ indices(i3, S(3, 1)), indices(i4, S(2)) }, 2);
+    /* a plain put at distinct positions (a finite difference cannot see an overwritten value's
+       gradient, which torch, and nabla, give), an accumulating one with repeats */
+    nb_index_put(input(S(4, 3), NB_F32, 0, true), (nb_tensor *[]){ indices(i3, S(3)) }, 1, input(S(3), NB_F32, 1, false), false);
+    nb_index_put(input(S(4, 3), NB_F64, 0, false), (nb_tensor *[]){ indices(i5, S(4)) }, 1, input(S(4, 3), NB_F64, 1, true), true);
+    nb_tensor *x = input(S(3, 4), NB_F32, 2, false), *mask = nb_gt(x, nb_scalar(0));
+    nb_index_put(x, &mask, 1, input(S(), NB_F32, 3, false), false);
+    nb_masked_scatter(x, mask, input(S(4, 5), NB_F32, 4, true));
 }
 
 static void case_nn(void) {
@@ -273,7 +284,7 @@ static int release_all(void **state) {
 /* ---- replay on every backend ---- */
 static bool is_data_input(const nb_op_def *def, int i) {
     if (i == 0) return !(def->flags & NB_F_COND0);
-    return !(i == 1 && (def->flags & NB_F_INDEX1));
+    return !((i >= 1 && (def->flags & NB_F_INDEX1)) || (i >= 2 && (def->flags & NB_F_INDEX2)));
 }
 
 /* x's values brought to dtype: floats by a cast, integers as small integers, bools as x > 0. */

@@ -262,6 +262,17 @@ UNARY(f_div_pow, nb_div(nb_pow(nb_add_scalar(nb_mul(x, x), 0.5), nb_add_scalar(x
 UNARY(f_max_min, nb_mul(nb_maximum(x, nb_transpose(x, 0, 1)), nb_minimum(x, nb_scalar(0.1))))
 UNARY(f_index, nb_mul(nb_index_select(x, 1, nb_from_data((int64_t[]){ 2, 0, 2 }, NB_SHAPE(3), NB_I64)),
                       nb_gather(x, 1, nb_from_data((int64_t[]){ 1, 1, 0, 2, 0, 0, 1, 2, 2 }, NB_SHAPE(3, 3), NB_I64))))
+/* index_put over x^2 (rows 2 and 0 overwritten by tanh of rows 1 and 2), times x, with a pick of
+   x at broadcast indices squared and added into row 1 */
+static nb_tensor *f_index_put(nb_tensor *x, nb_tensor *aux) {
+    (void)aux;
+    nb_tensor *rows = nb_from_data((int64_t[]){ 2, 0 }, NB_SHAPE(2), NB_I64);
+    nb_tensor *a = nb_index_put(nb_mul(x, x), &rows, 1, nb_tanh(nb_slice(x, 0, 1, 3, 1)), false);
+    nb_tensor *pick[2] = { nb_from_data((int64_t[]){ 0, 2 }, NB_SHAPE(2, 1), NB_I64),
+                           nb_from_data((int64_t[]){ 1, -1, 1 }, NB_SHAPE(3), NB_I64) };
+    nb_tensor *b = nb_index(x, pick, 2), *row1 = nb_from_data((int64_t[]){ 1 }, NB_SHAPE(1), NB_I64);
+    return nb_index_put(nb_mul(a, x), &row1, 1, nb_sum(nb_mul(b, b), 0, true), true);
+}
 UNARY(f_ce, nb_cross_entropy(x, nb_from_data((int64_t[]){ 2, 0, 1 }, NB_SHAPE(3), NB_I64), (nb_ce_opts){ 0 }))
 UNARY(f_bce, nb_bce_with_logits(x, nb_sigmoid(nb_transpose(x, 0, 1)), NB_REDUCTION_MEAN, NULL))
 static nb_tensor *f_matmul(nb_tensor *x, nb_tensor *aux) { return nb_matmul(nb_tanh(nb_matmul(x, aux)), nb_transpose(x, 0, 1)); }
@@ -283,7 +294,7 @@ static void test_gradgradcheck(void **state) {
         { "norm3", f_norm3 }, { "max_sq", f_max_sq }, { "amax_sq", f_amax_sq }, { "cumsum_sq", f_cumsum_sq },
         { "sort_sq", f_sort_sq }, { "flip_pad", f_flip_pad }, { "tril_triu", f_tril_t }, { "layer_norm", f_layer_norm },
         { "clamp_sq", f_clamp_sq }, { "where_sq", f_where_sq }, { "div_pow", f_div_pow }, { "max_min", f_max_min },
-        { "index_gather", f_index }, { "cross_entropy", f_ce }, { "bce_with_logits", f_bce },
+        { "index_gather", f_index }, { "index_put", f_index_put }, { "cross_entropy", f_ce }, { "bce_with_logits", f_bce },
     };
     nb_scope *s = nb_scope_begin();
     /* values away from kinks and ties */

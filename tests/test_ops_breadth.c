@@ -178,6 +178,84 @@ static void test_errors(void **state) {
     nb_scope_end(s);
 }
 
+/* index / index_put beyond the torch reference: repeats resolved in a fixed order at every thread
+   count, f16 and bool accumulation as torch, values converted to x's dtype, i32 indices, the
+   errors (each naming the index and the size), and broadcast indices too large to exist. */
+static void test_index_put(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    enum { N = 5000 };
+    static int64_t rep[N];
+    for (int i = 0; i < N; i++) rep[i] = (i * 7) % 3; /* 0, 1, 2, 0, ... with the last of each near the end */
+    nb_tensor *idx = nb_from_data(rep, NB_SHAPE(N), NB_I64);
+    nb_tensor *vals = nb_arange(0, N, 1, NB_F32), *x = nb_zeros(NB_SHAPE(3, 1), NB_F32);
+    for (int threads = 1; threads <= 4; threads *= 2) {
+        nb_set_num_threads(threads);
+        float last[3], sum[3];
+        nb_copy_to(nb_index_put(x, &idx, 1, nb_reshape(vals, NB_SHAPE(N, 1)), false), last, sizeof last);
+        nb_copy_to(nb_index_put(x, &idx, 1, nb_reshape(vals, NB_SHAPE(N, 1)), true), sum, sizeof sum);
+        float want_sum[3] = { 0 };
+        for (int i = 0; i < N; i++) want_sum[rep[i]] += (float)i; /* in index order, as the kernel */
+        for (int k = 0; k < 3; k++) {
+            int lastk = N - 1;
+            while (rep[lastk] != k) lastk--;
+            assert_true(last[k] == (float)lastk);
+            assert_true(sum[k] == want_sum[k]);
+        }
+    }
+    nb_set_num_threads(0);
+    /* f16 adds in f32 and rounds each time (torch gives 1001), bool accumulates as or */
+    nb_tensor *h = nb_index_put(nb_zeros(NB_SHAPE(3), NB_F16), (nb_tensor *[]){ nb_zeros(NB_SHAPE(3), NB_I64) }, 1,
+                                nb_cast(nb_from_data((float[]){ 1000, 0.3f, 0.3f }, NB_SHAPE(3), NB_F32), NB_F16), true);
+    assert_int_equal(nb_dtype_of(h), NB_F16);
+    assert_true(nb_item(nb_slice(h, 0, 0, 1, 1)) == 1001);
+    int64_t i011[] = { 0, 1, 1 };
+    nb_tensor *b = nb_index_put(nb_from_data((uint8_t[]){ 1, 0, 0 }, NB_SHAPE(3), NB_BOOL),
+                                (nb_tensor *[]){ nb_from_data(i011, NB_SHAPE(3), NB_I64) }, 1, nb_full(NB_SHAPE(), 1, NB_BOOL), true);
+    uint8_t bv[3];
+    nb_copy_to(b, bv, 3);
+    assert_true(bv[0] == 1 && bv[1] == 1 && bv[2] == 0);
+    /* values of another dtype are converted (as x[idx] = v), the gradient going back in theirs */
+    nb_tensor *v64 = nb_set_requires_grad(nb_from_data((double[]){ 2.5, -1 }, NB_SHAPE(2), NB_F64), true);
+    nb_tensor *i32 = nb_from_data((int32_t[]){ 2, -3 }, NB_SHAPE(2), NB_I32);
+    nb_tensor *y = nb_index_put(nb_zeros(NB_SHAPE(3), NB_F32), &i32, 1, v64, false);
+    assert_int_equal(nb_dtype_of(y), NB_F32);
+    assert_true(nb_item(nb_slice(y, 0, 0, 1, 1)) == -1 && nb_item(nb_slice(y, 0, 2, 3, 1)) == 2.5);
+    assert_int_equal(nb_backward(nb_sum_all(nb_mul(y, nb_arange(1, 4, 1, NB_F32)))), 0);
+    assert_int_equal(nb_dtype_of(nb_grad_of(v64)), NB_F64);
+    assert_true(nb_item(nb_slice(nb_grad_of(v64), 0, 0, 1, 1)) == 3 && nb_item(nb_slice(nb_grad_of(v64), 0, 1, 2, 1)) == 1);
+    nb_tensor *ints = nb_index_put(nb_zeros(NB_SHAPE(3), NB_I64), &i32, 1, nb_full(NB_SHAPE(), 2.9, NB_F32), false);
+    assert_true(nb_item(nb_sum_all(ints)) == 4); /* 2.9 truncated to 2, twice */
+    /* errors */
+    nb_tensor *m = nb_ones(NB_SHAPE(3, 4), NB_F32), *big = nb_from_data((int64_t[]){ 0, 4 }, NB_SHAPE(2), NB_I64);
+    nb_tensor *two[] = { big, big };
+    expect_error(nb_index_put(m, two, 2, nb_scalar(0), false), "index 4 is out of range for axis 0 of size 3");
+    expect_error(nb_index(m, (nb_tensor *[]){ nb_from_data((int64_t[]){ -4 }, NB_SHAPE(1), NB_I64) }, 1), "index -4 is out of range");
+    expect_error(nb_index(m, (nb_tensor *[]){ nb_zeros(NB_SHAPE(2), NB_F32) }, 1), "i64, i32 or a bool mask");
+    expect_error(nb_index(m, (nb_tensor *[]){ nb_zeros(NB_SHAPE(2), NB_BOOL) }, 1), "does not match");
+    expect_error(nb_index(m, (nb_tensor *[]){ nb_zeros(NB_SHAPE(3, 4, 1), NB_BOOL) }, 1), "cover 3 axes");
+    expect_error(nb_index(m, NULL, 1), "at least one index");
+    expect_error(nb_index(m, (nb_tensor *[]){ NULL }, 1), "NULL");
+    expect_error(nb_index_put(m, &big, 1, nb_ones(NB_SHAPE(3), NB_F32), false), "cannot be broadcast to the indexed shape [2, 4]");
+    expect_error(nb_index_put(m, &big, 1, NULL, false), "NULL");
+    expect_error(nb_masked_scatter(m, nb_gt(m, nb_scalar(0)), nb_ones(NB_SHAPE(11), NB_F32)), "fewer than the 12");
+    /* indices broadcast (as stride-0 views, costing nothing) to 2^31 x 2^31 positions: refused
+       before anything is allocated */
+    nb_tensor *one = nb_zeros(NB_SHAPE(1), NB_I64);
+    nb_tensor *huge[] = { nb_expand(nb_reshape(one, NB_SHAPE(1, 1)), NB_SHAPE((int64_t)1 << 31, 1)),
+                          nb_expand(one, NB_SHAPE((int64_t)1 << 31)) };
+    assert_null(nb_index(m, huge, 2));
+    assert_non_null(nb_error());
+    nb_error_clear();
+    expect_error(nb_index_put(m, huge, 2, nb_scalar(1), false), "indexed shape");
+    /* a 0-d x and mask in masked_scatter, and an empty selection */
+    nb_tensor *z = nb_masked_scatter(nb_scalar(1), nb_full(NB_SHAPE(), 1, NB_BOOL), nb_full(NB_SHAPE(2), 7, NB_F32));
+    assert_true(z && nb_ndim(z) == 0 && nb_item(z) == 7);
+    nb_tensor *none = nb_index_put(m, (nb_tensor *[]){ nb_zeros(NB_SHAPE(3), NB_BOOL) }, 1, nb_scalar(5), false);
+    assert_true(nb_item(nb_sum_all(none)) == 12);
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_randint_randperm, clear_error_setup),
@@ -186,6 +264,7 @@ int main(void) {
         cmocka_unit_test_setup(test_split_chunk, clear_error_setup),
         cmocka_unit_test_setup(test_sort_threads, clear_error_setup),
         cmocka_unit_test_setup(test_errors, clear_error_setup),
+        cmocka_unit_test_setup(test_index_put, clear_error_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,7 @@
 #include <nabla.h>
 #include "op_coverage.h"
 
-#define MAX_IN 4
+#define MAX_IN 6
 #define MAX_ARGS 8
 
 typedef struct ref_tensor {
@@ -411,6 +411,9 @@ static nb_tensor *run_op(const ref_case *c, nb_tensor **x) {
     if (IS("eye")) return nb_eye(ia[0], ia[1], c->dt);
     if (IS("linspace")) return nb_linspace(fa[0], fa[1], ia[0], c->dt);
     if (IS("one_hot")) return nb_one_hot(x[0], ia[0]);
+    if (IS("index")) return nb_index(x[0], x + 1, c->nin - 1);
+    if (IS("index_put")) return nb_index_put(x[0], x + 2, c->nin - 2, x[1], ia[0] != 0);
+    if (IS("masked_scatter")) return nb_masked_scatter(x[0], x[1], x[2]);
 #undef IS
     return NULL;
 }

@@ -118,7 +118,7 @@ def draw(kind, shape, dtype, stored):
     if kind == 'bool':
         return torch.rand(shape) > 0.5
     if kind == 'int':
-        return torch.randint(-5, 6, shape, dtype=dtype)
+        return torch.randint(0 if dtype == torch.uint8 else -5, 6, shape, dtype=dtype)
     if kind == 'n':
         x = torch.randn(shape, dtype=torch.float64)
     elif kind == 'pos':
@@ -142,6 +142,11 @@ def sl_axis(x, axis, start, end, step):
     idx = [slice(None)] * x.dim()
     idx[axis] = slice(start, end, step)
     return x[tuple(idx)]
+
+
+def long_indices(idx):
+    """torch 1.13 indexes with i64 (and bool) tensors only; nabla takes i32 as well."""
+    return tuple(i.long() if i.dtype == torch.int32 else i for i in idx)
 
 
 # op name -> torch function of (inputs, int args, float args, shape arg, dtype arg)
@@ -288,6 +293,9 @@ OPS = {
     'eye': lambda x, ia, fa, sh, dt: torch.eye(ia[0], ia[1], dtype=DT[dt]),
     'linspace': lambda x, ia, fa, sh, dt: torch.linspace(fa[0], fa[1], ia[0], dtype=DT[dt]),
     'one_hot': lambda x, ia, fa, sh, dt: F.one_hot(x[0], ia[0]),
+    'index': lambda x, ia, fa, sh, dt: x[0][long_indices(x[1:])],
+    'index_put': lambda x, ia, fa, sh, dt: torch.index_put(x[0], long_indices(x[2:]), x[1], accumulate=bool(ia[0])),
+    'masked_scatter': lambda x, ia, fa, sh, dt: torch.masked_scatter(x[0], x[1], x[2]),
 }
 PAD_MODES = ('constant', 'reflect', 'replicate', 'circular')
 
@@ -875,6 +883,61 @@ case('one_hot_infer', 'one_hot', [In((5,), kind=('val', [0, 3, 1, 3, 2]), dtype=
 case('one_hot_out_of_range', 'one_hot', [In((3,), kind=('val', [0, 4, 1]), dtype='i64', grad=False)], ia=[3],
      dtypes=('f32',), error=True)
 
+
+# ---- advanced indexing: x[idx], index_put (x[idx] = v, accumulate), bool masks, masked_scatter ----
+I32 = dict(dtype='i32', grad=False)
+MASK = dict(dtype='bool', grad=False)
+M34 = [[True, False, True, False], [False, False, False, True], [True, True, False, False]]
+case('index_rows', 'index', [In((5, 4)), In((5,), kind=('val', [4, 0, -1, 2, 0]), **IDX)])
+case('index_2d_bcast_t', 'index', [T((4, 5)), In((3, 1), kind=('val', [[0], [3], [-2]]), **IDX),
+                                   In((2,), kind=('val', [4, -5]), **I32)])
+case('index_3d_strided', 'index', [In((3, 4, 2), perm=(1, 2, 0)), In((2, 2), kind=('val', [[1, 0], [2, 2]]), **I32)])
+case('index_expanded_idx', 'index', [S((3, 4)), In((2, 3), exp=(1, 3), kind=('val', [[1, 0, 2]]), **IDX),
+                                     In((2, 3), exp=(2, 1), kind=('val', [[3], [-1]]), **IDX)])
+case('index_0d_idx', 'index', [In((3, 4)), In((), kind=('val', 2), **IDX)])
+case('index_empty_idx', 'index', [In((3, 4)), In((0,), kind=('val', []), **IDX)])
+case('index_mask', 'index', [T((3, 4)), In((3, 4), kind=('val', M34), **MASK)])
+case('index_mask_rows', 'index', [In((3, 4)), In((3,), kind=('val', [True, False, True]), **MASK)])
+case('index_mask_then_int', 'index', [In((3, 4, 2)), In((3,), kind=('val', [True, False, True]), **MASK),
+                                      In((2,), kind=('val', [1, 3]), **IDX)])
+case('index_int', 'index', [In((4, 3), kind='int'), In((2, 2), kind=('val', [[3, 0], [1, 1]]), **IDX)], dtypes=('i64',))
+case('index_bool_data', 'index', [In((4, 3), kind='bool', **MASK), In((3,), kind=('val', [3, 0, 3]), **IDX)], dtypes=('f32',))
+case('index_oob', 'index', [In((5, 4)), In((2,), kind=('val', [1, 5]), **IDX)], error=True)
+case('index_oob_neg', 'index', [In((5, 4)), In((2,), kind=('val', [1, -6]), **IDX)], error=True)
+case('index_bad_mask', 'index', [In((3, 4)), In((2,), kind=('val', [True, False]), **MASK)], error=True)
+case('index_float_idx', 'index', [In((3, 4)), In((2,), kind=('val', [0.0, 1.0]), dtype='f32', grad=False)], error=True)
+for acc in (0, 1):
+    case(f'index_put_rows_a{acc}', 'index_put', [In((5, 4)), In((3, 4)), In((3,), kind=('val', [4, 0, -2]), **IDX)], ia=[acc])
+    # a repeated index: the last write wins (torch's cpu), or the values add up; values get g at every index
+    case(f'index_put_dup_a{acc}', 'index_put', [In((4, 3)), In((4, 3)), In((4,), kind=('val', [1, 3, 1, 1]), **IDX)], ia=[acc])
+    case(f'index_put_bcast_t_a{acc}', 'index_put', [T((4, 5)), In((3,)), In((2, 1), kind=('val', [[0], [3]]), **IDX),
+                                                    In((3,), kind=('val', [4, 0, 2]), **I32)], ia=[acc])
+    case(f'index_put_3d_a{acc}', 'index_put', [In((2, 3, 4), perm=(2, 0, 1)), S((1, 4)),
+                                               In((3,), kind=('val', [1, 0, 1]), **IDX), In((3,), kind=('val', [2, -1, 2]), **IDX)],
+         ia=[acc])
+    case(f'index_put_mask_0d_a{acc}', 'index_put', [In((3, 4)), In(()), In((3, 4), kind=('val', M34), **MASK)], ia=[acc])
+    case(f'index_put_mask_rows_a{acc}', 'index_put', [S((3, 4)), In((4,)), In((3,), kind=('val', [True, False, True]), **MASK)],
+         ia=[acc])
+    case(f'index_put_mask_vals_a{acc}', 'index_put', [In((3, 4)), In((5,)), In((3, 4), kind=('val', M34), **MASK)], ia=[acc])
+    case(f'index_put_int_a{acc}', 'index_put', [In((4, 3), kind='int'), In((3, 3), kind='int'),
+                                                In((3,), kind=('val', [2, 0, 2]), **IDX)], ia=[acc], dtypes=('i64', 'i32', 'u8'))
+case('index_put_bool', 'index_put', [In((3, 4), kind='bool', **MASK), In((), kind=('val', True), **MASK),
+                                     In((2,), kind=('val', [0, 2]), **IDX)], ia=[0], dtypes=('f32',))
+case('index_put_expanded_x', 'index_put', [In((3, 4), exp=(1, 4)), In((2,)), In((2,), kind=('val', [2, 0]), **IDX),
+                                           In((2,), kind=('val', [1, 3]), **IDX)], ia=[0])
+case('index_put_empty_idx', 'index_put', [In((3, 4)), In(()), In((0,), kind=('val', []), **IDX)], ia=[1])
+case('index_put_oob', 'index_put', [In((5, 4)), In(()), In((2,), kind=('val', [1, 5]), **IDX)], ia=[0], error=True)
+case('index_put_oob_acc', 'index_put', [In((5, 4)), In(()), In((2,), kind=('val', [-6, 1]), **IDX)], ia=[1], error=True)
+case('index_put_bad_values', 'index_put', [In((3, 4)), In((3,)), In((2,), kind=('val', [0, 1]), **IDX)], ia=[0], error=True)
+case('index_put_too_many', 'index_put', [In((3,)), In(()), In((1,), kind=('val', [0]), **IDX),
+                                         In((1,), kind=('val', [0]), **IDX)], ia=[0], error=True)
+case('masked_scatter', 'masked_scatter', [T((3, 4)), In((3, 4), kind=('val', M34), **MASK), In((3, 5))])
+case('masked_scatter_bcast', 'masked_scatter', [In((4,)), In((3, 4), kind=('val', M34), **MASK), S((7,))])
+case('masked_scatter_mask_bcast', 'masked_scatter', [In((3, 4)), In((4,), kind=('val', [False, True, True, False]), **MASK),
+                                                     In((2, 4))])
+case('masked_scatter_int', 'masked_scatter', [In((3, 4), kind='int'), In((3, 4), kind=('val', M34), **MASK), In((9,), kind='int')],
+     dtypes=('i64',))
+case('masked_scatter_short', 'masked_scatter', [In((3, 4)), In((3, 4), kind=('val', M34), **MASK), In((4,))], error=True)
 
 def main():
     if len(sys.argv) != 2:

@@ -11,6 +11,8 @@ static const struct { const char *fn, *from, *backward; } composites[] = {
     { "nb_nan_to_num", "where", "yes: passes where x is finite" },
     { "nb_masked_fill", "where", "yes" },
     { "nb_masked_select", "the mask read on the host, index_select", "yes (index_add)" },
+    { "nb_index, nb_index_put", "the index / index_put primitives; a bool mask read on the host into i64 indices", "yes (each other)" },
+    { "nb_masked_scatter", "expand, the mask read on the host, reshape, slice, index_put", "yes" },
     { "nb_any, nb_all", "ne/eq, sum, gt/eq", "not differentiable" },
     { "nb_cumsum, nb_cumprod", "the cumsum / cumprod primitives", "yes (cumprod's exact where x has zeros)" },
     { "nb_prod", "cumprod, slice", "yes, exact where x has zeros" },

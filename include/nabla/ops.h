@@ -249,6 +249,23 @@ NB_API nb_tensor *nb_topk(nb_tensor *t, int64_t k, int axis, bool largest, nb_te
 NB_API nb_tensor *nb_index_select(nb_tensor *t, int axis, nb_tensor *idx);
 /* out[i][j] = t[i][idx[i][j]] along axis (torch.gather; idx is i64 or i32, with t's number of axes). */
 NB_API nb_tensor *nb_gather(nb_tensor *t, int axis, nb_tensor *idx);
+/* x[indices[0], ..., indices[n-1]], torch's advanced indexing on x's leading axes: i64 or i32
+   index tensors broadcast together to a shape B and the result is B + the axes of x they do not
+   cover; a negative index counts from the end; a bool mask covers as many axes as it has and
+   picks its true positions (x[mask]; the mask is read on the host). An index out of range is an
+   error naming it and the axis size. The gradient is added back at the indices. */
+NB_API nb_tensor *nb_index(nb_tensor *x, nb_tensor *const *indices, int n);
+/* x with x[indices...] = values (out of place; torch's index_put, x[idx] = v): indices as for
+   nb_index; values (converted to x's dtype, as x[idx] = v does) broadcast to the indexed shape.
+   A repeated index keeps the last value written, positions taken in row-major order of the
+   indices (what torch's cpu does, and nabla guarantees); accumulate adds the values instead,
+   summing repeats in that fixed order. Gradients: to x, g with the written positions zeroed (all
+   of g when accumulating); to values, g at the indices, summed over the values' broadcast. */
+NB_API nb_tensor *nb_index_put(nb_tensor *x, nb_tensor *const *indices, int n, nb_tensor *values, bool accumulate);
+/* x with source's first elements (row-major) written where mask is true, in order (torch's
+   masked_scatter); x and the bool mask broadcast together; source needs at least as many
+   elements as the mask selects (the mask is read on the host). */
+NB_API nb_tensor *nb_masked_scatter(nb_tensor *x, nb_tensor *mask, nb_tensor *source);
 /* Rows of weight [num, dim] picked by the indices idx (i64 or i32): shape idx.shape + [dim]. */
 NB_API nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *idx);
 

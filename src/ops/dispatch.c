@@ -57,7 +57,7 @@ static void dtype_list(unsigned mask, char *buf, size_t size) {
 /* Whether input i takes part in dtype promotion (index and condition inputs do not). */
 static bool is_data_input(const nb_op_def *def, int i) {
     if (i == 0) return !(def->flags & NB_F_COND0);
-    return !(i == 1 && (def->flags & NB_F_INDEX1));
+    return !((i >= 1 && (def->flags & NB_F_INDEX1)) || (i >= 2 && (def->flags & NB_F_INDEX2)));
 }
 
 /* What non-finite values t holds: NB_NONFINITE_NONE, _INF (infinities, no NaN) or _NAN. */

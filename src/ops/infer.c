@@ -446,6 +446,86 @@ static int infer_scatter_add(const char *fn, nb_tensor *const *in, int nin, nb_o
     return 0;
 }
 
+/* The n index tensors of index / index_put over x's leading n axes: each i64 or i32, broadcast
+   together to *b; *indexed is b followed by x's remaining axes (what x[indices] has). */
+static int infer_indexed(const char *fn, const nb_tensor *x, nb_tensor *const *idx, int n, nb_shape *b, nb_shape *indexed) {
+    char d[200];
+    if (n < 1) {
+        nb__error("nb_%s: needs at least one index tensor", fn);
+        return -1;
+    }
+    if (n > x->shape.ndim) {
+        nb__error("nb_%s: %d index tensors for %s, which has %d axes", fn, n, DESC(x, d), x->shape.ndim);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        if (check_index(fn, idx[k]) < 0) return -1;
+        nb_shape both;
+        if (k == 0) both = idx[0]->shape;
+        else if (nb__broadcast_shapes(fn, b, &idx[k]->shape, &both) < 0) return -1;
+        *b = both;
+    }
+    int nd = b->ndim + x->shape.ndim - n;
+    if (nd > NB_MAX_DIMS) {
+        char sb[160];
+        nb__error("nb_%s: indices of shape %s over %d axes of %s give %d axes, more than %d", fn, nb_shape_str(*b, sb, sizeof sb),
+                  n, DESC(x, d), nd, NB_MAX_DIMS);
+        return -1;
+    }
+    *indexed = *b;
+    for (int a = n; a < x->shape.ndim; a++) indexed->dim[indexed->ndim++] = x->shape.dim[a];
+    if (!nb__shape_check(NULL, indexed, nb__esize(x->dtype), NULL)) { /* broadcast (expanded) indices can multiply up */
+        char name[48];
+        snprintf(name, sizeof name, "nb_%s: the indexed shape", fn);
+        nb__shape_check(name, indexed, nb__esize(x->dtype), NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* index(x, i0, ..., in-1): x[i0, ..., in-1], advanced indexing on the leading axes. */
+static int infer_index(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)args;
+    nb_shape b;
+    if (nin < 2) {
+        nb__error("nb_%s: needs x and at least one index tensor", fn);
+        return -1;
+    }
+    if (infer_indexed(fn, in[0], in + 1, nin - 1, &b, &out->shape) < 0) return -1;
+    out->dtype = in[0]->dtype;
+    return 0;
+}
+
+/* index_put(x, values, i0, ..., in-1): x with x[i0, ...] = values (i[0]: accumulate, +=). */
+static int infer_index_put(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    if (nin < 3) {
+        nb__error("nb_%s: needs x, values and at least one index tensor", fn);
+        return -1;
+    }
+    const nb_tensor *x = in[0], *v = in[1];
+    char dx[200], dv[200], sh[160];
+    nb_shape b, indexed;
+    if (infer_indexed(fn, x, in + 2, nin - 2, &b, &indexed) < 0) return -1;
+    if (v->dtype != x->dtype) {
+        nb__error("nb_%s: values %s must have the dtype of x %s", fn, DESC(v, dv), DESC(x, dx));
+        return -1;
+    }
+    bool fits = v->shape.ndim <= indexed.ndim;
+    for (int a = 0; fits && a < v->shape.ndim; a++) {
+        int64_t want = indexed.dim[indexed.ndim - v->shape.ndim + a];
+        fits = v->shape.dim[a] == 1 || v->shape.dim[a] == want;
+    }
+    if (!fits) {
+        nb__error("nb_%s: values %s cannot be broadcast to the indexed shape %s of %s", fn, DESC(v, dv),
+                  nb_shape_str(indexed, sh, sizeof sh), DESC(x, dx));
+        return -1;
+    }
+    args->i[0] = args->i[0] != 0;
+    out->shape = x->shape;
+    out->dtype = x->dtype;
+    return 0;
+}
+
 static int infer_cat(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
     char d0[200], d[200];
     if (nin < 1) {

@@ -28,8 +28,9 @@ enum {
     NB_F_SCALAR = 1 << 7,    /* a float scalar argument makes an integer input compute in f32 */
     NB_F_INPLACE = 1 << 8,   /* writes into input 0 and returns it */
     NB_F_COND0 = 1 << 9,     /* input 0 is a bool condition: no dtype promotion */
-    NB_F_INDEX1 = 1 << 10,   /* input 1 holds indices: no dtype promotion */
+    NB_F_INDEX1 = 1 << 10,   /* inputs 1 and on hold indices: no dtype promotion */
     NB_F_DEVICE = 1 << 11,   /* the result is made on args.device (`to`), by the backends' copies */
+    NB_F_INDEX2 = 1 << 12,   /* inputs 2 and on hold indices (index_put: x, values, indices...) */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */

@@ -1,6 +1,7 @@
 /* CPU kernels that move elements by index: index_select / index_add, gather / scatter_add,
-   cat and the backward of slice. Out-of-range indices are errors naming the index. */
+   index / index_put, cat and the backward of slice. Out-of-range indices are errors naming the index. */
 #include "iter.h"
+#include <stdlib.h>
 #include <string.h>
 
 nb_inner_fn nb__cpu_copy_fn(size_t esize);
@@ -193,5 +194,187 @@ int nb__cpu_slice_backward(nb_tensor *out, nb_tensor *const *in, int nin, const 
     memcpy(stride, out->stride, sizeof stride);
     stride[axis] *= args->i[3];
     copy_into(out, args->i[1] * out->stride[axis], stride, in[0]);
+    return 0;
+}
+
+/* ---------- index / index_put: advanced indexing on the leading axes ---------- */
+int nb__cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
+
+/* Strides (in elements) that read t as broadcast to shape `to`: 0 on the axes it lacks or has of
+   size 1. */
+static void bcast_strides(const nb_tensor *t, const nb_shape *to, int64_t *st) {
+    int lead = to->ndim - t->shape.ndim;
+    for (int d = 0; d < to->ndim; d++) st[d] = d < lead || t->shape.dim[d - lead] == 1 ? 0 : t->stride[d - lead];
+}
+
+/* The n index tensors broadcast together: their shape in *b. Shapes were checked by inference. */
+static void index_shape(nb_tensor *const *idx, int n, nb_shape *b) {
+    *b = idx[0]->shape;
+    for (int k = 1; k < n; k++) {
+        const nb_shape *s = &idx[k]->shape;
+        nb_shape o = { s->ndim > b->ndim ? s->ndim : b->ndim, { 0 } };
+        for (int d = 0; d < o.ndim; d++) {
+            int db = d - (o.ndim - b->ndim), ds = d - (o.ndim - s->ndim);
+            int64_t x = db >= 0 ? b->dim[db] : 1, y = ds >= 0 ? s->dim[ds] : 1;
+            o.dim[d] = x == 1 ? y : x;
+        }
+        *b = o;
+    }
+}
+
+/* For each position of the indices' broadcast shape b (row-major), the element offset, by
+   `stride`, of x[i0, ..., in-1] over x's leading n axes; a negative index counts from the end.
+   Every index is checked before anything is written. A malloc'ed array (freed by the caller),
+   or NULL with the error recorded. */
+static int64_t *index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
+                              const nb_shape *b, int64_t count) {
+    int64_t *offs = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    if (!offs) {
+        nb__error("nb_%s: out of memory for %lld index offsets", fn, (long long)count);
+        return NULL;
+    }
+    int64_t st[NB_MAX_DIMS][NB_MAX_DIMS], c[NB_MAX_DIMS] = { 0 };
+    for (int k = 0; k < n; k++) bcast_strides(idx[k], b, st[k]);
+    for (int64_t e = 0; e < count; e++) {
+        int64_t off = 0;
+        for (int k = 0; k < n; k++) {
+            int64_t at = 0;
+            for (int d = 0; d < b->ndim; d++) at += c[d] * st[k][d];
+            const char *p = nb__data(idx[k]);
+            int64_t v = idx[k]->dtype == NB_I64 ? ((const int64_t *)p)[at] : ((const int32_t *)p)[at], size = xs->dim[k];
+            if (v < -size || v >= size) {
+                free(offs);
+                bad_index(fn, v, k, size);
+                return NULL;
+            }
+            off += (v < 0 ? v + size : v) * stride[k];
+        }
+        offs[e] = off;
+        for (int d = b->ndim - 1; d >= 0; d--) {
+            if (++c[d] < b->dim[d]) break;
+            c[d] = 0;
+        }
+    }
+    return offs;
+}
+
+/* The trailing axes of t from axis `from` on, as a view header at element offset `at`: the
+   sub-tensor one index position selects. */
+static nb_tensor trailing_view(const nb_tensor *t, int from, const int64_t *stride, int64_t at) {
+    nb_tensor v = *t;
+    v.shape.ndim = t->shape.ndim - from;
+    v.numel = 1;
+    for (int d = 0; d < v.shape.ndim; d++) {
+        v.shape.dim[d] = t->shape.dim[from + d];
+        v.stride[d] = stride[from + d];
+        v.numel *= v.shape.dim[d];
+    }
+    v.offset = at;
+    return v;
+}
+
+/* Whether the axes from `from` on are dense and row-major by stride (size-1 axes aside). */
+static bool dense_tail(const nb_shape *s, const int64_t *stride, int from) {
+    int64_t want = 1;
+    for (int d = s->ndim - 1; d >= from; d--) {
+        if (s->dim[d] != 1 && stride[d] != want) return false;
+        want *= s->dim[d];
+    }
+    return true;
+}
+
+int nb__cpu_index(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)args;
+    nb_tensor *x = in[0];
+    int n = nin - 1;
+    nb_shape b;
+    index_shape(in + 1, n, &b);
+    int64_t count = nb__shape_numel(&b);
+    int64_t *offs = index_offsets("index", &x->shape, x->stride, in + 1, n, &b, count);
+    if (!offs) return -1;
+    nb_tensor tail = trailing_view(x, n, x->stride, 0);
+    size_t es = nb_dtype_size(x->dtype), row = (size_t)tail.numel * es;
+    if (row > 0) {
+        char *o = nb__data(out);
+        if (dense_tail(&x->shape, x->stride, n)) { /* whole rows: one copy each (the embedding case) */
+            const char *src = (const char *)nb__data(x);
+            for (int64_t e = 0; e < count; e++) memcpy(o + (size_t)e * row, src + offs[e] * (int64_t)es, row);
+        } else {
+            for (int64_t e = 0; e < count; e++) {
+                nb_tensor v = trailing_view(x, n, x->stride, x->offset + offs[e]);
+                copy_into(out, e * tail.numel, out->stride + b.ndim, &v);
+            }
+        }
+    }
+    free(offs);
+    return 0;
+}
+
+/* dst[i] += src[i] over src's shape (any strides), in row-major order; dst's element offset
+   `at` with strides dstride. Integers wrap, bools or, f16/bf16 add in f32 and round, as torch. */
+static void add_into(nb_tensor *dst, int64_t at, const int64_t *dstride, const nb_tensor *src) {
+    int nd = src->shape.ndim;
+    int64_t c[NB_MAX_DIMS] = { 0 };
+    char *o = nb__data(dst);
+    const char *s = nb__data(src);
+    for (int64_t e = 0; e < src->numel; e++) {
+        int64_t so = 0, oo = at;
+        for (int d = 0; d < nd; d++) {
+            so += c[d] * src->stride[d];
+            oo += c[d] * dstride[d];
+        }
+        switch (dst->dtype) {
+        case NB_F32: ((float *)o)[oo] += ((const float *)s)[so]; break;
+        case NB_F64: ((double *)o)[oo] += ((const double *)s)[so]; break;
+        case NB_I64: ((int64_t *)o)[oo] = (int64_t)((uint64_t)((int64_t *)o)[oo] + (uint64_t)((const int64_t *)s)[so]); break;
+        case NB_I32: ((int32_t *)o)[oo] = (int32_t)((uint32_t)((int32_t *)o)[oo] + (uint32_t)((const int32_t *)s)[so]); break;
+        case NB_BOOL: ((uint8_t *)o)[oo] = ((uint8_t *)o)[oo] | ((const uint8_t *)s)[so]; break;
+        case NB_F16: case NB_BF16:
+            nb__store(o, dst->dtype, oo, (float)(nb__load(o, dst->dtype, oo) + nb__load(s, dst->dtype, so)));
+            break;
+        default: ((uint8_t *)o)[oo] = (uint8_t)(((uint8_t *)o)[oo] + ((const uint8_t *)s)[so]); break; /* u8, i8 */
+        }
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++c[d] < src->shape.dim[d]) break;
+            c[d] = 0;
+        }
+    }
+}
+
+/* out = x with out[i0, ...] = values (or += with accumulate), the index positions taken in
+   row-major order: a repeated index ends with the last value written (or the sum, added in that
+   order), the same on every run. */
+int nb__cpu_index_put(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    nb_tensor *x = in[0], *v = in[1];
+    int n = nin - 2;
+    bool accumulate = args->i[0] != 0;
+    nb_shape b;
+    index_shape(in + 2, n, &b);
+    int64_t count = nb__shape_numel(&b);
+    int64_t *offs = index_offsets("index_put", &x->shape, out->stride, in + 2, n, &b, count);
+    if (!offs) return -1;
+    nb__cpu_copy(out, &x, 1, NULL);
+    /* values read as broadcast to b + x's trailing axes */
+    nb_shape indexed = b;
+    for (int d = n; d < x->shape.ndim; d++) indexed.dim[indexed.ndim++] = x->shape.dim[d];
+    int64_t vst[NB_MAX_DIMS], c[NB_MAX_DIMS] = { 0 };
+    bcast_strides(v, &indexed, vst);
+    nb_tensor vb = *v; /* v's header over the indexed shape */
+    vb.shape = indexed;
+    memcpy(vb.stride, vst, sizeof vst);
+    nb_tensor tail = trailing_view(&vb, b.ndim, vst, 0);
+    if (tail.numel > 0)
+        for (int64_t e = 0; e < count; e++) {
+            int64_t at = v->offset;
+            for (int d = 0; d < b.ndim; d++) at += c[d] * vst[d];
+            nb_tensor src = trailing_view(&vb, b.ndim, vst, at);
+            if (accumulate) add_into(out, offs[e], out->stride + n, &src);
+            else copy_into(out, offs[e], out->stride + n, &src);
+            for (int d = b.ndim - 1; d >= 0; d--) {
+                if (++c[d] < b.dim[d]) break;
+                c[d] = 0;
+            }
+        }
+    free(offs);
     return 0;
 }
