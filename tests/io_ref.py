@@ -120,7 +120,8 @@ def check(d):
     assert int(sd["1.num_batches_tracked"]) == 3 and sd["1.num_batches_tracked"].dtype == torch.int64
     a = np.arange(24).reshape(2, 3, 4)
     want = {"f32": (a - 3).astype("f4"), "f64": (a - 3).astype("f8"), "f16": (a - 3).astype("f2"),
-            "i64": (a - 3).astype("i8"), "i32": (a - 3).astype("i4"), "u8": a.astype("u1"), "bool": a % 2 == 1}
+            "i64": (a - 3).astype("i8"), "i32": (a - 3).astype("i4"), "u8": a.astype("u1"), "bool": a % 2 == 1,
+            "i8": (a - 3).astype("i1")}
     for name, w in want.items():
         got = np.load(os.path.join(d, "nabla_%s.npy" % name))
         assert got.dtype == w.dtype and got.shape == w.shape and (got == w).all(), name

@@ -406,6 +406,26 @@ static void test_fuse_broadcast_and_strides(void **state) {
     nb_release(x);
 }
 
+/* Advanced indexing and an i8 round trip: index and index_put run as kernels in the graph, and the
+   i8 values (wrapped where x * 10 leaves its range) are loaded by the fused dequantising chain. */
+static nb_tensor *index_int8(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *x = nb_relu(in[0]); /* [6, 5, 7] */
+    nb_tensor *i = nb_arange(5, -2, -3, NB_I64); /* 5, 2, -1: a repeat (-1 is 5) */
+    nb_tensor *y = nb_index_put(x, &i, 1, nb_mul_scalar(nb_index(x, &i, 1), 3), true);
+    nb_tensor *q = nb_cast(nb_mul_scalar(y, 40), NB_I8);
+    return nb_add(nb_mul_scalar(nb_cast(q, NB_F32), 0.025), nb_exp(y));
+}
+
+static void test_index_and_int8(void **state) {
+    (void)state;
+    nb_tensor *x = nb_randn(NB_SHAPE(6, 5, 7), NB_F32);
+    pass_result on = run_small(index_int8, x, 0, false), interp = run_small(index_int8, x, 0, true);
+    assert_true(on.st.fused_ops >= 3);
+    assert_true(on.rel == 0 && interp.rel == 0);
+    nb_release(x);
+}
+
 /* Sums over rows, over columns and over everything, each of a chain made for it alone. */
 static nb_tensor *reductions(nb_tensor *const *in, int n, void *ctx) {
     (void)n; (void)ctx;
@@ -859,6 +879,7 @@ int main(void) {
         cmocka_unit_test_setup(test_pass_fold, clear_error_setup),
         cmocka_unit_test_setup(test_pass_fuse, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_broadcast_and_strides, clear_error_setup),
+        cmocka_unit_test_setup(test_index_and_int8, clear_error_setup),
         cmocka_unit_test_setup(test_fuse_into_reductions, clear_error_setup),
         cmocka_unit_test_setup(test_row_groups, clear_error_setup),
         cmocka_unit_test_setup(test_gemm_epilogue, clear_error_setup),

@@ -306,6 +306,81 @@ static void test_half_types(void **state) {
     nb_scope_end(s);
 }
 
+/* i8: its size and name, casts both ways with torch 1.13's values (float to i8 truncates through
+   int32 and wraps; beyond int32 and NaN give 0), wrapping arithmetic, promotion, fills, printing.
+   Elementwise values against torch at large are in test_ops_torch (the *_i8 cases). */
+static void test_i8(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    assert_int_equal(nb_dtype_size(NB_I8), 1);
+    assert_string_equal(nb_dtype_name(NB_I8), "i8");
+    assert_int_equal(NB_BOOL, 7); /* the codes before i8 are unchanged */
+    double f[] = { -2.7, -0.5, 0.5, 2.7, 127.9, -128.9, 200.7, -200.7, 300, 1000.5, 1e10, -1e10, NAN, INFINITY,
+                   -INFINITY, 2147483648.0 + 256, 2147483647.0, -2147483648.0 };
+    const int8_t want[] = { -2, 0, 0, 2, 127, -128, -56, 56, 44, -24, 0, 0, 0, 0, 0, 0, -1, 0 };
+    enum { NF = sizeof want };
+    int8_t got[NF];
+    for (int k = 0; k < 2; k++) { /* from f64 and from f32 (each value here is exact in f32 or rounds alike) */
+        nb_tensor *src = nb_from_data(f, NB_SHAPE(NF), NB_F64);
+        if (k) src = nb_cast(src, NB_F32);
+        nb_tensor *c = nb_cast(src, NB_I8);
+        assert_int_equal(nb_dtype_of(c), NB_I8);
+        assert_int_equal(nb_copy_to(c, got, sizeof got), 0);
+        for (int i = 0; i < (k ? NF - 2 : NF); i++)
+            if (got[i] != want[i]) fail_msg("cast %s %g to i8: %d, torch gives %d", k ? "f32" : "f64", f[i], got[i], want[i]);
+    }
+    /* integers keep their low byte exactly, even beyond 2^53 */
+    int64_t big[] = { 200, -200, ((int64_t)1 << 60) + 77, INT64_MIN + 3, 127 };
+    nb_copy_to(nb_cast(nb_from_data(big, NB_SHAPE(5), NB_I64), NB_I8), got, 5);
+    assert_true(got[0] == -56 && got[1] == 56 && got[2] == 77 && got[3] == 3 && got[4] == 127);
+    int8_t v[] = { 100, -100, 127, -128 };
+    nb_tensor *a = nb_from_data(v, NB_SHAPE(4), NB_I8);
+    uint8_t u8[4];
+    nb_copy_to(nb_cast(a, NB_U8), u8, 4);
+    assert_true(u8[0] == 100 && u8[1] == 156 && u8[2] == 127 && u8[3] == 128);
+    double back[4];
+    nb_copy_to(nb_cast(a, NB_F64), back, sizeof back);
+    assert_true(back[0] == 100 && back[1] == -100 && back[2] == 127 && back[3] == -128);
+    /* wrapping arithmetic, as torch */
+    nb_copy_to(nb_add(a, a), got, 4);
+    assert_true(got[0] == -56 && got[1] == 56 && got[2] == -2 && got[3] == 0);
+    nb_copy_to(nb_neg(a), got, 4);
+    assert_true(got[0] == -100 && got[3] == -128);
+    nb_copy_to(nb_mul_scalar(a, 3), got, 4);
+    assert_true(got[0] == 44 && got[1] == -44 && got[2] == 125 && got[3] == -128);
+    nb_copy_to(nb_add_scalar(a, 300), got, 4);
+    assert_true(got[0] == -112 && got[1] == -56 && got[2] == -85 && got[3] == -84);
+    assert_true(nb_item(nb_sum_all(a)) == -1 && nb_dtype_of(nb_sum_all(a)) == NB_I64);
+    assert_true(nb_item(nb_max(a, 0, false)) == 127 && nb_item(nb_argmin(a, 0, false)) == 3);
+    /* promotion: i8 with u8 gives i32 (torch's i16 is absent); the rest as torch */
+    nb_tensor *u = nb_from_data((uint8_t[]){ 1, 2, 255, 0 }, NB_SHAPE(4), NB_U8);
+    nb_tensor *sum = nb_add(a, u);
+    assert_int_equal(nb_dtype_of(sum), NB_I32);
+    int32_t s32[4];
+    nb_copy_to(sum, s32, sizeof s32);
+    assert_true(s32[0] == 101 && s32[1] == -98 && s32[2] == 382 && s32[3] == -128);
+    assert_int_equal(nb_dtype_of(nb_mul(u, a)), NB_I32);
+    assert_int_equal(nb_dtype_of(nb_add(a, nb_cast(u, NB_I64))), NB_I64);
+    assert_int_equal(nb_dtype_of(nb_add(a, nb_cast(u, NB_BOOL))), NB_I8);
+    assert_int_equal(nb_dtype_of(nb_add(a, nb_full(NB_SHAPE(), 5, NB_I64))), NB_I8); /* a 0-d operand of the same kind */
+    assert_int_equal(nb_dtype_of(nb_mul(a, nb_ones(NB_SHAPE(4), NB_F32))), NB_F32);
+    assert_int_equal(nb_dtype_of(nb_add_scalar(a, 0.5)), NB_F32);
+    assert_int_equal(nb_dtype_of(nb_div(a, a)), NB_F32);
+    /* creation and fills wrap like the cast */
+    nb_copy_to(nb_full(NB_SHAPE(2), 200, NB_I8), got, 2);
+    assert_true(got[0] == -56 && got[1] == -56);
+    assert_true(nb_item(nb_sum_all(nb_ones(NB_SHAPE(5), NB_I8))) == 5 && nb_item(nb_slice(nb_arange(-3, 3, 1, NB_I8), 0, 0, 1, 1)) == -3);
+    /* printing, as torch */
+    expect_format(a, "tensor([ 100, -100,  127, -128], dtype=torch.int8)");
+    expect_format(nb_reshape(nb_arange(-2, 2, 1, NB_I8), NB_SHAPE(2, 2)), "tensor([[-2, -1],\n        [ 0,  1]], dtype=torch.int8)");
+    expect_format(nb_full(NB_SHAPE(), -7, NB_I8), "tensor(-7, dtype=torch.int8)");
+    /* an i8 result carries no gradient (as any integer result) */
+    nb_tensor *w = nb_set_requires_grad(nb_ones(NB_SHAPE(4), NB_F32), true);
+    assert_false(nb_requires_grad(nb_cast(w, NB_I8)));
+    assert_null(nb_error());
+    nb_scope_end(s);
+}
+
 static void test_assign(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
@@ -460,6 +535,7 @@ int main(void) {
         cmocka_unit_test_setup(test_flush_denormal, clear_error_setup),
         cmocka_unit_test_setup(test_half_types, clear_error_setup),
         cmocka_unit_test_setup(test_assign, clear_error_setup),
+        cmocka_unit_test_setup(test_i8, clear_error_setup),
         cmocka_unit_test_setup(test_size_overflow, clear_error_setup),
         cmocka_unit_test_setup(test_print_nonfinite, clear_error_setup),
         cmocka_unit_test_setup(test_signed_zeros, clear_error_setup),

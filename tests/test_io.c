@@ -116,7 +116,7 @@ static int teardown(void **state) {
 
 /* ---------------- NPY ---------------- */
 static void test_npy_round_trip(void **state) {
-    nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_I64, NB_I32, NB_U8, NB_BOOL };
+    nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_I8 };
     nb_shape shapes[] = { NB_SHAPE(2, 3, 4), NB_SHAPE(5), NB_SHAPE(), NB_SHAPE(0, 3) };
     nb_scope *s = nb_scope_begin();
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
@@ -236,24 +236,25 @@ static void test_npy_hostile(void **state) {
 /* ---------------- safetensors ---------------- */
 static void test_safetensors_round_trip(void **state) {
     nb_scope *s = nb_scope_begin();
-    nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL };
-    const char *names[] = { "F32", "F64", "F16", "BF16", "I64", "I32", "U8", "BOOL" };
-    nb_named_tensor ts[10];
-    for (int i = 0; i < 8; i++) ts[i] = (nb_named_tensor){ names[i], arange_of(NB_SHAPE(3, 5), dts[i]) };
-    ts[8] = (nb_named_tensor){ "scalar", nb_full(NB_SHAPE(), 2.5, NB_F32) };
-    ts[9] = (nb_named_tensor){ "empty", nb_zeros(NB_SHAPE(0, 4), NB_F32) };
+    nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_I8 };
+    const char *names[] = { "F32", "F64", "F16", "BF16", "I64", "I32", "U8", "BOOL", "I8" };
+    enum { ND = sizeof dts / sizeof dts[0] };
+    nb_named_tensor ts[ND + 2];
+    for (int i = 0; i < ND; i++) ts[i] = (nb_named_tensor){ names[i], arange_of(NB_SHAPE(3, 5), dts[i]) };
+    ts[ND] = (nb_named_tensor){ "scalar", nb_full(NB_SHAPE(), 2.5, NB_F32) };
+    ts[ND + 1] = (nb_named_tensor){ "empty", nb_zeros(NB_SHAPE(0, 4), NB_F32) };
     nb_metadata *md = nb_metadata_new();
     nb_metadata_set(md, "format", "pt");
     nb_metadata_set(md, "note", "caf\xc3\xa9 \"quoted\"\n");
-    assert_int_equal(nb_save_safetensors(tpath("all.safetensors"), ts, 10, md), 0);
+    assert_int_equal(nb_save_safetensors(tpath("all.safetensors"), ts, ND + 2, md), 0);
     nb_metadata_free(md);
     nb_safetensors *f = nb_safetensors_open(tpath("all.safetensors"));
     assert_non_null(f);
-    assert_int_equal(nb_safetensors_count(f), 10);
-    for (int i = 0; i < 10; i++) {
+    assert_int_equal(nb_safetensors_count(f), ND + 2);
+    for (int i = 0; i < ND + 2; i++) {
         int k = nb_safetensors_find(f, ts[i].name);
         assert_true(k >= 0);
-        if (i < 8) assert_string_equal(nb_safetensors_dtype_name(f, k), names[i]);
+        if (i < ND) assert_string_equal(nb_safetensors_dtype_name(f, k), names[i]);
         assert_true(same_bytes(ts[i].tensor, nb_safetensors_get(f, ts[i].name)));
     }
     assert_string_equal(nb_safetensors_name(f, 0), "F32"); /* written in the order given */
@@ -350,6 +351,46 @@ static void test_state_dict_round_trip(void **state) {
     nb_scope_end(s);
     nb_module_free(a);
     nb_module_free(b);
+}
+
+/* A module holding quantised i8 weights as a buffer: its state dict and a checkpoint carry them as
+   safetensors I8 and bring them back exactly; a float tensor is not loaded into them. */
+static void test_i8_state(void **state) {
+    nb_scope *s = nb_scope_begin();
+    nb_module *m[2];
+    for (int k = 0; k < 2; k++) {
+        m[k] = nb_nn_linear(4, 3);
+        nb_tensor *q = k ? nb_zeros(NB_SHAPE(3, 4), NB_I8) : nb_cast(nb_add_scalar(nb_mul_scalar(arange_of(NB_SHAPE(3, 4), NB_F32), 23), -100), NB_I8);
+        nb_module_buffer(m[k], "weight_q", q);
+    }
+    nb_tensor *want = nb_module_get(m[0], "weight_q");
+    int8_t v[12];
+    nb_copy_to(want, v, sizeof v);
+    assert_true(v[0] == 87 && v[11] == 84); /* (0 - 3) * 23 - 100 = -169 wraps to 87; (11 - 3) * 23 - 100 = 84 */
+    assert_int_equal(nb_save_state_dict(m[0], tpath("q.safetensors")), 0);
+    nb_safetensors *f = nb_safetensors_open(tpath("q.safetensors"));
+    int k = nb_safetensors_find(f, "weight_q");
+    assert_true(k >= 0);
+    assert_string_equal(nb_safetensors_dtype_name(f, k), "I8");
+    nb_safetensors_close(f);
+    assert_int_equal(nb_load_state_dict(m[1], tpath("q.safetensors"), (nb_load_opts){ 0 }), 0);
+    assert_true(same_bytes(want, nb_module_get(m[1], "weight_q")));
+    assert_int_equal(nb_assign(nb_module_get(m[1], "weight_q"), nb_zeros(NB_SHAPE(3, 4), NB_I8)), 0);
+    nb_checkpoint ck = { .model = m[0], .epoch = 3 };
+    assert_int_equal(nb_checkpoint_save(&ck, tpath("q.ckpt")), 0);
+    nb_checkpoint back = { .model = m[1] };
+    assert_int_equal(nb_checkpoint_load(&back, tpath("q.ckpt")), 0);
+    assert_true(same_bytes(want, nb_module_get(m[1], "weight_q")) && back.epoch == 3);
+    /* an f32 file entry does not load into the i8 buffer: it names both */
+    nb_named_tensor wrong[] = { { "weight", nb_module_get(m[0], "weight") }, { "bias", nb_module_get(m[0], "bias") },
+                                { "weight_q", nb_cast(want, NB_F32) } };
+    assert_int_equal(nb_save_safetensors(tpath("qf.safetensors"), wrong, 3, NULL), 0);
+    assert_true(nb_load_state_dict(m[1], tpath("qf.safetensors"), (nb_load_opts){ 0 }) < 0);
+    assert_error_has("weight_q", "F32", "i8", NULL);
+    nb_error_clear();
+    nb_module_free(m[0]);
+    nb_module_free(m[1]);
+    nb_scope_end(s);
 }
 
 static void test_strict_mismatch(void **state) {
@@ -917,13 +958,23 @@ static void test_safetensors_hostile(void **state) {
     assert_error_has("not a regular file", NULL);
     nb_error_clear();
     /* a foreign dtype is listed but not loaded */
-    n = st_bytes(buf, "{\"q\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4);
+    n = st_bytes(buf, "{\"q\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4);
     nb_safetensors *f = nb_safetensors_open_memory(buf, n);
     assert_non_null(f);
-    assert_string_equal(nb_safetensors_dtype_name(f, 0), "I8");
+    assert_string_equal(nb_safetensors_dtype_name(f, 0), "I16");
     assert_null(nb_safetensors_get(f, "q"));
-    assert_error_has("I8", NULL);
+    assert_error_has("I16", NULL);
     nb_error_clear();
+    nb_safetensors_close(f);
+    /* I8, nabla's i8 now, loads (its bytes as they are: -1, 0, 127, -128) */
+    n = st_bytes(buf, "{\"q\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4);
+    memcpy(buf + n - 4, "\xff\x00\x7f\x80", 4);
+    f = nb_safetensors_open_memory(buf, n);
+    assert_non_null(f);
+    nb_tensor *q = nb_safetensors_get(f, "q");
+    int8_t qv[4];
+    assert_true(q && nb_dtype_of(q) == NB_I8 && nb_copy_to(q, qv, 4) == 0);
+    assert_true(qv[0] == -1 && qv[1] == 0 && qv[2] == 127 && qv[3] == -128);
     nb_safetensors_close(f);
     free(ok);
     nb_module_free(m);
@@ -984,6 +1035,7 @@ static void test_interop_numpy(void **state) {
         snprintf(file, sizeof file, "np_%s.npy", names[i]);
         nb_tensor *t = nb_load_npy(ipath(file));
         if (!t) fail_msg("%s: %s", file, nb_error());
+        if (strcmp(names[i], "i1") == 0 && nb_dtype_of(t) != NB_I8) fail_msg("%s: read as %s, not i8", file, nb_dtype_name(nb_dtype_of(t)));
         assert_int_equal(nb_ndim(t), 3);
         assert_int_equal(nb_dim(t, 0), 2);
         assert_int_equal(nb_dim(t, 2), 4);
@@ -993,7 +1045,7 @@ static void test_interop_numpy(void **state) {
         if (d != 0) fail_msg("%s differs from NumPy's by %g", file, d);
     }
     /* nabla's files for NumPy */
-    nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_I64, NB_I32, NB_U8, NB_BOOL };
+    nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_I8 };
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         char file[64];
         snprintf(file, sizeof file, "nabla_%s.npy", nb_dtype_name(dts[i]));
@@ -1039,6 +1091,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_state_dict_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strict_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dtype_conversion, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_i8_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atomic_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_safetensors_hostile, setup, teardown),

@@ -118,6 +118,38 @@ static void test_export_keeps_old_file(void **state) {
 }
 
 /* The module's mode comes back after the export, which traced it in eval mode. */
+/* Quantise to i8, add an i8 tensor made outside (an initializer), dequantise: the Cast nodes and
+   the initializer are ONNX INT8, and nabla's importer runs the file to the same values. */
+static nb_tensor *fn_int8(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor *q = nb_cast(nb_round(nb_mul_scalar(in[0], 10)), NB_I8);
+    return nb_mul_scalar(nb_cast(nb_add(q, ctx), NB_F32), 0.1);
+}
+
+static void test_export_int8(void **state) {
+    (void)state;
+    float xv[6] = { 0.31f, -2.5f, 9.9f, -1.04f, 0.0f, 12.7f };
+    nb_tensor *x = nb_from_data(xv, NB_SHAPE(2, 3), NB_F32);
+    nb_tensor *c = nb_from_data((int8_t[]){ -100, 0, 27 }, NB_SHAPE(3), NB_I8);
+    nb_tensor *want = fn_int8(&x, 1, c);
+    if (nb_onnx_export_fn(fn_int8, c, &x, 1, path_in("q.onnx"), (nb_onnx_export_opts){ 0 }) != 0) fail_msg("%s", nb_error());
+    nb_onnx_model *m = nb_onnx_load(path_in("q.onnx"), (nb_onnx_load_opts){ 0 });
+    assert_non_null(m);
+    char *sum = nb_onnx_summary(m);
+    assert_non_null(strstr(sum, "Cast"));
+    free(sum);
+    nb_tensor *y = NULL;
+    assert_int_equal(nb_onnx_run(m, &x, 1, &y, 1), 0);
+    float a[6], b[6];
+    assert_int_equal(nb_copy_to(want, a, sizeof a), 0);
+    assert_int_equal(nb_copy_to(y, b, sizeof b), 0);
+    for (int i = 0; i < 6; i++) assert_true(a[i] == b[i]);
+    assert_true(b[2] == nb_item(nb_mul_scalar(nb_full(NB_SHAPE(), 126, NB_F32), 0.1)) && a[5] == b[5]); /* 99 + 27, 127 + 27 wraps */
+    nb_release(y);
+    nb_onnx_free(m);
+    assert_null(nb_error());
+}
+
 static void test_export_restores_mode(void **state) {
     (void)state;
     nb_module *m = nb_nn_sequential(nb_nn_linear(3, 4), nb_nn_dropout(0.5), nb_nn_batch_norm1d(4), NULL);
@@ -142,6 +174,7 @@ int main(void) {
         cmocka_unit_test_setup(test_export_batch_dependence, setup),
         cmocka_unit_test_setup(test_export_keeps_old_file, setup),
         cmocka_unit_test_setup(test_export_restores_mode, setup),
+        cmocka_unit_test_setup(test_export_int8, setup),
     };
     nb_scope *s = nb_scope_begin();
     int rc = RUN_TESTS(tests);

@@ -145,6 +145,20 @@ static Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int ndim, int64_t
     return t;
 }
 
+static void mb_attr_int(mb *b, Onnx__NodeProto *n, const char *name, int64_t v) {
+    Onnx__AttributeProto *a = &b->attrs[b->nattr];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->has_i = true;
+    a->i = v;
+    b->attr_p[b->nattr] = a;
+    n->attribute = &b->attr_p[b->nattr];
+    n->n_attribute = 1;
+    b->nattr++;
+}
+
 /* The model's bytes (malloc'ed). */
 static uint8_t *mb_pack(mb *b, size_t *size) {
     *size = onnx__model_proto__get_packed_size(&b->model);
@@ -198,6 +212,41 @@ static void test_runs(void **state) {
         nb_release(in);
         nb_release(y);
     }
+    nb_onnx_free(m);
+    assert_null(nb_error());
+}
+
+/* INT8 initializers, one as raw bytes and one in int32_data (ONNX's field for 8-bit types),
+   dequantised by Cast: y = x * (Cast(q1) + Cast(q2)). */
+static void test_int8(void **state) {
+    (void)state;
+    mb b;
+    mb_init(&b, 17);
+    mb_input(&b, "x", 2, dims_b3);
+    static const int8_t q1[3] = { -128, 5, 127 };
+    static int32_t q2[3] = { -1, 100, -3 };
+    Onnx__TensorProto *t1 = mb_init_f32(&b, "q1", 1, dims3, q1, sizeof q1);
+    Onnx__TensorProto *t2 = mb_init_f32(&b, "q2", 1, dims3, NULL, 0);
+    t1->data_type = t2->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
+    t2->n_int32_data = 3;
+    t2->int32_data = q2;
+    mb_attr_int(&b, mb_node(&b, "Cast", "c1", "q1", NULL, NULL, "f1"), "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_attr_int(&b, mb_node(&b, "Cast", "c2", "q2", NULL, NULL, "f2"), "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_node(&b, "Add", "add", "f1", "f2", NULL, "s");
+    mb_node(&b, "Mul", "mul", "x", "s", NULL, "y");
+    mb_output(&b, "y");
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    float x[3] = { 1, 2, -1 }, got[3];
+    nb_tensor *in = nb_from_data(x, NB_SHAPE(1, 3), NB_F32), *y = NULL;
+    assert_int_equal(nb_onnx_run(m, &in, 1, &y, 1), 0);
+    assert_int_equal(nb_copy_to(y, got, sizeof got), 0);
+    assert_true(got[0] == -129 && got[1] == 210 && got[2] == -124);
+    nb_release(in);
+    nb_release(y);
     nb_onnx_free(m);
     assert_null(nb_error());
 }
@@ -514,6 +563,7 @@ static void test_run_error_names_node(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_runs, clear_error_setup),
+        cmocka_unit_test_setup(test_int8, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_shapes, clear_error_setup),
         cmocka_unit_test_setup(test_truncated_and_corrupt, clear_error_setup),
         cmocka_unit_test_setup(test_cycle, clear_error_setup),

@@ -238,6 +238,7 @@ static nb_tensor *make_tensor(const ref_tensor *t) {
         case NB_I64: *(int64_t *)p = (int64_t)v; break;
         case NB_I32: *(int32_t *)p = (int32_t)v; break;
         case NB_U8: *(uint8_t *)p = (uint8_t)v; break;
+        case NB_I8: *(int8_t *)p = (int8_t)v; break;
         case NB_BOOL: *(uint8_t *)p = v != 0; break;
         default: free(buf); return NULL;
         }
@@ -267,6 +268,7 @@ static double *read_values(nb_tensor *t) {
         case NB_I64: v[i] = (double)*(const int64_t *)p; break;
         case NB_I32: v[i] = *(const int32_t *)p; break;
         case NB_U8: v[i] = *(const uint8_t *)p; break;
+        case NB_I8: v[i] = *(const int8_t *)p; break;
         case NB_BOOL: v[i] = *(const uint8_t *)p != 0; break;
         default: free(buf); free(v); return NULL;
         }

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 DT = {'f32': torch.float32, 'f64': torch.float64, 'i64': torch.int64, 'i32': torch.int32,
-      'u8': torch.uint8, 'bool': torch.bool}
+      'u8': torch.uint8, 'bool': torch.bool, 'i8': torch.int8}
 DT_NAME = {v: k for k, v in DT.items()}
 FLOATS = ('f32', 'f64')
 
@@ -900,7 +900,7 @@ case('index_mask', 'index', [T((3, 4)), In((3, 4), kind=('val', M34), **MASK)])
 case('index_mask_rows', 'index', [In((3, 4)), In((3,), kind=('val', [True, False, True]), **MASK)])
 case('index_mask_then_int', 'index', [In((3, 4, 2)), In((3,), kind=('val', [True, False, True]), **MASK),
                                       In((2,), kind=('val', [1, 3]), **IDX)])
-case('index_int', 'index', [In((4, 3), kind='int'), In((2, 2), kind=('val', [[3, 0], [1, 1]]), **IDX)], dtypes=('i64',))
+case('index_int', 'index', [In((4, 3), kind='int'), In((2, 2), kind=('val', [[3, 0], [1, 1]]), **IDX)], dtypes=('i64', 'i8'))
 case('index_bool_data', 'index', [In((4, 3), kind='bool', **MASK), In((3,), kind=('val', [3, 0, 3]), **IDX)], dtypes=('f32',))
 case('index_oob', 'index', [In((5, 4)), In((2,), kind=('val', [1, 5]), **IDX)], error=True)
 case('index_oob_neg', 'index', [In((5, 4)), In((2,), kind=('val', [1, -6]), **IDX)], error=True)
@@ -920,7 +920,7 @@ for acc in (0, 1):
          ia=[acc])
     case(f'index_put_mask_vals_a{acc}', 'index_put', [In((3, 4)), In((5,)), In((3, 4), kind=('val', M34), **MASK)], ia=[acc])
     case(f'index_put_int_a{acc}', 'index_put', [In((4, 3), kind='int'), In((3, 3), kind='int'),
-                                                In((3,), kind=('val', [2, 0, 2]), **IDX)], ia=[acc], dtypes=('i64', 'i32', 'u8'))
+                                                In((3,), kind=('val', [2, 0, 2]), **IDX)], ia=[acc], dtypes=('i64', 'i32', 'i8', 'u8'))
 case('index_put_bool', 'index_put', [In((3, 4), kind='bool', **MASK), In((), kind=('val', True), **MASK),
                                      In((2,), kind=('val', [0, 2]), **IDX)], ia=[0], dtypes=('f32',))
 case('index_put_expanded_x', 'index_put', [In((3, 4), exp=(1, 4)), In((2,)), In((2,), kind=('val', [2, 0]), **IDX),
@@ -936,8 +936,59 @@ case('masked_scatter_bcast', 'masked_scatter', [In((4,)), In((3, 4), kind=('val'
 case('masked_scatter_mask_bcast', 'masked_scatter', [In((3, 4)), In((4,), kind=('val', [False, True, True, False]), **MASK),
                                                      In((2, 4))])
 case('masked_scatter_int', 'masked_scatter', [In((3, 4), kind='int'), In((3, 4), kind=('val', M34), **MASK), In((9,), kind='int')],
-     dtypes=('i64',))
+     dtypes=('i64', 'i8'))
 case('masked_scatter_short', 'masked_scatter', [In((3, 4)), In((3, 4), kind=('val', M34), **MASK), In((4,))], error=True)
+
+# ---- i8: wrapping arithmetic, comparisons, reductions, casts both ways, promotion ----
+WRAP_A = [[100, -100, 127, -128], [50, -1, 0, 7]]
+WRAP_B = [[2, 3, -1, -1], [-128, 127, 5, -7]]
+I8 = dict(dtype='i8', grad=False)
+for op in ('add', 'sub', 'mul', 'maximum', 'minimum'):
+    case(f'{op}_i8', op, [In((3, 4), kind='int'), T((3, 4), kind='int')], dtypes=('i8',))
+    case(f'{op}_i8_wrap', op, [In((2, 4), kind=('val', WRAP_A)), In((2, 4), kind=('val', WRAP_B))], dtypes=('i8',))
+    case(f'{op}_i8_bcast', op, [In((3, 4), kind='int'), In((4,), kind='int')], dtypes=('i8',))
+for op in ('eq', 'lt', 'gt', 'ne', 'le', 'ge'):
+    case(f'{op}_i8', op, [S((3, 4), kind='int'), In((4,), kind='int')], dtypes=('i8',))
+for op in ('neg', 'abs', 'relu', 'sign', 'floor', 'round'):
+    case(f'{op}_i8', op, [In((2, 4), kind=('val', WRAP_A))], dtypes=('i8',))
+case('clamp_i8', 'clamp', [In((2, 4), kind=('val', WRAP_A))], fa=[-50, 60], dtypes=('i8',))
+case('add_scalar_i8', 'add_scalar', [In((2, 4), kind=('val', WRAP_A))], fa=[300], dtypes=('i8',))
+case('mul_scalar_i8', 'mul_scalar', [In((2, 4), kind=('val', WRAP_A))], fa=[3], dtypes=('i8',))
+case('add_scalar_i8_frac', 'add_scalar', [In((2, 4), kind=('val', WRAP_A))], fa=[2.5], dtypes=('i8',))
+case('where_i8', 'where', [In((2, 4), kind='bool', **MASK), In((2, 4), kind=('val', WRAP_A)), In((4,), kind='int')],
+     dtypes=('i8',))
+for op, ia in (('sum', [1, 0]), ('max', [0, 1]), ('min', [1, 0]), ('argmax', [1, 0]), ('argmin', [0, 0]), ('prod', [1, 0]),
+               ('cumsum', [1]), ('amax', [0, 0]), ('any', [1, 0])):
+    case(f'{op}_i8', op, [In((2, 4), kind=('val', WRAP_A))], ia=ia, dtypes=('i8',))
+case('sum_all_i8', 'sum_all', [T((4, 2), kind=('val', [list(r) for r in zip(*WRAP_A)]))], dtypes=('i8',))
+case('matmul_i8', 'matmul', [In((2, 4), kind=('val', WRAP_A)), In((4, 2), kind=('val', [list(r) for r in zip(*WRAP_B)]))],
+     dtypes=('i8',))
+for op in ('argsort', 'sort'):
+    case(f'{op}_i8', op, [In((2, 4), kind=('val', WRAP_A))], ia=[1, 0], dtypes=('i8',))
+case('flip_i8', 'flip', [In((2, 4), kind=('val', WRAP_A))], ia=[1], dtypes=('i8',))
+case('cat_i8', 'cat', [In((2, 4), kind=('val', WRAP_A)), In((1, 4), kind='int')], ia=[0], dtypes=('i8',))
+# casts: float to i8 truncates toward zero and wraps (torch's cpu, through int32: values beyond it and NaN give 0)
+CAST_VALS = [-2.7, -0.5, 0.5, 2.7, 127.9, -128.9, 200.7, -200.7, 300.0, 1000.5, 1e10, -1e10, float('nan'),
+             float('inf'), -float('inf'), 2147483648.0 + 256]
+for src in ('f32', 'f64'):
+    case(f'cast_{src}_i8', 'cast', [In((16,), kind=('val', CAST_VALS), dtype=src, grad=False)], dt='i8', dtypes=('f32',))
+case('cast_i8_f32', 'cast', [T((2, 4), kind=('val', WRAP_A), **I8)], dt='f32', dtypes=('f32',))
+case('cast_i8_u8', 'cast', [In((2, 4), kind=('val', WRAP_A), **I8)], dt='u8', dtypes=('f32',))
+case('cast_u8_i8', 'cast', [In((4,), kind=('val', [0, 127, 128, 255]), dtype='u8', grad=False)], dt='i8', dtypes=('f32',))
+case('cast_i64_i8', 'cast', [In((5,), kind=('val', [200, -200, 2**40 + 77, -2**40 - 77, 127]), **IDX)], dt='i8', dtypes=('f32',))
+case('cast_i32_i8', 'cast', [In((3,), kind=('val', [70000, -129, 128]), **I32)], dt='i8', dtypes=('f32',))
+case('cast_bool_i8', 'cast', [In((3,), kind=('val', [True, False, True]), **MASK)], dt='i8', dtypes=('f32',))
+case('cast_i8_bool', 'cast', [In((3,), kind=('val', [0, -1, 5]), **I8)], dt='bool', dtypes=('f32',))
+# promotion (i8 with u8 gives i16 in torch, which nabla lacks: test_core checks its i32)
+for tag, op, da, db, ka, kb in (('i8_i64', 'add', 'i8', 'i64', 'int', 'int'), ('i8_i32', 'mul', 'i8', 'i32', 'int', 'int'),
+                                ('i8_f32', 'mul', 'i8', 'f32', 'int', 'n'), ('f64_i8', 'sub', 'f64', 'i8', 'n', 'int'),
+                                ('i8_bool', 'add', 'i8', 'bool', 'int', 'bool'), ('i8_i8_div', 'div', 'i8', 'i8', 'int',
+                                                                                  ('val', [[1, 2, 3], [-4, 5, -7]]))):
+    case(f'promote_{tag}', op, [In((2, 3), kind=ka, dtype=da, grad=da in FLOATS),
+                                In((2, 3) if tag.endswith('div') else (3,), kind=kb, dtype=db, grad=db in FLOATS)], dtypes=('f32',))
+case('promote_0d_i64_i8', 'add', [In((3,), kind='int', dtype='i8'), In((), kind='int', dtype='i64')], dtypes=('f32',))
+case('promote_0d_f64_i8', 'mul', [In((3,), kind='int', dtype='i8'), In((), dtype='f64', grad=False)], dtypes=('f32',))
+
 
 def main():
     if len(sys.argv) != 2:
