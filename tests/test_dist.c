@@ -89,7 +89,7 @@ static void test_broadcast(void **state) {
     nb_scope *s = nb_scope_begin();
     int root = W - 1;
     double v[4] = { R, R * 2 + 1, -R, 7 }, want[4] = { root, root * 2 + 1, -root, 7 };
-    static const nb_dtype types[] = { NB_F32, NB_F64, NB_I64, NB_I32, NB_U8, NB_F16, NB_BF16 };
+    static const nb_dtype types[] = { NB_F32, NB_F64, NB_I64, NB_I32, NB_U8, NB_F16, NB_BF16, NB_I8 };
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
         double vv[4], ww[4];
         for (int i = 0; i < 4; i++) {
