@@ -363,12 +363,16 @@ int nb__cpu_index_put(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op
     vb.shape = indexed;
     memcpy(vb.stride, vst, sizeof vst);
     nb_tensor tail = trailing_view(&vb, b.ndim, vst, 0);
+    /* out is dense: a values row that is dense too (or one element) goes with one copy */
+    bool rows = !accumulate && dense_tail(&indexed, vst, b.ndim);
+    size_t es = nb_dtype_size(x->dtype), row = (size_t)tail.numel * es;
     if (tail.numel > 0)
         for (int64_t e = 0; e < count; e++) {
             int64_t at = v->offset;
             for (int d = 0; d < b.ndim; d++) at += c[d] * vst[d];
             nb_tensor src = trailing_view(&vb, b.ndim, vst, at);
-            if (accumulate) add_into(out, offs[e], out->stride + n, &src);
+            if (rows) memcpy((char *)nb__data(out) + offs[e] * (int64_t)es, nb__data(&src), row);
+            else if (accumulate) add_into(out, offs[e], out->stride + n, &src);
             else copy_into(out, offs[e], out->stride + n, &src);
             for (int d = b.ndim - 1; d >= 0; d--) {
                 if (++c[d] < b.dim[d]) break;
