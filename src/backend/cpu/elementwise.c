@@ -36,7 +36,7 @@
     BINARY_FN(OPN##_f64, double, double, EXPR)              \
     BINARY_FN(OPN##_i64, int64_t, int64_t, EXPR)            \
     BINARY_FN(OPN##_i32, int32_t, int32_t, EXPR)            \
-    BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)            \
+    BINARY_FN(OPN##_u8, uint8_t, uint8_t, EXPR)             \
     BINARY_FN(OPN##_i8, int8_t, int8_t, EXPR)
 #define COMPARE_FNS(OPN, EXPR)                              \
     BINARY_FN(OPN##_f32, float, uint8_t, EXPR)              \
