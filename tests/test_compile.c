@@ -866,8 +866,36 @@ static void test_cse_keeps_random_ops(void **state) {
     assert_null(nb_error());
 }
 
+static nb_tensor *times_host_data(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    float *host = ctx;
+    return nb_mul(in[0], nb_from_data(host, NB_SHAPE(3), NB_F32));
+}
+
+/* A tensor made from host data inside the traced function is a constant of the graph, with the
+   values it had at trace time (as torch.compile bakes a torch.tensor([...]) in): never the
+   uninitialised buffer of an `empty` op. */
+static void test_host_data_is_captured(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    float host[3] = { 1, 2, 3 }, x[3] = { 0.5f, -1, 4 }, got[3];
+    nb_compiled *c = nb_compile(times_host_data, host, (nb_graph_opts){ 0 });
+    nb_tensor *in = nb_from_data(x, NB_SHAPE(3), NB_F32);
+    for (int run = 0; run < 3; run++) {
+        nb_tensor *y = nb_compiled_run(c, &in, 1);
+        assert_non_null(y);
+        assert_int_equal(nb_copy_to(y, got, sizeof got), 0);
+        for (int i = 0; i < 3; i++) assert_true(got[i] == x[i] * (float)(i + 1));
+        host[0] = 100; /* later changes to the host buffer do not reach the traced constant */
+    }
+    assert_int_equal(nb_compiled_get_stats(c).traces, 1);
+    nb_compiled_free(c);
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_host_data_is_captured, clear_error_setup),
         cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_mlp_training_with_schedule, clear_error_setup),
         cmocka_unit_test_setup(test_cnn_training_matches_eager, clear_error_setup),

@@ -90,9 +90,12 @@ nb_tensor *nb_from_data(const void *data, nb_shape shape, nb_dtype dtype) {
         nb__error("nb_from_data: data is NULL");
         return NULL;
     }
-    nb_tensor *t = nb_empty(shape, dtype);
+    /* made outside dispatch, as data from the host rather than the result of an op: a traced
+       function (nb_compile) then captures it as a constant with its values, where an `empty`
+       op recorded before the copy would replay as uninitialised memory */
+    nb_tensor *t = nb__tensor_new(shape, dtype);
     if (t) memcpy(nb__data(t), data, (size_t)t->numel * nb_dtype_size(dtype));
-    return t;
+    return nb__own(t);
 }
 
 /* ---- elementwise ---- */
