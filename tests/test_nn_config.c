@@ -612,7 +612,7 @@ static void test_summary(void **state) {
     assert_non_null(m);
     assert_true(m->training);
     assert_true(nb_is_grad_enabled());
-    char *s = nb_nn_summary(m, NB_SHAPE(1, 28, 28));
+    char *s = nb_module_summary(m, NB_SHAPE(1, 28, 28));
     if (!s) fail_msg("%s", nb_error());
     static const char *rows[] = {
         "0 (Conv2d)", "[-1, 32, 28, 28]", "832",        "1 (ReLU)",    "2 (MaxPool2d)", "[-1, 32, 14, 14]",
@@ -640,14 +640,14 @@ static void test_summary(void **state) {
     assert_non_null(m);
     nb_module_train(m, false);
     bool prev = nb_set_grad_enabled(false);
-    s = nb_nn_summary(m, NB_SHAPE(1, 28, 28));
+    s = nb_module_summary(m, NB_SHAPE(1, 28, 28));
     assert_non_null(s);
     assert_false(m->training);
     assert_false(nb_is_grad_enabled());
     nb_set_grad_enabled(prev);
     nb_module_train(m, true);
     free(s);
-    s = nb_nn_summary(m, NB_SHAPE(1, 28, 28));
+    s = nb_module_summary(m, NB_SHAPE(1, 28, 28));
     assert_non_null(s);
     assert_true(m->training);
     assert_int_equal((int)nb_item(nb_module_get(m, "1.num_batches_tracked")), 0);
@@ -673,31 +673,31 @@ static void test_summary(void **state) {
 
     /* a frozen parameter counts as non-trainable */
     nb_set_requires_grad(nb_module_get(m, "8.weight"), false);
-    s = nb_nn_summary(m, NB_SHAPE(1, 28, 28));
+    s = nb_module_summary(m, NB_SHAPE(1, 28, 28));
     assert_non_null(s);
     assert_non_null(strstr(s, "Non-trainable params: 1,280 (5.00 KiB)"));
     free(s);
 
     /* a forward that fails names the layer and the sample */
-    assert_null(nb_nn_summary(m, NB_SHAPE(3, 28, 28)));
-    ASSERT_ERROR_CONTAINS("nb_nn_summary: layer 0 (Conv2d) fails on input [-1, 3, 28, 28]: nb_nn_conv2d 0: expected input");
+    assert_null(nb_module_summary(m, NB_SHAPE(3, 28, 28)));
+    ASSERT_ERROR_CONTAINS("nb_module_summary: layer 0 (Conv2d) fails on input [-1, 3, 28, 28]: nb_nn_conv2d 0: expected input");
     assert_true(m->training);
     assert_true(nb_is_grad_enabled());
     nb_module_free(m);
 
     /* any other module is its own row */
     m = nb_nn_linear(6, 3);
-    s = nb_nn_summary(m, NB_SHAPE(6));
+    s = nb_module_summary(m, NB_SHAPE(6));
     assert_non_null(s);
     assert_non_null(strstr(s, "(model) (Linear)"));
     assert_non_null(strstr(s, "[-1, 3]"));
     assert_non_null(strstr(s, "Total params: 21 (84 B)"));
     free(s);
-    assert_null(nb_nn_summary(m, NB_SHAPE(5)));
-    ASSERT_ERROR_CONTAINS("nb_nn_summary: Linear fails on input [-1, 5]");
+    assert_null(nb_module_summary(m, NB_SHAPE(5)));
+    ASSERT_ERROR_CONTAINS("nb_module_summary: Linear fails on input [-1, 5]");
     nb_module_free(m);
-    assert_null(nb_nn_summary(NULL, NB_SHAPE(5)));
-    ASSERT_ERROR_CONTAINS("nb_nn_summary: module is NULL");
+    assert_null(nb_module_summary(NULL, NB_SHAPE(5)));
+    ASSERT_ERROR_CONTAINS("nb_module_summary: module is NULL");
 }
 
 int main(void) {

@@ -823,7 +823,7 @@ static int summary_main(int argc, char **argv) {
                    : cli_model_build(what, sample, classes, names, &cm, "summary");
     free(names);
     if (rc < 0) return 1;
-    char *text = nb_nn_summary(cm.module, cm.sample);
+    char *text = nb_module_summary(cm.module, cm.sample);
     if (!text) {
         fprintf(stderr, "nabla summary: %s\n", nb_error());
         cli_model_free(&cm);

@@ -348,7 +348,7 @@ NB_API nb_module *nb_nn_residual(nb_module *body, nb_module *shortcut, bool relu
 NB_API nb_module *nb_nn_from_config(const char *json, nb_shape sample_shape);
 /* A malloc'ed Keras-style text (free() it), or NULL: each top-level layer's output shape and parameters,
    then totals, from a forward of one sample of sample_shape (no batch axis) in evaluation mode. */
-NB_API char *nb_nn_summary(nb_module *m, nb_shape sample_shape);
+NB_API char *nb_module_summary(nb_module *m, nb_shape sample_shape);
 /* The static JSON config of a built-in model, "mlp", "cnn" or "resnet" (10 classes, 1x28x28 input), or NULL. */
 NB_API const char *nb_nn_config_builtin(const char *name);
 

@@ -1,5 +1,5 @@
 /* Models from a Keras-like JSON config (nb_nn_from_config), the residual block (nb_nn_residual),
-   a Keras-style text summary (nb_nn_summary) and the built-in configs of the CLI
+   a Keras-style text summary (nb_module_summary) and the built-in configs of the CLI
    (nb_nn_config_builtin).
 
    A config is {"input": [C, H, W], "layers": [{"type": ..., fields...}, ...], "name": "..."}
@@ -1006,7 +1006,7 @@ static int sum_entries(nb_module *m, bool params, int64_t *count, int64_t *bytes
     if (n < 0) return -1;
     nb_named_tensor *list = malloc(sizeof *list * (size_t)(n ? n : 1));
     if (!list) {
-        nb__error("nb_nn_summary: out of memory");
+        nb__error("nb_module_summary: out of memory");
         return -1;
     }
     n = params ? nb_module_named_parameters(m, list, n) : nb_module_named_buffers(m, list, n);
@@ -1025,14 +1025,14 @@ static int sum_entries(nb_module *m, bool params, int64_t *count, int64_t *bytes
     return n < 0 ? -1 : 0;
 }
 
-char *nb_nn_summary(nb_module *m, nb_shape sample_shape) {
+char *nb_module_summary(nb_module *m, nb_shape sample_shape) {
     if (!m) {
-        if (!nb__has_error()) nb__error("nb_nn_summary: module is NULL");
+        if (!nb__has_error()) nb__error("nb_module_summary: module is NULL");
         return NULL;
     }
     char a[160];
     if (sample_shape.ndim < 0 || sample_shape.ndim >= NB_MAX_DIMS) {
-        nb__error("nb_nn_summary: sample shape has %d axes; give 0 to %d (one sample, without the batch axis)", sample_shape.ndim,
+        nb__error("nb_module_summary: sample shape has %d axes; give 0 to %d (one sample, without the batch axis)", sample_shape.ndim,
                   NB_MAX_DIMS - 1);
         return NULL;
     }
@@ -1055,7 +1055,7 @@ char *nb_nn_summary(nb_module *m, nb_shape sample_shape) {
     int cap = is_seq ? nrows : 1;
     summary_row *rows = calloc((size_t)(cap ? cap : 1), sizeof *rows);
     if (!rows) {
-        nb__error("nb_nn_summary: out of memory");
+        nb__error("nb_module_summary: out of memory");
         return NULL;
     }
 
@@ -1078,9 +1078,9 @@ char *nb_nn_summary(nb_module *m, nb_shape sample_shape) {
         if (!x) {
             char prefix[400];
             if (is_seq)
-                snprintf(prefix, sizeof prefix, "nb_nn_summary: layer %d (%s) fails on input %s", r, row->cls,
+                snprintf(prefix, sizeof prefix, "nb_module_summary: layer %d (%s) fails on input %s", r, row->cls,
                          batch_shape_str(in, a, sizeof a));
-            else snprintf(prefix, sizeof prefix, "nb_nn_summary: %s fails on input %s", row->cls, batch_shape_str(in, a, sizeof a));
+            else snprintf(prefix, sizeof prefix, "nb_module_summary: %s fails on input %s", row->cls, batch_shape_str(in, a, sizeof a));
             if (!nb_error()) nb__error("%s", prefix);
             else rewrap_error(had, prefix);
             failed = true;
@@ -1136,7 +1136,7 @@ char *nb_nn_summary(nb_module *m, nb_shape sample_shape) {
     free(rows);
     if (t.failed || !t.s) {
         free(t.s);
-        nb__error("nb_nn_summary: out of memory");
+        nb__error("nb_module_summary: out of memory");
         return NULL;
     }
     return t.s;
