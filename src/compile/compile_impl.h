@@ -120,7 +120,7 @@ typedef struct cgraph {
     void *dl;               /* the loaded kernel library */
 } cgraph;
 
-/* ---- tracing and passes (src/compile/graph.c) ---- */
+/* ---- the tracer (trace.c), the pipeline, executor and printer (graph.c), binding (plan.c) ---- */
 /* Runs fn under the tracer into a new graph, computing shapes only (no kernel runs but those of
    values folding may need); the shape-only result goes to *result. NULL on error. */
 cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_tensor **result);
@@ -152,5 +152,70 @@ void nb__kernel_run_tile(const fkernel *k, nb_tensor *out, nb_tensor *const *in,
                          int64_t c0, int64_t c1);
 /* Unloads a kernel library that nb__kernels_build loaded. */
 void nb__kernels_unload(void *dl);
+
+
+/* ---- shared by the compiler's files (graph.c, trace.c, passes.c, fuse.c, plan.c) ---- */
+/* Whether op draws random numbers (its node must run again at every replay). */
+bool nb__is_random(int op);
+/* Counts each value's uses by live nodes, the result and the gradients handed to leaves. */
+void nb__count_uses(cgraph *g);
+/* Whether value v is a gradient the graph hands to a leaf. */
+bool nb__is_grad_value(const cgraph *g, int v);
+/* Whether op makes a view of its input's storage. */
+bool nb__is_view(int op);
+/* The number of nodes still to run (not removed by a pass). */
+int nb__live_count(const cgraph *g);
+/* Two nodes with the same op, inputs and arguments compute the same value, unless an input's
+   storage is written in place somewhere (then their order matters) or the op draws randoms. */
+int nb__pass_cse(cgraph *g);
+/* Keeps what the result, the leaf gradients, in-place writes and random draws need. */
+int nb__pass_dce(cgraph *g);
+/* A value computed only from constants, on storage no one writes in place, is its trace-time
+   tensor: the node that made it need not run again. Random and uninitialised makers are not. */
+int nb__pass_fold(cgraph *g);
+/* Whether an in-place op between trace positions lo and hi (exclusive) writes root r. */
+bool nb__written_between(const cgraph *g, int r, int lo, int hi);
+/* Frees a fused kernel's description (its loaded code belongs to the kernel cache). */
+void nb__kernel_free(fkernel *k);
+/* A fused kernel that reads, as one operand, the product a matmul made just for it runs right
+   after that matmul, in place on its buffer: the GEMM's epilogue. */
+void nb__mark_epilogues(cgraph *g);
+/* Merges chains of elementwise f32 ops into one kernel each: a producer joins its consumer when
+   the consumer alone uses its result, the shapes agree, and no in-place write between the two
+   changes what the producer reads. */
+int nb__pass_fuse(cgraph *g);
+/* A sum whose operand an elementwise chain made for it alone takes the chain in: the kernel
+   reduces as it computes, and the operand is never stored. */
+int nb__pass_fuse_reductions(cgraph *g);
+/* Row groups: runs of consecutive fused kernels over the same rows where each reads what the
+   others make only in the row it computes, the rest only as values shared by every row (a layer
+   norm: the row sum, the centring, the sum of squares, the scale, the affine map). They run
+   chunk of rows by chunk of rows, chunks in parallel, so a row stays in cache from the first
+   kernel to the last and five small serial loops become one parallel one. Each row computes
+   exactly what it did alone. Returns the number of groups. */
+int nb__pass_row_groups(cgraph *g);
+/* Headers for every value whose storage is known at plan time, but the arena's (bound later:
+   nb__graph_bind). */
+int nb__make_headers(cgraph *g);
+/* Places every value a node makes: the result in a fresh tensor per run, views on their base,
+   the rest in one arena where values whose lifetimes do not overlap share bytes, and a fused
+   kernel's result on an operand that dies there when the shapes agree (in place). */
+int nb__plan_memory(cgraph *g, bool reuse);
+/* A fused loop that works in place on a product only it reads moves into the GEMM: it runs on
+   each piece as soon as the piece is final, on the thread that made it. It may when everything
+   else it reads exists before the product and is not written in between. */
+void nb__attach_tile_epilogues(cgraph *g);
+/* An optimizer update whose gradient is a product (seen through views that change nothing)
+   moves into that product's GEMM: each piece of the gradient updates its parameters and state
+   while it is in cache, on the thread that made it. It may when nothing between the product and
+   the update reads or writes the parameter, its step count or its state. */
+void nb__attach_optimizer_epilogues(cgraph *g);
+/* Grows the array *p of *cap elements of elem bytes to hold need, zeroing the new part; -1 when
+   memory runs out. */
+int nb__grow(void **p, int *cap, int need, size_t elem);
+/* A new value of g, with no base, share or node yet; its index, or -1 when memory runs out. */
+int nb__new_value(cgraph *g);
+/* Copies t's shape, dtype, strides and offset into v. */
+void nb__set_meta(cval *v, const nb_tensor *t);
 
 #endif

@@ -133,7 +133,7 @@ static inline float load1(const char *p, nb_dtype d) {
 
 static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, char *const *p, const int64_t *rs,
                       const int64_t *cs) {
-    float reg[k->n][BLK]; /* at most a few hundred registers: see MAX_GROUP in graph.c */
+    float reg[k->n][BLK]; /* at most a few hundred registers: see MAX_GROUP in fuse.c */
     const double *sc = k->scal;
     for (int64_t r = r0; r < r1; r++) {
         double lane[8] = { 0 }; /* row and whole sums: element j in lane j % 8, as sum_lanes_float */

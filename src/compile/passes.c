@@ -1,0 +1,167 @@
+/* Graph mode's analysis helpers and its first passes: mutations and uses, dead-code elimination,
+   constant folding and common sub-expressions. */
+#include "compile_impl.h"
+#include "../backend/cpu/iter.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ analysis helpers */
+
+static bool is_inplace(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_INPLACE); }
+bool nb__is_view(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_VIEW); }
+
+/* Roots that some in-place op writes. */
+static void mark_mutations(cgraph *g) {
+    for (int i = 0; i < g->nv; i++) g->v[i].mutated_root = false;
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && is_inplace(g->nodes[i].op)) g->v[g->v[g->nodes[i].in[0]].root].mutated_root = true;
+}
+
+/* Whether an in-place op between trace positions lo and hi (exclusive) writes root r. */
+bool nb__written_between(const cgraph *g, int r, int lo, int hi) {
+    for (int i = 0; i < g->nn; i++) {
+        const cnode *n = &g->nodes[i];
+        if (n->dead || !is_inplace(n->op) || n->pos <= lo || n->pos >= hi) continue;
+        if (g->v[n->in[0]].root == r) return true;
+    }
+    return false;
+}
+
+bool nb__is_grad_value(const cgraph *g, int v) {
+    for (int k = 0; k < g->ngrads; k++)
+        if (g->grad_val[k] == v) return true;
+    return false;
+}
+
+/* Counts each value's uses by live nodes, the result and the gradients handed to leaves. */
+void nb__count_uses(cgraph *g) {
+    for (int i = 0; i < g->nv; i++) g->v[i].uses = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->nodes[i].dead) continue;
+        for (int k = 0; k < g->nodes[i].nin; k++) g->v[g->nodes[i].in[k]].uses++;
+    }
+    g->v[g->out].uses++;
+    for (int k = 0; k < g->ngrads; k++) g->v[g->grad_val[k]].uses++;
+}
+
+int nb__live_count(const cgraph *g) {
+    int n = 0;
+    for (int i = 0; i < g->nn; i++) n += !g->nodes[i].dead;
+    return n;
+}
+
+/* ------------------------------------------------------------------ dead-code elimination */
+
+static void mark_value(cgraph *g, int v, bool *live, int *stack, int *sp) {
+    while (v >= 0) {
+        int n = g->v[v].kind == VAL_NODE && !g->v[v].is_const ? g->v[v].node : -1;
+        if (n >= 0 && !live[n] && !g->nodes[n].dead) {
+            live[n] = true;
+            stack[(*sp)++] = n;
+        }
+        v = g->v[v].base;
+    }
+}
+
+/* Keeps what the result, the leaf gradients, in-place writes and random draws need. */
+int nb__pass_dce(cgraph *g) {
+    bool *live = calloc((size_t)g->nn + 1, sizeof *live);
+    int *stack = malloc(sizeof(int) * ((size_t)g->nn + 1));
+    if (!live || !stack) { free(live); free(stack); return -1; }
+    int sp = 0;
+    mark_value(g, g->out, live, stack, &sp);
+    for (int k = 0; k < g->ngrads; k++) mark_value(g, g->grad_val[k], live, stack, &sp);
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        /* in-place writes are the point of a training step; random ops advance the generator
+           as the eager code did, so later draws match */
+        if (!n->dead && (is_inplace(n->op) || (n->op >= 0 && nb__is_random(n->op))) && !live[i]) {
+            live[i] = true;
+            stack[sp++] = i;
+        }
+    }
+    while (sp > 0) {
+        cnode *n = &g->nodes[stack[--sp]];
+        for (int k = 0; k < n->nin; k++) mark_value(g, n->in[k], live, stack, &sp);
+    }
+    int removed = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && !live[i]) {
+            g->nodes[i].dead = true;
+            removed++;
+        }
+    free(live);
+    free(stack);
+    return removed;
+}
+
+/* ------------------------------------------------------------------ constant folding */
+
+/* A value computed only from constants, on storage no one writes in place, is its trace-time
+   tensor: the node that made it need not run again. Random and uninitialised makers are not. */
+int nb__pass_fold(cgraph *g) {
+    mark_mutations(g);
+    int folded = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || n->op < 0 || is_inplace(n->op) || nb__is_random(n->op) || n->op == NB_OP_EMPTY) continue;
+        cval *o = &g->v[n->out];
+        if (g->v[o->root].mutated_root || !o->t) continue; /* no tensor: the tracer let it go */
+        bool all = true;
+        for (int k = 0; k < n->nin && all; k++) all = g->v[n->in[k]].is_const;
+        if (!all) continue;
+        o->is_const = true;
+        n->dead = true;
+        folded++;
+    }
+    return folded;
+}
+
+/* ------------------------------------------------------------------ common sub-expressions */
+
+static bool same_args(const nb_op_args *a, const nb_op_args *b) {
+    if (memcmp(a->i, b->i, sizeof a->i) || memcmp(a->f, b->f, sizeof a->f) || a->dtype != b->dtype) return false;
+    if (a->shape.ndim != b->shape.ndim) return false;
+    return memcmp(a->shape.dim, b->shape.dim, sizeof(int64_t) * (size_t)a->shape.ndim) == 0;
+}
+
+static void replace_value(cgraph *g, int from, int to) {
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] == from) n->in[k] = to;
+    }
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].base == from) g->v[i].base = to;
+    if (g->out == from) g->out = to;
+    for (int k = 0; k < g->ngrads; k++)
+        if (g->grad_val[k] == from) g->grad_val[k] = to;
+}
+
+/* Two nodes with the same op, inputs and arguments compute the same value, unless an input's
+   storage is written in place somewhere (then their order matters) or the op draws randoms. */
+int nb__pass_cse(cgraph *g) {
+    mark_mutations(g);
+    int removed = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || n->op < 0 || is_inplace(n->op) || nb__is_random(n->op) || n->op == NB_OP_EMPTY) continue;
+        bool stable = true;
+        for (int k = 0; k < n->nin && stable; k++) stable = !g->v[g->v[n->in[k]].root].mutated_root;
+        if (!stable) continue;
+        for (int j = 0; j < i; j++) {
+            cnode *m = &g->nodes[j];
+            if (m->dead || m->op != n->op || m->nin != n->nin) continue;
+            if (memcmp(m->in, n->in, sizeof(int) * (size_t)n->nin) || !same_args(&m->args, &n->args)) continue;
+            if (g->v[m->out].dtype != g->v[n->out].dtype || !nb__shape_eq(&g->v[m->out].shape, &g->v[n->out].shape))
+                continue;
+            replace_value(g, n->out, m->out);
+            n->dead = true;
+            removed++;
+            break;
+        }
+    }
+    return removed;
+}

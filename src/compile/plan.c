@@ -1,0 +1,306 @@
+/* Graph mode's memory planning: buffers by lifetime in one arena (in place where safe), the tensor
+   headers over it, and the epilogues attached to the products that make their inputs. */
+#include "compile_impl.h"
+#include "../backend/cpu/iter.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ memory planning */
+
+static int64_t value_bytes(const cval *v) { return nb__shape_numel(&v->shape) * (int64_t)nb__esize(v->dtype); }
+
+static bool contiguous_meta(const cval *v) {
+    int64_t st[NB_MAX_DIMS];
+    nb__contiguous_strides(&v->shape, st);
+    for (int d = 0; d < v->shape.ndim; d++)
+        if (v->shape.dim[d] != 1 && v->stride[d] != st[d]) return false;
+    return true;
+}
+
+typedef struct { int v; int first, last; int64_t bytes, off; } buffer;
+
+static int cmp_buffer(const void *a, const void *b) {
+    const buffer *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->first - y->first;
+}
+
+/* Places every value a node makes: the result in a fresh tensor per run, views on their base,
+   the rest in one arena where values whose lifetimes do not overlap share bytes, and a fused
+   kernel's result on an operand that dies there when the shapes agree (in place). */
+int nb__plan_memory(cgraph *g, bool reuse) {
+    nb__count_uses(g);
+    int *order = malloc(sizeof(int) * ((size_t)g->nn + 1));
+    if (!order) return -1;
+    /* a row group runs its kernels interleaved: every value it touches lives through all of it */
+    int *span = malloc(sizeof(int) * ((size_t)g->nn + 1) * 2);
+    if (!span) { free(order); return -1; }
+    int pos = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->nodes[i].dead) continue;
+        order[pos] = i;
+        int h = g->nodes[i].rgroup;
+        if (h == i) span[2 * h] = pos;
+        if (h >= 0) span[2 * h + 1] = pos;
+        g->v[g->nodes[i].out].first = pos++;
+    }
+    for (int i = 0; i < g->nn; i++)
+        if (!g->nodes[i].dead && g->nodes[i].rgroup >= 0) g->v[g->nodes[i].out].first = span[2 * g->nodes[i].rgroup];
+    int end = pos;
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        v->last = -1;
+        v->share = -1;
+        if (v->kind != VAL_NODE || v->is_const) v->loc = LOC_EXTERNAL;
+        else if (g->nodes[v->node].dead) v->loc = LOC_NONE;
+        else if (v->base >= 0) v->loc = LOC_VIEW;
+        else v->loc = reuse ? LOC_ARENA : LOC_OWN;
+    }
+    /* the result's storage is new each run, and so are the gradients handed to leaves (as
+       eager, which never writes a gradient in place: one kept from a run stays as it was); so is
+       anything they are views of */
+    for (int k = -1; k < g->ngrads; k++) {
+        int r = k < 0 ? g->out : g->grad_val[k];
+        if (g->v[r].loc == LOC_VIEW || g->v[r].loc == LOC_ARENA || g->v[r].loc == LOC_OWN) {
+            int root = g->v[r].root;
+            if (g->v[root].loc == LOC_ARENA || g->v[root].loc == LOC_OWN) g->v[root].loc = LOC_FRESH;
+        }
+    }
+    /* lifetimes: a use of a view keeps its root alive */
+    for (int p = 0; p < end; p++) {
+        cnode *n = &g->nodes[order[p]];
+        int until = n->rgroup >= 0 ? span[2 * n->rgroup + 1] : p;
+        for (int k = 0; k < n->nin; k++) {
+            int v = n->in[k];
+            for (int w = v; w >= 0; w = g->v[w].base)
+                if (g->v[w].last < until) g->v[w].last = until;
+        }
+        if (n->rgroup >= 0 && g->v[n->out].last < until) g->v[n->out].last = until;
+    }
+    free(span);
+    for (int k = 0; k < g->ngrads; k++)
+        for (int w = g->grad_val[k]; w >= 0; w = g->v[w].base) g->v[w].last = end; /* read after the run */
+    for (int i = 0; i < g->nv; i++) /* views made before their base is written still need it */
+        if (g->v[i].loc == LOC_VIEW && g->v[i].first > g->v[g->v[i].root].last) g->v[g->v[i].root].last = g->v[i].first;
+    /* in place: a fused elementwise kernel writes over an operand that dies at it (read at the
+       element it writes). Never a reduction: its result may have an operand's shape and still
+       be read across (a [R] sum of x * s with s [R] broadcast along the columns) */
+    if (reuse)
+        for (int p = 0; p < end; p++) {
+            cnode *n = &g->nodes[order[p]];
+            if (n->op != NODE_FUSED || n->fk->red != RED_NONE) continue;
+            cval *o = &g->v[n->out];
+            if (o->loc != LOC_ARENA) continue;
+            for (int k = 0; k < n->nin; k++) {
+                cval *x = &g->v[n->in[k]];
+                if (x->loc != LOC_ARENA || x->share >= 0 || x->last != p || x->dtype != o->dtype) continue;
+                if (!nb__shape_eq(&x->shape, &o->shape) || !contiguous_meta(x)) continue;
+                bool used_by_view = false;
+                for (int w = 0; w < g->nv && !used_by_view; w++)
+                    used_by_view = g->v[w].loc == LOC_VIEW && g->v[w].root == n->in[k];
+                if (used_by_view) continue;
+                o->share = n->in[k];
+                break;
+            }
+        }
+    /* gather arena buffers: each sharing chain is one buffer */
+    buffer *bufs = malloc(sizeof(buffer) * ((size_t)g->nv + 1));
+    if (!bufs) { free(order); return -1; }
+    int nb = 0;
+    g->unplanned_bytes = 0;
+    for (int i = 0; i < g->nv; i++) {
+        cval *v = &g->v[i];
+        if (v->loc != LOC_ARENA && v->loc != LOC_OWN) continue;
+        g->unplanned_bytes += value_bytes(v);
+        if (v->loc != LOC_ARENA || v->share >= 0) continue;
+        bufs[nb++] = (buffer){ i, v->first, v->last < v->first ? v->first : v->last, (value_bytes(v) + 63) & ~(int64_t)63, 0 };
+    }
+    /* a buffer lives until the last use of any value that took it over */
+    for (int i = 0; i < g->nv; i++) {
+        if (g->v[i].share < 0) continue;
+        int s = i;
+        while (g->v[s].share >= 0) s = g->v[s].share;
+        for (int b = 0; b < nb; b++)
+            if (bufs[b].v == s && g->v[i].last > bufs[b].last) bufs[b].last = g->v[i].last;
+    }
+    qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buffer);
+    int64_t total = 0;
+    for (int b = 0; b < nb; b++) {
+        int64_t off = 0;
+        bool moved = true;
+        while (moved) {
+            moved = false;
+            for (int c = 0; c < b; c++) {
+                if (bufs[c].last < bufs[b].first || bufs[b].last < bufs[c].first) continue;
+                if (off < bufs[c].off + bufs[c].bytes && bufs[c].off < off + bufs[b].bytes) {
+                    off = bufs[c].off + bufs[c].bytes;
+                    moved = true;
+                }
+            }
+        }
+        bufs[b].off = off;
+        g->v[bufs[b].v].arena_off = off;
+        if (off + bufs[b].bytes > total) total = off + bufs[b].bytes;
+    }
+    for (int i = 0; i < g->nv; i++) {
+        int s = i;
+        while (g->v[s].share >= 0) s = g->v[s].share;
+        if (s != i) g->v[i].arena_off = g->v[s].arena_off;
+    }
+    g->arena_bytes = total;
+    free(bufs);
+    free(order);
+    return 0;
+}
+
+/* Whether value v lies in the arena (planned there, or a view of what is). */
+static bool on_arena(const cgraph *g, const cval *v) {
+    return v->loc == LOC_ARENA || (v->loc == LOC_VIEW && g->v[v->root].loc == LOC_ARENA);
+}
+
+/* The header of view v on its base's header (or tensor). NULL when there is no base to view
+   yet (made per run), or out of memory (error recorded). */
+static nb_tensor *view_header(cgraph *g, const cval *v, bool *failed) {
+    nb_tensor *base = g->v[v->base].loc == LOC_EXTERNAL ? g->v[v->base].t : g->hdr[v->base];
+    if (!base) return NULL;
+    nb_tensor *h = nb__tensor_view(base, v->shape, v->stride, base->offset + v->delta);
+    if (!h) *failed = true;
+    else h->dtype = v->dtype;
+    return h;
+}
+
+/* Headers for every value whose storage is known at plan time, but the arena's (bound later:
+   nb__graph_bind). */
+int nb__make_headers(cgraph *g) {
+    g->hdr = calloc((size_t)g->nv, sizeof *g->hdr);
+    if (!g->hdr) return -1;
+    bool failed = false;
+    for (int i = 0; i < g->nv && !failed; i++) {
+        cval *v = &g->v[i];
+        if (on_arena(g, v)) continue;
+        if (v->loc == LOC_OWN) {
+            if (!(g->hdr[i] = nb__tensor_new(v->shape, v->dtype))) return -1;
+        } else if (v->loc == LOC_VIEW) {
+            cval *rv = &g->v[v->root];
+            if (rv->loc == LOC_FRESH || rv->kind == VAL_INPUT) continue; /* made per run */
+            g->hdr[i] = view_header(g, v, &failed);
+        }
+    }
+    return failed ? -1 : 0;
+}
+
+int nb__graph_bind(cgraph *g, nb_tensor *arena) {
+    for (int i = 0; i < g->nv; i++)
+        if (g->hdr[i] && on_arena(g, &g->v[i])) {
+            nb_release(g->hdr[i]);
+            g->hdr[i] = NULL;
+        }
+    if (g->arena) nb_release(g->arena);
+    g->arena = NULL;
+    if (!arena || g->arena_bytes == 0) return 0;
+    if (nb_numel(arena) < g->arena_bytes) {
+        nb__error("nb_compiled_run: an arena of %lld bytes for a graph that plans %lld", (long long)nb_numel(arena),
+                  (long long)g->arena_bytes);
+        return -1;
+    }
+    g->arena = nb_retain(arena);
+    bool failed = false;
+    for (int i = 0; i < g->nv && !failed; i++) {
+        cval *v = &g->v[i];
+        if (!on_arena(g, v)) continue;
+        if (v->loc == LOC_ARENA) {
+            int64_t st[NB_MAX_DIMS];
+            nb__contiguous_strides(&v->shape, st);
+            if (!(g->hdr[i] = nb__tensor_view(arena, v->shape, st, v->arena_off / (int64_t)nb__esize(v->dtype)))) failed = true;
+            else g->hdr[i]->dtype = v->dtype;
+        } else g->hdr[i] = view_header(g, v, &failed);
+    }
+    if (failed) {
+        nb__graph_bind(g, NULL);
+        nb__error("nb_compiled_run: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* A fused loop that works in place on a product only it reads moves into the GEMM: it runs on
+   each piece as soon as the piece is final, on the thread that made it. It may when everything
+   else it reads exists before the product and is not written in between. */
+void nb__attach_tile_epilogues(cgraph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        cnode *f = &g->nodes[i];
+        if (f->dead || f->op != NODE_FUSED || !f->fk->epilogue || f->fk->red != RED_NONE) continue;
+        cval *o = &g->v[f->out];
+        if (o->share < 0 || o->shape.ndim < 2) continue;
+        cval *m = &g->v[o->share];
+        if (m->kind != VAL_NODE || m->node < 0 || g->nodes[m->node].op != NB_OP_MATMUL) continue;
+        cnode *mm = &g->nodes[m->node];
+        if (mm->epi >= 0) continue;
+        bool ready = true;
+        for (int a = 0; a < f->nin && ready; a++) {
+            int v = f->in[a];
+            if (v == o->share) continue;
+            for (int w = v; w >= 0 && ready; w = g->v[w].base)
+                if (g->v[w].kind == VAL_NODE && !g->v[w].is_const && g->v[w].node >= 0)
+                    ready = g->nodes[g->v[w].node].pos < mm->pos;
+            ready = ready && !nb__written_between(g, g->v[v].root, mm->pos - 1, f->pos);
+        }
+        if (!ready) continue;
+        f->fk->tile = true;
+        f->deferred = true;
+        mm->epi = i;
+    }
+}
+
+/* Whether node x reads or writes any of the storages in roots[0..n). */
+static bool touches(const cgraph *g, const cnode *x, const int *roots, int n) {
+    for (int a = 0; a < x->nin; a++)
+        for (int r = 0; r < n; r++)
+            if (g->v[x->in[a]].root == roots[r]) return true;
+    return false;
+}
+
+/* An optimizer update whose gradient is a product (seen through views that change nothing)
+   moves into that product's GEMM: each piece of the gradient updates its parameters and state
+   while it is in cache, on the thread that made it. It may when nothing between the product and
+   the update reads or writes the parameter, its step count or its state. */
+void nb__attach_optimizer_epilogues(cgraph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        cnode *u = &g->nodes[i];
+        if (u->dead || u->op != NB_OP_OPTIM_UPDATE || u->nin < 4 || u->nin > 8) continue;
+        const cval *gv = &g->v[u->in[1]], *p = &g->v[u->in[0]];
+        const cval *r = &g->v[gv->root];
+        if (r->kind != VAL_NODE || r->is_const || r->node < 0 || r->dtype != NB_F32 || p->dtype != NB_F32) continue;
+        if (r->loc != LOC_ARENA && r->loc != LOC_OWN && r->loc != LOC_FRESH) continue;
+        cnode *mm = &g->nodes[r->node];
+        if (mm->dead || mm->op != NB_OP_MATMUL || mm->epi >= 0 || mm->opt_epi >= 0 || r->shape.ndim != 2) continue;
+        /* the gradient must be the product itself, element for element */
+        int64_t st[NB_MAX_DIMS];
+        nb__contiguous_strides(&r->shape, st);
+        if (!nb__shape_eq(&gv->shape, &r->shape) || !nb__shape_eq(&p->shape, &r->shape)) continue;
+        bool same = true;
+        int64_t off = 0;
+        for (int w = u->in[1]; w >= 0 && g->v[w].base >= 0; w = g->v[w].base) off += g->v[w].delta;
+        for (int d = 0; d < gv->shape.ndim && same; d++) same = gv->shape.dim[d] == 1 || gv->stride[d] == st[d];
+        if (!same || off != 0) continue;
+        int roots[8], nr = 0;
+        for (int a = 0; a < u->nin; a++)
+            if (a != 1 && a != 3) roots[nr++] = g->v[u->in[a]].root;
+        bool clear = true;
+        for (int j = 0; j < g->nn && clear; j++) {
+            const cnode *x = &g->nodes[j];
+            if (j == i || x->dead || x->pos <= mm->pos || x->pos >= u->pos) continue;
+            clear = !touches(g, x, roots, nr);
+        }
+        for (int a = 0; a < u->nin && clear; a++) /* the update's other inputs exist before the product */
+            if (a != 1)
+                for (int w = u->in[a]; w >= 0 && clear; w = g->v[w].base)
+                    if (g->v[w].kind == VAL_NODE && !g->v[w].is_const && g->v[w].node >= 0)
+                        clear = g->nodes[g->v[w].node].pos < mm->pos;
+        if (!clear) continue;
+        mm->opt_epi = i;
+        u->deferred = true;
+    }
+}
