@@ -157,6 +157,9 @@ void nb__kernels_unload(void *dl);
 /* ---- shared by the compiler's files (graph.c, trace.c, passes.c, fuse.c, plan.c) ---- */
 /* Whether op draws random numbers (its node must run again at every replay). */
 bool nb__is_random(int op);
+/* Whether op's result depends on its inputs' values alone (no in-place write, no random draw, no
+   uninitialised buffer): folding may compute it at trace time, CSE may share it. */
+bool nb__is_pure(int op);
 /* Counts each value's uses by live nodes, the result and the gradients handed to leaves. */
 void nb__count_uses(cgraph *g);
 /* Whether value v is a gradient the graph hands to a leaf. */

@@ -106,7 +106,7 @@ int nb__pass_fold(cgraph *g) {
     int folded = 0;
     for (int i = 0; i < g->nn; i++) {
         cnode *n = &g->nodes[i];
-        if (n->dead || n->op < 0 || is_inplace(n->op) || nb__is_random(n->op) || n->op == NB_OP_EMPTY) continue;
+        if (n->dead || !nb__is_pure(n->op)) continue;
         cval *o = &g->v[n->out];
         if (g->v[o->root].mutated_root || !o->t) continue; /* no tensor: the tracer let it go */
         bool all = true;
@@ -147,7 +147,7 @@ int nb__pass_cse(cgraph *g) {
     int removed = 0;
     for (int i = 0; i < g->nn; i++) {
         cnode *n = &g->nodes[i];
-        if (n->dead || n->op < 0 || is_inplace(n->op) || nb__is_random(n->op) || n->op == NB_OP_EMPTY) continue;
+        if (n->dead || !nb__is_pure(n->op)) continue;
         bool stable = true;
         for (int k = 0; k < n->nin && stable; k++) stable = !g->v[g->v[n->in[k]].root].mutated_root;
         if (!stable) continue;

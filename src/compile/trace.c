@@ -11,6 +11,10 @@
 
 bool nb__is_random(int op) { return op == NB_OP_RAND || op == NB_OP_RANDN; }
 
+bool nb__is_pure(int op) {
+    return op >= 0 && !(nb__ops[op].flags & NB_F_INPLACE) && !nb__is_random(op) && op != NB_OP_EMPTY;
+}
+
 /* Open addressing from a pointer to a value id. */
 typedef struct {
     const void **keys;
@@ -202,7 +206,7 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
         v->root = g->v[ids[0]].root;
     }
     /* what pass_fold could make a constant: no input but constants, no random draw */
-    v->foldable = !(flags & NB_F_INPLACE) && !nb__is_random(op) && op != NB_OP_EMPTY;
+    v->foldable = nb__is_pure(op);
     for (int k = 0; k < nin && v->foldable; k++) v->foldable = g->v[ids[k]].foldable;
     if (flags & NB_F_INPLACE) g->v[v->root].mutated_root = true;
     g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1, .opt_epi = -1, .rgroup = -1 };
@@ -221,7 +225,7 @@ static bool before(void *ctx, nb_op_id op, nb_tensor *const *in, int nin) {
     tracer *tr = ctx;
     if (tr->failed) return true;
     sweep(tr);
-    if ((nb__ops[op].flags & NB_F_INPLACE) || nb__is_random(op) || op == NB_OP_EMPTY) return false;
+    if (!nb__is_pure(op)) return false;
     for (int i = 0; i < nin; i++) {
         int id = map_find(&tr->tensors, in[i]);
         if (id < 0 || !tr->g->v[id].foldable) return false;
