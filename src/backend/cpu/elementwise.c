@@ -341,8 +341,33 @@ nb_inner_fn nb__cpu_copy_fn(size_t esize) {
     }
 }
 
-static void f32_to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx);
-static void bf16_to_f32_run(char **p, const int64_t *s, int64_t n, const void *ctx);
+/* ---------- autocast's operands ---------- */
+/* f32 to bf16, f32 to the nearest bf16 kept in f32, and bf16 to f32, each one formula
+   (nb__f32_to_bf16, nb__bf16_to_f32) without the casts' detour through double: they run on the
+   operands of every product under autocast. A dense run is a plain loop, which vectorises. */
+#define CONVERT_RUN(NAME, TO, FROM, EXPR)                                                        \
+    NB_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+        (void)ctx;                                                                             \
+        if (s[0] == (int64_t)sizeof(TO) && s[1] == (int64_t)sizeof(FROM)) {                      \
+            TO *o = (TO *)p[0];                                                                \
+            const FROM *in = (const FROM *)p[1];                                               \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                FROM x = in[i];                                                                \
+                o[i] = EXPR;                                                                   \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
+        char *po = p[0];                                                                       \
+        const char *pi = p[1];                                                                 \
+        for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) {                              \
+            FROM x = *(const FROM *)pi;                                                        \
+            *(TO *)po = EXPR;                                                                  \
+        }                                                                                      \
+    }
+CONVERT_RUN(f32_to_bf16_run, uint16_t, float, nb__f32_to_bf16(x))
+CONVERT_RUN(round_bf16_run, float, float, nb__bf16_to_f32(nb__f32_to_bf16(x)))
+CONVERT_RUN(bf16_to_f32_run, float, uint16_t, nb__bf16_to_f32(x))
+#undef CONVERT_RUN
 
 /* The inner function converting s to d: a copy, an exact integer narrowing, autocast's f32/bf16
    casts (without the detour through double), or the table's. */
@@ -491,42 +516,6 @@ int nb__cpu_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     rand_job j = { seed, offset, n, nb__data(out), f64, true };
     nb__parallel_for(threads, blocks, rand_range, &j);
     return 0;
-}
-
-/* ---------- autocast's operands ---------- */
-/* f32 to bf16, f32 to the nearest bf16 kept in f32, and bf16 to f32, with one formula each
-   (nb__f32_to_bf16, nb__bf16_to_f32) and without the casts' detour through double: they run on
-   the operands of every product under autocast. Dense runs vectorise. */
-NB_KERNEL_CLONES static void f32_to_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
-    (void)ctx;
-    if (s[0] == 2 && s[1] == 4) {
-        uint16_t *o = (uint16_t *)p[0];
-        const float *in = (const float *)p[1];
-        for (int64_t i = 0; i < n; i++) o[i] = nb__f32_to_bf16(in[i]);
-        return;
-    }
-    char *po = p[0];
-    const char *pi = p[1];
-    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(uint16_t *)po = nb__f32_to_bf16(*(const float *)pi);
-}
-NB_KERNEL_CLONES static void round_bf16_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
-    (void)ctx;
-    char *po = p[0];
-    const char *pi = p[1];
-    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1])
-        *(float *)po = nb__bf16_to_f32(nb__f32_to_bf16(*(const float *)pi));
-}
-NB_KERNEL_CLONES static void bf16_to_f32_run(char **p, const int64_t *s, int64_t n, const void *ctx) {
-    (void)ctx;
-    if (s[0] == 4 && s[1] == 2) {
-        float *o = (float *)p[0];
-        const uint16_t *in = (const uint16_t *)p[1];
-        for (int64_t i = 0; i < n; i++) o[i] = nb__bf16_to_f32(in[i]);
-        return;
-    }
-    char *po = p[0];
-    const char *pi = p[1];
-    for (int64_t i = 0; i < n; i++, po += s[0], pi += s[1]) *(float *)po = nb__bf16_to_f32(*(const uint16_t *)pi);
 }
 
 /* A new tensor of dtype holding fn applied to t: dense, or (a transposed view of a dense stack
