@@ -128,6 +128,9 @@ typedef struct nb_generate_opts {
                                       before are left padding, masked out (transformers' layout
                                       for a batch of prompts of different lengths) */
 } nb_generate_opts;
+/* Whether m is a causal LM that nb_hf_load made (nb_forward gives logits [B, T, vocab]; nb_generate
+   continues it). */
+NB_API bool nb_hf_is_causal_lm(const nb_module *m);
 /* The end-of-text token of a causal LM (config.json's eos_token_id), or -1 when it has none. */
 NB_API int64_t nb_hf_eos_id(const nb_module *lm);
 /* Continues each row of ids [B, T] i64 (left-padded when prompt_lengths is given) by up to max_new_tokens tokens

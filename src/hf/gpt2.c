@@ -58,6 +58,8 @@ bool nb__hf_is_gpt2(const nb_module *m) { return m && m->cls == &GPT2; }
 int64_t nb__hf_gpt2_layers(const nb_module *m) { return ((const gpt2_model *)m)->layers; }
 int64_t nb__hf_gpt2_positions(const nb_module *m) { return ((const gpt2_model *)m)->positions; }
 
+bool nb_hf_is_causal_lm(const nb_module *m) { return nb__hf_is_gpt2(m); }
+
 int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_is_gpt2(m) ? ((const gpt2_model *)m)->eos : -1; }
 
 /* transformers' "gelu_new": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
