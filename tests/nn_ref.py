@@ -84,6 +84,43 @@ def layer_case(name, module, x, x_grad=True):
         put(f'{pre}.grad.{pname}', gr)
 
 
+class RMSNormRef(nn.Module):
+    """torch.nn.RMSNorm (PyTorch 2.4; Debian's torch is 1.13) written out, as Llama's RMSNorm."""
+
+    def __init__(self, dim, eps=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+class RotaryRef(nn.Module):
+    """Rotary position embeddings as transformers' Llama computes and applies them: inv_freq in
+    f32, angles cat(freqs, freqs), x cos + rotate_half(x) sin; positions [T] or [B, T] (default
+    arange(T)), divided by scale (linear rope scaling)."""
+
+    def __init__(self, theta=10000.0, scale=1.0, positions=None):
+        super().__init__()
+        self.theta, self.scale, self.positions = theta, scale, positions
+
+    def forward(self, x):
+        T, D = x.shape[-2], x.shape[-1]
+        inv = 1.0 / (self.theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+        pos = (torch.arange(T) if self.positions is None else self.positions).float()
+        if self.scale != 1.0:
+            pos = pos / self.scale
+        freqs = pos[..., None] * inv
+        emb = torch.cat((freqs, freqs), -1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        if pos.dim() == 2:
+            cos, sin = cos[:, None], sin[:, None]
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        return x * cos + torch.cat((-x2, x1), -1) * sin
+
+
 def away_from_zero(shape):
     x = torch.randn(shape)
     return torch.where(x.abs() < 0.05, torch.full_like(x, 0.3), x)
@@ -121,6 +158,17 @@ def layers():
         ln.weight.copy_(torch.randn(5))
         ln.bias.copy_(torch.randn(5))
     layer_case('layer_norm', ln, torch.randn(2, 3, 5) * 2 + 0.5)
+    seed('rms_norm')
+    layer_case('rms_norm', RMSNormRef(6, 1e-6), torch.randn(2, 3, 6) * 2 + 0.5)
+    seed('rms_norm_default_eps')
+    layer_case('rms_norm_default_eps', RMSNormRef(6), torch.randn(4, 6) * 1e-3)
+    seed('rotary')
+    layer_case('rotary', RotaryRef(), torch.randn(2, 3, 5, 8))
+    seed('rotary_rows')  # positions per row, as generation with left padding gives them
+    layer_case('rotary_rows', RotaryRef(positions=torch.tensor([[0, 1, 2, 3], [1, 1, 0, 1]]) + torch.tensor([[20], [0]])),
+               torch.randn(2, 2, 4, 6))
+    seed('rotary_scaled')
+    layer_case('rotary_scaled', RotaryRef(theta=500000.0, scale=2.0, positions=torch.arange(5) + 37), torch.randn(3, 5, 4))
     for name, mod, shape in [('group_norm', nn.GroupNorm(3, 6), (2, 6, 4, 5)), ('group_norm_3d', nn.GroupNorm(2, 4), (3, 4, 7)),
                              ('group_norm_1group', nn.GroupNorm(1, 4), (2, 4, 3, 3)),
                              ('instance_norm2d', nn.InstanceNorm2d(3), (2, 3, 4, 5)),

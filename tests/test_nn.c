@@ -1305,9 +1305,45 @@ static void test_module_repr(void **state) {
     nb_error_clear();
 }
 
+/* RMS norm and rotary embeddings: their errors name what does not fit; printing as torch. */
+static void test_rms_norm_rotary_errors(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3, 4, 6), NB_F32);
+    assert_null(nb_rms_norm(x, nb_ones(NB_SHAPE(5), NB_F32), 1e-6));
+    ASSERT_ERROR_CONTAINS("weight [5] f32 does not fit input [2, 3, 4, 6] f32");
+    nb_error_clear();
+    assert_null(nb_rotary_embedding(x, nb_arange(0, 5, 1, NB_I64), (nb_rope_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("nb_rotary_embedding: x [2, 3, 4, 6] f32 and positions [5] i64 do not fit");
+    nb_error_clear();
+    assert_null(nb_rotary_embedding(nb_randn(NB_SHAPE(4, 5), NB_F32), nb_arange(0, 4, 1, NB_I64), (nb_rope_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("do not fit");
+    nb_error_clear();
+    assert_null(nb_rotary_embedding(x, nb_arange(0, 4, 1, NB_F32), (nb_rope_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("integer positions");
+    nb_error_clear();
+    assert_null(nb_rotary_embedding(x, nb_arange(0, 4, 1, NB_I64), (nb_rope_opts){ .theta = 0.5 }));
+    ASSERT_ERROR_CONTAINS("theta 0.5 must be above 1");
+    nb_error_clear();
+    /* [B, T] positions against x [B, H, T, D]; position 0 leaves x as it is */
+    nb_tensor *y = nb_rotary_embedding(x, nb_zeros(NB_SHAPE(2, 4), NB_I64), (nb_rope_opts){ 0 });
+    assert_non_null(y);
+    assert_true(nb_item(nb_sum_all(nb_abs(nb_sub(y, x)))) == 0);
+    nb_module *m = nb_nn_rms_norm(6, 0);
+    char *repr = nb_module_repr(m);
+    assert_string_equal(repr, "RMSNorm((6,), eps=None, elementwise_affine=True)");
+    free(repr);
+    assert_null(nb_forward(m, nb_randn(NB_SHAPE(2, 5), NB_F32)));
+    ASSERT_ERROR_CONTAINS("expected input [..., 6], got [2, 5]");
+    nb_module_free(m);
+    assert_null(nb_nn_rms_norm(0, 1e-6));
+    nb_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_module_repr),
+        cmocka_unit_test(test_rms_norm_rotary_errors),
         cmocka_unit_test(test_net_names_and_lookup),
         cmocka_unit_test(test_nested_paths),
         cmocka_unit_test(test_train_eval),

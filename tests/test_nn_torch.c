@@ -57,6 +57,34 @@ static nb_module *mk_dropout_eval(void) {
 static nb_module *mk_embedding(void) { return nb_nn_embedding(10, 4); }
 static nb_module *mk_embedding_padded(void) { return nb_nn_embedding_padded(10, 4, -7); }
 static nb_module *mk_layer_norm(void) { return nb_nn_layer_norm(5); }
+static nb_module *mk_rms_norm(void) { return nb_nn_rms_norm(6, 1e-6); }
+static nb_module *mk_rms_norm_default_eps(void) { return nb_nn_rms_norm(6, 0); }
+
+/* nb_rotary_embedding at fixed positions, as a layer (nn_ref.py's RotaryRef) */
+typedef struct {
+    nb_module base;
+    nb_tensor *pos;
+    nb_rope_opts o;
+} rotary_layer;
+static nb_tensor *rotary_forward(nb_module *self, nb_tensor *x) {
+    rotary_layer *r = (rotary_layer *)self;
+    return nb_rotary_embedding(x, r->pos, r->o);
+}
+static void rotary_free(nb_module *self) { nb_release(((rotary_layer *)self)->pos); }
+static const nb_module_class ROTARY = { .name = "RotaryRef", .forward = rotary_forward, .free = rotary_free };
+static nb_module *rotary_new(const int64_t *pos, nb_shape shape, nb_rope_opts o) {
+    rotary_layer *r = (rotary_layer *)nb_module_new(&ROTARY, sizeof *r);
+    r->pos = nb_keep(nb_from_data(pos, shape, NB_I64));
+    r->o = o;
+    return &r->base;
+}
+static nb_module *mk_rotary(void) { return rotary_new((int64_t[]){ 0, 1, 2, 3, 4 }, NB_SHAPE(5), (nb_rope_opts){ 0 }); }
+static nb_module *mk_rotary_rows(void) {
+    return rotary_new((int64_t[]){ 20, 21, 22, 23, 1, 1, 0, 1 }, NB_SHAPE(2, 4), (nb_rope_opts){ 0 });
+}
+static nb_module *mk_rotary_scaled(void) {
+    return rotary_new((int64_t[]){ 37, 38, 39, 40, 41 }, NB_SHAPE(5), (nb_rope_opts){ .theta = 500000, .scale = 2 });
+}
 static nb_module *mk_group_norm(void) { return nb_nn_group_norm(3, 6); }
 #define UP(NAME, ...) static nb_module *NAME(void) { return nb_nn_upsample((nb_interp_opts){ __VA_ARGS__ }); }
 UP(mk_up_nearest2x, .scale_factor = { 2 })
@@ -141,6 +169,11 @@ static const layer_case LAYERS[] = {
     { "embedding", mk_embedding, 0, 0, false },
     { "embedding_padded", mk_embedding_padded, 0, 0, false },
     { "layer_norm", mk_layer_norm, 0, 0, false },
+    { "rms_norm", mk_rms_norm, 0, 0, false },
+    { "rms_norm_default_eps", mk_rms_norm_default_eps, 0, 0, false },
+    { "rotary", mk_rotary, 0, 0, false },
+    { "rotary_rows", mk_rotary_rows, 0, 0, false },
+    { "rotary_scaled", mk_rotary_scaled, 0, 0, false },
     { "group_norm", mk_group_norm, 0, 0, false },
     { "upsample_nearest2x", mk_up_nearest2x, 0, 0, false },
     { "upsample_nearest_size", mk_up_nearest_size, 0, 0, false },

@@ -110,6 +110,18 @@ NB_API nb_tensor *nb_hardsigmoid(nb_tensor *x);
 NB_API nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
 /* Layer norm over the last axis; w and b may be NULL. */
 NB_API nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+/* RMS norm over the last axis, x / sqrt(mean(x^2) + eps) * w (torch.nn.functional.rms_norm;
+   Llama's RMSNorm); w [last axis] may be NULL; eps <= 0 means the dtype's machine epsilon, as torch. */
+NB_API nb_tensor *nb_rms_norm(nb_tensor *x, nb_tensor *w, double eps);
+/* Options of nb_rotary_embedding; zero fields take the defaults. */
+typedef struct nb_rope_opts {
+    double theta; /* the base of the frequencies (0: 10000) */
+    double scale; /* linear position scaling: positions are divided by it (0: 1) */
+} nb_rope_opts;
+/* Rotary position embeddings of x [..., T, D] (D even) at integer positions [T], or [B, T] for
+   x [B, ..., T, D]: x cos + rotate_half(x) sin with angle p theta^(-2j/D) for pair j = (j, j + D/2)
+   (the half-split layout of Hugging Face's Llama, GPT-NeoX and RoFormer). */
+NB_API nb_tensor *nb_rotary_embedding(nb_tensor *x, nb_tensor *positions, nb_rope_opts opts);
 
 /* Group norm of x [N, C, ...] over groups of C / groups channels (torch.nn.functional.group_norm);
    w and b [C] may be NULL; eps <= 0 means 1e-5. */

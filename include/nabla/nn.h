@@ -166,6 +166,9 @@ NB_API nb_module *nb_nn_embedding_padded(int64_t num, int64_t dim, int64_t paddi
 NB_API nb_module *nb_nn_layer_norm(int64_t dim);
 /* The same with the given eps (torch.nn.LayerNorm(dim, eps=eps)). */
 NB_API nb_module *nb_nn_layer_norm_eps(int64_t dim, double eps);
+/* RMS norm over the last axis of size dim with a weight of ones (torch.nn.RMSNorm(dim, eps));
+   eps 0 is torch's eps=None, the dtype's machine epsilon. */
+NB_API nb_module *nb_nn_rms_norm(int64_t dim, double eps);
 /* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ...
    Takes over every module given (all freed on failure); the list ends at the first NULL. */
 NB_API nb_module *nb_nn_sequential(nb_module *first, ...);

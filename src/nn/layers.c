@@ -327,6 +327,42 @@ nb_module *nb_nn_layer_norm_eps(int64_t dim, double eps) {
     return &l->base;
 }
 
+/* RMSNorm shares the layer norm's fields, with no bias; eps <= 0 is torch's eps=None. */
+static nb_tensor *rms_norm_forward(nb_module *self, nb_tensor *x) {
+    layer_norm *l = (layer_norm *)self;
+    if (nb_ndim(x) < 1 || nb_dim(x, -1) != l->dim) {
+        char sh[160];
+        nb__error("nb_nn_rms_norm %s: expected input [..., %lld], got %s", nb__layer_name(self), (long long)l->dim,
+                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
+        return NULL;
+    }
+    return nb_rms_norm(x, l->weight, l->eps);
+}
+
+static int rms_norm_repr(nb_module *self, char *buf, size_t size) {
+    layer_norm *l = (layer_norm *)self;
+    char e[32];
+    return snprintf(buf, size, "(%lld,), eps=%s, elementwise_affine=True", (long long)l->dim,
+                    l->eps > 0 ? nb__py_float(l->eps, e, sizeof e) : "None");
+}
+static const nb_module_class RMS_NORM = { .name = "RMSNorm", .forward = rms_norm_forward, .extra_repr = rms_norm_repr };
+
+nb_module *nb_nn_rms_norm(int64_t dim, double eps) {
+    if (dim <= 0 || eps < 0 || isnan(eps)) {
+        nb__error("nb_nn_rms_norm: size must be positive and eps at least 0, got %lld and %g", (long long)dim, eps);
+        return NULL;
+    }
+    layer_norm *l = (layer_norm *)nb_module_new(&RMS_NORM, sizeof(layer_norm));
+    if (!l) return NULL;
+    l->dim = dim;
+    l->eps = eps;
+    if (!(l->weight = nb_module_param(&l->base, "weight", nb_ones(NB_SHAPE(dim), NB_F32)))) {
+        nb_module_free(&l->base);
+        return NULL;
+    }
+    return &l->base;
+}
+
 /* ---------- sequential ---------- */
 typedef struct {
     nb_module base;

@@ -1,12 +1,15 @@
 /* Functional layers: batch norm (in training one op over the batch's statistics, with two
    kernels for its gradient; in evaluation a per-channel scale and shift; running statistics
    updated in place with recording off, the running variance taking the unbiased batch
-   variance, as torch), and, composed from ops, layer norm, group norm, dropout and SiLU. The
+   variance, as torch), and, composed from ops, layer norm, RMS norm, rotary position embeddings,
+   group norm, dropout and SiLU. The
    modules of src/nn hold their parameters and call these. */
 #include "ops_impl.h"
 #include "nabla/functional.h"
 #include "nabla/autograd.h"
+#include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -165,6 +168,93 @@ nb_tensor *nb_layer_norm(nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
     nb_tensor *y = nb_mul(d, nb_pow_scalar(nb_add_scalar(var, eps), -0.5));
     if (w) y = nb_mul(y, w);
     if (b) y = nb_add(y, b);
+    nb_keep(y);
+    nb_scope_end(s);
+    return nb__own(y);
+}
+
+nb_tensor *nb_rms_norm(nb_tensor *x, nb_tensor *w, double eps) {
+    if (!x) {
+        if (!nb__has_error()) nb__error("nb_rms_norm: input is NULL");
+        return NULL;
+    }
+    char d[200], dw[200];
+    if (nb_ndim(x) < 1 || (w && (nb_ndim(w) != 1 || nb_dim(w, 0) != nb_dim(x, -1)))) {
+        nb__error("nb_rms_norm: weight %s does not fit input %s (a vector the size of the last axis)",
+                  w ? nb__describe(w, dw, sizeof dw) : "none", nb__describe(x, d, sizeof d));
+        return NULL;
+    }
+    /* torch's eps=None: the machine epsilon of the input's dtype */
+    if (eps <= 0) eps = nb_dtype_of(x) == NB_F64 ? DBL_EPSILON : FLT_EPSILON;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *ms = nb_mean(nb_mul(x, x), -1, true);
+    nb_tensor *y = nb_mul(x, nb_rsqrt(nb_add_scalar(ms, eps)));
+    if (w) y = nb_mul(w, y);
+    nb_keep(y);
+    nb_scope_end(s);
+    return nb__own(y);
+}
+
+/* The tables cos and sin [P..., 1.., T, D] of the angles p * inv_freq_j for the positions, each
+   half of the last axis the same (transformers' cat((freqs, freqs), -1)); f32 arithmetic as
+   transformers' LlamaRotaryEmbedding, so the angles are its own. */
+static int rotary_tables(nb_tensor *x, nb_tensor *positions, nb_rope_opts o, nb_tensor **cos, nb_tensor **sin) {
+    int64_t D = nb_dim(x, -1), half = D / 2;
+    float *inv = malloc(sizeof(float) * (size_t)D);
+    if (!inv) {
+        nb__error("nb_rotary_embedding: out of memory");
+        return -1;
+    }
+    for (int64_t j = 0; j < half; j++) {
+        float e = (float)(2 * j) / (float)D;
+        inv[j] = inv[j + half] = 1.0f / powf((float)o.theta, e);
+    }
+    nb_tensor *freq = nb_from_data(inv, NB_SHAPE(D), NB_F32);
+    free(inv);
+    nb_tensor *p = nb_cast(positions, NB_F32);
+    if (o.scale != 1) p = nb_div(p, nb_full(NB_SHAPE(1), o.scale, NB_F32)); /* linear scaling: positions / factor */
+    nb_tensor *ang = nb_mul(nb_unsqueeze(p, -1), freq);
+    /* positions [B, T] against x [B, H.., T, D]: an axis of 1 for each axis between */
+    if (ang && nb_ndim(positions) == 2)
+        for (int i = 2; i < nb_ndim(x) - 1; i++) ang = nb_unsqueeze(ang, 1);
+    nb_dtype dt = nb_dtype_of(x);
+    *cos = nb_cast(nb_cos(ang), dt);
+    *sin = nb_cast(nb_sin(ang), dt);
+    return *cos && *sin ? 0 : -1;
+}
+
+nb_tensor *nb_rotary_embedding(nb_tensor *x, nb_tensor *positions, nb_rope_opts o) {
+    if (!x || !positions) {
+        if (!nb__has_error()) nb__error("nb_rotary_embedding: %s is NULL", !x ? "x" : "positions");
+        return NULL;
+    }
+    char d[200], dp[200];
+    int nd = nb_ndim(x), np = nb_ndim(positions);
+    nb_dtype pt = nb_dtype_of(positions);
+    bool fits = nd >= 2 && nb_dim(x, -1) % 2 == 0 && (pt == NB_I64 || pt == NB_I32) &&
+                ((np == 1 && nb_dim(positions, 0) == nb_dim(x, -2)) ||
+                 (np == 2 && nd >= 3 && nb_dim(positions, 0) == nb_dim(x, 0) && nb_dim(positions, 1) == nb_dim(x, -2)));
+    if (!fits) {
+        nb__error("nb_rotary_embedding: x %s and positions %s do not fit (x [..., T, D] with D even; integer positions "
+                  "[T], or [B, T] for x [B, ..., T, D])",
+                  nb__describe(x, d, sizeof d), nb__describe(positions, dp, sizeof dp));
+        return NULL;
+    }
+    if (o.theta == 0) o.theta = 10000;
+    if (o.scale == 0) o.scale = 1;
+    if (!(o.theta > 1) || !(o.scale > 0)) {
+        nb__error("nb_rotary_embedding: theta %g must be above 1 and scale %g above 0", o.theta, o.scale);
+        return NULL;
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *cos = NULL, *sin = NULL, *y = NULL;
+    if (rotary_tables(x, positions, o, &cos, &sin) == 0) {
+        /* rotate_half: [-x2, x1] for the halves x1, x2 of the last axis */
+        int64_t half = nb_dim(x, -1) / 2;
+        nb_tensor *x1 = nb_slice(x, nd - 1, 0, half, 1), *x2 = nb_slice(x, nd - 1, half, 2 * half, 1);
+        nb_tensor *rot = nb_cat((nb_tensor *[]){ nb_neg(x2), x1 }, 2, nd - 1);
+        y = nb_add(nb_mul(x, cos), nb_mul(rot, sin));
+    }
     nb_keep(y);
     nb_scope_end(s);
     return nb__own(y);
