@@ -14,6 +14,13 @@ sentence-transformers (the environment of scripts/hf_ref_env.sh):
   gpt2_ragged_ids.npy, gpt2_ragged.npy   prompts of 7 and 4 tokens, left-padded, and 20 greedy tokens
   gpt2/tokenizer.json a byte-level BPE of 300 tokens trained on the licences (the model's vocabulary)
   gpt2_cli.txt        the text `nabla generate gpt2 --prompt "The licence" --max-new-tokens 30` prints
+  llama/, llama_sharded/  a small LlamaForCausalLM (grouped-query attention: 4 heads, 2 kv heads;
+                      untied head) at random initialisation, whole and in shards, with the BPE
+  llama_ids.npy, llama_logits.npy, llama_greedy.npy, llama_ragged_ids.npy, llama_ragged.npy
+                      as the gpt2_ files, for it
+  llama_cli.txt       what `nabla generate llama --prompt "The licence" --max-new-tokens 30` prints
+  llama_var/          another: tied embeddings, attention biases, kv heads = heads, rope_theta
+                      500000 and linear rope scaling 2; llama_var_logits.npy for llama_ids.npy
 Usage: hf_ref.py DIR"""
 import glob
 import os
@@ -127,7 +134,74 @@ def main(d):
     np.save(os.path.join(d, "gpt2_greedy.npy"), greedy.numpy())
     np.save(os.path.join(d, "gpt2_ragged_ids.npy"), rag.numpy())
     np.save(os.path.join(d, "gpt2_ragged.npy"), ragged.numpy())
+    llama_refs(d, bpe, vocab)
     print(f"hf_ref.py: {len(sents)} sentences, MiniLM at {minilm}, tiny BERT in {d}")
+
+
+def generate_refs(d, name, model, bpe, ids):
+    """Logits of ids, greedy generation of 50 tokens after the first prompt, 20 after each of a
+    left-padded batch of 7 and 4 tokens, and the text `nabla generate` prints: name_*.npy."""
+    # no end-of-text token while the 50 and 20 tokens are made (passing eos_token_id=None to
+    # generate() does not override the generation config's)
+    eos = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+        greedy = model.generate(ids[:1], do_sample=False, max_new_tokens=50, min_new_tokens=50, pad_token_id=0,
+                                eos_token_id=None)
+        rag = ids.clone()
+        rmask = torch.ones(2, 7, dtype=torch.long)
+        rmask[1, :3] = 0
+        rag[1, :3] = 0
+        ragged = model.generate(rag, attention_mask=rmask, do_sample=False, max_new_tokens=20, min_new_tokens=20,
+                                pad_token_id=0, eos_token_id=None)
+        model.generation_config.eos_token_id = eos
+        prompt = "The licence"
+        pids = torch.tensor([bpe.encode(prompt).ids])
+        cont = model.generate(pids, do_sample=False, max_new_tokens=30, pad_token_id=0, eos_token_id=0)[0].tolist()
+    new = cont[pids.shape[1]:]
+    if 0 in new:
+        new = new[:new.index(0) + 1]
+    open(os.path.join(d, name + "_cli.txt"), "w", encoding="utf-8").write(
+        prompt + bpe.decode(new, skip_special_tokens=True) + "\n")
+    np.save(os.path.join(d, name + "_ids.npy"), ids.numpy())
+    np.save(os.path.join(d, name + "_logits.npy"), logits.numpy().astype(np.float32))
+    np.save(os.path.join(d, name + "_greedy.npy"), greedy.numpy())
+    np.save(os.path.join(d, name + "_ragged_ids.npy"), rag.numpy())
+    np.save(os.path.join(d, name + "_ragged.npy"), ragged.numpy())
+
+
+def llama_refs(d, bpe, vocab):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(2)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=80,
+                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # transformers starts the norms at ones: give them values a test can see
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    model.save_pretrained(os.path.join(d, "llama"), safe_serialization=True)
+    model.save_pretrained(os.path.join(d, "llama_sharded"), safe_serialization=True, max_shard_size="30kB")
+    bpe.save(os.path.join(d, "llama", "tokenizer.json"))
+    generate_refs(d, "llama", model, bpe, torch.randint(1, vocab, (2, 7)))
+
+    torch.manual_seed(3)
+    vcfg = LlamaConfig(vocab_size=vocab, hidden_size=48, intermediate_size=40, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+                       rms_norm_eps=1e-5, rope_theta=500000.0, rope_scaling={"type": "linear", "factor": 2.0},
+                       attention_bias=True, tie_word_embeddings=True, bos_token_id=0, eos_token_id=0)
+    var = LlamaForCausalLM(vcfg).eval()
+    with torch.no_grad():
+        for name, p in var.named_parameters():
+            if "norm" in name or name.endswith(".bias"):
+                p.uniform_(0.5, 1.5) if "norm" in name else p.normal_(0, 0.5)
+    var.save_pretrained(os.path.join(d, "llama_var"), safe_serialization=True)
+    ids = torch.from_numpy(np.load(os.path.join(d, "llama_ids.npy")))
+    with torch.no_grad():
+        np.save(os.path.join(d, "llama_var_logits.npy"), var(input_ids=ids).logits.numpy().astype(np.float32))
 
 
 if __name__ == "__main__":

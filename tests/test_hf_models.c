@@ -2,7 +2,9 @@
    writes the references into DIR): a small random BertModel saved whole and in shards gives
    transformers' hidden states on a padded batch; the real all-MiniLM-L6-v2 checkpoint gives
    sentence-transformers' embeddings of a few hundred sentences; a small random GPT-2 gives
-   transformers' logits and greedy tokens, and its sampling keeps its promises; broken checkpoints (a
+   transformers' logits and greedy tokens, and its sampling keeps its promises; small random
+   Llama decoders (grouped-query attention; tied, biased, rope-scaled) give transformers' logits
+   and greedy tokens, and train; broken checkpoints (a
    missing shard, a truncated file, an unknown model type or activation, a shape the config
    does not make, a key no layer uses) are errors naming what is wrong.
    Usage: test_hf_models DIR */
@@ -127,22 +129,30 @@ static void test_minilm_embeddings(void **state) {
     free(model_dir);
 }
 
-/* GPT-2: logits of two prompts within 1e-4 of transformers', whole and sharded; greedy
-   generation gives transformers' 50 tokens. */
-static void check_gpt2(const char *sub) {
+/* A reference file of a model: "<name>_<what>.npy". */
+static nb_tensor *load_model_ref(const char *name, const char *what) {
+    char f[128];
+    snprintf(f, sizeof f, "%s_%s.npy", name, what);
+    return load_ref(f);
+}
+
+/* A causal LM (name: gpt2, llama) loaded from sub: logits of two prompts within 1e-4 of
+   transformers'; greedy generation gives transformers' 50 tokens. */
+static void check_lm(const char *name, const char *sub) {
     nb_module *m = load_sub(sub);
-    nb_tensor *ids = load_ref("gpt2_ids.npy");
+    assert_true(nb_hf_is_causal_lm(m));
+    nb_tensor *ids = load_model_ref(name, "ids");
     nb_tensor *logits = nb_forward(m, ids);
     assert_non_null(logits);
-    double e = rel_err(logits, load_ref("gpt2_logits.npy"));
-    printf("GPT-2 (%s): logits relative error %.2e against transformers (floor 1e-4)\n", sub, e);
+    double e = rel_err(logits, load_model_ref(name, "logits"));
+    printf("%s (%s): logits relative error %.2e against transformers (floor 1e-4)\n", name, sub, e);
     assert_true(e <= 1e-4);
-    nb_tensor *want = load_ref("gpt2_greedy.npy");
+    nb_tensor *want = load_model_ref(name, "greedy");
     nb_tensor *got = nb_generate(m, nb_slice(ids, 0, 0, 1, 1), (nb_generate_opts){ .max_new_tokens = 50 });
     if (!got) fail_msg("nb_generate: %s", nb_error());
     assert_int_equal(nb_dim(got, 1), nb_dim(want, 1));
     int64_t same = same_tokens(got, want);
-    printf("GPT-2 (%s): greedy generation: %lld of %lld tokens as transformers\n", sub, (long long)same,
+    printf("%s (%s): greedy generation: %lld of %lld tokens as transformers\n", name, sub, (long long)same,
            (long long)nb_numel(want));
     assert_int_equal(same, nb_numel(want));
     nb_module_free(m);
@@ -151,31 +161,75 @@ static void check_gpt2(const char *sub) {
 static void test_gpt2(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
-    check_gpt2("gpt2");
-    check_gpt2("gpt2_sharded");
+    check_lm("gpt2", "gpt2");
+    check_lm("gpt2", "gpt2_sharded");
     nb_scope_end(s);
 }
 
 /* Prompts of different lengths in one batch (left padding): transformers' greedy tokens. */
-static void test_gpt2_ragged(void **state) {
-    (void)state;
-    nb_module *m = load_sub("gpt2");
+static void check_ragged(const char *name) {
+    nb_module *m = load_sub(name);
     nb_scope *s = nb_scope_begin();
     int64_t lens[2] = { 7, 4 };
-    nb_tensor *got = nb_generate(m, load_ref("gpt2_ragged_ids.npy"),
+    nb_tensor *got = nb_generate(m, load_model_ref(name, "ragged_ids"),
                                  (nb_generate_opts){ .max_new_tokens = 20, .prompt_lengths = lens });
     if (!got) fail_msg("nb_generate: %s", nb_error());
-    nb_tensor *want = load_ref("gpt2_ragged.npy");
+    nb_tensor *want = load_model_ref(name, "ragged");
     assert_int_equal(nb_numel(got), nb_numel(want));
     int64_t same = same_tokens(got, want);
-    printf("GPT-2: prompts of 7 and 4 tokens in one batch: %lld of %lld tokens as transformers\n", (long long)same,
+    printf("%s: prompts of 7 and 4 tokens in one batch: %lld of %lld tokens as transformers\n", name, (long long)same,
            (long long)nb_numel(want));
     assert_int_equal(same, nb_numel(want));
     int64_t bad[2] = { 7, 0 };
-    assert_null(nb_generate(m, load_ref("gpt2_ragged_ids.npy"), (nb_generate_opts){ .max_new_tokens = 1, .prompt_lengths = bad }));
+    assert_null(nb_generate(m, load_model_ref(name, "ragged_ids"), (nb_generate_opts){ .max_new_tokens = 1, .prompt_lengths = bad }));
     ASSERT_ERROR_CONTAINS("prompt_lengths[1] is 0");
     nb_scope_end(s);
     nb_module_free(m);
+}
+
+static void test_gpt2_ragged(void **state) {
+    (void)state;
+    check_ragged("gpt2");
+}
+
+/* Llama: grouped-query attention with an untied head, whole and sharded; another config with
+   tied embeddings, attention biases, full kv heads, rope_theta and linear rope scaling; prompts
+   of different lengths; Hugging Face's parameter names; gradients reach every parameter. */
+static void test_llama(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    check_lm("llama", "llama");
+    check_lm("llama", "llama_sharded");
+    check_ragged("llama");
+    nb_module *v = load_sub("llama_var");
+    nb_tensor *ids = load_ref("llama_ids.npy");
+    double e = rel_err(nb_forward(v, ids), load_ref("llama_var_logits.npy"));
+    printf("llama (tied, biases, rope scaling): logits relative error %.2e against transformers (floor 1e-4)\n", e);
+    assert_true(e <= 1e-4);
+    assert_non_null(nb_module_get(v, "model.layers.1.self_attn.k_proj.bias"));
+    assert_null(nb_module_get(v, "lm_head.weight")); /* tied: the embedding serves */
+    nb_module_free(v);
+    nb_module *m = load_sub("llama");
+    assert_non_null(nb_module_get(m, "model.layers.1.mlp.gate_proj.weight"));
+    assert_non_null(nb_module_get(m, "model.layers.0.post_attention_layernorm.weight"));
+    assert_non_null(nb_module_get(m, "lm_head.weight"));
+    assert_int_equal(nb_hf_eos_id(m), 0);
+    /* one training step's gradients reach every parameter */
+    nb_module_train(m, true);
+    nb_tensor *logits = nb_forward(m, ids);
+    nb_tensor *loss = nb_cross_entropy(nb_reshape(logits, NB_SHAPE(-1, nb_dim(logits, 2))), nb_reshape(ids, NB_SHAPE(-1)), (nb_ce_opts){ 0 });
+    assert_int_equal(nb_backward(loss), 0);
+    nb_named_tensor ps[64];
+    int np = nb_module_named_parameters(m, ps, 64), with_grad = 0;
+    assert_true(np > 0 && np <= 64);
+    for (int i = 0; i < np; i++) {
+        nb_tensor *g = nb_grad_of(ps[i].tensor);
+        with_grad += g && max_of(nb_abs(g)) > 0;
+    }
+    printf("llama: a backward step gives %d of %d parameters a gradient\n", with_grad, np);
+    assert_int_equal(with_grad, np);
+    nb_module_free(m);
+    nb_scope_end(s);
 }
 
 /* Sampling: one seed, one output; top_k 1 and a tiny top_p are greedy; stop tokens end rows. */
@@ -304,6 +358,23 @@ static void test_broken_checkpoints(void **state) {
     expect_load_error(d, "1 key the architecture does not use: \"classifier.weight\"");
 
     expect_load_error("/nonexistent-checkpoint", "/nonexistent-checkpoint/config.json");
+
+    /* Llama's config fields nabla does not implement */
+    snprintf(src, sizeof src, "%s/llama", ref);
+    static const char *const edits[][3] = {
+        { "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "\"hidden_act\" \"gelu\" is not supported" },
+        { "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}",
+          "\"rope_scaling\" of type \"dynamic\" is not supported" },
+        { "\"rope_scaling\": null", "\"rope_scaling\": null, \"mlp_bias\": true", "\"mlp_bias\": true is not supported" },
+        { "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", "do not fit" },
+        { "\"rope_scaling\": null", "\"rope_scaling\": null, \"head_dim\": 16", "\"head_dim\" other than" },
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        snprintf(d, sizeof d, "%s/llama_edit%zu", tmp, i);
+        copy_dir(src, d);
+        edit_config(d, edits[i][0], edits[i][1]);
+        expect_load_error(d, edits[i][2]);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -320,6 +391,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_gpt2, setup),
         cmocka_unit_test_setup(test_gpt2_ragged, setup),
         cmocka_unit_test_setup(test_gpt2_sampling, setup),
+        cmocka_unit_test_setup(test_llama, setup),
         cmocka_unit_test_setup(test_broken_checkpoints, setup),
     };
     int rc = RUN_TESTS(tests);

@@ -70,9 +70,29 @@ static bool is_stop(const nb_generate_opts *o, int64_t id) {
     return false;
 }
 
-nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
+hf_lm *nb__hf_lm(const nb_module *m) { return nb__hf_is_gpt2(m) || nb__hf_is_llama(m) ? (hf_lm *)m : NULL; }
+
+bool nb_hf_is_causal_lm(const nb_module *m) { return nb__hf_lm(m) != NULL; }
+
+int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_lm(m) ? nb__hf_lm(m)->eos : -1; }
+
+int nb__hf_lm_check_ids(const hf_lm *lm, const char *fn, nb_tensor *ids, int64_t past) {
+    if (!ids || nb_ndim(ids) != 2) {
+        if (!nb__has_error()) nb__error("%s takes token ids [batch, tokens]", fn);
+        return -1;
+    }
+    if (past + nb_dim(ids, 1) > lm->positions) {
+        nb__error("%s: %lld tokens, but the model has %lld positions", fn, (long long)(past + nb_dim(ids, 1)),
+                  (long long)lm->positions);
+        return -1;
+    }
+    return 0;
+}
+
+nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
     const char *fn = "nb_generate";
-    if (!nb__hf_is_gpt2(lm)) {
+    hf_lm *lm = nb__hf_lm(m);
+    if (!lm) {
         nb__error("%s: the module is not a causal LM that nb_hf_load made", fn);
         return NULL;
     }
@@ -87,9 +107,9 @@ nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
         return NULL;
     }
     int64_t B = nb_dim(ids, 0), T0 = nb_dim(ids, 1), N = opts.max_new_tokens;
-    if (T0 + N > nb__hf_gpt2_positions(lm)) {
+    if (T0 + N > lm->positions) {
         nb__error("%s: %lld prompt tokens and %lld new ones pass the model's %lld positions", fn, (long long)T0,
-                  (long long)N, (long long)nb__hf_gpt2_positions(lm));
+                  (long long)N, (long long)lm->positions);
         return NULL;
     }
     for (int64_t b = 0; opts.prompt_lengths && b < B; b++)
@@ -98,7 +118,7 @@ nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
                       (long long)opts.prompt_lengths[b], (long long)T0);
             return NULL;
         }
-    int64_t L = nb__hf_gpt2_layers(lm);
+    int64_t L = lm->layers;
     nb_tensor **cache = calloc((size_t)(2 * L), sizeof *cache);
     int64_t *all = malloc(sizeof(int64_t) * (size_t)(B * (T0 + N)));
     bool *done = calloc((size_t)B, 1);
@@ -141,7 +161,7 @@ nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts) {
             pos_ids = nb_from_data(pos, NB_SHAPE(B, tn), NB_I64);
             mask = nb_from_data(keymask, NB_SHAPE(B, 1, 1, past + tn), NB_F32);
         }
-        nb_tensor *logits = (!keymask || (pos_ids && mask)) ? nb__hf_gpt2_step(lm, input, cache, past, pos_ids, mask) : NULL;
+        nb_tensor *logits = (!keymask || (pos_ids && mask)) ? lm->step(m, input, cache, past, pos_ids, mask) : NULL;
         int64_t t = logits ? nb_dim(logits, 1) : 0;
         nb_tensor *last = logits ? nb_contiguous(nb_cast(nb_reshape(nb_slice(logits, 1, t - 1, t, 1),
                                                                     NB_SHAPE(B, nb_dim(logits, 2))), NB_F32)) : NULL;

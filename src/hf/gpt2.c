@@ -42,25 +42,21 @@ typedef struct {
 } gpt2_block;
 
 typedef struct {
-    nb_module base;
-    int64_t embd, heads, layers, positions, vocab, eos;
+    hf_lm lm;
+    int64_t embd, heads;
     bool gelu_tanh;
     nb_module *wte, *wpe, *ln_f;
     nb_tensor *wte_w;
     gpt2_block *block;
 } gpt2_model;
 
-static nb_tensor *gpt2_forward(nb_module *self, nb_tensor *ids) { return nb__hf_gpt2_step(self, ids, NULL, 0, NULL, NULL); }
+static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+                            nb_tensor *key_mask);
+static nb_tensor *gpt2_forward(nb_module *self, nb_tensor *ids) { return gpt2_step(self, ids, NULL, 0, NULL, NULL); }
 static void gpt2_free(nb_module *self) { free(((gpt2_model *)self)->block); }
 static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = gpt2_forward, .free = gpt2_free };
 
 bool nb__hf_is_gpt2(const nb_module *m) { return m && m->cls == &GPT2; }
-int64_t nb__hf_gpt2_layers(const nb_module *m) { return ((const gpt2_model *)m)->layers; }
-int64_t nb__hf_gpt2_positions(const nb_module *m) { return ((const gpt2_model *)m)->positions; }
-
-bool nb_hf_is_causal_lm(const nb_module *m) { return nb__hf_is_gpt2(m); }
-
-int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_is_gpt2(m) ? ((const gpt2_model *)m)->eos : -1; }
 
 /* transformers' "gelu_new": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
 static nb_tensor *gelu_tanh(nb_tensor *x) {
@@ -69,23 +65,15 @@ static nb_tensor *gelu_tanh(nb_tensor *x) {
     return nb_mul(nb_mul_scalar(x, 0.5), nb_add_scalar(nb_tanh(inner), 1.0));
 }
 
-nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
                             nb_tensor *key_mask) {
     gpt2_model *g = (gpt2_model *)m;
-    if (!ids || nb_ndim(ids) != 2) {
-        nb__error("nb_forward: GPT-2 takes token ids [batch, tokens]");
-        return NULL;
-    }
+    if (nb__hf_lm_check_ids(&g->lm, "nb_forward: GPT-2", ids, past) < 0) return NULL;
     int64_t B = nb_dim(ids, 0), T = nb_dim(ids, 1);
-    if (past + T > g->positions) {
-        nb__error("nb_forward: %lld tokens, but GPT-2 has %lld positions (n_positions)", (long long)(past + T),
-                  (long long)g->positions);
-        return NULL;
-    }
     nb_scope *s = nb_scope_begin();
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
     nb_tensor *x = nb_add(nb_forward(g->wte, ids), nb_forward(g->wpe, pos));
-    for (int64_t i = 0; i < g->layers && x; i++) {
+    for (int64_t i = 0; i < g->lm.layers && x; i++) {
         gpt2_block *b = &g->block[i];
         nb_tensor *qkv = nb_forward(b->c_attn, nb_forward(b->ln1, x));
         nb_tensor *q = nb__hf_split_heads(nb_slice(qkv, 2, 0, g->embd, 1), g->heads);
@@ -135,15 +123,6 @@ static bool build_block(gpt2_model *g, hf_weights *w, const char *pre, int64_t i
     return true;
 }
 
-/* A boolean config field that must be false (or absent): nabla does not implement it. */
-static bool must_be_false(const char *fn, json_t *cfg, const char *key) {
-    if (json_is_true(json_object_get(cfg, key))) {
-        nb__error("%s: config.json: \"%s\": true is not supported", fn, key);
-        return false;
-    }
-    return true;
-}
-
 nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt) {
     int64_t vocab, embd, layers, heads, positions, inner;
     double eps;
@@ -167,8 +146,8 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
         return NULL;
     }
     json_t *tie = json_object_get(cfg, "tie_word_embeddings");
-    if ((tie && json_is_false(tie)) || !must_be_false(fn, cfg, "scale_attn_by_inverse_layer_idx") ||
-        !must_be_false(fn, cfg, "reorder_and_upcast_attn") ||
+    if ((tie && json_is_false(tie)) || !nb__hf_must_be_false(fn, cfg, "scale_attn_by_inverse_layer_idx") ||
+        !nb__hf_must_be_false(fn, cfg, "reorder_and_upcast_attn") ||
         json_is_false(json_object_get(cfg, "scale_attn_weights"))) {
         if (!nb__has_error())
             nb__error("%s: config.json: untied embeddings or unscaled attention are not supported", fn);
@@ -180,15 +159,15 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
     if (!g) return NULL;
     g->embd = embd;
     g->heads = heads;
-    g->layers = layers;
-    g->positions = positions;
-    g->vocab = vocab;
+    g->lm.layers = layers;
+    g->lm.positions = positions;
+    g->lm.vocab = vocab;
+    g->lm.eos = nb__hf_eos(cfg, vocab);
+    g->lm.step = gpt2_step;
     g->gelu_tanh = tanh_gelu;
-    json_t *eos = json_object_get(cfg, "eos_token_id");
-    g->eos = json_is_integer(eos) && json_integer_value(eos) >= 0 && json_integer_value(eos) < vocab ? json_integer_value(eos) : -1;
     g->block = calloc((size_t)layers, sizeof *g->block);
     char k[160];
-    nb_module *tr = g->block ? (*pre ? nb_module_child(&g->base, "transformer", nb__hf_container("Module")) : &g->base) : NULL;
+    nb_module *tr = g->block ? (*pre ? nb_module_child(&g->lm.base, "transformer", nb__hf_container("Module")) : &g->lm.base) : NULL;
     bool ok = tr != NULL;
     snprintf(k, sizeof k, "%swte", pre);
     ok = ok && (g->wte = nb_module_child(tr, "wte", nb__hf_embedding(w, k, vocab, embd, dt)));
@@ -200,9 +179,9 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
     snprintf(k, sizeof k, "%sln_f", pre);
     ok = ok && (g->ln_f = nb_module_child(tr, "ln_f", nb__hf_layer_norm(w, k, embd, eps, dt)));
     if (!ok) {
-        nb_module_free(&g->base);
+        nb_module_free(&g->lm.base);
         return NULL;
     }
     g->wte_w = nb_module_get(g->wte, "weight");
-    return &g->base;
+    return &g->lm.base;
 }

@@ -55,17 +55,35 @@ nb_module *nb__hf_bert_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
 bool nb__hf_is_bert(const nb_module *m);
 /* A BERT model's max_position_embeddings. */
 int64_t nb__hf_positions(const nb_module *m);
+/* What generation needs of a causal LM: the first member of each one's struct. */
+typedef struct hf_lm {
+    nb_module base;
+    int64_t layers, positions, vocab, eos; /* eos: config.json's eos_token_id (its first), or -1 */
+    /* The logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1 (or pos_ids [B, T]
+       i64); with cache (2 per layer: keys, values [B, kv heads, past, head size], NULL before the
+       first step; owned) the new keys and values are appended to it; key_mask [B, 1, 1, past + T]
+       (or NULL) is added to the attention scores (left padding). */
+    nb_tensor *(*step)(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+                       nb_tensor *key_mask);
+} hf_lm;
+/* m as a causal LM that nb_hf_load made, or NULL. */
+hf_lm *nb__hf_lm(const nb_module *m);
+/* Checks that ids are [B, T] and that past + T fit the LM's positions; fn names the caller. 0 or -1. */
+int nb__hf_lm_check_ids(const hf_lm *lm, const char *fn, nb_tensor *ids, int64_t past);
+/* config.json's eos_token_id (an id, or a list whose first is taken) when below vocab, else -1. */
+int64_t nb__hf_eos(json_t *cfg, int64_t vocab);
+/* A boolean config field that must be false (or absent): nabla does not implement it. */
+bool nb__hf_must_be_false(const char *fn, json_t *cfg, const char *key);
+
 /* GPT-2 (GPT2LMHeadModel or GPT2Model keys) from config.json; NULL with the error. */
 nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
-/* Whether m is a GPT-2 that nb__hf_gpt2_new made; its layers and positions. */
+/* Whether m is a GPT-2 that nb__hf_gpt2_new made. */
 bool nb__hf_is_gpt2(const nb_module *m);
-int64_t nb__hf_gpt2_layers(const nb_module *m);
-int64_t nb__hf_gpt2_positions(const nb_module *m);
-/* GPT-2's logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1 (or pos_ids [B, T]
-   i64); with cache (2 per layer: keys, values [B, heads, past, head size], NULL before the first
-   step; owned) the new keys and values are appended to it; key_mask [B, 1, 1, past + T] (or
-   NULL) is added to the attention scores (left padding). */
-nb_tensor *nb__hf_gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
-                            nb_tensor *key_mask);
+/* Llama-family decoders (LlamaForCausalLM keys) from config.json; NULL with the error. */
+nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
+/* Whether m is a Llama decoder that nb__hf_llama_new made. */
+bool nb__hf_is_llama(const nb_module *m);
+/* RMS norm over the last axis with prefix.weight, eps (class name cls, "LlamaRMSNorm"). */
+nb_module *nb__hf_rms_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt);
 
 #endif

@@ -1,5 +1,5 @@
 /* The layers Hugging Face architectures share, built around weights taken from a checkpoint
-   (linear, layer norm with the config's eps, embedding, containers), and config.json's fields. */
+   (linear, layer norm and RMS norm with the config's eps, embedding, containers), and config.json's fields. */
 #include "hf_model.h"
 
 #include <math.h>
@@ -41,6 +41,21 @@ const char *nb__hf_str(json_t *cfg, const char *key, const char *def) {
     return s ? s : def;
 }
 
+int64_t nb__hf_eos(json_t *cfg, int64_t vocab) {
+    json_t *eos = json_object_get(cfg, "eos_token_id");
+    if (json_is_array(eos)) eos = json_array_get(eos, 0); /* Llama 3 lists several; the first ends text */
+    return json_is_integer(eos) && json_integer_value(eos) >= 0 && json_integer_value(eos) < vocab ? json_integer_value(eos)
+                                                                                                  : -1;
+}
+
+bool nb__hf_must_be_false(const char *fn, json_t *cfg, const char *key) {
+    if (json_is_true(json_object_get(cfg, key))) {
+        nb__error("%s: config.json: \"%s\": true is not supported", fn, key);
+        return false;
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------------- helpers */
 
 nb_tensor *nb__hf_split_heads(nb_tensor *x, int64_t heads) {
@@ -69,6 +84,8 @@ static const nb_module_class CONTAINERS[] = {
     { .name = "BertAttention", .forward = no_forward },  { .name = "BertSelfAttention", .forward = no_forward },
     { .name = "BertSelfOutput", .forward = no_forward }, { .name = "BertIntermediate", .forward = no_forward },
     { .name = "BertOutput", .forward = no_forward },     { .name = "BertPooler", .forward = no_forward },
+    { .name = "LlamaModel", .forward = no_forward },     { .name = "LlamaDecoderLayer", .forward = no_forward },
+    { .name = "LlamaAttention", .forward = no_forward }, { .name = "LlamaMLP", .forward = no_forward },
     { .name = "Module", .forward = no_forward },
 };
 
@@ -129,6 +146,23 @@ nb_module *nb__hf_layer_norm(hf_weights *w, const char *prefix, int64_t dim, dou
     l->w = param(&l->base, w, prefix, "weight", NB_SHAPE(dim), dt);
     l->b = l->w ? param(&l->base, w, prefix, "bias", NB_SHAPE(dim), dt) : NULL;
     if (!l->b) {
+        nb_module_free(&l->base);
+        return NULL;
+    }
+    return &l->base;
+}
+
+static nb_tensor *rms_norm_forward(nb_module *self, nb_tensor *x) {
+    hf_layer_norm *l = (hf_layer_norm *)self;
+    return nb_rms_norm(x, l->w, l->eps);
+}
+static const nb_module_class RMS_NORM = { .name = "LlamaRMSNorm", .forward = rms_norm_forward };
+
+nb_module *nb__hf_rms_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt) {
+    hf_layer_norm *l = (hf_layer_norm *)nb_module_new(&RMS_NORM, sizeof *l);
+    if (!l) return NULL;
+    l->eps = eps;
+    if (!(l->w = param(&l->base, w, prefix, "weight", NB_SHAPE(dim), dt))) {
         nb_module_free(&l->base);
         return NULL;
     }
