@@ -69,12 +69,10 @@ static int cmd_embed(const char *dir, const char *file) {
     double t[4];
     for (int r = 0; r < 4; r++) {
         double a = now_s();
-        for (int i = 0; i < n; i += 32) {
-            nb_scope *s = nb_scope_begin();
-            nb_hf_embed(m, tok, lines + i, n - i < 32 ? n - i : 32, (nb_hf_embed_opts){ .model_dir = dir });
-            bench_check(PROG, "embed");
-            nb_scope_end(s);
-        }
+        nb_scope *s = nb_scope_begin(); /* as encode(lines, batch_size=32): sorted by length, batches of 32 */
+        nb_hf_embed(m, tok, lines, n, (nb_hf_embed_opts){ .model_dir = dir, .batch_size = 32 });
+        bench_check(PROG, "embed");
+        nb_scope_end(s);
         t[r] = now_s() - a;
     }
     printf("embed_per_s %.2f\n", n / median(t + 1, 3));

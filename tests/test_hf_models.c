@@ -107,18 +107,23 @@ static void test_minilm_embeddings(void **state) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *want = load_ref("minilm_emb.npy");
     assert_int_equal(nb_dim(want, 0), n);
-    double worst = 0;
-    for (int i = 0; i < n; i += 32) { /* batches of 32, as encode() */
-        int k = n - i < 32 ? n - i : 32;
-        nb_tensor *e = nb_hf_embed(m, tok, lines + i, k, (nb_hf_embed_opts){ .model_dir = model_dir });
-        if (!e) fail_msg("nb_hf_embed: %s", nb_error());
-        nb_tensor *w = nb_slice(want, 0, i, i + k, 1);
-        /* cosine distance 1 - <e, w> / |w| (e is normalised) */
-        nb_tensor *dot = nb_sum(nb_mul(e, w), 1, false);
-        nb_tensor *norm = nb_sqrt(nb_sum(nb_mul(w, w), 1, false));
-        double d = max_of(nb_add_scalar(nb_neg(nb_div(dot, norm)), 1.0));
-        if (d > worst) worst = d;
-    }
+    /* all at once, as encode(sentences, batch_size=32): sorted by length into batches of 32,
+       the rows back in the texts' order */
+    nb_tensor *e = nb_hf_embed(m, tok, lines, n, (nb_hf_embed_opts){ .model_dir = model_dir });
+    if (!e) fail_msg("nb_hf_embed: %s", nb_error());
+    /* cosine distance 1 - <e, w> / |w| (e is normalised) */
+    nb_tensor *dot = nb_sum(nb_mul(e, want), 1, false);
+    nb_tensor *norm = nb_sqrt(nb_sum(nb_mul(want, want), 1, false));
+    double worst = max_of(nb_add_scalar(nb_neg(nb_div(dot, norm)), 1.0));
+    /* other batch sizes put other texts together: the same rows */
+    nb_tensor *e7 = nb_hf_embed(m, tok, lines, n, (nb_hf_embed_opts){ .model_dir = model_dir, .batch_size = 7 });
+    nb_tensor *e1 = nb_hf_embed(m, tok, lines + 3, 1, (nb_hf_embed_opts){ .model_dir = model_dir });
+    assert_non_null(e7);
+    assert_non_null(e1);
+    assert_true(max_of(nb_abs(nb_sub(e7, e))) < 1e-5);
+    assert_true(max_of(nb_abs(nb_sub(e1, nb_slice(e, 0, 3, 4, 1)))) < 1e-5);
+    assert_null(nb_hf_embed(m, tok, lines, n, (nb_hf_embed_opts){ .batch_size = -1 }));
+    ASSERT_ERROR_CONTAINS("batch_size -1 is negative");
     printf("all-MiniLM-L6-v2: %d sentences, largest cosine distance to sentence-transformers %.2e (floor 1e-5)\n", n,
            worst);
     assert_true(worst <= 1e-5);

@@ -23,7 +23,7 @@ static const char EMBED_USAGE[] =
     "  DIR         a sentence-transformers checkpoint folder (all-MiniLM-L6-v2's layout)\n"
     "  --text T    one text; --file F: one text a line\n"
     "  -o OUT.npy  the embeddings [texts, hidden] as NPY (without -o they are printed, a row a line)\n"
-    "  --batch N   texts encoded together (default 32)\n";
+    "  --batch N   texts encoded together, sorted by length first (default 32)\n";
 
 /* A number from s into *v, or false. */
 static bool parse_num(const char *s, double lo, double hi, double *v) {
@@ -218,16 +218,13 @@ int cli_embed_main(int argc, char **argv) {
     int rc = tok ? 0 : 1;
     if (!tok) fprintf(stderr, "nabla embed: %s\n", nb_error());
     nb_scope *sc = nb_scope_begin();
-    nb_tensor **parts = rc == 0 ? calloc((size_t)(n / (int)batch + 1), sizeof *parts) : NULL;
-    int np = 0;
-    for (int i = 0; rc == 0 && i < n; i += (int)batch) {
-        int k = n - i < (int)batch ? n - i : (int)batch;
-        if (!(parts[np++] = nb_hf_embed(m, tok, (const char *const *)lines + i, k, (nb_hf_embed_opts){ .model_dir = dir }))) {
-            fprintf(stderr, "nabla embed: %s\n", nb_error());
-            rc = 1;
-        }
+    nb_tensor *all = rc == 0 ? nb_hf_embed(m, tok, (const char *const *)lines, n,
+                                           (nb_hf_embed_opts){ .model_dir = dir, .batch_size = (int64_t)batch })
+                             : NULL;
+    if (rc == 0 && !all) {
+        fprintf(stderr, "nabla embed: %s\n", nb_error());
+        rc = 1;
     }
-    nb_tensor *all = rc == 0 ? (np == 1 ? parts[0] : nb_cat(parts, np, 0)) : NULL;
     if (rc == 0 && out) {
         if (nb_save_npy(all, out) < 0) {
             fprintf(stderr, "nabla embed: %s\n", nb_error());
@@ -240,7 +237,6 @@ int cli_embed_main(int argc, char **argv) {
             for (int64_t j = 0; j < h; j++) printf("%.7g%c", p[i * h + j], j + 1 < h ? ' ' : '\n');
     }
     nb_scope_end(sc);
-    free(parts);
     nb_tokenizer_free(tok);
     nb_module_free(m);
     if (file) free(lines);

@@ -102,10 +102,13 @@ typedef struct nb_hf_embed_opts {
     int64_t max_tokens;    /* longest input, special tokens included, at least 2 (0: max_seq_length,
                               else the model's positions); longer texts are cut, keeping the closing token */
     int64_t pad_id;        /* the padding id (BERT's [PAD] is 0) */
+    int64_t batch_size;    /* texts encoded together (0: 32, sentence-transformers' default) */
 } nb_hf_embed_opts;
-/* Sentence embeddings [n, hidden] of n texts: tokenized (special tokens added), padded into one
-   batch, encoded, mean-pooled over the real tokens and L2-normalised, as sentence-transformers'
-   encode(texts) computes them for all-MiniLM-L6-v2. NULL with the error. */
+/* Sentence embeddings [n, hidden] of n texts, row i for texts[i]: tokenized (special tokens
+   added), sorted by length and encoded batch_size at a time, each batch padded to its longest
+   text (as sentence-transformers' encode(texts, batch_size) orders them, so padding is least),
+   mean-pooled over the real tokens and L2-normalised, as encode computes them for
+   all-MiniLM-L6-v2. NULL with the error. */
 NB_API nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts, int n, nb_hf_embed_opts opts);
 
 /* ---- generation ---- */

@@ -86,6 +86,42 @@ static int64_t max_tokens(const char *dir, int64_t positions) {
     return n > 0 && n < positions ? n : positions;
 }
 
+/* Encodes the k texts order[0..k) (token ids ids[i], len[i]) padded to the longest of them, and
+   writes each one's pooled, normalised embedding into row order[j] of out [n, H] (elem bytes a
+   value). 0 or -1. */
+static int embed_batch(nb_module *m, int64_t *const *ids, const int64_t *len, const int *order, int k, int64_t pad,
+                       char *out, size_t row_bytes) {
+    int64_t longest = 1;
+    for (int j = 0; j < k; j++) longest = len[order[j]] > longest ? len[order[j]] : longest;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_full(NB_SHAPE(k, longest), (double)pad, NB_I64);
+    nb_tensor *mask = nb_zeros(NB_SHAPE(k, longest), NB_I64);
+    int64_t *xp = x ? nb_data_ptr(x) : NULL, *mp = mask ? nb_data_ptr(mask) : NULL;
+    for (int j = 0; xp && mp && j < k; j++)
+        for (int64_t t = 0; t < len[order[j]]; t++) {
+            xp[j * longest + t] = ids[order[j]][t];
+            mp[j * longest + t] = 1;
+        }
+    nb_tensor *h = xp && mp ? nb_hf_encode(m, x, mask, NULL) : NULL;
+    nb_tensor *e = h ? nb_contiguous(nb_hf_mean_pool(h, mask, true)) : NULL;
+    const char *ep = e ? nb_data_ptr(e) : NULL;
+    for (int j = 0; ep && j < k; j++) memcpy(out + (size_t)order[j] * row_bytes, ep + (size_t)j * row_bytes, row_bytes);
+    nb_scope_end(s);
+    return ep ? 0 : -1;
+}
+
+typedef struct {
+    int64_t len;
+    int text;
+} text_len;
+
+/* Longest first, as sentence-transformers' encode orders its batches; ties in input order. */
+static int by_length(const void *a, const void *b) {
+    const text_len *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? 1 : -1;
+    return (x->text > y->text) - (x->text < y->text);
+}
+
 nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts, int n, nb_hf_embed_opts opts) {
     const char *fn = "nb_hf_embed";
     if (!nb__hf_is_bert(m)) {
@@ -96,13 +132,19 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
         nb__error("%s: needs a tokenizer and at least one text", fn);
         return NULL;
     }
+    if (opts.batch_size < 0) {
+        nb__error("%s: batch_size %lld is negative", fn, (long long)opts.batch_size);
+        return NULL;
+    }
+    int batch = opts.batch_size > 0 && opts.batch_size < n ? (int)opts.batch_size : opts.batch_size > 0 ? n : 32;
     int64_t limit = opts.max_tokens > 0 ? opts.max_tokens : max_tokens(opts.model_dir, nb__hf_positions(m));
     if (limit < 2) limit = 2; /* room for the special tokens at least */
     int64_t pad = opts.pad_id;
     int64_t **ids = calloc((size_t)n, sizeof *ids);
     int64_t *len = calloc((size_t)n, sizeof *len);
-    int64_t longest = 1;
-    bool ok = ids && len;
+    int *order = malloc(sizeof(int) * (size_t)n);
+    text_len *sorted = malloc(sizeof *sorted * (size_t)n);
+    bool ok = ids && len && order && sorted;
     if (!ok) nb__error("%s: out of memory", fn);
     for (int i = 0; i < n && ok; i++) {
         if (!texts[i]) {
@@ -136,25 +178,28 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
             c = limit;
         }
         len[i] = c;
-        if (c > longest) longest = c;
+        sorted[i] = (text_len){ c, i };
     }
     nb_tensor *out = NULL;
     if (ok) {
-        nb_scope *s = nb_scope_begin();
-        nb_tensor *x = nb_full(NB_SHAPE(n, longest), (double)pad, NB_I64);
-        nb_tensor *mask = nb_zeros(NB_SHAPE(n, longest), NB_I64);
-        int64_t *xp = x ? nb_data_ptr(x) : NULL, *mp = mask ? nb_data_ptr(mask) : NULL;
-        if (xp && mp)
-            for (int i = 0; i < n; i++)
-                for (int64_t j = 0; j < len[i]; j++) {
-                    xp[i * longest + j] = ids[i][j];
-                    mp[i * longest + j] = 1;
-                }
-        nb_tensor *h = xp && mp ? nb_hf_encode(m, x, mask, NULL) : NULL;
-        out = nb__hf_scope_return(s, h ? nb_hf_mean_pool(h, mask, true) : NULL);
+        /* batches of texts of similar length pad least: sort, encode a batch at a time, and put
+           each row back in its text's place */
+        qsort(sorted, (size_t)n, sizeof *sorted, by_length);
+        for (int i = 0; i < n; i++) order[i] = sorted[i].text;
+        int64_t H = nb_dim(nb_module_get(m, "embeddings.word_embeddings.weight"), 1);
+        nb_dtype dt = nb_dtype_of(nb_module_get(m, "embeddings.word_embeddings.weight"));
+        out = nb_empty(NB_SHAPE(n, H), dt);
+        size_t row = (size_t)H * nb_dtype_size(dt);
+        for (int i = 0; out && i < n; i += batch)
+            if (embed_batch(m, ids, len, order + i, n - i < batch ? n - i : batch, pad, nb_data_ptr(out), row) < 0) {
+                nb_release(out);
+                out = NULL;
+            }
     }
     for (int i = 0; ids && i < n; i++) free(ids[i]);
     free(ids);
     free(len);
+    free(order);
+    free(sorted);
     return out;
 }
