@@ -262,16 +262,9 @@ int cli_finetune(train_opts o) {
                o.steps ? " or " : "", o.steps ? "--steps" : "", logdir);
     ft_ctx c = { w, o.log_every, o.steps, o.quiet };
     nb_callback cb = { .on_batch_end = ft_step, .on_epoch_end = ft_epoch, .user = &c };
-    nb_history *h = nb_model_fit_loader(model, loader, val_loader,
-                                        (nb_fit_opts){ .epochs = epochs, .verbose = o.quiet ? -1 : 0, .tensorboard = w,
-                                                       .callbacks = &cb, .n_callbacks = 1 });
-    nb_summary_close(w);
-    w = NULL;
-    if (!h) {
-        fprintf(stderr, "nabla train: %s\n", nb_error());
+    if (cli_fit(model, loader, val_loader, (nb_fit_opts){ .epochs = epochs, .verbose = o.quiet ? -1 : 0, .tensorboard = w,
+                                                           .callbacks = &cb, .n_callbacks = 1 }, &w) < 0)
         goto done;
-    }
-    nb_history_free(h);
     /* the last step's weights, as Trainer's save_model: with the input's keys, dtypes and shards */
     if (nb_hf_save(nb_model_module(model), o.model, out) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());

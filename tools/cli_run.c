@@ -170,3 +170,15 @@ int cli_plot_run(const char *logdir, const char *svg) {
     nb_scalar_log_free(log);
     return rc;
 }
+
+int cli_fit(nb_model *model, nb_data_loader *train, nb_data_loader *val, nb_fit_opts opts, nb_summary_writer **w) {
+    nb_history *h = nb_model_fit_loader(model, train, val, opts);
+    nb_summary_close(*w); /* flushed and closed before the curves are drawn from it */
+    *w = NULL;
+    if (!h) {
+        fprintf(stderr, "nabla train: %s\n", nb_error());
+        return -1;
+    }
+    nb_history_free(h);
+    return 0;
+}

@@ -20,5 +20,7 @@ int cli_split_samples(nb_dataset *ds, int64_t limit, double val_frac, uint64_t s
 bool cli_folder_has_files(const char *path);
 /* The run's TensorBoard scalars in logdir drawn as curves into svg; 0, or -1 with a message. */
 int cli_plot_run(const char *logdir, const char *svg);
+/* nb_model_fit_loader with opts, then *w closed (and set to NULL); 0, or -1 with a message. */
+int cli_fit(nb_model *model, nb_data_loader *train, nb_data_loader *val, nb_fit_opts opts, nb_summary_writer **w);
 
 #endif

@@ -354,18 +354,11 @@ static int train_ranks(train_opts o, int rank, int world) {
                o.workers, augment ? ", augmented" : "", o.autocast_bf16 ? ", bf16 autocast" : "", logdir);
     /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
        touched once, at the end, by the model that was saved */
-    nb_history *h = nb_model_fit_loader(model, loader, val_loader,
-                                        (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch,
-                                                       .verbose = o.quiet ? -1 : 0, .tensorboard = w,
-                                                       .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb, .n_callbacks = 1,
-                                                       .lr_schedule = cc.per_step ? NULL : sched });
-    nb_summary_close(w);
-    w = NULL;
-    if (!h) {
-        fprintf(stderr, "nabla train: %s\n", nb_error());
+    if (cli_fit(model, loader, val_loader,
+                (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch, .verbose = o.quiet ? -1 : 0,
+                               .tensorboard = w, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
+                               .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched }, &w) < 0)
         goto done;
-    }
-    nb_history_free(h);
     if (rank != 0) { /* rank 0 saves, tests and plots */
         rc = 0;
         goto done;
