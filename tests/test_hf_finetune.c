@@ -254,22 +254,22 @@ static void test_save(void **state) {
 }
 
 /* A checkpoint that also stores lm_head.weight (tied: the token embedding's bytes) and a constant
-   buffer (older GPT-2 files' attn.bias): the saved lm_head.weight is the trained embedding, the
-   buffer is as it was. */
-static void test_save_tied_and_buffers(void **state) {
-    (void)state;
+   buffer (older GPT-2 files' attn.bias), in f32 or bf16: the saved lm_head.weight is the trained
+   embedding, the buffer is as it was, every tensor in the dtype it came in. */
+static void check_tied(const char *name, nb_dtype dt) {
     char src[512], dir[512], path[700], cfg[700];
     snprintf(src, sizeof src, "%s/gpt2/model.safetensors", ref);
-    snprintf(dir, sizeof dir, "%s/tied", tmp);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     assert_int_equal(mkdir(dir, 0700), 0);
     nb_scope *s = nb_scope_begin();
     nb_safetensors *f = nb_safetensors_open(src);
     assert_non_null(f);
     int n = nb_safetensors_count(f);
     nb_named_tensor *ts = calloc((size_t)n + 2, sizeof *ts);
-    for (int i = 0; i < n; i++) ts[i] = (nb_named_tensor){ nb_safetensors_name(f, i), nb_safetensors_get(f, nb_safetensors_name(f, i)) };
-    ts[n] = (nb_named_tensor){ "lm_head.weight", nb_safetensors_get(f, "transformer.wte.weight") };
-    nb_tensor *mask = nb_tril(nb_ones(NB_SHAPE(1, 1, 80, 80), NB_F32), 0);
+    for (int i = 0; i < n; i++)
+        ts[i] = (nb_named_tensor){ nb_safetensors_name(f, i), nb_cast(nb_safetensors_get(f, nb_safetensors_name(f, i)), dt) };
+    ts[n] = (nb_named_tensor){ "lm_head.weight", nb_cast(nb_safetensors_get(f, "transformer.wte.weight"), dt) };
+    nb_tensor *mask = nb_tril(nb_ones(NB_SHAPE(1, 1, 80, 80), dt), 0);
     ts[n + 1] = (nb_named_tensor){ "transformer.h.0.attn.bias", mask };
     nb_metadata *md = nb_metadata_new();
     nb_metadata_set(md, "format", "pt");
@@ -284,7 +284,7 @@ static void test_save_tied_and_buffers(void **state) {
     nb_module *m = load_dir(dir);
     train_a_little(m);
     char out[600];
-    snprintf(out, sizeof out, "%s/tied_out", tmp);
+    snprintf(out, sizeof out, "%s/%s_out", tmp, name);
     if (nb_hf_save(m, dir, out) < 0) fail_msg("nb_hf_save: %s", nb_error());
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     nb_safetensors *o = nb_safetensors_open(path);
@@ -297,12 +297,21 @@ static void test_save_tied_and_buffers(void **state) {
     for (int i = 0; i < np; i++)
         if (!strcmp(p[i].name, "transformer.wte.weight")) trained = p[i].tensor;
     assert_non_null(trained);
-    assert_true(max_diff(head, trained) == 0.0);
-    assert_true(max_diff(wte, trained) == 0.0);
-    assert_true(max_diff(nb_safetensors_get(o, "transformer.h.0.attn.bias"), mask) == 0.0);
+    for (int i = 0; i < nb_safetensors_count(o); i++)
+        assert_string_equal(nb_safetensors_dtype_name(o, i), nb_safetensors_dtype_str(dt));
+    nb_tensor *want = nb_cast(trained, dt);
+    assert_true(max_diff(nb_cast(head, NB_F32), nb_cast(want, NB_F32)) == 0.0);
+    assert_true(max_diff(nb_cast(wte, NB_F32), nb_cast(want, NB_F32)) == 0.0);
+    assert_true(max_diff(nb_cast(nb_safetensors_get(o, "transformer.h.0.attn.bias"), NB_F32), nb_cast(mask, NB_F32)) == 0.0);
     nb_safetensors_close(o);
     nb_module_free(m);
     nb_scope_end(s);
+}
+
+static void test_save_tied_and_buffers(void **state) {
+    (void)state;
+    check_tied("tied", NB_F32);
+    check_tied("tied_bf16", NB_BF16);
 }
 
 /* --logits MODEL_DIR IDS WANT: nabla's logits for a folder against transformers' (1e-5). */
