@@ -6,7 +6,7 @@
 # validation losses torch's, the loss falling; transformers' from_pretrained reads the saved
 # folder and gives nabla's logits for it within 1e-5; `nabla generate` reads it; the input
 # folder's files never change. Bad input (no tokenizer, a text shorter than one block, -o or
-# --logdir naming the input folder, an encoder, no --data, a classifier-only option) exits
+# --logdir naming the input folder, a non-empty -o, an encoder, no --data, a classifier-only option) exits
 # non-zero with a message saying what is wrong and writes nothing.
 # Usage: hf_finetune_test.sh NABLA TEST_HF_FINETUNE REF PYTHON
 set -eu
@@ -114,6 +114,7 @@ expect 2 "needs a text to learn from: --data FILE.txt" --model "$ref/gpt2_ft" -o
 expect 2 "--augment does not apply" --model "$ref/gpt2_ft" --data "$ref/ft_text.txt" --augment on -o "$out/bad_out"
 expect 1 "--context 1000 is longer than the model's 80 positions" --model "$ref/gpt2_ft" --data "$ref/ft_text.txt" \
     --context 1000 -o "$out/bad_out"
+expect 2 "holds files already" --model "$ref/gpt2_ft" --data "$ref/ft_text.txt" -o "$out/ft6"
 expect 1 "cannot open --data" --model "$ref/gpt2_ft" --data "$out/none.txt" -o "$out/bad_out"
 set +e; "$nabla" train --model "$ref/gpt2_ft" --data "$ref/ft_text.txt" --logdir "$ref/gpt2_ft" --overwrite > "$out/o" 2>&1
 got=$?; set -e

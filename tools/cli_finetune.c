@@ -253,13 +253,18 @@ int cli_finetune(train_opts o) {
     opt = NULL; /* the model owns it now */
     int64_t per_epoch = nb_data_loader_len(loader);
     int epochs = o.epochs;
-    if (o.steps && (o.steps + per_epoch - 1) / per_epoch < epochs) epochs = (int)((o.steps + per_epoch - 1) / per_epoch);
+    if (o.steps) { /* the epochs --steps needs, when fewer than --epochs (no overflow at 2^63 - 1) */
+        int64_t need = o.steps / per_epoch + (o.steps % per_epoch != 0);
+        if (need < epochs) epochs = (int)need;
+    }
+    char plan[96];
+    if (o.steps) snprintf(plan, sizeof plan, "%lld steps (%d epoch%s)", (long long)o.steps, epochs, epochs == 1 ? "" : "s");
+    else snprintf(plan, sizeof plan, "%d epoch%s", epochs, epochs == 1 ? "" : "s");
     if (!o.quiet)
         printf("nabla train: fine-tuning %s (%s) on %s: %lld training blocks of %lld tokens (%lld held out for validation), "
-               "%s lr %g, batch %lld, %d epochs%s%s, logs in %s\n",
+               "%s lr %g, batch %lld, %s, logs in %s\n",
                o.model, type, o.data, (long long)nb_dataset_len(train), (long long)context,
-               (long long)(val ? nb_dataset_len(val) : 0), o.optimizer, o.lr, (long long)o.batch, epochs,
-               o.steps ? " or " : "", o.steps ? "--steps" : "", logdir);
+               (long long)(val ? nb_dataset_len(val) : 0), o.optimizer, o.lr, (long long)o.batch, plan, logdir);
     ft_ctx c = { w, o.log_every, o.steps, o.quiet };
     nb_callback cb = { .on_batch_end = ft_step, .on_epoch_end = ft_epoch, .user = &c };
     if (cli_fit(model, loader, val_loader, (nb_fit_opts){ .epochs = epochs, .verbose = o.quiet ? -1 : 0, .tensorboard = w,
