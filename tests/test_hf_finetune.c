@@ -317,16 +317,19 @@ static void test_save_tied_and_buffers(void **state) {
 /* --logits MODEL_DIR IDS WANT: nabla's logits for a folder against transformers' (1e-5). */
 static int logits_main(const char *dir, const char *ids_path, const char *want_path) {
     nb_module *m = nb_hf_load(dir, (nb_hf_opts){ 0 });
+    nb_scope *s = nb_scope_begin();
     nb_tensor *ids = nb_load_npy(ids_path), *want = nb_load_npy(want_path);
     nb_tensor *got = m && ids ? nb_forward(m, ids) : NULL;
-    if (!got || !want) {
-        fprintf(stderr, "test_hf_finetune --logits: %s\n", nb_error());
-        return 1;
+    int rc = 1;
+    if (!got || !want) fprintf(stderr, "test_hf_finetune --logits: %s\n", nb_error());
+    else {
+        double d = max_diff(got, want);
+        printf("nabla's logits for %s: largest difference from transformers' %.2e (floor 1e-5)\n", dir, d);
+        rc = d <= 1e-5 ? 0 : 1;
     }
-    double d = max_diff(got, want);
-    printf("nabla's logits for %s: largest difference from transformers' %.2e (floor 1e-5)\n", dir, d);
+    nb_scope_end(s);
     nb_module_free(m);
-    return d <= 1e-5 ? 0 : 1;
+    return rc;
 }
 
 int main(int argc, char **argv) {

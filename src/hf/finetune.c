@@ -46,9 +46,13 @@ nb_tensor *nb_hf_text_blocks(nb_tokenizer *tok, const char *text, size_t len, in
     int64_t n = ids ? nb_tokenize_ex(tok, text, len, ids, cap, o) : -1;
     if (n > cap) {
         int64_t *big = realloc(ids, sizeof *ids * (size_t)n);
-        if (big) ids = big;
-        n = big && nb_tokenize_ex(tok, text, len, ids, n, o) == n ? n : -1;
-        if (!big) free(ids), ids = NULL;
+        if (!big) {
+            free(ids);
+            ids = NULL;
+        } else {
+            ids = big;
+            n = nb_tokenize_ex(tok, text, len, ids, n, o) == n ? n : -1;
+        }
     }
     if (!ids) {
         nb__error("%s: out of memory for the ids of %zu bytes of text", fn, len);
@@ -75,7 +79,11 @@ static const char *const COPIED[] = { "config.json", "generation_config.json", "
 /* Copies src to dst (atomically) when src exists; 0, or -1 with an error. */
 static int copy_file(const char *fn, const char *src, const char *dst) {
     struct stat st;
-    if (stat(src, &st) < 0) return errno == ENOENT ? 0 : (nb__error("%s: cannot stat %s: %s", fn, src, strerror(errno)), -1);
+    if (stat(src, &st) < 0) {
+        if (errno == ENOENT) return 0; /* a file this checkpoint does not have */
+        nb__error("%s: cannot stat %s: %s", fn, src, strerror(errno));
+        return -1;
+    }
     nb__map m;
     if (nb__map_open(&m, fn, src) < 0) return -1;
     nb__afile f;
