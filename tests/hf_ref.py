@@ -21,9 +21,19 @@ sentence-transformers (the environment of scripts/hf_ref_env.sh):
   llama_cli.txt       what `nabla generate llama --prompt "The licence" --max-new-tokens 30` prints
   llama_var/          another: tied embeddings, attention biases, kv heads = heads, rope_theta
                       500000 and linear rope scaling 2; llama_var_logits.npy for llama_ids.npy
+  gpt2_lm_loss.npy    GPT2LMHeadModel(gpt2_ids, labels=gpt2_ids).loss
+  gpt2_ft/            gpt2/ with its dropouts at 0 (config.json's *_pdrop), and its tokenizer
+  ft_text.txt         a text of FT_BLOCKS blocks of FT_CONTEXT tokens and a few tokens more
+  ft_step4.safetensors, ft_step6.safetensors   gpt2_ft's parameters (save_pretrained's keys) after
+                      4 and 6 AdamW steps of `nabla train --model gpt2_ft --data ft_text.txt` with
+                      the arguments in ft_args.txt, in torch: the blocks split with nabla's seeded
+                      split, in order (--no-shuffle), causal LM loss
+  ft_losses.npy, ft_val.npy   the loss of each of the 6 steps, the validation loss after each epoch
 Usage: hf_ref.py DIR"""
 import glob
+import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -108,34 +118,91 @@ def main(d):
     gpt2.save_pretrained(os.path.join(d, "gpt2_sharded"), safe_serialization=True, max_shard_size="30kB")
     bpe.save(os.path.join(d, "gpt2", "tokenizer.json"))
     gids = torch.randint(1, vocab, (2, 7))
-    with torch.no_grad():
-        logits = gpt2(input_ids=gids).logits
-        greedy = gpt2.generate(gids[:1], do_sample=False, max_new_tokens=50, min_new_tokens=50, pad_token_id=0,
-                               eos_token_id=None)
-        # two prompts of 7 and 4 tokens in one batch, left-padded as transformers pads them
-        rag = gids.clone()
-        rmask = torch.ones(2, 7, dtype=torch.long)
-        rmask[1, :3] = 0
-        rag[1, :3] = 0
-        ragged = gpt2.generate(rag, attention_mask=rmask, do_sample=False, max_new_tokens=20, min_new_tokens=20,
-                               pad_token_id=0, eos_token_id=None)
-        # what `nabla generate` prints for a prompt: the text of transformers' greedy tokens, up to
-        # the end-of-text token (0)
-        prompt = "The licence"
-        pids = torch.tensor([bpe.encode(prompt).ids])
-        cont = gpt2.generate(pids, do_sample=False, max_new_tokens=30, pad_token_id=0, eos_token_id=0)[0].tolist()
-    new = cont[pids.shape[1]:]
-    if 0 in new:
-        new = new[:new.index(0) + 1]
-    open(os.path.join(d, "gpt2_cli.txt"), "w", encoding="utf-8").write(
-        prompt + bpe.decode(new, skip_special_tokens=True) + "\n")
-    np.save(os.path.join(d, "gpt2_ids.npy"), gids.numpy())
-    np.save(os.path.join(d, "gpt2_logits.npy"), logits.numpy().astype(np.float32))
-    np.save(os.path.join(d, "gpt2_greedy.npy"), greedy.numpy())
-    np.save(os.path.join(d, "gpt2_ragged_ids.npy"), rag.numpy())
-    np.save(os.path.join(d, "gpt2_ragged.npy"), ragged.numpy())
+    generate_refs(d, "gpt2", gpt2, bpe, gids)
+    np.save(os.path.join(d, "gpt2_lm_loss.npy"), np.array(gpt2(input_ids=gids, labels=gids).loss.item(), np.float32))
+    fine_tune_reference(d, gpt2, bpe)
     llama_refs(d, bpe, vocab)
     print(f"hf_ref.py: {len(sents)} sentences, MiniLM at {minilm}, tiny BERT in {d}")
+
+
+# The fine-tuning reference: what `nabla train --model gpt2_ft --data ft_text.txt` + FT_ARGS must do.
+FT_CONTEXT, FT_BLOCKS, FT_BATCH, FT_LR, FT_SEED, FT_VAL = 16, 10, 3, 1e-3, 3, 0.2
+FT_ARGS = f"--context {FT_CONTEXT} --batch-size {FT_BATCH} --lr {FT_LR} --seed {FT_SEED} --val-split {FT_VAL} --no-shuffle"
+
+
+def nabla_split(n, frac, seed):
+    """tools/cli_run.c's split_samples: a Fisher-Yates shuffle driven by splitmix64 seeded with
+    seed ^ 0x5EEDC0DE; its last int(frac * n) indices are held out; both parts in ascending order."""
+    mask = (1 << 64) - 1
+    nval = int(frac * n)
+    if frac > 0 and nval == 0:
+        nval = 1
+    idx, s = list(range(n)), seed ^ 0x5EEDC0DE
+    for i in range(n - 1, 0, -1):
+        s = (s + 0x9E3779B97F4A7C15) & mask
+        z = ((s ^ (s >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        j = (z ^ (z >> 31)) % (i + 1)
+        idx[i], idx[j] = idx[j], idx[i]
+    val = sorted(idx[n - nval:])
+    return [i for i in range(n) if i not in set(val)], val
+
+
+def fine_tune_reference(d, gpt2, bpe):
+    from transformers import GPT2LMHeadModel
+    from safetensors.torch import save_file
+
+    ft = os.path.join(d, "gpt2_ft")
+    cfg = gpt2.config.to_dict()
+    cfg.update(embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
+    model = GPT2LMHeadModel(type(gpt2.config).from_dict(cfg))
+    model.load_state_dict(gpt2.state_dict())
+    model.save_pretrained(ft, safe_serialization=True)
+    shutil.copy(os.path.join(d, "gpt2", "tokenizer.json"), ft)
+    # the text: licence lines until FT_BLOCKS blocks and a remainder; tokenized whole, as nabla does
+    text, ids = "", []
+    lines = [l for l in open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read().splitlines() if l.strip()]
+    for line in lines:
+        text += line + "\n"
+        ids = bpe.encode(text).ids
+        if len(ids) >= FT_CONTEXT * FT_BLOCKS + 5:
+            break
+    open(os.path.join(d, "ft_text.txt"), "w", encoding="utf-8").write(text)
+    open(os.path.join(d, "ft_args.txt"), "w").write(FT_ARGS + "\n")
+    n = len(ids) // FT_CONTEXT
+    assert n == FT_BLOCKS, n
+    blocks = torch.tensor(ids[:n * FT_CONTEXT]).view(n, FT_CONTEXT)  # run_clm.py's group_texts
+    train, val = nabla_split(n, FT_VAL, FT_SEED)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=FT_LR, weight_decay=0.0)
+    losses, vals, step = [], [], 0
+    for epoch in range(2):
+        for b in range(0, len(train), FT_BATCH):
+            x = blocks[train[b:b + FT_BATCH]]
+            loss = model(input_ids=x, labels=x).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            step += 1
+            if step in (4, 6):
+                save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
+                           if k in ref_keys(ft)}, os.path.join(d, f"ft_step{step}.safetensors"), {"format": "pt"})
+        with torch.no_grad():
+            model.eval()
+            vals.append(model(input_ids=blocks[val], labels=blocks[val]).loss.item())
+            model.train()
+    np.save(os.path.join(d, "ft_losses.npy"), np.array(losses, np.float64))
+    np.save(os.path.join(d, "ft_val.npy"), np.array(vals, np.float64))
+    print(f"hf_ref.py: fine-tuning reference: {n} blocks ({len(train)} train, {len(val)} validation), "
+          f"losses {' '.join(f'{l:.4f}' for l in losses)}, validation {' '.join(f'{v:.4f}' for v in vals)}")
+
+
+def ref_keys(folder):
+    """The keys save_pretrained wrote into folder's model.safetensors."""
+    from safetensors import safe_open
+    with safe_open(os.path.join(folder, "model.safetensors"), "pt") as f:
+        return set(f.keys())
 
 
 def generate_refs(d, name, model, bpe, ids):

@@ -2,6 +2,7 @@
    `--epochs 1e30` or `--batch-size 99999999999999999999` is an error, never a wrapped cast. */
 #include "train_args.h"
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,8 @@ void train_usage(FILE *f) {
                "  from the training set, and reports the test accuracy of the model it saved.\n"
                "  --model NAME|FILE.json   mlp (784-128-10, default), cnn (the TF tutorial convnet),\n"
                "                           resnet (a small residual CNN), or a JSON list of layers\n"
+               "  --model DIR              a Hugging Face causal LM folder (config.json, safetensors,\n"
+               "                           tokenizer): fine-tunes it on --data FILE.txt (see below)\n"
                "  --data PATH              an IDX folder (MNIST's file names; default $NABLA_DATA, else\n"
                "                           Debian's Fashion-MNIST), a folder of class sub-folders of PNG\n"
                "                           images (with train/ and test/ inside, or one split), a .csv\n"
@@ -55,6 +58,19 @@ void train_usage(FILE *f) {
                "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
                "                           written after every epoch); --epochs counts the epochs done\n"
                "  --quiet                  no progress output\n");
+    /* two literals: each stays under the 4,095 characters C11 promises a compiler takes */
+    fprintf(f, "Fine-tuning (--model DIR --data FILE.txt): the UTF-8 text is tokenized as one text with\n"
+               "  DIR's tokenizer and cut into blocks of --context tokens (the remainder dropped), which\n"
+               "  --val-split, --batch-size, --seed, --limit (blocks) and --log-every apply to; the loss is\n"
+               "  the causal LM loss, validation reports loss and perplexity after each epoch, and the\n"
+               "  model of the last step is saved as a Hugging Face folder (config, model.safetensors\n"
+               "  with DIR's keys, tokenizer) in --out DIR (-o DIR; default the run folder). Defaults\n"
+               "  there: --epochs 3, --batch-size 8, --lr 5e-5 (AdamW, as transformers' Trainer).\n"
+               "  --context N              tokens per block (default: the model's positions, at most 128)\n"
+               "  --steps N                stop after N optimizer steps (default: --epochs decides)\n"
+               "  --weight-decay X         AdamW's decoupled weight decay, on matrices only, not on\n"
+               "                           biases and layer-norm weights, as Trainer (default 0)\n"
+               "  --no-shuffle             batches in the order of the text (default: shuffled by --seed)\n");
 }
 
 /* A whole number in [lo, hi]; false (with a message) when text is not one. */
@@ -122,12 +138,15 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         }
         if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
         if (!strcmp(a, "--overwrite")) { o->overwrite = true; continue; }
+        if (!strcmp(a, "--no-shuffle")) { o->no_shuffle = true; continue; }
+        if (!strcmp(a, "-o")) a = "--out";
         /* every other option takes a value */
         static const char *const valued[] = { "--model", "--optimizer", "--logdir", "--out", "--data", "--resume",
                                               "--device", "--epochs", "--batch-size", "--lr", "--workers", "--labels", "--label",
                                               "--test", "--test-labels", "--augment", "--schedule", "--autocast",
                                               "--image-size", "--channels",
-                                              "--threads", "--nproc", "--seed", "--limit", "--val-split", "--log-every" };
+                                              "--threads", "--nproc", "--seed", "--limit", "--val-split", "--log-every",
+                                              "--context", "--steps", "--weight-decay" };
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
         if (!known) {
@@ -142,8 +161,11 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         i++;
         if (!strcmp(a, "--model")) {
             size_t len = strlen(v);
-            if (!one_of(v, "mlp|cnn|resnet") && !(len > 5 && !strcmp(v + len - 5, ".json"))) {
-                fprintf(err, "nabla train: --model is mlp, cnn, resnet or a FILE.json, got \"%s\"\n", v);
+            struct stat st;
+            o->hf_model = !one_of(v, "mlp|cnn|resnet") && stat(v, &st) == 0 && S_ISDIR(st.st_mode);
+            if (!o->hf_model && !one_of(v, "mlp|cnn|resnet") && !(len > 5 && !strcmp(v + len - 5, ".json"))) {
+                fprintf(err, "nabla train: --model is mlp, cnn, resnet, a FILE.json or a Hugging Face checkpoint folder, "
+                             "got \"%s\"\n", v);
                 return 2;
             }
             o->model = v;
@@ -199,16 +221,36 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
             else if (!strcmp(a, "--test")) o->test = v;
             else if (!strcmp(a, "--test-labels")) o->test_labels = v;
             else o->resume = v;
-        } else if (!strcmp(a, "--epochs")) { if (!whole(err, a, v, 1, 1000000, &n)) return 2; o->epochs = (int)n; }
-        else if (!strcmp(a, "--batch-size")) { if (!whole(err, a, v, 1, 1 << 30, &n)) return 2; o->batch = n; }
+        } else if (!strcmp(a, "--epochs")) {
+            if (!whole(err, a, v, 1, 1000000, &n)) return 2;
+            o->epochs = (int)n;
+            o->epochs_set = true;
+        } else if (!strcmp(a, "--batch-size")) {
+            if (!whole(err, a, v, 1, 1 << 30, &n)) return 2;
+            o->batch = n;
+            o->batch_set = true;
+        } else if (!strcmp(a, "--context")) { if (!whole(err, a, v, 2, 1 << 24, &n)) return 2; o->context = n; }
+        else if (!strcmp(a, "--steps")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->steps = n; }
+        else if (!strcmp(a, "--weight-decay")) {
+            if (!real(err, a, v, 0, 1e6, &o->weight_decay)) return 2;
+            o->weight_decay_set = true;
+        }
         else if (!strcmp(a, "--workers")) { if (!whole(err, a, v, 0, 256, &n)) return 2; o->workers = (int)n; }
         else if (!strcmp(a, "--nproc")) { if (!whole(err, a, v, 1, 4096, &n)) return 2; o->nproc = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!whole(err, a, v, 1, 1024, &n)) return 2; o->threads = (int)n; }
         else if (!strcmp(a, "--limit")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->limit = n; }
         else if (!strcmp(a, "--log-every")) { if (!whole(err, a, v, 1, INT64_MAX, &n)) return 2; o->log_every = n; }
         else if (!strcmp(a, "--seed")) { if (!seed_of(err, v, &o->seed)) return 2; }
-        else if (!strcmp(a, "--lr")) { if (!real(err, a, v, 1e-12, 1e6, &o->lr)) return 2; }
+        else if (!strcmp(a, "--lr")) {
+            if (!real(err, a, v, 1e-12, 1e6, &o->lr)) return 2;
+            o->lr_set = true;
+        }
         else if (!strcmp(a, "--val-split")) { if (!real(err, a, v, 0, 0.9, &o->val_split)) return 2; }
+    }
+    if (!o->hf_model && (o->context || o->steps || o->weight_decay_set || o->no_shuffle)) {
+        fprintf(err, "nabla train: --context, --steps, --weight-decay and --no-shuffle are for fine-tuning a pretrained "
+                     "model (--model DIR)\n");
+        return 2;
     }
     if (o->resume && o->overwrite) {
         fprintf(err, "nabla train: --resume continues a run and --overwrite starts one afresh; give one of them\n");

@@ -18,6 +18,13 @@ typedef struct train_opts {
     bool quiet, overwrite;
     bool autocast_bf16; /* --autocast bf16: training and evaluation under nb_autocast(NB_BF16) */
     int augment; /* -1: the model's default (on for resnet), 0 off, 1 on */
+    /* fine-tuning a pretrained causal LM (--model DIR, tools/cli_finetune.c) */
+    bool hf_model;      /* --model names a folder (a Hugging Face checkpoint), not a built-in model */
+    int64_t context;    /* tokens per block (0: min(the model's positions, 128)) */
+    int64_t steps;      /* optimizer steps to stop after (0: --epochs decides) */
+    double weight_decay;
+    bool weight_decay_set, no_shuffle;
+    bool lr_set, epochs_set, batch_set; /* given on the command line (the two kinds' defaults differ) */
 } train_opts;
 
 /* The defaults of `nabla train`. */

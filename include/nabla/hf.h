@@ -141,6 +141,30 @@ NB_API int64_t nb_hf_eos_id(const nb_module *lm);
    the first stop token after it; all rows stopped ends early). NULL with the error. */
 NB_API nb_tensor *nb_generate(nb_module *lm, nb_tensor *ids, nb_generate_opts opts);
 
+/* ---- fine-tuning ----
+   `nabla train --model DIR --data FILE.txt` is built from these and nb_model_fit_loader; a
+   causal LM that nb_hf_load made applies its config's dropouts in train mode (nb_module_train),
+   as transformers does, and none in eval mode. */
+
+/* The causal LM loss of logits [B, T, vocab] computed from ids [B, T] i64 (T >= 2): the mean
+   cross entropy of logits[:, :-1] against ids[:, 1:], each position predicting the next token,
+   as transformers' GPT2LMHeadModel(input_ids=ids, labels=ids).loss. NULL with the error. */
+NB_API nb_tensor *nb_hf_causal_lm_loss(nb_tensor *logits, nb_tensor *ids);
+/* The ids of the len bytes of UTF-8 text, tokenized as one text (no special tokens added, no
+   truncation or padding), cut into consecutive blocks of `block` tokens: [N, block] i64, the
+   remainder dropped, as run_clm.py's group_texts. NULL with an error naming the token count when
+   the text has fewer than block tokens. */
+NB_API nb_tensor *nb_hf_text_blocks(nb_tokenizer *tok, const char *text, size_t len, int64_t block);
+/* Writes m, which nb_hf_load made from src_dir (and training has changed since), as a checkpoint
+   folder out_dir (created if absent; its parent must exist): each weights file of src_dir
+   (model.safetensors, or its shards) again under its name, with the same keys in the same order,
+   dtypes, shapes and metadata, holding m's values; a key m does not hold is written as the
+   tensor of m whose bytes it repeated in src_dir (a tied lm_head.weight), else as it was (a
+   constant buffer). config.json, generation_config.json, the shard index and the tokenizer files
+   are copied. src_dir's files are only read. 0, or <0 with an error (out_dir is src_dir, a tensor
+   of m that src_dir lacks, a file that cannot be written). */
+NB_API int nb_hf_save(nb_module *m, const char *src_dir, const char *out_dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -45,6 +45,7 @@ typedef struct {
     hf_lm lm;
     int64_t embd, heads;
     bool gelu_tanh;
+    double embd_pdrop, attn_pdrop, resid_pdrop; /* config.json's dropouts, applied in train mode only */
     nb_module *wte, *wpe, *ln_f;
     nb_tensor *wte_w;
     gpt2_block *block;
@@ -57,6 +58,12 @@ static void gpt2_free(nb_module *self) { free(((gpt2_model *)self)->block); }
 static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = gpt2_forward, .free = gpt2_free };
 
 bool nb__hf_is_gpt2(const nb_module *m) { return m && m->cls == &GPT2; }
+
+/* Dropout with probability p in train mode, as transformers' nn.Dropout modules; in eval mode
+   (or p 0) x itself, so evaluation is exactly the deterministic forward. */
+static nb_tensor *drop(const gpt2_model *g, nb_tensor *x, double p) {
+    return g->lm.base.training && p > 0 ? nb_dropout(x, p, true) : x;
+}
 
 /* transformers' "gelu_new": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
 static nb_tensor *gelu_tanh(nb_tensor *x) {
@@ -72,7 +79,8 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
     int64_t B = nb_dim(ids, 0), T = nb_dim(ids, 1);
     nb_scope *s = nb_scope_begin();
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
-    nb_tensor *x = nb_add(nb_forward(g->wte, ids), nb_forward(g->wpe, pos));
+    nb_tensor *x = drop(g, nb_add(nb_forward(g->wte, ids), nb_forward(g->wpe, pos)), g->embd_pdrop);
+    bool attn_drop = g->lm.base.training && g->attn_pdrop > 0;
     for (int64_t i = 0; i < g->lm.layers && x; i++) {
         gpt2_block *b = &g->block[i];
         nb_tensor *qkv = nb_forward(b->c_attn, nb_forward(b->ln1, x));
@@ -89,12 +97,14 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
             cache[2 * i] = nb_retain(k = nb_contiguous(k));
             cache[2 * i + 1] = nb_retain(v = nb_contiguous(v));
         }
-        nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .causal = true, .mask = key_mask });
+        nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .causal = true, .mask = key_mask,
+                                                                      .training = attn_drop,
+                                                                      .dropout = attn_drop ? g->attn_pdrop : 0 });
         a = nb_reshape(nb_permute(a, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, g->embd));
-        x = nb_add(x, nb_forward(b->c_proj, a));
+        x = nb_add(x, drop(g, nb_forward(b->c_proj, a), g->resid_pdrop));
         nb_tensor *h = nb_forward(b->c_fc, nb_forward(b->ln2, x));
         h = g->gelu_tanh ? gelu_tanh(h) : nb_gelu(h);
-        x = nb_add(x, nb_forward(b->mlp_proj, h));
+        x = nb_add(x, drop(g, nb_forward(b->mlp_proj, h), g->resid_pdrop));
     }
     return nb__hf_scope_return(s, x ? nb_matmul(nb_forward(g->ln_f, x), nb_transpose(g->wte_w, 0, 1)) : NULL);
 }
@@ -131,6 +141,15 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
         nb__hf_int(fn, cfg, "n_positions", 1, 1 << 20, &positions) < 0 ||
         nb__hf_num(fn, cfg, "layer_norm_epsilon", 1e-5, &eps) < 0)
         return NULL;
+    double pdrop[3]; /* GPT2Config's defaults: 0.1 each */
+    static const char *const pdrop_keys[3] = { "embd_pdrop", "attn_pdrop", "resid_pdrop" };
+    for (int i = 0; i < 3; i++) {
+        if (nb__hf_num(fn, cfg, pdrop_keys[i], 0.1, &pdrop[i]) < 0) return NULL;
+        if (!(pdrop[i] >= 0 && pdrop[i] < 1)) {
+            nb__error("%s: config.json: \"%s\" is %g, outside [0, 1)", fn, pdrop_keys[i], pdrop[i]);
+            return NULL;
+        }
+    }
     json_t *ni = json_object_get(cfg, "n_inner");
     inner = 4 * embd;
     if (ni && !json_is_null(ni) && nb__hf_int(fn, cfg, "n_inner", 1, 1 << 20, &inner) < 0) return NULL;
@@ -165,6 +184,9 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
     g->lm.eos = nb__hf_eos(cfg, vocab);
     g->lm.step = gpt2_step;
     g->gelu_tanh = tanh_gelu;
+    g->embd_pdrop = pdrop[0];
+    g->attn_pdrop = pdrop[1];
+    g->resid_pdrop = pdrop[2];
     g->block = calloc((size_t)layers, sizeof *g->block);
     char k[160];
     nb_module *tr = g->block ? (*pre ? nb_module_child(&g->lm.base, "transformer", nb__hf_container("Module")) : &g->lm.base) : NULL;
