@@ -2,7 +2,8 @@
    measurement a process, so peak memory is the measurement's own.
      load DIR             seconds of nb_hf_load (median of 5)
      generate DIR N T     greedy tokens/s at batch 1: a prompt of T tokens, N new ones (median of
-                          3 after a warm-up), and the peak resident set of the process
+                          3 after a warm-up), the peak resident set of the process, and the bytes
+                          of weights a decoding step reads
      embed DIR FILE       sentence embeddings/s at batch 32 over the lines of FILE (median of 3)
    Usage: bench_hf load|generate|embed ... */
 #include "bench_util.h"
@@ -37,6 +38,18 @@ static int cmd_generate(const char *dir, int64_t n, int64_t t0) {
         nb_release(nb_keep(y));
     }
     printf("generate_tok_s %.3f\n", (double)n / median(t + 1, 3));
+    /* the weights a decoding step reads: all but the tables it only gathers a row of (learned
+       positions, and a Llama's input embedding when its head is a separate matrix) */
+    nb_named_tensor ps[1024];
+    int np = nb_module_named_parameters(m, ps, 1024);
+    bool head = nb_module_get(m, "lm_head.weight") != NULL;
+    double bytes = 0;
+    for (int i = 0; i < np && np <= 1024; i++) {
+        const char *nm = ps[i].name;
+        if (strstr(nm, "wpe.weight") || (head && strstr(nm, "embed_tokens.weight"))) continue;
+        bytes += (double)nb_numel(ps[i].tensor) * nb_dtype_size(nb_dtype_of(ps[i].tensor));
+    }
+    printf("read_bytes_per_token %.0f\n", bytes);
     printf("peak_rss_mib %.1f\n", vm_hwm_kib() / 1024.0);
     printf("params %lld\n", (long long)nb_module_num_params(m));
     nb_scope_end(s);

@@ -4,6 +4,8 @@
   generate DIR N T    greedy tokens/s at batch 1 (median of 3 after a warm-up), peak RSS
   embed DIR FILE      sentence-transformers' encode at batch 32, sentences/s (median of 3)
   write-gpt2 DIR      a GPT-2-small-sized GPT2LMHeadModel at random initialisation, saved
+  write-llama DIR     a LlamaForCausalLM of about GPT-2 small's size (768 wide, 12 layers, 12
+                      heads and 4 kv heads, MLP 2048, vocabulary 32000) at random initialisation
 --threads N sets torch.set_num_threads (the same count as nabla's)."""
 import argparse
 import resource
@@ -26,6 +28,12 @@ def main():
         from transformers import GPT2Config, GPT2LMHeadModel
         torch.manual_seed(0)
         GPT2LMHeadModel(GPT2Config()).save_pretrained(a.args[0], safe_serialization=True)
+    elif a.cmd == "write-llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        torch.manual_seed(0)
+        LlamaForCausalLM(LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                                     num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024)
+                         ).save_pretrained(a.args[0], safe_serialization=True)
     elif a.cmd == "load":
         from transformers import AutoModel
         t = []
@@ -35,8 +43,8 @@ def main():
             t.append(time.perf_counter() - t0)
         print(f"load_s {statistics.median(t):.6f}")
     elif a.cmd == "generate":
-        from transformers import GPT2LMHeadModel
-        m = GPT2LMHeadModel.from_pretrained(a.args[0]).eval()
+        from transformers import AutoModelForCausalLM
+        m = AutoModelForCausalLM.from_pretrained(a.args[0]).eval()
         n, t0 = int(a.args[1]), int(a.args[2])
         torch.manual_seed(3)
         ids = torch.randint(0, 1000, (1, t0))
