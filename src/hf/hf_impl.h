@@ -5,6 +5,7 @@
 
 #include "nabla/hf.h"
 #include "../core/core_impl.h"
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -183,6 +184,22 @@ struct nb_tokenizer {
 uint32_t nb__byte_char(unsigned b);
 /* The byte a code point of that alphabet stands for, or -1. */
 int nb__char_byte(uint32_t cp);
+
+/* ---- reading tokenizer.json (src/hf/tokenizer_load.c, tokenizer_json.c) ---- */
+/* Where errors point: the file being read. */
+typedef struct {
+    const char *file;
+} nb__tokctx;
+/* Sets the error "nb_tokenizer_load: FILE: message". */
+__attribute__((format(printf, 2, 3))) void nb__tok_fail(const nb__tokctx *c, const char *fmt, ...);
+/* Reads the boolean o[field] into *out (dflt when absent or null); <0 with an error naming where.field. */
+int nb__tok_bool(const nb__tokctx *c, json_t *o, const char *field, const char *where, bool dflt, bool *out);
+/* Sets *dst to a copy of the string j, or of dflt when j is absent or null; <0 with an error naming field. */
+int nb__tok_str(char **dst, const nb__tokctx *c, const char *field, json_t *j, const char *dflt);
+/* Appends k ids to the array *v of *n (a post-processor's special tokens). 0 or <0 on out of memory. */
+int nb__tok_push_ids(int64_t **v, int *n, const int64_t *ids, int k);
+/* Reads root's "normalizer", "pre_tokenizer", "post_processor" and "decoder" into t. 0 or <0 with the error. */
+int nb__tok_parse_steps(nb_tokenizer *t, const nb__tokctx *c, json_t *root);
 
 /* Normalizes the n bytes at s (valid UTF-8) with the tokenizer's steps into out. 0 or <0. */
 int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *out);
