@@ -370,16 +370,15 @@ static int load_bpe_files(nb_tokenizer *t, const char *vocab_path, const char *m
     json_decref(root);
     if (rc < 0) return -1;
     t->model = NB_TOK_BPE;
-    if (!(t->prefix = strdup("")) || !(t->suffix = strdup("")) || !(t->dec_prefix = strdup("")))
-        return FAIL(&c, "out of memory");
+    if (!(t->prefix = strdup("")) || !(t->suffix = strdup(""))) return FAIL(&c, "out of memory");
     c.file = merges_path;
     if (!(s = read_file(merges_path, &n))) return -1;
     rc = parse_merges_txt(t, &c, s, n);
     free(s);
     if (rc < 0) return -1;
     /* as tokenizers' ByteLevelBPETokenizer: no prefix space, the GPT-2 pattern, byte decoding */
-    t->pre[t->n_pre++] = (nb__pre_step){ NB_PRE_BYTELEVEL, false, true };
-    t->decoder = NB_DEC_BYTELEVEL;
+    t->pre[t->n_pre++] = (nb__pre_step){ .kind = NB_PRE_BYTELEVEL, .use_regex = true };
+    t->dec[t->n_dec++] = (nb__dec_step){ .kind = NB_DEC_BYTELEVEL };
     return 0;
 }
 
@@ -417,7 +416,9 @@ static int load_vocab_txt(nb_tokenizer *t, const char *path) {
     if (rc < 0) return -1;
     t->model = NB_TOK_WORDPIECE;
     t->max_chars = 100;
-    if (!(t->prefix = strdup("##")) || !(t->suffix = strdup("")) || !(t->dec_prefix = strdup("##")))
+    nb__dec_step *dec = &t->dec[t->n_dec++];
+    *dec = (nb__dec_step){ .kind = NB_DEC_WORDPIECE, .cleanup = true };
+    if (!(t->prefix = strdup("##")) || !(t->suffix = strdup("")) || !(dec->pattern = strdup("##")))
         return FAIL(&c, "out of memory");
     if ((t->unk_id = nb__strmap_get(&t->vocab, "[UNK]", 5)) < 0) return FAIL(&c, "no [UNK] token");
     /* tokenizer_config.json beside it: do_lower_case, strip_accents, tokenize_chinese_chars */
@@ -452,10 +453,8 @@ static int load_vocab_txt(nb_tokenizer *t, const char *path) {
     free(cfg_path);
     if (r < 0) return -1;
     /* as tokenizers' BertWordPieceTokenizer */
-    t->norm[t->n_norm++] = (nb__norm_step){ NB_NORM_BERT, true, chinese, strip, lower };
-    t->pre[t->n_pre++] = (nb__pre_step){ NB_PRE_BERT, false, false };
-    t->decoder = NB_DEC_WORDPIECE;
-    t->dec_cleanup = true;
+    t->norm[t->n_norm++] = (nb__norm_step){ NB_NORM_BERT, true, chinese, strip, lower, NULL, NULL };
+    t->pre[t->n_pre++] = (nb__pre_step){ .kind = NB_PRE_BERT };
     static const char *const specials[] = { "[UNK]", "[SEP]", "[CLS]", "[PAD]", "[MASK]" };
     t->added = calloc(5, sizeof *t->added);
     if (!t->added) return FAIL(&c, "out of memory");
@@ -548,7 +547,9 @@ void nb_tokenizer_free(nb_tokenizer *t) {
     free(t->id_tok);
     free(t->prefix);
     free(t->suffix);
-    free(t->dec_prefix);
+    for (int i = 0; i < t->n_norm; i++) free(t->norm[i].pattern), free(t->norm[i].content);
+    for (int i = 0; i < t->n_pre; i++) free(t->pre[i].literal);
+    for (int i = 0; i < t->n_dec; i++) free(t->dec[i].pattern), free(t->dec[i].content);
     nb__u64map_free(&t->merges);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].content), free(t->added[i].norm);
     free(t->added);

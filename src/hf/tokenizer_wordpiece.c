@@ -1,8 +1,7 @@
-/* WordPiece and the text steps around the models: the normalizers (BertNormalizer: clean text,
-   CJK spacing, NFD accent stripping, lower case; and Lowercase, NFD, StripAccents), the BERT
-   and white-space pre-tokenizers, the WordPiece model (greedy longest match, "##"
-   continuations, [UNK]), and the decoders (WordPiece, ByteLevel, none). Each follows what
-   `tokenizers` does, character class by character class. */
+/* The normalizers (BertNormalizer: clean text, CJK spacing, NFD accent stripping, lower case;
+   Lowercase, NFD, StripAccents; SentencePiece's Prepend and Replace) and the WordPiece model
+   (greedy longest match, "##" continuations, [UNK]). Each follows what `tokenizers` does,
+   character class by character class. */
 #include "hf_impl.h"
 
 #include <stdlib.h>
@@ -63,6 +62,7 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
     out->n = 0;
     if (!t->n_norm) return nb__buf_put(out, s, n);
     nb__cps a = { 0 }, b = { 0 };
+    nb__buf txt = { 0 }, rep = { 0 }, sw_buf;
     int rc = -1;
     if (nb__utf8_decode(&a, s, n) < 0) goto done;
     for (int st = 0; st < t->n_norm; st++) {
@@ -109,6 +109,21 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
             sw = a, a = b, b = sw;
             break;
         case NB_NORM_STRIP_ACCENTS: drop_marks(&a); break;
+        case NB_NORM_PREPEND: /* to a text that is not empty */
+        case NB_NORM_REPLACE: /* literal, leftmost first: on the UTF-8 text */
+            if (ns->kind == NB_NORM_PREPEND && !a.n) break;
+            txt.n = 0;
+            if (ns->kind == NB_NORM_PREPEND && nb__buf_put(&txt, ns->content, strlen(ns->content)) < 0) goto done;
+            for (size_t i = 0; i < a.n; i++)
+                if (nb__buf_putc(&txt, a.v[i]) < 0) goto done;
+            if (ns->kind == NB_NORM_REPLACE) {
+                rep.n = 0;
+                if (nb__replace_all(&rep, txt.s ? txt.s : "", txt.n, ns->pattern, ns->content) < 0) goto done;
+                sw_buf = txt, txt = rep, rep = sw_buf;
+            }
+            a.n = 0;
+            if (nb__utf8_decode(&a, txt.s ? txt.s : "", txt.n) < 0) goto done;
+            break;
         }
     }
     for (size_t i = 0; i < a.n; i++)
@@ -118,6 +133,8 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
 done:
     free(a.v);
     free(b.v);
+    free(txt.s);
+    free(rep.s);
     return rc;
 }
 
