@@ -1,6 +1,7 @@
-/* Byte-level BPE: GPT-2's byte-to-unicode alphabet, its pre-tokenisation pattern written out by
-   hand over the Unicode class tables, and the BPE merge loop of `tokenizers` (lowest rank
-   first, leftmost on ties, on a heap so a long word costs n log n). */
+/* BPE: GPT-2's byte-to-unicode alphabet, and the model of `tokenizers`: ignore_merges, byte
+   fallback to <0xNN> tokens, unknown tokens (fused or not), and the merge loop (lowest rank
+   first, leftmost on ties, on a heap so a long word costs n log n). The pre-tokenizers,
+   GPT-2's pattern among them, are in tokenizer_pre.c. */
 #include "hf_impl.h"
 
 #include <stdio.h>
