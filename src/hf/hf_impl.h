@@ -5,6 +5,7 @@
 
 #include "nabla/hf.h"
 #include "../core/core_impl.h"
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,6 +85,8 @@ int nb__pieces_add(nb__pieces *ps, const char *p, size_t n);
 void nb__pieces_clear(nb__pieces *ps);
 /* Frees the list's memory. */
 void nb__pieces_free(nb__pieces *ps);
+/* Appends s[0..n) to out with each from (leftmost first, not overlapping; from not empty) as to. 0 or <0. */
+int nb__replace_all(nb__buf *out, const char *s, size_t n, const char *from, const char *to);
 /* Replaces every maximal invalid sequence of the n bytes at s by U+FFFD, into out (emptied first). */
 int nb__utf8_sanitize(nb__buf *out, const char *s, size_t n);
 
@@ -117,21 +120,42 @@ void nb__u64map_free(nb__u64map *m);
 /* ---- the tokenizer ---- */
 enum { NB_TOK_WORDPIECE = 1, NB_TOK_BPE };
 /* normalizer steps, run in order */
-enum { NB_NORM_BERT = 1, NB_NORM_LOWERCASE, NB_NORM_NFD, NB_NORM_STRIP_ACCENTS };
+enum { NB_NORM_BERT = 1, NB_NORM_LOWERCASE, NB_NORM_NFD, NB_NORM_STRIP_ACCENTS, NB_NORM_PREPEND, NB_NORM_REPLACE };
 /* pre-tokenizer steps, run in order */
-enum { NB_PRE_BYTELEVEL = 1, NB_PRE_BERT, NB_PRE_WHITESPACE_SPLIT };
-/* decoders */
-enum { NB_DEC_NONE = 0, NB_DEC_BYTELEVEL, NB_DEC_WORDPIECE };
+enum { NB_PRE_BYTELEVEL = 1, NB_PRE_BERT, NB_PRE_WHITESPACE_SPLIT, NB_PRE_SPLIT, NB_PRE_METASPACE };
+/* Split's patterns: the regexes nabla hand-codes (GPT-2's; Llama 3's, which is cl100k's), or a literal */
+enum { NB_PAT_GPT2 = 1, NB_PAT_LLAMA3, NB_PAT_STRING };
+/* what a split does with what its pattern matches (tokenizers' SplitDelimiterBehavior) */
+enum { NB_SPLIT_REMOVED, NB_SPLIT_ISOLATED, NB_SPLIT_MERGED_PREVIOUS, NB_SPLIT_MERGED_NEXT, NB_SPLIT_CONTIGUOUS };
+/* Metaspace's prepend_scheme */
+enum { NB_PREPEND_NEVER, NB_PREPEND_FIRST, NB_PREPEND_ALWAYS };
+/* decoder steps, run in order (none: the tokens joined by spaces) */
+enum { NB_DEC_BYTELEVEL = 1, NB_DEC_WORDPIECE, NB_DEC_REPLACE, NB_DEC_BYTEFALLBACK, NB_DEC_FUSE, NB_DEC_STRIP, NB_DEC_METASPACE };
 #define NB_TOK_MAX_STEPS 8
 
 typedef struct {
     int kind;
     bool clean_text, chinese, strip_accents, lowercase; /* NB_NORM_BERT */
+    char *pattern, *content; /* NB_NORM_REPLACE: each pattern becomes content; NB_NORM_PREPEND: content */
 } nb__norm_step;
 typedef struct {
     int kind;
     bool add_prefix_space, use_regex; /* NB_PRE_BYTELEVEL */
+    int pattern, behavior;            /* NB_PRE_SPLIT */
+    bool invert;
+    char *literal;                    /* NB_PAT_STRING's string */
+    uint32_t replacement;             /* NB_PRE_METASPACE */
+    int prepend;
+    bool split;
 } nb__pre_step;
+typedef struct {
+    int kind;
+    char *pattern, *content; /* NB_DEC_REPLACE; NB_DEC_WORDPIECE's prefix is pattern */
+    bool cleanup;            /* NB_DEC_WORDPIECE */
+    uint32_t ch;             /* NB_DEC_STRIP's content, NB_DEC_METASPACE's replacement */
+    int64_t start, stop;     /* NB_DEC_STRIP */
+    bool prepend;            /* NB_DEC_METASPACE: prepend_scheme is not "never" */
+} nb__dec_step;
 
 /* A token of tokenizer.json's "added_tokens", matched in the text before pre-tokenisation. */
 typedef struct {
@@ -174,9 +198,8 @@ struct nb_tokenizer {
     int64_t pad_len, pad_multiple, pad_id;
     bool pad_left;
     /* the decoder */
-    int decoder;
-    char *dec_prefix;
-    bool dec_cleanup;
+    nb__dec_step dec[NB_TOK_MAX_STEPS];
+    int n_dec;
 };
 
 /* The GPT-2 byte-to-unicode alphabet: the code point standing for byte b. */
@@ -184,10 +207,27 @@ uint32_t nb__byte_char(unsigned b);
 /* The byte a code point of that alphabet stands for, or -1. */
 int nb__char_byte(uint32_t cp);
 
+/* ---- reading tokenizer.json (src/hf/tokenizer_load.c, tokenizer_json.c) ---- */
+/* Where errors point: the file being read. */
+typedef struct {
+    const char *file;
+} nb__tokctx;
+/* Sets the error "nb_tokenizer_load: FILE: message". */
+__attribute__((format(printf, 2, 3))) void nb__tok_fail(const nb__tokctx *c, const char *fmt, ...);
+/* Reads the boolean o[field] into *out (dflt when absent or null); <0 with an error naming where.field. */
+int nb__tok_bool(const nb__tokctx *c, json_t *o, const char *field, const char *where, bool dflt, bool *out);
+/* Sets *dst to a copy of the string j, or of dflt when j is absent or null; <0 with an error naming field. */
+int nb__tok_str(char **dst, const nb__tokctx *c, const char *field, json_t *j, const char *dflt);
+/* Appends k ids to the array *v of *n (a post-processor's special tokens). 0 or <0 on out of memory. */
+int nb__tok_push_ids(int64_t **v, int *n, const int64_t *ids, int k);
+/* Reads root's "normalizer", "pre_tokenizer", "post_processor" and "decoder" into t. 0 or <0 with the error. */
+int nb__tok_parse_steps(nb_tokenizer *t, const nb__tokctx *c, json_t *root);
+
 /* Normalizes the n bytes at s (valid UTF-8) with the tokenizer's steps into out. 0 or <0. */
 int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *out);
-/* Splits text (valid UTF-8) by the pre-tokenizer steps into words. 0 or <0. */
-int nb__tok_pretokenize(const nb_tokenizer *t, const char *s, size_t n, nb__pieces *words);
+/* Splits text (valid UTF-8) by the pre-tokenizer steps into words; at_start: the text begins the
+   input (Metaspace's prepend_scheme "first" prepends only there). 0 or <0. */
+int nb__tok_pretokenize(const nb_tokenizer *t, const char *s, size_t n, bool at_start, nb__pieces *words);
 /* Appends the WordPiece ids of one word. 0 or <0. */
 int nb__wordpiece_word(const nb_tokenizer *t, const char *w, size_t n, nb__ids *out);
 /* Appends the BPE ids of one word. 0 or <0. */

@@ -109,9 +109,9 @@ static int split_added(const nb_tokenizer *t, const char *s, size_t n, bool norm
     return 0;
 }
 
-/* The model's ids of a stretch of normalized text. */
-static int encode_text(const nb_tokenizer *t, const char *s, size_t n, nb__pieces *words, nb__ids *out) {
-    if (nb__tok_pretokenize(t, s, n, words) < 0) return -1;
+/* The model's ids of a stretch of normalized text (at_start: it begins the input). */
+static int encode_text(const nb_tokenizer *t, const char *s, size_t n, bool at_start, nb__pieces *words, nb__ids *out) {
+    if (nb__tok_pretokenize(t, s, n, at_start, words) < 0) return -1;
     for (size_t i = 0; i < words->n; i++) {
         const char *w = words->buf.s + words->off[i];
         int r = t->model == NB_TOK_BPE ? nb__bpe_word(t, w, words->len[i], out) : nb__wordpiece_word(t, w, words->len[i], out);
@@ -141,7 +141,11 @@ static int encode(const nb_tokenizer *t, const char *text, size_t len, nb__ids *
             if (split_added(t, norm.s, norm.n, true, &ns) < 0) goto done;
         } else if (norm.n && seg_push(&ns, 0, norm.n, -1) < 0) goto done;
         for (size_t j = 0; j < ns.n; j++) {
-            int r = ns.v[j].id >= 0 ? nb__ids_push(out, ns.v[j].id) : encode_text(t, norm.s + ns.v[j].off, ns.v[j].len, &words, out);
+            /* Metaspace's "first" scheme: tokenizers asks whether the piece's offset in the
+               original text is 0 (a normalizer that drops leading characters is not followed) */
+            bool at_start = raw.v[i].off == 0 && ns.v[j].off == 0;
+            int r = ns.v[j].id >= 0 ? nb__ids_push(out, ns.v[j].id)
+                                    : encode_text(t, norm.s + ns.v[j].off, ns.v[j].len, at_start, &words, out);
             if (r < 0) goto done;
         }
     }

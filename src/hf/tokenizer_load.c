@@ -10,13 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Where errors point: the file, and the function the user called. */
-typedef struct {
-    const char *file;
-} ctx;
+typedef nb__tokctx ctx;
+#define FAIL(c, ...) (nb__tok_fail((c), __VA_ARGS__), -1)
 
-#define FAIL(c, ...) (load_error((c), __VA_ARGS__), -1)
-__attribute__((format(printf, 2, 3))) static void load_error(const ctx *c, const char *fmt, ...) {
+void nb__tok_fail(const nb__tokctx *c, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -104,7 +101,7 @@ static int set_unk(nb_tokenizer *t, const ctx *c, const char *field, json_t *j, 
 }
 
 /* A copy of the string j, or of dflt when j is absent or null. */
-static int set_str(char **dst, const ctx *c, const char *field, json_t *j, const char *dflt) {
+int nb__tok_str(char **dst, const ctx *c, const char *field, json_t *j, const char *dflt) {
     free(*dst);
     *dst = NULL;
     if (j && !json_is_null(j) && !json_is_string(j)) return FAIL(c, "%s is not a string", field);
@@ -112,7 +109,7 @@ static int set_str(char **dst, const ctx *c, const char *field, json_t *j, const
     return *dst ? 0 : FAIL(c, "out of memory");
 }
 
-static int get_bool(const ctx *c, json_t *o, const char *field, const char *where, bool dflt, bool *out) {
+int nb__tok_bool(const ctx *c, json_t *o, const char *field, const char *where, bool dflt, bool *out) {
     json_t *j = json_object_get(o, field);
     if (!j || json_is_null(j)) {
         *out = dflt;
@@ -184,156 +181,10 @@ static int parse_vocab_object(nb_tokenizer *t, const ctx *c, json_t *v, const ch
 static json_t *parse_json(const ctx *c, const char *s, size_t n) {
     json_error_t err;
     json_t *j = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err);
-    if (!j) load_error(c, "bad JSON: %s (line %d, column %d)", err.text, err.line, err.column);
+    if (!j) nb__tok_fail(c, "bad JSON: %s (line %d, column %d)", err.text, err.line, err.column);
     return j;
 }
 
-/* ---------- tokenizer.json ---------- */
-static int parse_normalizer(nb_tokenizer *t, const ctx *c, json_t *n, int depth) {
-    if (!n || json_is_null(n)) return 0;
-    const char *type = json_string_value(json_object_get(n, "type"));
-    if (!json_is_object(n) || !type) return FAIL(c, "normalizer has no \"type\"");
-    if (strcmp(type, "Sequence") == 0 && depth == 0) {
-        json_t *list = json_object_get(n, "normalizers");
-        if (!json_is_array(list)) return FAIL(c, "normalizer.normalizers is not an array");
-        for (size_t i = 0; i < json_array_size(list); i++)
-            if (parse_normalizer(t, c, json_array_get(list, i), 1) < 0) return -1;
-        return 0;
-    }
-    if (t->n_norm == NB_TOK_MAX_STEPS) return FAIL(c, "normalizer: more than %d steps", NB_TOK_MAX_STEPS);
-    nb__norm_step *st = &t->norm[t->n_norm];
-    memset(st, 0, sizeof *st);
-    if (strcmp(type, "BertNormalizer") == 0) {
-        st->kind = NB_NORM_BERT;
-        if (get_bool(c, n, "clean_text", "normalizer", true, &st->clean_text) < 0 ||
-            get_bool(c, n, "handle_chinese_chars", "normalizer", true, &st->chinese) < 0 ||
-            get_bool(c, n, "lowercase", "normalizer", true, &st->lowercase) < 0 ||
-            get_bool(c, n, "strip_accents", "normalizer", st->lowercase, &st->strip_accents) < 0)
-            return -1;
-    } else if (strcmp(type, "Lowercase") == 0) st->kind = NB_NORM_LOWERCASE;
-    else if (strcmp(type, "NFD") == 0) st->kind = NB_NORM_NFD;
-    else if (strcmp(type, "StripAccents") == 0) st->kind = NB_NORM_STRIP_ACCENTS;
-    else return FAIL(c, "normalizer type '%.40s' is not supported (BertNormalizer, Lowercase, NFD, StripAccents, Sequence)", type);
-    t->n_norm++;
-    return 0;
-}
-
-static int parse_pre(nb_tokenizer *t, const ctx *c, json_t *p, int depth) {
-    if (!p || json_is_null(p)) return 0;
-    const char *type = json_string_value(json_object_get(p, "type"));
-    if (!json_is_object(p) || !type) return FAIL(c, "pre_tokenizer has no \"type\"");
-    if (strcmp(type, "Sequence") == 0 && depth == 0) {
-        json_t *list = json_object_get(p, "pretokenizers");
-        if (!json_is_array(list)) return FAIL(c, "pre_tokenizer.pretokenizers is not an array");
-        for (size_t i = 0; i < json_array_size(list); i++)
-            if (parse_pre(t, c, json_array_get(list, i), 1) < 0) return -1;
-        return 0;
-    }
-    if (t->n_pre == NB_TOK_MAX_STEPS) return FAIL(c, "pre_tokenizer: more than %d steps", NB_TOK_MAX_STEPS);
-    if (t->n_pre && t->pre[t->n_pre - 1].kind == NB_PRE_BYTELEVEL)
-        return FAIL(c, "pre_tokenizer: a step after ByteLevel is not supported");
-    nb__pre_step *st = &t->pre[t->n_pre];
-    memset(st, 0, sizeof *st);
-    if (strcmp(type, "ByteLevel") == 0) {
-        st->kind = NB_PRE_BYTELEVEL;
-        if (get_bool(c, p, "add_prefix_space", "pre_tokenizer", true, &st->add_prefix_space) < 0 ||
-            get_bool(c, p, "use_regex", "pre_tokenizer", true, &st->use_regex) < 0)
-            return -1;
-    } else if (strcmp(type, "BertPreTokenizer") == 0) st->kind = NB_PRE_BERT;
-    else if (strcmp(type, "WhitespaceSplit") == 0) st->kind = NB_PRE_WHITESPACE_SPLIT;
-    else return FAIL(c, "pre_tokenizer type '%.40s' is not supported (ByteLevel, BertPreTokenizer, WhitespaceSplit, Sequence)", type);
-    t->n_pre++;
-    return 0;
-}
-
-/* Appends ids to *v (a post-processor's special tokens). */
-static int push_ids(int64_t **v, int *n, const int64_t *ids, int k) {
-    int64_t *w = realloc(*v, (size_t)(*n + k + 1) * sizeof *w);
-    if (!w) return -1;
-    memcpy(w + *n, ids, (size_t)k * sizeof *ids);
-    *v = w, *n += k;
-    return 0;
-}
-
-/* ["[CLS]", 101] of BertProcessing and RobertaProcessing. */
-static int pair_id(nb_tokenizer *t, const ctx *c, json_t *j, const char *field, int64_t *id) {
-    json_t *x = json_array_get(j, 1);
-    if (!json_is_array(j) || json_array_size(j) != 2 || !json_is_integer(x) || json_integer_value(x) < 0 ||
-        json_integer_value(x) >= t->n_ids)
-        return FAIL(c, "post_processor.%s is not a [token, id] pair with an id of the vocabulary", field);
-    *id = json_integer_value(x);
-    return 0;
-}
-
-static int parse_post(nb_tokenizer *t, const ctx *c, json_t *p, int depth) {
-    if (!p || json_is_null(p)) return 0;
-    const char *type = json_string_value(json_object_get(p, "type"));
-    if (!json_is_object(p) || !type) return FAIL(c, "post_processor has no \"type\"");
-    if (strcmp(type, "Sequence") == 0 && depth == 0) {
-        json_t *list = json_object_get(p, "processors");
-        if (!json_is_array(list)) return FAIL(c, "post_processor.processors is not an array");
-        for (size_t i = 0; i < json_array_size(list); i++)
-            if (parse_post(t, c, json_array_get(list, i), 1) < 0) return -1;
-        return 0;
-    }
-    if (strcmp(type, "ByteLevel") == 0) return 0; /* offsets only */
-    if (t->n_post_pre || t->n_post_post) return FAIL(c, "post_processor: two processors add special tokens");
-    if (strcmp(type, "BertProcessing") == 0 || strcmp(type, "RobertaProcessing") == 0) {
-        int64_t cls, sep;
-        if (pair_id(t, c, json_object_get(p, "cls"), "cls", &cls) < 0 ||
-            pair_id(t, c, json_object_get(p, "sep"), "sep", &sep) < 0)
-            return -1;
-        if (push_ids(&t->post_pre, &t->n_post_pre, &cls, 1) < 0 || push_ids(&t->post_post, &t->n_post_post, &sep, 1) < 0)
-            return FAIL(c, "out of memory");
-        return 0;
-    }
-    if (strcmp(type, "TemplateProcessing") != 0)
-        return FAIL(c, "post_processor type '%.40s' is not supported (TemplateProcessing, BertProcessing, "
-                       "RobertaProcessing, ByteLevel, Sequence)", type);
-    json_t *single = json_object_get(p, "single"), *special = json_object_get(p, "special_tokens");
-    if (!json_is_array(single)) return FAIL(c, "post_processor.single is not an array");
-    bool seen_a = false;
-    for (size_t i = 0; i < json_array_size(single); i++) {
-        json_t *item = json_array_get(single, i), *st = json_object_get(item, "SpecialToken"),
-               *sq = json_object_get(item, "Sequence");
-        if (sq) {
-            const char *id = json_string_value(json_object_get(sq, "id"));
-            if (!id || strcmp(id, "A") != 0 || seen_a)
-                return FAIL(c, "post_processor.single[%zu]: a single sequence template holds $A once", i);
-            seen_a = true;
-            continue;
-        }
-        const char *name = json_string_value(json_object_get(st, "id"));
-        json_t *ids = json_object_get(json_object_get(special, name ? name : ""), "ids");
-        if (!name || !json_is_array(ids))
-            return FAIL(c, "post_processor.single[%zu]: special token '%.40s' is not in special_tokens", i,
-                        name ? name : "?");
-        for (size_t k = 0; k < json_array_size(ids); k++) {
-            json_t *x = json_array_get(ids, k);
-            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= t->n_ids)
-                return FAIL(c, "post_processor.special_tokens['%.40s'].ids holds an id outside the vocabulary", name);
-            int64_t id = json_integer_value(x);
-            if (push_ids(seen_a ? &t->post_post : &t->post_pre, seen_a ? &t->n_post_post : &t->n_post_pre, &id, 1) < 0)
-                return FAIL(c, "out of memory");
-        }
-    }
-    if (!seen_a) return FAIL(c, "post_processor.single has no $A");
-    return 0;
-}
-
-static int parse_decoder(nb_tokenizer *t, const ctx *c, json_t *d) {
-    if (set_str(&t->dec_prefix, c, "decoder.prefix", NULL, "") < 0) return -1;
-    if (!d || json_is_null(d)) return 0;
-    const char *type = json_string_value(json_object_get(d, "type"));
-    if (!json_is_object(d) || !type) return FAIL(c, "decoder has no \"type\"");
-    if (strcmp(type, "ByteLevel") == 0) t->decoder = NB_DEC_BYTELEVEL;
-    else if (strcmp(type, "WordPiece") == 0) {
-        t->decoder = NB_DEC_WORDPIECE;
-        if (set_str(&t->dec_prefix, c, "decoder.prefix", json_object_get(d, "prefix"), "##") < 0) return -1;
-        if (get_bool(c, d, "cleanup", "decoder", true, &t->dec_cleanup) < 0) return -1;
-    } else return FAIL(c, "decoder type '%.40s' is not supported (ByteLevel, WordPiece)", type);
-    return 0;
-}
 
 static int parse_added(nb_tokenizer *t, const ctx *c, json_t *list) {
     if (!list || json_is_null(list)) return 0;
@@ -353,11 +204,11 @@ static int parse_added(nb_tokenizer *t, const ctx *c, json_t *list) {
         ad->id = json_integer_value(id);
         if (!ad->content) return FAIL(c, "out of memory");
         t->n_added++;
-        if (get_bool(c, a, "special", "added_tokens[]", false, &ad->special) < 0 ||
-            get_bool(c, a, "normalized", "added_tokens[]", !ad->special, &ad->normalized) < 0 ||
-            get_bool(c, a, "lstrip", "added_tokens[]", false, &ad->lstrip) < 0 ||
-            get_bool(c, a, "rstrip", "added_tokens[]", false, &ad->rstrip) < 0 ||
-            get_bool(c, a, "single_word", "added_tokens[]", false, &ad->single_word) < 0)
+        if (nb__tok_bool(c, a, "special", "added_tokens[]", false, &ad->special) < 0 ||
+            nb__tok_bool(c, a, "normalized", "added_tokens[]", !ad->special, &ad->normalized) < 0 ||
+            nb__tok_bool(c, a, "lstrip", "added_tokens[]", false, &ad->lstrip) < 0 ||
+            nb__tok_bool(c, a, "rstrip", "added_tokens[]", false, &ad->rstrip) < 0 ||
+            nb__tok_bool(c, a, "single_word", "added_tokens[]", false, &ad->single_word) < 0)
             return -1;
         if (add_token(t, c, s, ad->len, ad->id, false) < 0) return -1;
     }
@@ -433,7 +284,7 @@ static int parse_tokenizer_json(nb_tokenizer *t, const ctx *c, json_t *root) {
         t->model = NB_TOK_WORDPIECE;
         if (parse_vocab_object(t, c, vocab, "model.vocab") < 0) return -1;
         json_t *pre = json_object_get(model, "continuing_subword_prefix"), *mx = json_object_get(model, "max_input_chars_per_word");
-        if (set_str(&t->prefix, c, "model.continuing_subword_prefix", pre, "##") < 0 || set_str(&t->suffix, c, "", NULL, "") < 0)
+        if (nb__tok_str(&t->prefix, c, "model.continuing_subword_prefix", pre, "##") < 0 || nb__tok_str(&t->suffix, c, "", NULL, "") < 0)
             return -1;
         t->max_chars = 100;
         if (mx && !json_is_null(mx)) {
@@ -449,12 +300,12 @@ static int parse_tokenizer_json(nb_tokenizer *t, const ctx *c, json_t *root) {
         json_t *dropout = json_object_get(model, "dropout");
         if (dropout && !json_is_null(dropout) && !(json_is_number(dropout) && json_number_value(dropout) == 0))
             return FAIL(c, "model.dropout: BPE dropout (random merges) is not supported");
-        if (set_str(&t->prefix, c, "model.continuing_subword_prefix", json_object_get(model, "continuing_subword_prefix"), "") < 0 ||
-            set_str(&t->suffix, c, "model.end_of_word_suffix", json_object_get(model, "end_of_word_suffix"), "") < 0 ||
+        if (nb__tok_str(&t->prefix, c, "model.continuing_subword_prefix", json_object_get(model, "continuing_subword_prefix"), "") < 0 ||
+            nb__tok_str(&t->suffix, c, "model.end_of_word_suffix", json_object_get(model, "end_of_word_suffix"), "") < 0 ||
             set_unk(t, c, "model.unk_token", json_object_get(model, "unk_token"), NULL) < 0 ||
-            get_bool(c, model, "fuse_unk", "model", false, &t->fuse_unk) < 0 ||
-            get_bool(c, model, "byte_fallback", "model", false, &t->byte_fallback) < 0 ||
-            get_bool(c, model, "ignore_merges", "model", false, &t->ignore_merges) < 0)
+            nb__tok_bool(c, model, "fuse_unk", "model", false, &t->fuse_unk) < 0 ||
+            nb__tok_bool(c, model, "byte_fallback", "model", false, &t->byte_fallback) < 0 ||
+            nb__tok_bool(c, model, "ignore_merges", "model", false, &t->ignore_merges) < 0)
             return -1;
         json_t *merges = json_object_get(model, "merges");
         if (!json_is_array(merges)) return FAIL(c, "model.merges is not an array");
@@ -474,10 +325,7 @@ static int parse_tokenizer_json(nb_tokenizer *t, const ctx *c, json_t *root) {
         }
     } else return FAIL(c, "model.type '%.40s' is not supported (BPE, WordPiece)", type);
     if (parse_added(t, c, json_object_get(root, "added_tokens")) < 0 ||
-        parse_normalizer(t, c, json_object_get(root, "normalizer"), 0) < 0 ||
-        parse_pre(t, c, json_object_get(root, "pre_tokenizer"), 0) < 0 ||
-        parse_post(t, c, json_object_get(root, "post_processor"), 0) < 0 ||
-        parse_decoder(t, c, json_object_get(root, "decoder")) < 0 || parse_truncation_padding(t, c, root) < 0 ||
+        nb__tok_parse_steps(t, c, root) < 0 || parse_truncation_padding(t, c, root) < 0 ||
         normalize_added(t, c) < 0)
         return -1;
     if (t->pad_mode && (t->pad_id >= t->n_ids || !t->id_tok[t->pad_id]))
@@ -522,16 +370,15 @@ static int load_bpe_files(nb_tokenizer *t, const char *vocab_path, const char *m
     json_decref(root);
     if (rc < 0) return -1;
     t->model = NB_TOK_BPE;
-    if (!(t->prefix = strdup("")) || !(t->suffix = strdup("")) || !(t->dec_prefix = strdup("")))
-        return FAIL(&c, "out of memory");
+    if (!(t->prefix = strdup("")) || !(t->suffix = strdup(""))) return FAIL(&c, "out of memory");
     c.file = merges_path;
     if (!(s = read_file(merges_path, &n))) return -1;
     rc = parse_merges_txt(t, &c, s, n);
     free(s);
     if (rc < 0) return -1;
     /* as tokenizers' ByteLevelBPETokenizer: no prefix space, the GPT-2 pattern, byte decoding */
-    t->pre[t->n_pre++] = (nb__pre_step){ NB_PRE_BYTELEVEL, false, true };
-    t->decoder = NB_DEC_BYTELEVEL;
+    t->pre[t->n_pre++] = (nb__pre_step){ .kind = NB_PRE_BYTELEVEL, .use_regex = true };
+    t->dec[t->n_dec++] = (nb__dec_step){ .kind = NB_DEC_BYTELEVEL };
     return 0;
 }
 
@@ -569,7 +416,9 @@ static int load_vocab_txt(nb_tokenizer *t, const char *path) {
     if (rc < 0) return -1;
     t->model = NB_TOK_WORDPIECE;
     t->max_chars = 100;
-    if (!(t->prefix = strdup("##")) || !(t->suffix = strdup("")) || !(t->dec_prefix = strdup("##")))
+    nb__dec_step *dec = &t->dec[t->n_dec++];
+    *dec = (nb__dec_step){ .kind = NB_DEC_WORDPIECE, .cleanup = true };
+    if (!(t->prefix = strdup("##")) || !(t->suffix = strdup("")) || !(dec->pattern = strdup("##")))
         return FAIL(&c, "out of memory");
     if ((t->unk_id = nb__strmap_get(&t->vocab, "[UNK]", 5)) < 0) return FAIL(&c, "no [UNK] token");
     /* tokenizer_config.json beside it: do_lower_case, strip_accents, tokenize_chinese_chars */
@@ -585,9 +434,9 @@ static int load_vocab_txt(nb_tokenizer *t, const char *path) {
         char *cs = read_file(cfg_path, &n);
         cfg = cs ? parse_json(&cc, cs, n) : NULL;
         free(cs);
-        if (!cfg || !json_is_object(cfg) || get_bool(&cc, cfg, "do_lower_case", "config", true, &lower) < 0 ||
-            get_bool(&cc, cfg, "tokenize_chinese_chars", "config", true, &chinese) < 0) {
-            if (cfg && !json_is_object(cfg)) load_error(&cc, "not a JSON object");
+        if (!cfg || !json_is_object(cfg) || nb__tok_bool(&cc, cfg, "do_lower_case", "config", true, &lower) < 0 ||
+            nb__tok_bool(&cc, cfg, "tokenize_chinese_chars", "config", true, &chinese) < 0) {
+            if (cfg && !json_is_object(cfg)) nb__tok_fail(&cc, "not a JSON object");
             json_decref(cfg);
             free(cfg_path);
             return -1;
@@ -604,10 +453,8 @@ static int load_vocab_txt(nb_tokenizer *t, const char *path) {
     free(cfg_path);
     if (r < 0) return -1;
     /* as tokenizers' BertWordPieceTokenizer */
-    t->norm[t->n_norm++] = (nb__norm_step){ NB_NORM_BERT, true, chinese, strip, lower };
-    t->pre[t->n_pre++] = (nb__pre_step){ NB_PRE_BERT, false, false };
-    t->decoder = NB_DEC_WORDPIECE;
-    t->dec_cleanup = true;
+    t->norm[t->n_norm++] = (nb__norm_step){ NB_NORM_BERT, true, chinese, strip, lower, NULL, NULL };
+    t->pre[t->n_pre++] = (nb__pre_step){ .kind = NB_PRE_BERT };
     static const char *const specials[] = { "[UNK]", "[SEP]", "[CLS]", "[PAD]", "[MASK]" };
     t->added = calloc(5, sizeof *t->added);
     if (!t->added) return FAIL(&c, "out of memory");
@@ -621,7 +468,7 @@ static int load_vocab_txt(nb_tokenizer *t, const char *path) {
     }
     int64_t sep = nb__strmap_get(&t->vocab, "[SEP]", 5), cls = nb__strmap_get(&t->vocab, "[CLS]", 5);
     if (sep < 0 || cls < 0) return FAIL(&c, "no [SEP] or [CLS] token");
-    if (push_ids(&t->post_pre, &t->n_post_pre, &cls, 1) < 0 || push_ids(&t->post_post, &t->n_post_post, &sep, 1) < 0)
+    if (nb__tok_push_ids(&t->post_pre, &t->n_post_pre, &cls, 1) < 0 || nb__tok_push_ids(&t->post_post, &t->n_post_post, &sep, 1) < 0)
         return FAIL(&c, "out of memory");
     return 0;
 }
@@ -700,7 +547,9 @@ void nb_tokenizer_free(nb_tokenizer *t) {
     free(t->id_tok);
     free(t->prefix);
     free(t->suffix);
-    free(t->dec_prefix);
+    for (int i = 0; i < t->n_norm; i++) free(t->norm[i].pattern), free(t->norm[i].content);
+    for (int i = 0; i < t->n_pre; i++) free(t->pre[i].literal);
+    for (int i = 0; i < t->n_dec; i++) free(t->dec[i].pattern), free(t->dec[i].content);
     nb__u64map_free(&t->merges);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].content), free(t->added[i].norm);
     free(t->added);

@@ -205,6 +205,19 @@ int nb__utf8_sanitize(nb__buf *out, const char *s, size_t n) {
     return 0;
 }
 
+int nb__replace_all(nb__buf *out, const char *s, size_t n, const char *from, const char *to) {
+    size_t fl = strlen(from), tl = strlen(to), prev = 0;
+    for (size_t i = 0; fl && i + fl <= n;) {
+        if (s[i] != from[0] || memcmp(s + i, from, fl) != 0) {
+            i++;
+            continue;
+        }
+        if (nb__buf_put(out, s + prev, i - prev) < 0 || nb__buf_put(out, to, tl) < 0) return -1;
+        i += fl, prev = i;
+    }
+    return nb__buf_put(out, s + prev, n - prev);
+}
+
 int nb__ids_push(nb__ids *d, int64_t id) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 64;

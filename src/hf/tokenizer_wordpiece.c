@@ -1,8 +1,7 @@
-/* WordPiece and the text steps around the models: the normalizers (BertNormalizer: clean text,
-   CJK spacing, NFD accent stripping, lower case; and Lowercase, NFD, StripAccents), the BERT
-   and white-space pre-tokenizers, the WordPiece model (greedy longest match, "##"
-   continuations, [UNK]), and the decoders (WordPiece, ByteLevel, none). Each follows what
-   `tokenizers` does, character class by character class. */
+/* The normalizers (BertNormalizer: clean text, CJK spacing, NFD accent stripping, lower case;
+   Lowercase, NFD, StripAccents; SentencePiece's Prepend and Replace) and the WordPiece model
+   (greedy longest match, "##" continuations, [UNK]). Each follows what `tokenizers` does,
+   character class by character class. */
 #include "hf_impl.h"
 
 #include <stdlib.h>
@@ -63,6 +62,7 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
     out->n = 0;
     if (!t->n_norm) return nb__buf_put(out, s, n);
     nb__cps a = { 0 }, b = { 0 };
+    nb__buf txt = { 0 }, rep = { 0 }, sw_buf;
     int rc = -1;
     if (nb__utf8_decode(&a, s, n) < 0) goto done;
     for (int st = 0; st < t->n_norm; st++) {
@@ -109,6 +109,21 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
             sw = a, a = b, b = sw;
             break;
         case NB_NORM_STRIP_ACCENTS: drop_marks(&a); break;
+        case NB_NORM_PREPEND: /* to a text that is not empty */
+        case NB_NORM_REPLACE: /* literal, leftmost first: on the UTF-8 text */
+            if (ns->kind == NB_NORM_PREPEND && !a.n) break;
+            txt.n = 0;
+            if (ns->kind == NB_NORM_PREPEND && nb__buf_put(&txt, ns->content, strlen(ns->content)) < 0) goto done;
+            for (size_t i = 0; i < a.n; i++)
+                if (nb__buf_putc(&txt, a.v[i]) < 0) goto done;
+            if (ns->kind == NB_NORM_REPLACE) {
+                rep.n = 0;
+                if (nb__replace_all(&rep, txt.s ? txt.s : "", txt.n, ns->pattern, ns->content) < 0) goto done;
+                sw_buf = txt, txt = rep, rep = sw_buf;
+            }
+            a.n = 0;
+            if (nb__utf8_decode(&a, txt.s ? txt.s : "", txt.n) < 0) goto done;
+            break;
         }
     }
     for (size_t i = 0; i < a.n; i++)
@@ -118,35 +133,9 @@ int nb__tok_normalize(const nb_tokenizer *t, const char *s, size_t n, nb__buf *o
 done:
     free(a.v);
     free(b.v);
+    free(txt.s);
+    free(rep.s);
     return rc;
-}
-
-/* ---------- pre-tokenizers ---------- */
-/* BERT's punctuation: ASCII punctuation or a P* character (of Unicode 9.0, as tokenizers). */
-static bool is_bert_punct(uint32_t c) {
-    if (c < 128) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
-    return nb__uc_bert_class(c) == NB_UC_P;
-}
-
-/* Splits on white space (removed) and, when punct, isolates each punctuation character. */
-int nb__pre_bert(const char *s, size_t n, bool punct, nb__pieces *out, nb__cps *cps);
-int nb__pre_bert(const char *s, size_t n, bool punct, nb__pieces *out, nb__cps *cps) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t start = 0, i = 0;
-    (void)cps;
-    while (i < n) {
-        size_t j = i;
-        uint32_t c = nb__utf8_next(u, n, &j);
-        bool sp = nb__uc_space(c), p = !sp && punct && is_bert_punct(c);
-        if (sp || p) {
-            if (i > start && nb__pieces_add(out, s + start, i - start) < 0) return -1;
-            if (p && nb__pieces_add(out, s + i, j - i) < 0) return -1;
-            start = j;
-        }
-        i = j;
-    }
-    if (n > start && nb__pieces_add(out, s + start, n - start) < 0) return -1;
-    return 0;
 }
 
 /* ---------- the WordPiece model ---------- */
@@ -186,78 +175,5 @@ int nb__wordpiece_word(const nb_tokenizer *t, const char *w, size_t n, nb__ids *
         start = end;
     }
     free(key);
-    return 0;
-}
-
-/* ---------- decoders ---------- */
-/* tokenizers' WordPiece cleanup, applied to each token. */
-static int cleanup(nb__buf *b) {
-    static const char *const from[] = { " .", " ?", " !", " ,", " ' ", " n't", " 'm", " do not", " 's", " 've", " 're" };
-    static const char *const to[] = { ".", "?", "!", ",", "'", "n't", "'m", " don't", "'s", "'ve", "'re" };
-    for (int r = 0; r < 11; r++) {
-        size_t fl = strlen(from[r]), tl = strlen(to[r]);
-        if (b->n < fl || !strstr(b->s, from[r])) continue;
-        nb__buf o = { 0 };
-        for (size_t i = 0; i < b->n;) {
-            if (i + fl <= b->n && memcmp(b->s + i, from[r], fl) == 0) {
-                if (nb__buf_put(&o, to[r], tl) < 0) return free(o.s), -1;
-                i += fl;
-            } else {
-                if (nb__buf_put(&o, b->s + i, 1) < 0) return free(o.s), -1;
-                i++;
-            }
-        }
-        free(b->s);
-        *b = o;
-    }
-    return 0;
-}
-
-int nb__tok_decode(const nb_tokenizer *t, const char *const *toks, size_t n, nb__buf *out) {
-    if (t->decoder == NB_DEC_BYTELEVEL) {
-        /* each token's characters as bytes of the alphabet (a token with a character outside it,
-           an added token, stays as its UTF-8), then the bytes read as UTF-8 with U+FFFD */
-        nb__buf raw = { 0 };
-        for (size_t i = 0; i < n; i++) {
-            const unsigned char *u = (const unsigned char *)toks[i];
-            size_t len = strlen(toks[i]), mark = raw.n;
-            bool all = true;
-            for (size_t j = 0; j < len;) {
-                int b = nb__char_byte(nb__utf8_next(u, len, &j));
-                if (b < 0) {
-                    all = false;
-                    break;
-                }
-                unsigned char c = (unsigned char)b;
-                if (nb__buf_put(&raw, &c, 1) < 0) return free(raw.s), -1;
-            }
-            if (!all) {
-                raw.n = mark;
-                if (nb__buf_put(&raw, toks[i], len) < 0) return free(raw.s), -1;
-            }
-        }
-        int rc = nb__utf8_sanitize(out, raw.s ? raw.s : "", raw.n);
-        free(raw.s);
-        return rc;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *tok = toks[i];
-        if (t->decoder == NB_DEC_NONE) { /* no decoder: the tokens joined by spaces */
-            if ((i && nb__buf_put(out, " ", 1) < 0) || nb__buf_put(out, tok, strlen(tok)) < 0) return -1;
-            continue;
-        }
-        nb__buf one = { 0 };
-        size_t pl = strlen(t->dec_prefix);
-        int rc = 0;
-        if (i && strncmp(tok, t->dec_prefix, pl) == 0) rc = nb__buf_put(&one, tok + pl, strlen(tok) - pl);
-        else if (i) rc = nb__buf_put(&one, " ", 1) < 0 ? -1 : nb__buf_put(&one, tok, strlen(tok));
-        else rc = nb__buf_put(&one, tok, strlen(tok));
-        if (rc == 0 && !one.s) rc = nb__buf_put(&one, "", 0);
-        if (rc == 0 && t->dec_cleanup) rc = cleanup(&one);
-        if (rc == 0) rc = nb__buf_put(out, one.s, one.n);
-        free(one.s);
-        if (rc < 0) return -1;
-    }
-    if (!out->s) return nb__buf_put(out, "", 0);
     return 0;
 }
