@@ -12,8 +12,9 @@ extern "C" {
 
 /* ---- tokenizers ----
    Byte-level BPE (GPT-2's vocab.json + merges.txt; tokenizer.json with a BPE model and a
-   ByteLevel pre-tokenizer) and WordPiece (BERT's vocab.txt; tokenizer.json with a WordPiece
-   model, BertNormalizer and BertPreTokenizer), encode and decode, with added and special
+   ByteLevel pre-tokenizer), Llama 2's and Mistral's (BPE with byte fallback, Metaspace) and
+   Llama 3's (its Split pattern and ByteLevel) tokenizer.json, and WordPiece (BERT's vocab.txt;
+   tokenizer.json with a WordPiece model, BertNormalizer and BertPreTokenizer), encode and decode, with added and special
    tokens, the post-processor's special tokens, and tokenizer.json's truncation and padding.
    Text is UTF-8; invalid UTF-8 is not an error: each maximal invalid sequence reads as U+FFFD
    (as Python's bytes.decode('utf-8', 'replace')), so its ids are those `tokenizers` gives the
@@ -76,7 +77,8 @@ NB_API const char *nb_id_to_token(const nb_tokenizer *t, int64_t id);
    mapped copy-on-write and a parameter whose dtype is the model's is a view of its file: no
    second copy (training writes copy only the pages it touches; the file never changes); bf16
    and f16 weights are converted. Built now: BERT-family encoders (model_type "bert": BERT,
-   MiniLM) and GPT-2 (model_type "gpt2"). docs/pretrained.md says what is not built yet. */
+   MiniLM), GPT-2 (model_type "gpt2") and Llama-family decoders (model_type "llama").
+   docs/pretrained.md says what is not built yet. */
 
 /* Options of nb_hf_load; zero fields take the defaults. */
 typedef struct nb_hf_opts {
