@@ -69,6 +69,9 @@ nb_tensor *nb_hf_encode(nb_module *m, nb_tensor *ids, nb_tensor *attention_mask,
         mask = nb_reshape(mask, NB_SHAPE(B, 1, 1, T));
     }
     for (int64_t i = 0; i < b->layers && x; i++) {
+        /* a scope a layer: its intermediates go when it ends, so a batch holds one layer's worth
+           of activations (the graph keeps what backward needs when it records) */
+        nb_scope *ls = nb_scope_begin();
         bert_layer *l = &b->layer[i];
         nb_tensor *q = nb__hf_split_heads(nb_forward(l->query, x), b->heads);
         nb_tensor *k = nb__hf_split_heads(nb_forward(l->key, x), b->heads);
@@ -77,7 +80,7 @@ nb_tensor *nb_hf_encode(nb_module *m, nb_tensor *ids, nb_tensor *attention_mask,
         ctx = nb_reshape(nb_permute(ctx, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, b->hidden));
         x = nb_forward(l->attn_norm, nb_add(nb_forward(l->attn_out, ctx), x));
         nb_tensor *h = nb_gelu(nb_forward(l->inter, x));
-        x = nb_forward(l->out_norm, nb_add(nb_forward(l->out, h), x));
+        x = nb__hf_scope_return(ls, nb_forward(l->out_norm, nb_add(nb_forward(l->out, h), x)));
     }
     return nb__hf_scope_return(s, x);
 }

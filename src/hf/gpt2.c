@@ -82,6 +82,7 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
     nb_tensor *x = drop(g, nb_add(nb_forward(g->wte, ids), nb_forward(g->wpe, pos)), g->embd_pdrop);
     bool attn_drop = g->lm.base.training && g->attn_pdrop > 0;
     for (int64_t i = 0; i < g->lm.layers && x; i++) {
+        nb_scope *ls = nb_scope_begin(); /* one layer's intermediates at a time */
         gpt2_block *b = &g->block[i];
         nb_tensor *qkv = nb_forward(b->c_attn, nb_forward(b->ln1, x));
         nb_tensor *q = nb__hf_split_heads(nb_slice(qkv, 2, 0, g->embd, 1), g->heads);
@@ -104,7 +105,7 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
         x = nb_add(x, drop(g, nb_forward(b->c_proj, a), g->resid_pdrop));
         nb_tensor *h = nb_forward(b->c_fc, nb_forward(b->ln2, x));
         h = g->gelu_tanh ? gelu_tanh(h) : nb_gelu(h);
-        x = nb_add(x, drop(g, nb_forward(b->mlp_proj, h), g->resid_pdrop));
+        x = nb__hf_scope_return(ls, nb_add(x, drop(g, nb_forward(b->mlp_proj, h), g->resid_pdrop)));
     }
     return nb__hf_scope_return(s, x ? nb_matmul(nb_forward(g->ln_f, x), nb_transpose(g->wte_w, 0, 1)) : NULL);
 }

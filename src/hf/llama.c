@@ -61,6 +61,7 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, in
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
     nb_tensor *x = nb_forward(l->embed, ids);
     for (int64_t i = 0; i < l->lm.layers && x; i++) {
+        nb_scope *ls = nb_scope_begin(); /* one layer's intermediates at a time */
         llama_block *b = &l->block[i];
         nb_tensor *h = nb_forward(b->ln1, x);
         nb_tensor *q = nb_rotary_embedding(nb__hf_split_heads(nb_forward(b->q, h), l->heads), pos, l->rope);
@@ -80,7 +81,7 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, in
         a = nb_reshape(nb_permute(a, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, l->heads * l->head_dim));
         x = nb_add(x, nb_forward(b->o, a));
         h = nb_forward(b->ln2, x);
-        x = nb_add(x, nb_forward(b->down, nb_mul(nb_silu(nb_forward(b->gate, h)), nb_forward(b->up, h))));
+        x = nb__hf_scope_return(ls, nb_add(x, nb_forward(b->down, nb_mul(nb_silu(nb_forward(b->gate, h)), nb_forward(b->up, h)))));
     }
     x = x ? nb_forward(l->norm, x) : NULL;
     nb_tensor *logits = !x ? NULL : l->head ? nb_forward(l->head, x) : nb_matmul(x, nb_transpose(l->embed_w, 0, 1));

@@ -190,11 +190,13 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
         nb_dtype dt = nb_dtype_of(nb_module_get(m, "embeddings.word_embeddings.weight"));
         out = nb_empty(NB_SHAPE(n, H), dt);
         size_t row = (size_t)H * nb_dtype_size(dt);
+        bool grad = nb_set_grad_enabled(false); /* inference, as encode's torch.no_grad() */
         for (int i = 0; out && i < n; i += batch)
             if (embed_batch(m, ids, len, order + i, n - i < batch ? n - i : batch, pad, nb_data_ptr(out), row) < 0) {
                 nb_release(out);
                 out = NULL;
             }
+        nb_set_grad_enabled(grad);
     }
     for (int i = 0; ids && i < n; i++) free(ids[i]);
     free(ids);
