@@ -263,6 +263,7 @@ static void test_threads_do_not_change_results(void **state) {
     nb_scope *s = nb_scope_begin();
     double sums[3];
     float samples[3][4];
+    static float rows[3][1000];
     for (int k = 0; k < 3; k++) { /* 1, 2 and 3 threads: 3 splits no loop evenly */
         nb_set_num_threads(k + 1);
         assert_int_equal(nb_get_num_threads(), k + 1);
@@ -271,14 +272,20 @@ static void test_threads_do_not_change_results(void **state) {
         nb_tensor *y = nb_mul(nb_exp(nb_mul_scalar(x, 0.1)), x);
         nb_tensor *m = nb_view(nb_slice(x, 0, 0, 300 * 300, 1), NB_SHAPE(300, 300));
         nb_tensor *mm = nb_matmul(m, nb_transpose(m, 0, 1)); /* BLAS with 1 and 2 threads */
+        /* one row times a matrix read row by row: its pieces follow the threads (a width of 1000
+           splits unevenly in 3) */
+        nb_tensor *row = nb_matmul(nb_view(nb_slice(x, 0, 0, 300, 1), NB_SHAPE(1, 300)),
+                                   nb_view(nb_slice(x, 0, 0, 300 * 1000, 1), NB_SHAPE(300, 1000)));
         sums[k] = nb_item(nb_sum_all(y)) + nb_item(nb_sum_all(nb_sum(nb_view(y, NB_SHAPE(3000, 100)), 0, false))) +
                   nb_item(nb_sum_all(nb_softmax(mm, 1))) + nb_item(nb_sum_all(mm));
+        assert_int_equal(nb_copy_to(row, rows[k], sizeof rows[k]), 0);
         nb_copy_to(nb_slice(x, 0, 299996, 300000, 1), samples[k], sizeof samples[k]);
     }
     nb_set_num_threads(0);
     for (int k = 1; k < 3; k++) {
         assert_memory_equal(&sums[0], &sums[k], sizeof(double));
         assert_memory_equal(samples[0], samples[k], sizeof samples[0]);
+        assert_memory_equal(rows[0], rows[k], sizeof rows[0]);
     }
     nb_scope_end(s);
 }
