@@ -5,7 +5,8 @@
 # and for --steps 4: the saved parameters within 1e-4 relative of torch's, the step and
 # validation losses torch's, the loss falling; transformers' from_pretrained reads the saved
 # folder and gives nabla's logits for it within 1e-5; `nabla generate` reads it; the input
-# folder's files never change. Bad input (no tokenizer, a text shorter than one block, -o or
+# folder's files never change. The random Llama of hf_ref.py, fine-tuned on the same blocks, ends
+# within 1e-4 of torch's parameters and losses, and transformers reads it. Bad input (no tokenizer, a text shorter than one block, -o or
 # --logdir naming the input folder, a non-empty -o, an encoder, no --data, a classifier-only option) exits
 # non-zero with a message saying what is wrong and writes nothing.
 # Usage: hf_finetune_test.sh NABLA TEST_HF_FINETUNE REF PYTHON
@@ -92,6 +93,45 @@ np.save(os.path.join(out, "hf_logits.npy"), logits.numpy().astype(np.float32))
 PY
 "$test" --logits "$out/ft6" "$ref/gpt2_ids.npy" "$out/hf_logits.npy"
 "$nabla" generate "$out/ft6" --prompt "The licence" --max-new-tokens 5 > /dev/null
+
+# the Llama decoder (random, tests/hf_ref.py's llama/) on the same blocks: torch's parameters and
+# losses after 6 steps (its training runs RMSNorm, rotary embeddings and grouped-query attention
+# backward), and transformers reads the saved folder
+lsums() { sha256sum "$ref/llama"/*; }
+lbefore=$(lsums)
+# shellcheck disable=SC2086
+"$nabla" train --model "$ref/llama" --data "$ref/ft_text.txt" $args --epochs 2 -o "$out/lft6" --logdir "$out/lrun6" \
+    --log-every 1 --quiet
+[ "$(lsums)" = "$lbefore" ] || { echo "fine-tuning changed the Llama input folder's files"; exit 1; }
+"$py" - "$ref" "$out" "$(dirname "$0")" <<'PY'
+import glob, os, sys
+import numpy as np
+import torch
+from safetensors.numpy import load_file
+ref, out, tests = sys.argv[1:4]
+sys.path.insert(0, tests)
+import tb_reader
+got = load_file(os.path.join(out, "lft6", "model.safetensors"))
+want = load_file(os.path.join(ref, "llama_ft_step6.safetensors"))
+assert sorted(got) == sorted(want)
+worst = max(np.abs(got[k].astype(np.float64) - want[k]).max() / np.abs(want[k]).max() for k in want)
+steps = {}
+for path in glob.glob(os.path.join(out, "lrun6", "events.out.tfevents.*")):
+    for e in tb_reader.read_events(path):
+        for v in e.get("values", []):
+            if v.get("tag") == "step/loss":
+                steps[e["step"]] = v["simple_value"]
+ds = np.abs(np.array([steps[i] for i in range(1, 7)]) - np.load(os.path.join(ref, "llama_ft_losses.npy"))).max()
+print(f"Llama fine-tuning, 6 steps: parameters within {worst:.2e} relative of torch's (floor 1e-4), step losses within {ds:.1e}")
+assert worst <= 1e-4 and ds <= 1e-4
+from transformers import LlamaForCausalLM
+model, info = LlamaForCausalLM.from_pretrained(os.path.join(out, "lft6"), output_loading_info=True)
+assert not any(info.values()), info
+with torch.no_grad():
+    logits = model.eval()(input_ids=torch.from_numpy(np.load(os.path.join(ref, "llama_ids.npy")))).logits
+np.save(os.path.join(out, "hf_llama_logits.npy"), logits.numpy().astype(np.float32))
+PY
+"$test" --logits "$out/lft6" "$ref/llama_ids.npy" "$out/hf_llama_logits.npy"
 
 # bad input: a message naming the problem, a non-zero status, and no run folder or model written
 cp -r "$ref/gpt2_ft" "$out/notok"

@@ -29,6 +29,8 @@ sentence-transformers (the environment of scripts/hf_ref_env.sh):
                       the arguments in ft_args.txt, in torch: the blocks split with nabla's seeded
                       split, in order (--no-shuffle), causal LM loss
   ft_losses.npy, ft_val.npy   the loss of each of the 6 steps, the validation loss after each epoch
+  llama_ft_step4.safetensors, llama_ft_step6.safetensors, llama_ft_losses.npy, llama_ft_val.npy
+                      the same for llama/ on the same blocks
 Usage: hf_ref.py DIR"""
 import glob
 import json
@@ -120,8 +122,8 @@ def main(d):
     gids = torch.randint(1, vocab, (2, 7))
     generate_refs(d, "gpt2", gpt2, bpe, gids)
     np.save(os.path.join(d, "gpt2_lm_loss.npy"), np.array(gpt2(input_ids=gids, labels=gids).loss.item(), np.float32))
-    fine_tune_reference(d, gpt2, bpe)
-    llama_refs(d, bpe, vocab)
+    ft = fine_tune_reference(d, gpt2, bpe)
+    llama_refs(d, bpe, vocab, ft)
     print(f"hf_ref.py: {len(sents)} sentences, MiniLM at {minilm}, tiny BERT in {d}")
 
 
@@ -150,7 +152,6 @@ def nabla_split(n, frac, seed):
 
 def fine_tune_reference(d, gpt2, bpe):
     from transformers import GPT2LMHeadModel
-    from safetensors.torch import save_file
 
     ft = os.path.join(d, "gpt2_ft")
     cfg = gpt2.config.to_dict()
@@ -173,6 +174,17 @@ def fine_tune_reference(d, gpt2, bpe):
     assert n == FT_BLOCKS, n
     blocks = torch.tensor(ids[:n * FT_CONTEXT]).view(n, FT_CONTEXT)  # run_clm.py's group_texts
     train, val = nabla_split(n, FT_VAL, FT_SEED)
+    losses, vals = train_reference(d, "ft", model, ft, blocks, train, val)
+    print(f"hf_ref.py: fine-tuning reference: {n} blocks ({len(train)} train, {len(val)} validation), "
+          f"losses {' '.join(f'{l:.4f}' for l in losses)}, validation {' '.join(f'{v:.4f}' for v in vals)}")
+    return blocks, train, val
+
+
+def train_reference(d, prefix, model, folder, blocks, train, val):
+    """FT_ARGS' training of model (saved in folder) on blocks for 2 epochs in torch: prefix_step4 and
+    prefix_step6.safetensors (folder's keys), prefix_losses.npy, prefix_val.npy; (losses, vals)."""
+    from safetensors.torch import save_file
+
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=FT_LR, weight_decay=0.0)
     losses, vals, step = [], [], 0
@@ -187,15 +199,15 @@ def fine_tune_reference(d, gpt2, bpe):
             step += 1
             if step in (4, 6):
                 save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
-                           if k in ref_keys(ft)}, os.path.join(d, f"ft_step{step}.safetensors"), {"format": "pt"})
+                           if k in ref_keys(folder)}, os.path.join(d, f"{prefix}_step{step}.safetensors"),
+                          {"format": "pt"})
         with torch.no_grad():
             model.eval()
             vals.append(model(input_ids=blocks[val], labels=blocks[val]).loss.item())
             model.train()
-    np.save(os.path.join(d, "ft_losses.npy"), np.array(losses, np.float64))
-    np.save(os.path.join(d, "ft_val.npy"), np.array(vals, np.float64))
-    print(f"hf_ref.py: fine-tuning reference: {n} blocks ({len(train)} train, {len(val)} validation), "
-          f"losses {' '.join(f'{l:.4f}' for l in losses)}, validation {' '.join(f'{v:.4f}' for v in vals)}")
+    np.save(os.path.join(d, f"{prefix}_losses.npy"), np.array(losses, np.float64))
+    np.save(os.path.join(d, f"{prefix}_val.npy"), np.array(vals, np.float64))
+    return losses, vals
 
 
 def ref_keys(folder):
@@ -238,7 +250,7 @@ def generate_refs(d, name, model, bpe, ids):
     np.save(os.path.join(d, name + "_ragged.npy"), ragged.numpy())
 
 
-def llama_refs(d, bpe, vocab):
+def llama_refs(d, bpe, vocab, ft):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(2)
@@ -254,6 +266,7 @@ def llama_refs(d, bpe, vocab):
     model.save_pretrained(os.path.join(d, "llama_sharded"), safe_serialization=True, max_shard_size="30kB")
     bpe.save(os.path.join(d, "llama", "tokenizer.json"))
     generate_refs(d, "llama", model, bpe, torch.randint(1, vocab, (2, 7)))
+    train_reference(d, "llama_ft", model, os.path.join(d, "llama"), *ft)  # the same blocks, as gpt2_ft
 
     torch.manual_seed(3)
     vcfg = LlamaConfig(vocab_size=vocab, hidden_size=48, intermediate_size=40, num_hidden_layers=2,
