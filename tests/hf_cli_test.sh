@@ -1,5 +1,5 @@
 #!/bin/sh
-# `nabla generate` (GPT-2 and Llama) and `nabla embed` against the references of tests/hf_ref.py in REF: the
+# `nabla generate` (GPT-2, Llama, Mistral) and `nabla embed` against the references of tests/hf_ref.py in REF: the
 # text transformers' greedy tokens make, sentence-transformers' embeddings (cosine distance at
 # most 1e-5 each), and wrong arguments (exit 2) and a folder that is not a checkpoint (exit 1,
 # the error naming it).
@@ -10,8 +10,10 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$nabla" generate "$ref/gpt2" --prompt "The licence" --max-new-tokens 30 > "$out/gen.txt"
 cmp "$out/gen.txt" "$ref/gpt2_cli.txt" || { echo "nabla generate: the text differs from transformers'"; exit 1; }
-"$nabla" generate "$ref/llama" --prompt "The licence" --max-new-tokens 30 > "$out/gen.txt"
-cmp "$out/gen.txt" "$ref/llama_cli.txt" || { echo "nabla generate (Llama): the text differs from transformers'"; exit 1; }
+for lm in llama mistral; do
+    "$nabla" generate "$ref/$lm" --prompt "The licence" --max-new-tokens 30 > "$out/gen.txt"
+    cmp "$out/gen.txt" "$ref/${lm}_cli.txt" || { echo "nabla generate ($lm): the text differs from transformers'"; exit 1; }
+done
 minilm=$(cat "$ref/minilm.txt")
 "$nabla" embed "$minilm" --file "$ref/sentences.txt" -o "$out/emb.npy"
 "$py" - "$out/emb.npy" "$ref/minilm_emb.npy" <<'PY'

@@ -21,6 +21,8 @@ sentence-transformers (the environment of scripts/hf_ref_env.sh):
   llama_cli.txt       what `nabla generate llama --prompt "The licence" --max-new-tokens 30` prints
   llama_var/          another: tied embeddings, attention biases, kv heads = heads, rope_theta
                       500000 and linear rope scaling 2; llama_var_logits.npy for llama_ids.npy
+  mistral/, mistral_*.npy, mistral_cli.txt   a small MistralForCausalLM (one kv head, a sliding
+                      window of 4) and the gpt2_ files' references for it
   gpt2_lm_loss.npy    GPT2LMHeadModel(gpt2_ids, labels=gpt2_ids).loss
   gpt2_ft/            gpt2/ with its dropouts at 0 (config.json's *_pdrop), and its tokenizer
   ft_text.txt         a text of FT_BLOCKS blocks of FT_CONTEXT tokens and a few tokens more
@@ -282,6 +284,18 @@ def llama_refs(d, bpe, vocab, ft):
     ids = torch.from_numpy(np.load(os.path.join(d, "llama_ids.npy")))
     with torch.no_grad():
         np.save(os.path.join(d, "llama_var_logits.npy"), var(input_ids=ids).logits.numpy().astype(np.float32))
+
+    # Mistral: Llama's layers with a sliding window of 4 keys, which prompts of 7 and 50 new
+    # tokens pass (eager attention, as transformers runs it on torch 1.13)
+    from transformers import MistralConfig, MistralForCausalLM
+    torch.manual_seed(4)
+    mcfg = MistralConfig(vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=80, sliding_window=4,
+                         rms_norm_eps=1e-5, rope_theta=1e6, bos_token_id=0, eos_token_id=0)
+    mistral = MistralForCausalLM(mcfg).eval()
+    mistral.save_pretrained(os.path.join(d, "mistral"), safe_serialization=True)
+    bpe.save(os.path.join(d, "mistral", "tokenizer.json"))
+    generate_refs(d, "mistral", mistral, bpe, ids)
 
 
 if __name__ == "__main__":

@@ -244,6 +244,16 @@ static void test_llama(void **state) {
     nb_scope_end(s);
 }
 
+/* Mistral: Llama's layers, one kv head and a sliding window of 4 keys that the prompts and the
+   generation pass: transformers' logits, greedy tokens and left-padded batch. */
+static void test_mistral(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    check_lm("mistral", "mistral");
+    check_ragged("mistral");
+    nb_scope_end(s);
+}
+
 /* Sampling: one seed, one output; top_k 1 and a tiny top_p are greedy; stop tokens end rows. */
 static void test_gpt2_sampling(void **state) {
     (void)state;
@@ -375,6 +385,7 @@ static void test_broken_checkpoints(void **state) {
     snprintf(src, sizeof src, "%s/llama", ref);
     static const char *const edits[][3] = {
         { "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "\"hidden_act\" \"gelu\" is not supported" },
+        { "\"rope_scaling\": null", "\"rope_scaling\": null, \"sliding_window\": 4", "is not a Llama field" },
         { "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}",
           "\"rope_scaling\" of type \"dynamic\" is not supported" },
         { "\"rope_scaling\": null", "\"rope_scaling\": null, \"mlp_bias\": true", "\"mlp_bias\": true is not supported" },
@@ -404,6 +415,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_gpt2_ragged, setup),
         cmocka_unit_test_setup(test_gpt2_sampling, setup),
         cmocka_unit_test_setup(test_llama, setup),
+        cmocka_unit_test_setup(test_mistral, setup),
         cmocka_unit_test_setup(test_broken_checkpoints, setup),
     };
     int rc = RUN_TESTS(tests);

@@ -68,6 +68,18 @@ static void on_token(int64_t row, int64_t id, void *ctx) {
     free(text);
 }
 
+/* At the end: what is still held back (a character left incomplete reads as U+FFFD, as the
+   whole continuation decodes). */
+static void flush_stream(stream *s) {
+    if (s->failed || s->n == 0) return;
+    char *text = nb_detokenize(s->tok, s->ids, s->n);
+    if (!text) { s->failed = true; return; }
+    size_t len = strlen(text);
+    if (len > s->printed) fwrite(text + s->printed, 1, len - s->printed, stdout);
+    s->printed = len;
+    free(text);
+}
+
 int cli_generate_main(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL;
     nb_generate_opts o = { .max_new_tokens = 50 };
@@ -128,6 +140,7 @@ int cli_generate_main(int argc, char **argv) {
         fflush(stdout);
         nb_tensor *x = nb_from_data(ids, NB_SHAPE(1, n), NB_I64);
         nb_tensor *y = x ? nb_generate(m, x, o) : NULL;
+        if (y) flush_stream(&s);
         putchar('\n');
         if (!y || s.failed) fprintf(stderr, "nabla generate: %s\n", nb_error() ? nb_error() : "out of memory");
         else rc = 0;

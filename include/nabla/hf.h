@@ -77,7 +77,8 @@ NB_API const char *nb_id_to_token(const nb_tokenizer *t, int64_t id);
    mapped copy-on-write and a parameter whose dtype is the model's is a view of its file: no
    second copy (training writes copy only the pages it touches; the file never changes); bf16
    and f16 weights are converted. Built now: BERT-family encoders (model_type "bert": BERT,
-   MiniLM), GPT-2 (model_type "gpt2") and Llama-family decoders (model_type "llama").
+   MiniLM), GPT-2 (model_type "gpt2") and Llama-family decoders (model_type "llama", and
+   "mistral" with its sliding window).
    docs/pretrained.md says what is not built yet. */
 
 /* Options of nb_hf_load; zero fields take the defaults. */

@@ -79,9 +79,10 @@ bool nb__hf_must_be_false(const char *fn, json_t *cfg, const char *key);
 nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
 /* Whether m is a GPT-2 that nb__hf_gpt2_new made. */
 bool nb__hf_is_gpt2(const nb_module *m);
-/* Llama-family decoders (LlamaForCausalLM keys) from config.json; NULL with the error. */
-nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
-/* Whether m is a Llama decoder that nb__hf_llama_new made. */
+/* Llama-family decoders (LlamaForCausalLM keys) from config.json, or Mistral's (the same with a
+   sliding window); NULL with the error. */
+nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt, bool mistral);
+/* Whether m is a Llama or Mistral decoder that nb__hf_llama_new made. */
 bool nb__hf_is_llama(const nb_module *m);
 /* RMS norm over the last axis with prefix.weight, eps (class name cls, "LlamaRMSNorm"). */
 nb_module *nb__hf_rms_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt);

@@ -1,13 +1,16 @@
 /* Llama-family decoders as transformers' LlamaForCausalLM builds them: token embeddings; pre-norm
    blocks of RMSNorm, grouped-query causal self-attention with rotary position embeddings, and a
    SiLU-gated MLP (down(silu(gate(x)) * up(x))); a final RMSNorm and the LM head, tied to the
-   embeddings when the config says. Parameter names as in the checkpoint
+   embeddings when the config says. Mistral (MistralForCausalLM) is the same with each query
+   seeing only the last sliding_window keys. Parameter names as in the checkpoint
    (model.layers.0.self_attn.q_proj.weight, ...). Runs with a key/value cache for generation
    (src/hf/generate.c); the cache holds the keys after rotation, kv heads only. */
 #include "hf_model.h"
 #include "nabla/hf.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdlib.h>
 
 typedef struct {
     nb_module *ln1, *q, *k, *v, *o, *ln2, *gate, *up, *down;
@@ -16,6 +19,8 @@ typedef struct {
 typedef struct {
     hf_lm lm;
     int64_t hidden, heads, kv_heads, head_dim;
+    int64_t window; /* Mistral's sliding window: a query at i sees keys i - window..i, as transformers
+                       4.40 builds the mask (window + 1 keys with its own; 0: all) */
     double attn_dropout;
     nb_rope_opts rope;
     nb_module *embed, *norm, *head; /* head NULL: tied to embed */
@@ -28,8 +33,28 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, in
 static nb_tensor *llama_forward(nb_module *self, nb_tensor *ids) { return llama_step(self, ids, NULL, 0, NULL, NULL); }
 static void llama_free(nb_module *self) { free(((llama_model *)self)->block); }
 static const nb_module_class LLAMA = { .name = "LlamaForCausalLM", .forward = llama_forward, .free = llama_free };
+static const nb_module_class MISTRAL = { .name = "MistralForCausalLM", .forward = llama_forward, .free = llama_free };
 
-bool nb__hf_is_llama(const nb_module *m) { return m && m->cls == &LLAMA; }
+bool nb__hf_is_llama(const nb_module *m) { return m && (m->cls == &LLAMA || m->cls == &MISTRAL); }
+
+/* The keys a sliding window hides from queries past.. past + T - 1 of past + T keys, as a mask
+   [1, 1, T, past + T] (lowest float where hidden), merged with key_mask [B, 1, 1, past + T] (or
+   NULL) by the minimum, as transformers merges them: a sum could make -inf and a row of NaN.
+   key_mask itself when the window hides nothing. */
+static nb_tensor *window_mask(int64_t window, int64_t past, int64_t T, nb_tensor *key_mask) {
+    int64_t Tk = past + T;
+    if (window <= 0 || Tk <= window) return key_mask;
+    float *m = malloc(sizeof(float) * (size_t)(T * Tk));
+    if (!m) {
+        nb__error("nb_forward: out of memory for a sliding-window mask");
+        return NULL;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < Tk; j++) m[t * Tk + j] = j < past + t - window ? -FLT_MAX : 0.0f;
+    nb_tensor *w = nb_from_data(m, NB_SHAPE(1, 1, T, Tk), NB_F32);
+    free(m);
+    return key_mask ? nb_minimum(w, key_mask) : w;
+}
 
 /* Causal attention of q [B, H, T, d] over k, v [B, Hkv, Tk, d], query head h reading kv head
    h / (H / Hkv) as transformers' repeat_kv, without copying the kv heads: the H / Hkv query heads
@@ -41,7 +66,7 @@ static nb_tensor *grouped_attention(const llama_model *l, nb_tensor *q, nb_tenso
     if (rep == 1) return nb_scaled_dot_product_attention(q, k, v, o);
     nb_tensor *a;
     if (T == 1) { /* one query a row: the group's queries are rows of one product, none masked by another */
-        o.causal = false;
+        o.causal = false; /* the mask, [B or 1, 1, 1, Tk], broadcasts over the group's rows */
         a = nb_scaled_dot_product_attention(nb_reshape(q, NB_SHAPE(B, l->kv_heads, rep, d)), k, v, o);
     } else {
         if (key_mask) o.mask = nb_unsqueeze(key_mask, 1);
@@ -60,6 +85,8 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, in
     nb_scope *s = nb_scope_begin();
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
     nb_tensor *x = nb_forward(l->embed, ids);
+    key_mask = window_mask(l->window, past, T, key_mask);
+    if (l->window > 0 && past + T > l->window && !key_mask) x = NULL;
     for (int64_t i = 0; i < l->lm.layers && x; i++) {
         nb_scope *ls = nb_scope_begin(); /* one layer's intermediates at a time */
         llama_block *b = &l->block[i];
@@ -132,7 +159,7 @@ static int rope_scaling(const char *fn, json_t *cfg, nb_rope_opts *o) {
     return 0;
 }
 
-nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt) {
+nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt, bool mistral) {
     int64_t vocab, hidden, inter, layers, heads, kv_heads, positions;
     double eps, theta, attn_drop;
     if (nb__hf_int(fn, cfg, "vocab_size", 1, INT32_MAX, &vocab) < 0 ||
@@ -169,13 +196,20 @@ nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype
                   attn_drop);
         return NULL;
     }
+    int64_t window = 0;
+    json_t *sw = json_object_get(cfg, "sliding_window");
+    if (mistral && sw && !json_is_null(sw) && nb__hf_int(fn, cfg, "sliding_window", 1, INT64_MAX, &window) < 0) return NULL;
+    if (!mistral && sw && !json_is_null(sw)) {
+        nb__error("%s: config.json: \"sliding_window\" is not a Llama field (model_type \"mistral\" has one)", fn);
+        return NULL;
+    }
     nb_rope_opts rope = { .theta = theta, .scale = 1 };
     if (rope_scaling(fn, cfg, &rope) < 0 || !nb__hf_must_be_false(fn, cfg, "mlp_bias")) return NULL;
     bool bias = json_is_true(json_object_get(cfg, "attention_bias"));
     bool tied = json_is_true(json_object_get(cfg, "tie_word_embeddings")); /* LlamaConfig's default is false */
     /* LlamaForCausalLM's keys start with "model." */
     const char *pre = nb__hf_has(w, "model.embed_tokens.weight") ? "model." : "";
-    llama_model *l = (llama_model *)nb_module_new(&LLAMA, sizeof *l);
+    llama_model *l = (llama_model *)nb_module_new(mistral ? &MISTRAL : &LLAMA, sizeof *l);
     if (!l) return NULL;
     l->lm.layers = layers;
     l->lm.positions = positions;
@@ -187,6 +221,7 @@ nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype
     l->kv_heads = kv_heads;
     l->head_dim = hidden / heads;
     l->attn_dropout = attn_drop;
+    l->window = window;
     l->rope = rope;
     l->block = calloc((size_t)layers, sizeof *l->block);
     char k[160];

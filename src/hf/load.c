@@ -54,13 +54,15 @@ nb_module *nb_hf_load(const char *dir, nb_hf_opts opts) {
     const char *type = nb__hf_str(cfg, "model_type", NULL);
     nb_module *m = NULL;
     if (!type) nb__error("%s: %s has no \"model_type\"", fn, path);
-    else if (strcmp(type, "bert") && strcmp(type, "gpt2") && strcmp(type, "llama")) {
-        nb__error("%s: %s: \"model_type\" \"%s\" is not supported (bert, gpt2, llama)", fn, path, type);
+    else if (strcmp(type, "bert") && strcmp(type, "gpt2") && strcmp(type, "llama") && strcmp(type, "mistral")) {
+        nb__error("%s: %s: \"model_type\" \"%s\" is not supported (bert, gpt2, llama, mistral)", fn, path, type);
     } else {
         hf_weights *w = nb__hf_weights_open(fn, dir);
-        bool gpt2 = !strcmp(type, "gpt2"), llama = !strcmp(type, "llama");
+        bool gpt2 = !strcmp(type, "gpt2"), mistral = !strcmp(type, "mistral"), llama = mistral || !strcmp(type, "llama");
         if (w) {
-            m = gpt2 ? nb__hf_gpt2_new(fn, cfg, w, dt) : llama ? nb__hf_llama_new(fn, cfg, w, dt) : nb__hf_bert_new(fn, cfg, w, dt);
+            m = gpt2    ? nb__hf_gpt2_new(fn, cfg, w, dt)
+                : llama ? nb__hf_llama_new(fn, cfg, w, dt, mistral)
+                        : nb__hf_bert_new(fn, cfg, w, dt);
             if (m && nb__hf_check_all_taken(w, gpt2 ? ignorable_gpt2 : llama ? ignorable_llama : ignorable) < 0) {
                 nb_module_free(m);
                 m = NULL;
