@@ -89,6 +89,23 @@ int nb__hf_lm_check_ids(const hf_lm *lm, const char *fn, nb_tensor *ids, int64_t
     return 0;
 }
 
+nb_tensor *nb__hf_cache_put(hf_cache *c, int64_t layer, int which, nb_tensor *x, int64_t past) {
+    nb_tensor **slot = &c->kv[2 * layer + which];
+    int64_t T = x ? nb_dim(x, 2) : 0;
+    if (!x) return NULL;
+    if (past + T > c->cap) {
+        nb__error("nb_generate: %lld positions pass the key/value cache's %lld", (long long)(past + T), (long long)c->cap);
+        return NULL;
+    }
+    if (!*slot) {
+        nb_shape sh = nb_shape_of(x);
+        sh.dim[2] = c->cap;
+        if (!(*slot = nb_keep(nb_empty(sh, nb_dtype_of(x))))) return NULL;
+    }
+    if (nb_assign(nb_slice(*slot, 2, past, past + T, 1), x) < 0) return NULL;
+    return nb_slice(*slot, 2, 0, past + T, 1);
+}
+
 nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
     const char *fn = "nb_generate";
     hf_lm *lm = nb__hf_lm(m);
@@ -119,12 +136,12 @@ nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
             return NULL;
         }
     int64_t L = lm->layers;
-    nb_tensor **cache = calloc((size_t)(2 * L), sizeof *cache);
+    hf_cache cache = { calloc((size_t)(2 * L), sizeof(nb_tensor *)), T0 + N };
     int64_t *all = malloc(sizeof(int64_t) * (size_t)(B * (T0 + N)));
     bool *done = calloc((size_t)B, 1);
     int64_t *next = malloc(sizeof(int64_t) * (size_t)B);
     nb_tensor *out = NULL;
-    if (!cache || !all || !done || !next) {
+    if (!cache.kv || !all || !done || !next) {
         nb__error("%s: out of memory", fn);
         goto end;
     }
@@ -161,7 +178,7 @@ nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
             pos_ids = nb_from_data(pos, NB_SHAPE(B, tn), NB_I64);
             mask = nb_from_data(keymask, NB_SHAPE(B, 1, 1, past + tn), NB_F32);
         }
-        nb_tensor *logits = (!keymask || (pos_ids && mask)) ? lm->step(m, input, cache, past, pos_ids, mask) : NULL;
+        nb_tensor *logits = (!keymask || (pos_ids && mask)) ? lm->step(m, input, &cache, past, pos_ids, mask) : NULL;
         int64_t t = logits ? nb_dim(logits, 1) : 0;
         nb_tensor *last = logits ? nb_contiguous(nb_cast(nb_reshape(nb_slice(logits, 1, t - 1, t, 1),
                                                                     NB_SHAPE(B, nb_dim(logits, 2))), NB_F32)) : NULL;
@@ -198,8 +215,8 @@ nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
         out = nb_from_data(all, NB_SHAPE(B, T0 + made), NB_I64);
     }
 end:
-    for (int64_t k = 0; cache && k < 2 * L; k++) nb_release(cache[k]);
-    free(cache);
+    for (int64_t k = 0; cache.kv && k < 2 * L; k++) nb_release(cache.kv[k]);
+    free(cache.kv);
     free(all);
     free(done);
     free(next);

@@ -51,7 +51,7 @@ typedef struct {
     gpt2_block *block;
 } gpt2_model;
 
-static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                             nb_tensor *key_mask);
 static nb_tensor *gpt2_forward(nb_module *self, nb_tensor *ids) { return gpt2_step(self, ids, NULL, 0, NULL, NULL); }
 static void gpt2_free(nb_module *self) { free(((gpt2_model *)self)->block); }
@@ -72,7 +72,7 @@ static nb_tensor *gelu_tanh(nb_tensor *x) {
     return nb_mul(nb_mul_scalar(x, 0.5), nb_add_scalar(nb_tanh(inner), 1.0));
 }
 
-static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                             nb_tensor *key_mask) {
     gpt2_model *g = (gpt2_model *)m;
     if (nb__hf_lm_check_ids(&g->lm, "nb_forward: GPT-2", ids, past) < 0) return NULL;
@@ -89,14 +89,8 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int
         nb_tensor *k = nb__hf_split_heads(nb_slice(qkv, 2, g->embd, 2 * g->embd, 1), g->heads);
         nb_tensor *v = nb__hf_split_heads(nb_slice(qkv, 2, 2 * g->embd, 3 * g->embd, 1), g->heads);
         if (cache) { /* the keys and values of the tokens before, then these */
-            if (cache[2 * i]) {
-                k = nb_cat((nb_tensor *[]){ cache[2 * i], k }, 2, 2);
-                v = nb_cat((nb_tensor *[]){ cache[2 * i + 1], v }, 2, 2);
-            }
-            nb_release(cache[2 * i]);
-            nb_release(cache[2 * i + 1]);
-            cache[2 * i] = nb_retain(k = nb_contiguous(k));
-            cache[2 * i + 1] = nb_retain(v = nb_contiguous(v));
+            k = nb__hf_cache_put(cache, i, 0, k, past);
+            v = nb__hf_cache_put(cache, i, 1, v, past);
         }
         nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .causal = true, .mask = key_mask,
                                                                       .training = attn_drop,

@@ -55,15 +55,28 @@ nb_module *nb__hf_bert_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
 bool nb__hf_is_bert(const nb_module *m);
 /* A BERT model's max_position_embeddings. */
 int64_t nb__hf_positions(const nb_module *m);
+/* A generation's key/value cache: per layer, keys and values [B, kv heads, cap, head size],
+   made at the first step (NULL before; owned) and written in place, so a step copies only its
+   own keys and values (appending by concatenation copied all of them, O(T^2) over a run). */
+typedef struct hf_cache {
+    nb_tensor **kv; /* 2 per layer */
+    int64_t cap;    /* positions the cache holds: prompt and new tokens */
+} hf_cache;
+
+/* Writes x [B, H, T, d] (a layer's new keys, which = 0, or values, 1) at positions past..
+   past + T - 1 of layer's cache and returns a view of its first past + T positions; NULL with
+   the error (past + T beyond the capacity). */
+nb_tensor *nb__hf_cache_put(hf_cache *c, int64_t layer, int which, nb_tensor *x, int64_t past);
+
 /* What generation needs of a causal LM: the first member of each one's struct. */
 typedef struct hf_lm {
     nb_module base;
     int64_t layers, positions, vocab, eos; /* eos: config.json's eos_token_id (its first), or -1 */
     /* The logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1 (or pos_ids [B, T]
-       i64); with cache (2 per layer: keys, values [B, kv heads, past, head size], NULL before the
-       first step; owned) the new keys and values are appended to it; key_mask [B, 1, 1, past + T]
-       (or NULL) is added to the attention scores (left padding). */
-    nb_tensor *(*step)(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+       i64); with cache (or NULL) the new keys and values are written into it and attention reads
+       the first past + T of it; key_mask [B, 1, 1, past + T] (or NULL) is added to the attention
+       scores (left padding). */
+    nb_tensor *(*step)(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                        nb_tensor *key_mask);
 } hf_lm;
 /* m as a causal LM that nb_hf_load made, or NULL. */

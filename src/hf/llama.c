@@ -28,7 +28,7 @@ typedef struct {
     llama_block *block;
 } llama_model;
 
-static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                              nb_tensor *key_mask);
 static nb_tensor *llama_forward(nb_module *self, nb_tensor *ids) { return llama_step(self, ids, NULL, 0, NULL, NULL); }
 static void llama_free(nb_module *self) { free(((llama_model *)self)->block); }
@@ -76,7 +76,7 @@ static nb_tensor *grouped_attention(const llama_model *l, nb_tensor *q, nb_tenso
     return nb_reshape(a, NB_SHAPE(B, l->heads, T, d));
 }
 
-static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, int64_t past, nb_tensor *pos_ids,
+static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                              nb_tensor *key_mask) {
     llama_model *l = (llama_model *)m;
     if (nb__hf_lm_check_ids(&l->lm, "nb_forward: Llama", ids, past) < 0) return NULL;
@@ -95,14 +95,8 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, nb_tensor **cache, in
         nb_tensor *k = nb_rotary_embedding(nb__hf_split_heads(nb_forward(b->k, h), l->kv_heads), pos, l->rope);
         nb_tensor *v = nb__hf_split_heads(nb_forward(b->v, h), l->kv_heads);
         if (cache) { /* the keys and values of the tokens before, then these */
-            if (cache[2 * i]) {
-                k = nb_cat((nb_tensor *[]){ cache[2 * i], k }, 2, 2);
-                v = nb_cat((nb_tensor *[]){ cache[2 * i + 1], v }, 2, 2);
-            }
-            nb_release(cache[2 * i]);
-            nb_release(cache[2 * i + 1]);
-            cache[2 * i] = nb_retain(k = nb_contiguous(k));
-            cache[2 * i + 1] = nb_retain(v = nb_contiguous(v));
+            k = nb__hf_cache_put(cache, i, 0, k, past);
+            v = nb__hf_cache_put(cache, i, 1, v, past);
         }
         nb_tensor *a = q && k && v ? grouped_attention(l, q, k, v, key_mask, training) : NULL;
         a = nb_reshape(nb_permute(a, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, l->heads * l->head_dim));
