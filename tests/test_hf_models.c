@@ -226,6 +226,9 @@ static void test_llama(void **state) {
     assert_non_null(nb_module_get(m, "model.layers.0.post_attention_layernorm.weight"));
     assert_non_null(nb_module_get(m, "lm_head.weight"));
     assert_int_equal(nb_hf_eos_id(m), 0);
+    int64_t eos[4];
+    assert_int_equal(nb_hf_eos_ids(m, eos, 4), 1);
+    assert_int_equal(eos[0], 0);
     /* one training step's gradients reach every parameter */
     nb_module_train(m, true);
     nb_tensor *logits = nb_forward(m, ids);
@@ -398,6 +401,16 @@ static void test_broken_checkpoints(void **state) {
         edit_config(d, edits[i][0], edits[i][1]);
         expect_load_error(d, edits[i][2]);
     }
+    /* a list of end tokens (Llama 3's): all of them, less those outside the vocabulary */
+    snprintf(d, sizeof d, "%s/llama_eos", tmp);
+    copy_dir(src, d);
+    edit_config(d, "\"eos_token_id\": 0", "\"eos_token_id\": [7, 0, 99999]");
+    nb_module *m = nb_hf_load(d, (nb_hf_opts){ 0 });
+    assert_non_null(m);
+    int64_t eos[8];
+    assert_int_equal(nb_hf_eos_ids(m, eos, 8), 2);
+    assert_true(eos[0] == 7 && eos[1] == 0 && nb_hf_eos_id(m) == 7);
+    nb_module_free(m);
 }
 
 int main(int argc, char **argv) {

@@ -202,7 +202,7 @@ int cli_finetune(train_opts o) {
     }
     if (!nb_hf_is_causal_lm(m)) {
         fprintf(stderr, "nabla train: %s holds a \"%s\" model, which is not a causal LM: fine-tuning on a text needs one "
-                        "that predicts the next token (GPT-2)\n", o.model, type);
+                        "that predicts the next token (GPT-2, Llama, Mistral)\n", o.model, type);
         goto done;
     }
     if (!(tok = nb_tokenizer_load(o.model))) {

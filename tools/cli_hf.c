@@ -130,11 +130,12 @@ int cli_generate_main(int argc, char **argv) {
     if (n == 0) fprintf(stderr, "nabla generate: the prompt has no tokens\n");
     else if (n < 0 || !ids || nb_tokenize(tok, prompt, ids, n) != n) fprintf(stderr, "nabla generate: %s\n", nb_error());
     else {
-        int64_t eos = nb_hf_eos_id(m);
+        int64_t eos[8];
+        int neos = nb_hf_eos_ids(m, eos, 8);
         stream s = { .tok = tok };
         o.on_token = on_token;
         o.ctx = &s;
-        if (eos >= 0) { o.stop = &eos; o.nstop = 1; }
+        if (neos > 0) { o.stop = eos; o.nstop = neos < 8 ? neos : 8; } /* any of them ends the text */
         nb_scope *sc = nb_scope_begin();
         fputs(prompt, stdout);
         fflush(stdout);

@@ -108,10 +108,12 @@ typedef struct nb_hf_embed_opts {
     int64_t batch_size;    /* texts encoded together (0: 32, sentence-transformers' default) */
 } nb_hf_embed_opts;
 /* Sentence embeddings [n, hidden] of n texts, row i for texts[i]: tokenized (special tokens
-   added), sorted by length and encoded batch_size at a time, each batch padded to its longest
-   text (as sentence-transformers' encode(texts, batch_size) orders them, so padding is least),
+   added), sorted by length in characters and encoded batch_size at a time, each batch padded to
+   its longest text (as sentence-transformers' encode(texts, batch_size) orders them, so padding
+   is least; texts of equal length may be grouped otherwise, which changes only rounding),
    mean-pooled over the real tokens and L2-normalised, as encode computes them for
-   all-MiniLM-L6-v2. NULL with the error. */
+   all-MiniLM-L6-v2. Inference: runs with recording off (encode's no_grad), so nothing
+   differentiates through it; call nb_hf_encode and nb_hf_mean_pool to train. NULL with the error. */
 NB_API nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts, int n, nb_hf_embed_opts opts);
 
 /* ---- generation ---- */
@@ -137,8 +139,13 @@ typedef struct nb_generate_opts {
 /* Whether m is a causal LM that nb_hf_load made (nb_forward gives logits [B, T, vocab]; nb_generate
    continues it). */
 NB_API bool nb_hf_is_causal_lm(const nb_module *m);
-/* The end-of-text token of a causal LM (config.json's eos_token_id), or -1 when it has none. */
+/* The end-of-text token of a causal LM (config.json's eos_token_id, the first when it lists
+   several), or -1 when it has none. */
 NB_API int64_t nb_hf_eos_id(const nb_module *lm);
+/* All of config.json's eos_token_id (Llama 3 lists end of text, end of turn...): writes up to cap
+   into ids and returns how many there are (0: none, or not a causal LM); generation should stop
+   at any of them, as transformers does. */
+NB_API int nb_hf_eos_ids(const nb_module *lm, int64_t *ids, int cap);
 /* Continues each row of ids [B, T] i64 (left-padded when prompt_lengths is given) by up to max_new_tokens tokens
    with a key/value cache: [B, T + n] i64, n the steps run (a row that met a stop token repeats
    the first stop token after it; all rows stopped ends early). NULL with the error. */

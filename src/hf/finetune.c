@@ -51,7 +51,10 @@ nb_tensor *nb_hf_text_blocks(nb_tokenizer *tok, const char *text, size_t len, in
             ids = NULL;
         } else {
             ids = big;
-            n = nb_tokenize_ex(tok, text, len, ids, n, o) == n ? n : -1;
+            int64_t again = nb_tokenize_ex(tok, text, len, ids, n, o);
+            if (again != n && again >= 0)
+                nb__error("%s: the text gave %lld tokens, then %lld", fn, (long long)n, (long long)again);
+            n = again == n ? n : -1;
         }
     }
     if (!ids) {
@@ -227,7 +230,7 @@ static bool same_folder(const char *a, const char *b) {
 int nb_hf_save(nb_module *m, const char *src_dir, const char *out_dir) {
     const char *fn = "nb_hf_save";
     if (!m || !src_dir || !out_dir) {
-        if (!nb__has_error()) nb__error("%s: %s is NULL", fn, !m ? "the module" : !src_dir ? "src_dir" : "out_dir");
+        nb__error("%s: %s is NULL", fn, !m ? "the module" : !src_dir ? "src_dir" : "out_dir");
         return -1;
     }
     if (same_folder(src_dir, out_dir)) {

@@ -74,11 +74,18 @@ hf_lm *nb__hf_lm(const nb_module *m) { return nb__hf_is_gpt2(m) || nb__hf_is_lla
 
 bool nb_hf_is_causal_lm(const nb_module *m) { return nb__hf_lm(m) != NULL; }
 
-int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_lm(m) ? nb__hf_lm(m)->eos : -1; }
+int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_lm(m) && nb__hf_lm(m)->neos ? nb__hf_lm(m)->eos[0] : -1; }
+
+int nb_hf_eos_ids(const nb_module *m, int64_t *ids, int cap) {
+    const hf_lm *lm = nb__hf_lm(m);
+    if (!lm) return 0;
+    for (int i = 0; i < lm->neos && i < cap && ids; i++) ids[i] = lm->eos[i];
+    return lm->neos;
+}
 
 int nb__hf_lm_check_ids(const hf_lm *lm, const char *fn, nb_tensor *ids, int64_t past) {
     if (!ids || nb_ndim(ids) != 2) {
-        if (!nb__has_error()) nb__error("%s takes token ids [batch, tokens]", fn);
+        if (ids || !nb__has_error()) nb__error("%s takes token ids [batch, tokens]", fn); /* NULL: the error made it */
         return -1;
     }
     if (past + nb_dim(ids, 1) > lm->positions) {

@@ -176,7 +176,7 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
     g->lm.layers = layers;
     g->lm.positions = positions;
     g->lm.vocab = vocab;
-    g->lm.eos = nb__hf_eos(cfg, vocab);
+    nb__hf_eos(cfg, &g->lm);
     g->lm.step = gpt2_step;
     g->gelu_tanh = tanh_gelu;
     g->embd_pdrop = pdrop[0];

@@ -71,11 +71,13 @@ nb_tensor *nb__hf_cache_put(hf_cache *c, int64_t layer, int which, nb_tensor *x,
 /* What generation needs of a causal LM: the first member of each one's struct. */
 typedef struct hf_lm {
     nb_module base;
-    int64_t layers, positions, vocab, eos; /* eos: config.json's eos_token_id (its first), or -1 */
+    int64_t layers, positions, vocab;
+    int64_t eos[8]; /* config.json's eos_token_id, one or a list (Llama 3's has three) */
+    int neos;
     /* The logits [B, T, vocab] for ids [B, T] at positions past.. past + T - 1 (or pos_ids [B, T]
        i64); with cache (or NULL) the new keys and values are written into it and attention reads
-       the first past + T of it; key_mask [B, 1, 1, past + T] (or NULL) is added to the attention
-       scores (left padding). */
+       the first past + T of it; key_mask [B, 1, 1, past + T] (or NULL) masks keys out (left
+       padding: added to the attention scores, merged with a sliding window's by the minimum). */
     nb_tensor *(*step)(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                        nb_tensor *key_mask);
 } hf_lm;
@@ -83,8 +85,8 @@ typedef struct hf_lm {
 hf_lm *nb__hf_lm(const nb_module *m);
 /* Checks that ids are [B, T] and that past + T fit the LM's positions; fn names the caller. 0 or -1. */
 int nb__hf_lm_check_ids(const hf_lm *lm, const char *fn, nb_tensor *ids, int64_t past);
-/* config.json's eos_token_id (an id, or a list whose first is taken) when below vocab, else -1. */
-int64_t nb__hf_eos(json_t *cfg, int64_t vocab);
+/* config.json's eos_token_id, an id or a list, into lm->eos (the ids below vocab, at most 8). */
+void nb__hf_eos(json_t *cfg, hf_lm *lm);
 /* A boolean config field that must be false (or absent): nabla does not implement it. */
 bool nb__hf_must_be_false(const char *fn, json_t *cfg, const char *key);
 
@@ -97,7 +99,7 @@ bool nb__hf_is_gpt2(const nb_module *m);
 nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt, bool mistral);
 /* Whether m is a Llama or Mistral decoder that nb__hf_llama_new made. */
 bool nb__hf_is_llama(const nb_module *m);
-/* RMS norm over the last axis with prefix.weight, eps (class name cls, "LlamaRMSNorm"). */
+/* RMS norm over the last axis with prefix.weight, eps (class "LlamaRMSNorm"). */
 nb_module *nb__hf_rms_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt);
 
 #endif

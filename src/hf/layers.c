@@ -41,11 +41,15 @@ const char *nb__hf_str(json_t *cfg, const char *key, const char *def) {
     return s ? s : def;
 }
 
-int64_t nb__hf_eos(json_t *cfg, int64_t vocab) {
+void nb__hf_eos(json_t *cfg, hf_lm *lm) {
     json_t *eos = json_object_get(cfg, "eos_token_id");
-    if (json_is_array(eos)) eos = json_array_get(eos, 0); /* Llama 3 lists several; the first ends text */
-    return json_is_integer(eos) && json_integer_value(eos) >= 0 && json_integer_value(eos) < vocab ? json_integer_value(eos)
-                                                                                                  : -1;
+    size_t n = json_is_array(eos) ? json_array_size(eos) : 1;
+    lm->neos = 0;
+    for (size_t i = 0; i < n && lm->neos < 8; i++) {
+        json_t *e = json_is_array(eos) ? json_array_get(eos, i) : eos;
+        if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) < lm->vocab)
+            lm->eos[lm->neos++] = json_integer_value(e);
+    }
 }
 
 bool nb__hf_must_be_false(const char *fn, json_t *cfg, const char *key) {

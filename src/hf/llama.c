@@ -208,7 +208,7 @@ nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype
     l->lm.layers = layers;
     l->lm.positions = positions;
     l->lm.vocab = vocab;
-    l->lm.eos = nb__hf_eos(cfg, vocab);
+    nb__hf_eos(cfg, &l->lm);
     l->lm.step = llama_step;
     l->hidden = hidden;
     l->heads = heads;

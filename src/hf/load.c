@@ -117,6 +117,14 @@ typedef struct {
     int text;
 } text_len;
 
+/* The characters of a UTF-8 text (bytes that do not continue one), the length
+   sentence-transformers sorts by (len() of the str). */
+static int64_t characters(const char *t) {
+    int64_t n = 0;
+    for (; *t; t++) n += ((unsigned char)*t & 0xC0) != 0x80;
+    return n;
+}
+
 /* Longest first, as sentence-transformers' encode orders its batches; ties in input order. */
 static int by_length(const void *a, const void *b) {
     const text_len *x = a, *y = b;
@@ -180,7 +188,7 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
             c = limit;
         }
         len[i] = c;
-        sorted[i] = (text_len){ c, i };
+        sorted[i] = (text_len){ characters(texts[i]), i };
     }
     nb_tensor *out = NULL;
     if (ok) {

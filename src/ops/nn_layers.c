@@ -184,11 +184,17 @@ nb_tensor *nb_rms_norm(nb_tensor *x, nb_tensor *w, double eps) {
                   w ? nb__describe(w, dw, sizeof dw) : "none", nb__describe(x, d, sizeof d));
         return NULL;
     }
+    nb_dtype dt = nb_dtype_of(x);
+    bool half = dt == NB_F16 || dt == NB_BF16;
     /* torch's eps=None: the machine epsilon of the input's dtype */
-    if (eps <= 0) eps = nb_dtype_of(x) == NB_F64 ? DBL_EPSILON : FLT_EPSILON;
+    if (eps <= 0) eps = dt == NB_F64 ? DBL_EPSILON : dt == NB_F16 ? 0x1p-10 : dt == NB_BF16 ? 0x1p-7 : FLT_EPSILON;
     nb_scope *s = nb_scope_begin();
-    nb_tensor *ms = nb_mean(nb_mul(x, x), -1, true);
-    nb_tensor *y = nb_mul(x, nb_rsqrt(nb_add_scalar(ms, eps)));
+    /* half types are normalised in f32 and rounded back, as torch's rms_norm and Llama's RMSNorm
+       do (an eps of 1e-6 would vanish beside a mean of squares rounded to bf16) */
+    nb_tensor *xf = half ? nb_cast(x, NB_F32) : x;
+    nb_tensor *ms = nb_mean(nb_mul(xf, xf), -1, true);
+    nb_tensor *y = nb_mul(xf, nb_rsqrt(nb_add_scalar(ms, eps)));
+    if (half) y = nb_cast(y, dt);
     if (w) y = nb_mul(w, y);
     nb_keep(y);
     nb_scope_end(s);

@@ -117,7 +117,7 @@ typedef struct {
 } gemm_plan;
 
 /* The chunking of one product: along its longer side (or along rows when asked), in at most 8
-   pieces. It depends on the shapes only, never on the thread count, so every element is computed
+   pieces (but one case below). It depends on the shapes only, never on the thread count, so every element is computed
    by the same single-threaded BLAS call whatever the number of threads: results are bit-identical
    with 1 or N threads. One row times a matrix [k, m] read row by row is the exception: there
    each element of the result is summed whole within its piece, in the same order whatever the
