@@ -77,7 +77,7 @@ nb_tensor *nb_hf_encode(nb_module *m, nb_tensor *ids, nb_tensor *attention_mask,
         nb_tensor *k = nb__hf_split_heads(nb_forward(l->key, x), b->heads);
         nb_tensor *v = nb__hf_split_heads(nb_forward(l->value, x), b->heads);
         nb_tensor *ctx = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .mask = mask });
-        ctx = nb_reshape(nb_permute(ctx, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, b->hidden));
+        ctx = nb__hf_merge_heads(ctx);
         x = nb_forward(l->attn_norm, nb_add(nb_forward(l->attn_out, ctx), x));
         nb_tensor *h = nb_gelu(nb_forward(l->inter, x));
         x = nb__hf_scope_return(ls, nb_forward(l->out_norm, nb_add(nb_forward(l->out, h), x)));

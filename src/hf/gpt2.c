@@ -76,7 +76,7 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64
                             nb_tensor *key_mask) {
     gpt2_model *g = (gpt2_model *)m;
     if (nb__hf_lm_check_ids(&g->lm, "nb_forward: GPT-2", ids, past) < 0) return NULL;
-    int64_t B = nb_dim(ids, 0), T = nb_dim(ids, 1);
+    int64_t T = nb_dim(ids, 1);
     nb_scope *s = nb_scope_begin();
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
     nb_tensor *x = drop(g, nb_add(nb_forward(g->wte, ids), nb_forward(g->wpe, pos)), g->embd_pdrop);
@@ -95,7 +95,7 @@ static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64
         nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_attn_opts){ .causal = true, .mask = key_mask,
                                                                       .training = attn_drop,
                                                                       .dropout = attn_drop ? g->attn_pdrop : 0 });
-        a = nb_reshape(nb_permute(a, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, g->embd));
+        a = nb__hf_merge_heads(a);
         x = nb_add(x, drop(g, nb_forward(b->c_proj, a), g->resid_pdrop));
         nb_tensor *h = nb_forward(b->c_fc, nb_forward(b->ln2, x));
         h = g->gelu_tanh ? gelu_tanh(h) : nb_gelu(h);

@@ -45,6 +45,8 @@ nb_module *nb__hf_layer_norm(hf_weights *w, const char *prefix, int64_t dim, dou
 nb_module *nb__hf_embedding(hf_weights *w, const char *prefix, int64_t num, int64_t dim, nb_dtype dt);
 /* [B, T, E] -> [B, heads, T, E / heads], the attention's layout. */
 nb_tensor *nb__hf_split_heads(nb_tensor *x, int64_t heads);
+/* [B, heads, T, d] -> [B, T, heads * d], back from the attention's layout. */
+nb_tensor *nb__hf_merge_heads(nb_tensor *x);
 /* Ends scope s, handing x (made inside it, or NULL) to the scope around it. */
 nb_tensor *nb__hf_scope_return(nb_scope *s, nb_tensor *x);
 

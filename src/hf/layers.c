@@ -67,6 +67,12 @@ nb_tensor *nb__hf_split_heads(nb_tensor *x, int64_t heads) {
     return nb_permute(nb_reshape(x, NB_SHAPE(s.dim[0], s.dim[1], heads, s.dim[2] / heads)), (int[]){ 0, 2, 1, 3 });
 }
 
+nb_tensor *nb__hf_merge_heads(nb_tensor *x) {
+    if (!x) return NULL; /* the attention failed: its error stands */
+    nb_shape s = nb_shape_of(x);
+    return nb_reshape(nb_permute(x, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(s.dim[0], s.dim[2], s.dim[1] * s.dim[3]));
+}
+
 nb_tensor *nb__hf_scope_return(nb_scope *s, nb_tensor *x) {
     if (x) nb_keep(x);
     nb_scope_end(s);

@@ -80,7 +80,7 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int6
                              nb_tensor *key_mask) {
     llama_model *l = (llama_model *)m;
     if (nb__hf_lm_check_ids(&l->lm, "nb_forward: Llama", ids, past) < 0) return NULL;
-    int64_t B = nb_dim(ids, 0), T = nb_dim(ids, 1);
+    int64_t T = nb_dim(ids, 1);
     bool training = m->training;
     nb_scope *s = nb_scope_begin();
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
@@ -99,7 +99,7 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int6
             v = nb__hf_cache_put(cache, i, 1, v, past);
         }
         nb_tensor *a = q && k && v ? grouped_attention(l, q, k, v, key_mask, training) : NULL;
-        a = nb_reshape(nb_permute(a, (int[]){ 0, 2, 1, 3 }), NB_SHAPE(B, T, l->heads * l->head_dim));
+        a = nb__hf_merge_heads(a);
         x = nb_add(x, nb_forward(b->o, a));
         h = nb_forward(b->ln2, x);
         x = nb__hf_scope_return(ls, nb_add(x, nb_forward(b->down, nb_mul(nb_silu(nb_forward(b->gate, h)), nb_forward(b->up, h)))));
