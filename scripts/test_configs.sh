@@ -33,9 +33,10 @@ elif [[ " $want " == *" arm "* ]]; then
   # test_compile_random runs), the tests that compile or link host programs against the arm64
   # library (install_and_link, readme_first_program), shell pipelines that run arm64 programs
   # outside ctest's emulator (ops_doc_current, example_char_gpt_compiled, summary_plot,
-  # tokenizer_corpus, hf_cli), ThreadSanitizer (test_threadpool runs plain), and the pretrained
-  # models against transformers (hf_ref_data, test_hf_models: a 22M-parameter encoder over 271
-  # sentences, minutes under emulation; test_tokenizer's own cases run).
+  # tokenizer_corpus, hf_cli, hf_finetune_cli), ThreadSanitizer (test_threadpool runs plain), and
+  # the pretrained models against transformers (hf_ref_data, test_hf_models: a 22M-parameter
+  # encoder over 271 sentences, minutes under emulation; test_hf_finetune, which reads the same
+  # references; test_tokenizer's own cases run).
   (cd build-arm && ctest --output-on-failure -j"$jobs" --timeout 900 \
-    -E '^(test_compile|install_and_link|readme_first_program|ops_doc_current|example_char_gpt_compiled|summary_plot|test_threadpool_tsan|tokenizer_corpus|hf_cli|hf_ref_data|test_hf_models)$')
+    -E '^(test_compile|install_and_link|readme_first_program|ops_doc_current|example_char_gpt_compiled|summary_plot|test_threadpool_tsan|tokenizer_corpus|hf_cli|hf_ref_data|test_hf_models|test_hf_finetune|hf_finetune_cli)$')
 fi
