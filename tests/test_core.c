@@ -263,7 +263,7 @@ static void test_threads_do_not_change_results(void **state) {
     nb_scope *s = nb_scope_begin();
     double sums[3];
     float samples[3][4];
-    static float rows[3][1000];
+    static float rows[3][1000], convs[3][2][2048];
     for (int k = 0; k < 3; k++) { /* 1, 2 and 3 threads: 3 splits no loop evenly */
         nb_set_num_threads(k + 1);
         assert_int_equal(nb_get_num_threads(), k + 1);
@@ -279,6 +279,15 @@ static void test_threads_do_not_change_results(void **state) {
         sums[k] = nb_item(nb_sum_all(y)) + nb_item(nb_sum_all(nb_sum(nb_view(y, NB_SHAPE(3000, 100)), 0, false))) +
                   nb_item(nb_sum_all(nb_softmax(mm, 1))) + nb_item(nb_sum_all(mm));
         assert_int_equal(nb_copy_to(row, rows[k], sizeof rows[k]), 0);
+        /* a convolution of batch 1 (oneDNN splits it over a team of the pool's size): 3x3, and
+           7x7 with stride 2 */
+        nb_tensor *img = nb_view(nb_slice(x, 0, 0, 16 * 64 * 64, 1), NB_SHAPE(1, 16, 64, 64));
+        nb_tensor *c3 = nb_conv2d(img, nb_view(nb_slice(x, 0, 1000, 1000 + 64 * 16 * 9, 1), NB_SHAPE(64, 16, 3, 3)), NULL,
+                                  (nb_conv_opts){ .padding = { 1, 1 } });
+        nb_tensor *c7 = nb_conv2d(img, nb_view(nb_slice(x, 0, 5000, 5000 + 64 * 16 * 49, 1), NB_SHAPE(64, 16, 7, 7)), NULL,
+                                  (nb_conv_opts){ .stride = { 2, 2 }, .padding = { 3, 3 } });
+        assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c3, NB_SHAPE(-1)), 0, 0, 2048, 1), convs[k][0], sizeof convs[k][0]), 0);
+        assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c7, NB_SHAPE(-1)), 0, 2000, 4048, 1), convs[k][1], sizeof convs[k][1]), 0);
         nb_copy_to(nb_slice(x, 0, 299996, 300000, 1), samples[k], sizeof samples[k]);
     }
     nb_set_num_threads(0);
@@ -286,6 +295,7 @@ static void test_threads_do_not_change_results(void **state) {
         assert_memory_equal(&sums[0], &sums[k], sizeof(double));
         assert_memory_equal(samples[0], samples[k], sizeof samples[0]);
         assert_memory_equal(rows[0], rows[k], sizeof rows[0]);
+        assert_memory_equal(convs[0], convs[k], sizeof convs[0]);
     }
     nb_scope_end(s);
 }

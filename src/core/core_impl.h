@@ -196,7 +196,11 @@ void nb__limit_threads(int n);
 /* Holds OpenMP dependencies (oneDNN, OpenBLAS's OpenMP build) to one thread on the calling
    thread until nb__omp_serial_end; returns what to restore. */
 int nb__omp_serial_begin(void);
-/* Restores the calling thread's OpenMP team size saved by nb__omp_serial_begin. */
+/* Sets the calling thread's OpenMP team to n threads (a one-piece oneDNN convolution, while
+   the pool is idle) until nb__omp_serial_end; returns what to restore. */
+int nb__omp_team_begin(int n);
+/* Restores the calling thread's OpenMP team size saved by nb__omp_serial_begin or
+   nb__omp_team_begin. */
 void nb__omp_serial_end(int prev);
 
 #endif

@@ -82,15 +82,17 @@ extern void omp_set_num_threads(int n) __attribute__((weak));
 #define HAVE_OMP() (omp_get_max_threads && omp_set_num_threads)
 #endif
 
-int nb__omp_serial_begin(void) {
+int nb__omp_team_begin(int n) {
     if (!HAVE_OMP()) return 0;
     int prev = omp_get_max_threads();
-    if (prev != 1) omp_set_num_threads(1);
+    if (prev != n) omp_set_num_threads(n);
     return prev;
 }
 
+int nb__omp_serial_begin(void) { return nb__omp_team_begin(1); }
+
 void nb__omp_serial_end(int prev) {
-    if (prev > 1 && HAVE_OMP()) omp_set_num_threads(prev);
+    if (prev > 0 && HAVE_OMP() && omp_get_max_threads() != prev) omp_set_num_threads(prev);
 }
 
 #ifdef NB_HAVE_MXCSR

@@ -217,6 +217,7 @@ typedef struct {
     void *out, *cols, *partial;
     int64_t per, per_chunk, chunks, wn;
     signed char *status; /* oneDNN pieces: each one's return code */
+    int team;            /* a oneDNN forward of one piece: the OpenMP team it runs on */
 } conv_job;
 
 #define CONV_RANGE(T)                                                                                    \
@@ -261,7 +262,7 @@ static void dnnl_range(const conv_job *j, int64_t lo, int64_t hi) {
         int64_t in_per = g->C * g->H * g->W, out_per = g->O * g->L;
         if (j->kind == CONV_DNNL_FWD)
             j->status[c] = (signed char)nb__dnnl_conv_forward(&cs, (const float *)j->a + n0 * in_per, j->b, j->c,
-                                                              (float *)j->out + n0 * out_per);
+                                                              (float *)j->out + n0 * out_per, j->team);
         else
             j->status[c] = (signed char)nb__dnnl_conv_backward_data(&cs, (const float *)j->a + n0 * out_per, j->b,
                                                                     (float *)j->out + n0 * in_per);
@@ -291,8 +292,15 @@ static int run_dnnl(const conv_geom *g, int kind, const void *a, const void *b, 
         nb__error("nb_conv2d: out of memory");
         return -1;
     }
-    conv_job j = { g, kind, false, a, b, c, out, NULL, NULL, 0, DNNL_PIECE, chunks, 0, status };
     int64_t work = g->O * g->L * g->K * DNNL_PIECE;
+    /* one piece (a batch of up to 16: inference) would run on one core: oneDNN splits it over a
+       team of the pool's size instead, the pool idle meanwhile, when it is large enough to pay
+       for starting the team (32M multiply-adds and up: ResNet-18's 3x3 layers are, 115M or more;
+       the small CNN's 10M layer ran slower split) */
+    int team = chunks == 1 && kind == CONV_DNNL_FWD && !g->bf16 && g->O * g->L * g->K * g->N >= ((int64_t)1 << 25)
+                   ? nb__threads()
+                   : 1;
+    conv_job j = { g, kind, false, a, b, c, out, NULL, NULL, 0, DNNL_PIECE, chunks, 0, status, team };
     nb__parallel_for(chunks > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1, chunks, conv_range, &j);
     int rc = 1;
     for (int64_t i = 0; i < chunks; i++) {
@@ -355,7 +363,7 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
         goto done;
     }
     conv_job j = { &g, CONV_FWD, out->dtype == NB_F64, nb__data(x), nb__data(w), b ? nb__data(b) : NULL,
-                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0, NULL };
+                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0, NULL, 1 };
     nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
@@ -392,7 +400,7 @@ int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin,
     }
     if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     conv_job j = { &g, CONV_BWD_INPUT, out->dtype == NB_F64, nb__data(dy), nb__data(w), NULL, nb__data(out), cols,
-                   NULL, g.K * g.L, 0, 0, 0, NULL };
+                   NULL, g.K * g.L, 0, 0, 0, NULL, 1 };
     nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
@@ -445,7 +453,7 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
         goto done;
     }
     conv_job j = { &g, CONV_WGRAD, out->dtype == NB_F64, nb__data(dy), nb__data(x), NULL, nb__data(out), cols,
-                   partial, g.K * g.L, per_chunk, chunks, wn, status };
+                   partial, g.K * g.L, per_chunk, chunks, wn, status, 1 };
     nb__parallel_for(threads, chunks, conv_range, &j);
     for (int64_t c = 0; status && c < chunks; c++)
         if (status[c] < 0) {

@@ -1,17 +1,21 @@
 /* Convolution through oneDNN: the forward, the input gradient and the weight gradient run
    oneDNN's JIT kernels (AVX-512 where the CPU has it) on its blocked layouts, reordering from
    and to NCHW around each call (the reorders round to bf16 where autocast asks for bf16
-   operands); and autocast's bf16 GEMM, a matmul primitive with sizes given at run time. Every call runs on the calling thread alone, with that
-   thread's own primitive cache and stream: the CPU kernels split the batch into pieces fixed by
-   shape and run the pieces on nabla's thread pool, so oneDNN's OpenMP threads never start (they
-   would spin on the cores the pool needs) and results do not depend on the thread count.
+   operands); and autocast's bf16 GEMM, a matmul primitive with sizes given at run time. Every
+   call runs on the calling thread, with that thread's own primitive cache and stream: the CPU
+   kernels split the batch into pieces fixed by shape and run the pieces on nabla's thread pool,
+   and oneDNN runs each piece on one thread (its OpenMP threads would spin on the cores the pool
+   needs). A forward whose batch is one piece (up to 16 samples: inference at batch 1) would
+   leave all but one core idle, so it runs on an OpenMP team as large as the pool while the pool
+   waits; a forward convolution sums each output over its inputs on one thread whatever the team,
+   so results do not depend on the thread count (test_conv_torch checks 1, 2 and 3).
    Without libdnnl this file compiles to stubs. */
 #include "dnnl_conv.h"
 #include "../../core/core_impl.h"
 
 #ifndef NABLA_HAVE_DNNL
-int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
-    (void)s; (void)x; (void)w; (void)b; (void)y;
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads) {
+    (void)s; (void)x; (void)w; (void)b; (void)y; (void)threads;
     return 0;
 }
 int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
@@ -86,6 +90,7 @@ typedef struct {
     dnnl_memory_t in_mem, w_mem, out_mem;
     dnnl_primitive_t in_reorder, w_reorder, out_reorder;
     uint64_t last_use;
+    int threads; /* the OpenMP team it was built for (oneDNN fixes its split at creation) */
 } entry;
 
 static dnnl_engine_t engine;
@@ -215,15 +220,18 @@ static bool build(entry *e, int kind, const nb_conv_shape *s, bool bias) {
     return ok;
 }
 
-static entry *lookup(entry *cache, int size, int kind, const nb_conv_shape *s, bool bias) {
+static entry *lookup(entry *cache, int size, int kind, const nb_conv_shape *s, bool bias, int threads) {
     entry *oldest = &cache[0];
     for (int i = 0; i < size; i++) {
         entry *e = &cache[i];
-        if (e->used && e->kind == kind && e->bias == bias && memcmp(&e->shape, s, sizeof *s) == 0) return e;
+        if (e->used && e->kind == kind && e->bias == bias && e->threads == threads && memcmp(&e->shape, s, sizeof *s) == 0)
+            return e;
         if (!e->used || (oldest->used && e->last_use < oldest->last_use)) oldest = e;
     }
     if (oldest->used) free_entry(oldest);
-    return build(oldest, kind, s, bias) ? oldest : NULL;
+    if (!build(oldest, kind, s, bias)) return NULL;
+    oldest->threads = threads;
+    return oldest;
 }
 
 static bool exec_reorder(dnnl_stream_t stream, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to) {
@@ -246,9 +254,9 @@ static bool ensure_engine(void) {
 
 /* Runs the cached primitive for (kind, s) on the given buffers through stream. */
 static int execute(entry *cache, int size, dnnl_stream_t stream, int kind, const nb_conv_shape *s, const float *in,
-                   const float *w, const float *b, float *out) {
+                   const float *w, const float *b, float *out, int threads) {
     int rc = 0;
-    entry *e = lookup(cache, size, kind, s, b != NULL);
+    entry *e = lookup(cache, size, kind, s, b != NULL, threads);
     if (!e) return 0; /* a shape oneDNN declines: fall back */
     e->last_use = ++clock_tick;
     rc = -1;
@@ -339,23 +347,24 @@ static bool ensure_local(void) {
     return true;
 }
 
-static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out) {
+static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out,
+                     int threads) {
     if (!ensure_local()) return 0;
-    int prev = nb__omp_serial_begin();
-    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, kind, s, in, w, b, out);
+    int prev = nb__omp_team_begin(threads);
+    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, kind, s, in, w, b, out, threads);
     nb__omp_serial_end(prev);
     return rc;
 }
 
-int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y) {
-    return run_local(KIND_FORWARD, s, x, w, b, y);
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads) {
+    return run_local(KIND_FORWARD, s, x, w, b, y, threads > 1 ? threads : 1);
 }
 
 bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias) {
     if (s->bf16 && !nb__dnnl_bf16_fast()) return false;
     if (!ensure_local()) return false;
     int prev = nb__omp_serial_begin();
-    entry *e = lookup(local_cache, LOCAL_CACHE_SIZE, kind, s, bias);
+    entry *e = lookup(local_cache, LOCAL_CACHE_SIZE, kind, s, bias, 1);
     nb__omp_serial_end(prev);
     return e != NULL;
 }
@@ -415,10 +424,10 @@ int nb__dnnl_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
 }
 
 int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
-    return run_local(KIND_BACKWARD_DATA, s, dy, w, NULL, dx);
+    return run_local(KIND_BACKWARD_DATA, s, dy, w, NULL, dx, 1);
 }
 
 int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const float *dy, float *dw) {
-    return run_local(KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw);
+    return run_local(KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw, 1);
 }
 #endif
