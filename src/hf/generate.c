@@ -74,6 +74,8 @@ hf_lm *nb__hf_lm(const nb_module *m) { return nb__hf_is_gpt2(m) || nb__hf_is_lla
 
 bool nb_hf_is_causal_lm(const nb_module *m) { return nb__hf_lm(m) != NULL; }
 
+nb_tensor *nb__hf_lm_forward(nb_module *m, nb_tensor *ids) { return ((hf_lm *)m)->step(m, ids, NULL, 0, NULL, NULL); }
+
 int64_t nb_hf_eos_id(const nb_module *m) { return nb__hf_lm(m) && nb__hf_lm(m)->neos ? nb__hf_lm(m)->eos[0] : -1; }
 
 int nb_hf_eos_ids(const nb_module *m, int64_t *ids, int cap) {

@@ -51,11 +51,8 @@ typedef struct {
     gpt2_block *block;
 } gpt2_model;
 
-static nb_tensor *gpt2_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
-                            nb_tensor *key_mask);
-static nb_tensor *gpt2_forward(nb_module *self, nb_tensor *ids) { return gpt2_step(self, ids, NULL, 0, NULL, NULL); }
 static void gpt2_free(nb_module *self) { free(((gpt2_model *)self)->block); }
-static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = gpt2_forward, .free = gpt2_free };
+static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = nb__hf_lm_forward, .free = gpt2_free };
 
 bool nb__hf_is_gpt2(const nb_module *m) { return m && m->cls == &GPT2; }
 

@@ -83,6 +83,8 @@ typedef struct hf_lm {
     nb_tensor *(*step)(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
                        nb_tensor *key_mask);
 } hf_lm;
+/* The forward of every causal LM class: its step over all of ids, no cache (logits [B, T, vocab]). */
+nb_tensor *nb__hf_lm_forward(nb_module *m, nb_tensor *ids);
 /* m as a causal LM that nb_hf_load made, or NULL. */
 hf_lm *nb__hf_lm(const nb_module *m);
 /* Checks that ids are [B, T] and that past + T fit the LM's positions; fn names the caller. 0 or -1. */

@@ -28,12 +28,9 @@ typedef struct {
     llama_block *block;
 } llama_model;
 
-static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int64_t past, nb_tensor *pos_ids,
-                             nb_tensor *key_mask);
-static nb_tensor *llama_forward(nb_module *self, nb_tensor *ids) { return llama_step(self, ids, NULL, 0, NULL, NULL); }
 static void llama_free(nb_module *self) { free(((llama_model *)self)->block); }
-static const nb_module_class LLAMA = { .name = "LlamaForCausalLM", .forward = llama_forward, .free = llama_free };
-static const nb_module_class MISTRAL = { .name = "MistralForCausalLM", .forward = llama_forward, .free = llama_free };
+static const nb_module_class LLAMA = { .name = "LlamaForCausalLM", .forward = nb__hf_lm_forward, .free = llama_free };
+static const nb_module_class MISTRAL = { .name = "MistralForCausalLM", .forward = nb__hf_lm_forward, .free = llama_free };
 
 bool nb__hf_is_llama(const nb_module *m) { return m && (m->cls == &LLAMA || m->cls == &MISTRAL); }
 
@@ -86,13 +83,16 @@ static nb_tensor *llama_step(nb_module *m, nb_tensor *ids, hf_cache *cache, int6
     nb_tensor *pos = pos_ids ? pos_ids : nb_arange((double)past, (double)(past + T), 1, NB_I64);
     nb_tensor *x = nb_forward(l->embed, ids);
     key_mask = window_mask(l->window, past, T, key_mask);
+    /* the rotary tables of these positions, once for every layer's queries and keys */
+    nb_tensor *cos = NULL, *sin = NULL;
+    if (x && nb__rotary_tables(4, l->head_dim, pos, l->rope, nb_dtype_of(x), &cos, &sin) < 0) x = NULL;
     if (l->window > 0 && past + T > l->window && !key_mask) x = NULL;
     for (int64_t i = 0; i < l->lm.layers && x; i++) {
         nb_scope *ls = nb_scope_begin(); /* one layer's intermediates at a time */
         llama_block *b = &l->block[i];
         nb_tensor *h = nb_forward(b->ln1, x);
-        nb_tensor *q = nb_rotary_embedding(nb__hf_split_heads(nb_forward(b->q, h), l->heads), pos, l->rope);
-        nb_tensor *k = nb_rotary_embedding(nb__hf_split_heads(nb_forward(b->k, h), l->kv_heads), pos, l->rope);
+        nb_tensor *q = nb__rotary_apply(nb__hf_split_heads(nb_forward(b->q, h), l->heads), cos, sin);
+        nb_tensor *k = nb__rotary_apply(nb__hf_split_heads(nb_forward(b->k, h), l->kv_heads), cos, sin);
         nb_tensor *v = nb__hf_split_heads(nb_forward(b->v, h), l->kv_heads);
         if (cache) { /* the keys and values of the tokens before, then these */
             k = nb__hf_cache_put(cache, i, 0, k, past);

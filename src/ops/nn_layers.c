@@ -201,11 +201,9 @@ nb_tensor *nb_rms_norm(nb_tensor *x, nb_tensor *w, double eps) {
     return nb__own(y);
 }
 
-/* The tables cos and sin [P..., 1.., T, D] of the angles p * inv_freq_j for the positions, each
-   half of the last axis the same (transformers' cat((freqs, freqs), -1)); f32 arithmetic as
-   transformers' LlamaRotaryEmbedding, so the angles are its own. */
-static int rotary_tables(nb_tensor *x, nb_tensor *positions, nb_rope_opts o, nb_tensor **cos, nb_tensor **sin) {
-    int64_t D = nb_dim(x, -1), half = D / 2;
+int nb__rotary_tables(int nd, int64_t D, nb_tensor *positions, nb_rope_opts o, nb_dtype dt, nb_tensor **cos,
+                      nb_tensor **sin) {
+    int64_t half = D / 2;
     float *inv = malloc(sizeof(float) * (size_t)D);
     if (!inv) {
         nb__error("nb_rotary_embedding: out of memory");
@@ -222,11 +220,23 @@ static int rotary_tables(nb_tensor *x, nb_tensor *positions, nb_rope_opts o, nb_
     nb_tensor *ang = nb_mul(nb_unsqueeze(p, -1), freq);
     /* positions [B, T] against x [B, H.., T, D]: an axis of 1 for each axis between */
     if (ang && nb_ndim(positions) == 2)
-        for (int i = 2; i < nb_ndim(x) - 1; i++) ang = nb_unsqueeze(ang, 1);
-    nb_dtype dt = nb_dtype_of(x);
+        for (int i = 2; i < nd - 1; i++) ang = nb_unsqueeze(ang, 1);
     *cos = nb_cast(nb_cos(ang), dt);
     *sin = nb_cast(nb_sin(ang), dt);
     return *cos && *sin ? 0 : -1;
+}
+
+nb_tensor *nb__rotary_apply(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
+    if (!x || !cos || !sin) return NULL;
+    nb_scope *s = nb_scope_begin();
+    /* rotate_half: [-x2, x1] for the halves x1, x2 of the last axis */
+    int nd = nb_ndim(x);
+    int64_t half = nb_dim(x, -1) / 2;
+    nb_tensor *x1 = nb_slice(x, nd - 1, 0, half, 1), *x2 = nb_slice(x, nd - 1, half, 2 * half, 1);
+    nb_tensor *rot = nb_cat((nb_tensor *[]){ nb_neg(x2), x1 }, 2, nd - 1);
+    nb_tensor *y = nb_keep(nb_add(nb_mul(x, cos), nb_mul(rot, sin)));
+    nb_scope_end(s);
+    return nb__own(y);
 }
 
 nb_tensor *nb_rotary_embedding(nb_tensor *x, nb_tensor *positions, nb_rope_opts o) {
@@ -254,13 +264,8 @@ nb_tensor *nb_rotary_embedding(nb_tensor *x, nb_tensor *positions, nb_rope_opts 
     }
     nb_scope *s = nb_scope_begin();
     nb_tensor *cos = NULL, *sin = NULL, *y = NULL;
-    if (rotary_tables(x, positions, o, &cos, &sin) == 0) {
-        /* rotate_half: [-x2, x1] for the halves x1, x2 of the last axis */
-        int64_t half = nb_dim(x, -1) / 2;
-        nb_tensor *x1 = nb_slice(x, nd - 1, 0, half, 1), *x2 = nb_slice(x, nd - 1, half, 2 * half, 1);
-        nb_tensor *rot = nb_cat((nb_tensor *[]){ nb_neg(x2), x1 }, 2, nd - 1);
-        y = nb_add(nb_mul(x, cos), nb_mul(rot, sin));
-    }
+    if (nb__rotary_tables(nd, nb_dim(x, -1), positions, o, nb_dtype_of(x), &cos, &sin) == 0)
+        y = nb__rotary_apply(x, cos, sin);
     nb_keep(y);
     nb_scope_end(s);
     return nb__own(y);

@@ -5,6 +5,7 @@
 #include "nabla/core.h"
 #include "nabla/ops.h"
 #include "nabla/autograd.h"
+#include "nabla/functional.h"
 #include "../autograd/graph.h"
 #include "../backend/backend.h"
 
@@ -135,6 +136,17 @@ int nb__args_nonfinite_class(const nb_op_args *args);
 nb_tensor *nb__full_on(nb_shape shape, double value, nb_dtype dtype, nb_device dev);
 nb_tensor *nb__arange_on(double start, double end, double step, nb_dtype dtype, nb_device dev);
 nb_tensor *nb__rand_on(nb_shape shape, nb_dtype dtype, nb_device dev);
+
+/* Rotary embeddings in two steps, so a model whose layers share positions makes the tables once
+   (nb_rotary_embedding does both, with its checks): the cos and sin tables [P..., 1.., T, D] for
+   a tensor of nd axes whose last is D (even) at positions [T] or [B, T], opts with their defaults
+   filled in, each half of the last axis the same (transformers' cat((freqs, freqs), -1)), in f32
+   arithmetic as transformers' LlamaRotaryEmbedding, cast to dt; 0 or -1. */
+int nb__rotary_tables(int nd, int64_t D, nb_tensor *positions, nb_rope_opts o, nb_dtype dt, nb_tensor **cos,
+                      nb_tensor **sin);
+/* x cos + rotate_half(x) sin (rotate_half: [-x2, x1] for the halves of the last axis); NULL in,
+   NULL out. */
+nb_tensor *nb__rotary_apply(nb_tensor *x, nb_tensor *cos, nb_tensor *sin);
 
 /* Result dtype of combining a and b, by PyTorch's promotion (bool < integers < floats). */
 nb_dtype nb__promote(nb_dtype a, nb_dtype b);
