@@ -95,15 +95,18 @@ typedef struct {
     nb_tensor *weight, *bias;
 } linear;
 
+/* Whether x is [..., n], else an error naming the layer (fn) and what it expected. */
+static bool last_axis_is(nb_module *self, const char *fn, nb_tensor *x, int64_t n) {
+    if (nb_ndim(x) >= 1 && nb_dim(x, -1) == n) return true;
+    char sh[160];
+    nb__error("%s %s: expected input [..., %lld], got %s", fn, nb__layer_name(self), (long long)n,
+              nb_shape_str(nb_shape_of(x), sh, sizeof sh));
+    return false;
+}
+
 static nb_tensor *linear_forward(nb_module *self, nb_tensor *x) {
     linear *l = (linear *)self;
-    int nd = nb_ndim(x);
-    if (nd < 1 || nb_dim(x, -1) != l->in) {
-        char sh[160];
-        nb__error("nb_nn_linear %s: expected input [..., %lld], got %s", nb__layer_name(self), (long long)l->in,
-                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
-        return NULL;
-    }
+    if (!last_axis_is(self, "nb_nn_linear", x, l->in)) return NULL;
     return nb_linear(x, l->weight, l->bias);
 }
 
@@ -290,12 +293,7 @@ typedef struct {
 
 static nb_tensor *layer_norm_forward(nb_module *self, nb_tensor *x) {
     layer_norm *l = (layer_norm *)self;
-    if (nb_ndim(x) < 1 || nb_dim(x, -1) != l->dim) {
-        char sh[160];
-        nb__error("nb_nn_layer_norm %s: expected input [..., %lld], got %s", nb__layer_name(self), (long long)l->dim,
-                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
-        return NULL;
-    }
+    if (!last_axis_is(self, "nb_nn_layer_norm", x, l->dim)) return NULL;
     return nb_layer_norm(x, l->weight, l->bias, l->eps);
 }
 
@@ -330,12 +328,7 @@ nb_module *nb_nn_layer_norm_eps(int64_t dim, double eps) {
 /* RMSNorm shares the layer norm's fields, with no bias; eps <= 0 is torch's eps=None. */
 static nb_tensor *rms_norm_forward(nb_module *self, nb_tensor *x) {
     layer_norm *l = (layer_norm *)self;
-    if (nb_ndim(x) < 1 || nb_dim(x, -1) != l->dim) {
-        char sh[160];
-        nb__error("nb_nn_rms_norm %s: expected input [..., %lld], got %s", nb__layer_name(self), (long long)l->dim,
-                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
-        return NULL;
-    }
+    if (!last_axis_is(self, "nb_nn_rms_norm", x, l->dim)) return NULL;
     return nb_rms_norm(x, l->weight, l->eps);
 }
 
