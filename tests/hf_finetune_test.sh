@@ -15,6 +15,22 @@ nabla=$1 test=$2 ref=$3 py=$4
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 args=$(cat "$ref/ft_args.txt")
+# transformers reads the fine-tuned FOLDER (no missing or unexpected key) and its logits for IDS
+# are nabla's within 1e-5
+hf_logits() { # FOLDER IDS
+    "$py" - "$1" "$2" "$out/hf_logits.npy" <<'PY'
+import sys
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM
+model, info = AutoModelForCausalLM.from_pretrained(sys.argv[1], output_loading_info=True)
+assert not any(info.values()), info
+with torch.no_grad():
+    logits = model.eval()(input_ids=torch.from_numpy(np.load(sys.argv[2]))).logits
+np.save(sys.argv[3], logits.numpy().astype(np.float32))
+PY
+    "$test" --logits "$1" "$2" "$out/hf_logits.npy"
+}
 sums() { sha256sum "$ref/gpt2_ft"/*; }
 before=$(sums)
 # shellcheck disable=SC2086 # $args is a list of options
@@ -83,15 +99,8 @@ print("step losses", " ".join(f"{l:.5f}" for l in steps), f"(torch's within {ds:
 assert ds <= 1e-4 and dv <= 1e-4
 assert s["epoch/loss"][2] < s["epoch/loss"][1] and val[1] < val[0], "the loss did not fall"
 assert abs(s["epoch/val_perplexity"][2] - np.exp(val[1])) <= 1e-3 * np.exp(val[1])
-
-from transformers import GPT2LMHeadModel
-model, info = GPT2LMHeadModel.from_pretrained(os.path.join(out, "ft6"), output_loading_info=True)
-assert not any(info.values()), info
-with torch.no_grad():
-    logits = model.eval()(input_ids=torch.from_numpy(np.load(os.path.join(ref, "gpt2_ids.npy")))).logits
-np.save(os.path.join(out, "hf_logits.npy"), logits.numpy().astype(np.float32))
 PY
-"$test" --logits "$out/ft6" "$ref/gpt2_ids.npy" "$out/hf_logits.npy"
+hf_logits "$out/ft6" "$ref/gpt2_ids.npy"
 "$nabla" generate "$out/ft6" --prompt "The licence" --max-new-tokens 5 > /dev/null
 
 # the Llama decoder (random, tests/hf_ref.py's llama/) on the same blocks: torch's parameters and
@@ -124,14 +133,8 @@ for path in glob.glob(os.path.join(out, "lrun6", "events.out.tfevents.*")):
 ds = np.abs(np.array([steps[i] for i in range(1, 7)]) - np.load(os.path.join(ref, "llama_ft_losses.npy"))).max()
 print(f"Llama fine-tuning, 6 steps: parameters within {worst:.2e} relative of torch's (floor 1e-4), step losses within {ds:.1e}")
 assert worst <= 1e-4 and ds <= 1e-4
-from transformers import LlamaForCausalLM
-model, info = LlamaForCausalLM.from_pretrained(os.path.join(out, "lft6"), output_loading_info=True)
-assert not any(info.values()), info
-with torch.no_grad():
-    logits = model.eval()(input_ids=torch.from_numpy(np.load(os.path.join(ref, "llama_ids.npy")))).logits
-np.save(os.path.join(out, "hf_llama_logits.npy"), logits.numpy().astype(np.float32))
 PY
-"$test" --logits "$out/lft6" "$ref/llama_ids.npy" "$out/hf_llama_logits.npy"
+hf_logits "$out/lft6" "$ref/llama_ids.npy"
 
 # bad input: a message naming the problem, a non-zero status, and no run folder or model written
 cp -r "$ref/gpt2_ft" "$out/notok"
