@@ -45,6 +45,9 @@ int nb__uc_lower(uint32_t cp, uint32_t out[3]);
 int nb__uc_decompose(uint32_t cp, uint32_t out[4]);
 
 /* ---- UTF-8 and buffers (src/hf/tokenizer_util.c) ---- */
+/* Room for one more element in a growable array v of cap elements of elem bytes, n of them used
+   (doubling, from 16); 0, or -1 with v unchanged when memory or the size runs out. */
+int nb__tok_grow(void **v, size_t *cap, size_t n, size_t elem);
 /* A growable array of code points. */
 typedef struct {
     uint32_t *v;

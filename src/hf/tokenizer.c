@@ -60,12 +60,7 @@ typedef struct {
 } segs;
 
 static int seg_push(segs *s, size_t off, size_t len, int64_t id) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        seg *v = realloc(s->v, cap * sizeof *v);
-        if (!v) return -1;
-        s->v = v, s->cap = cap;
-    }
+    if (nb__tok_grow((void **)&s->v, &s->cap, s->n, sizeof *s->v) < 0) return -1;
     s->v[s->n++] = (seg){ off, len, id };
     return 0;
 }

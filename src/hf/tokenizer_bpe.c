@@ -77,12 +77,7 @@ static bool pair_merge(const nb_tokenizer *t, int64_t a, int64_t b, uint32_t *ra
 
 /* Appends a symbol to the growable array; 0 or <0. */
 static int sym_push(bpe_sym **sym, size_t *n, size_t *cap, int64_t id) {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 16;
-        bpe_sym *s = realloc(*sym, c * sizeof *s);
-        if (!s) return -1;
-        *sym = s, *cap = c;
-    }
+    if (nb__tok_grow((void **)sym, cap, *n, sizeof **sym) < 0) return -1;
     (*sym)[(*n)++] = (bpe_sym){ id, 0, 0, false };
     return 0;
 }

@@ -19,12 +19,7 @@ typedef struct {
 } spans;
 
 static int span_push(spans *s, size_t off, size_t len, bool match) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        span *v = realloc(s->v, cap * sizeof *v);
-        if (!v) return -1;
-        s->v = v, s->cap = cap;
-    }
+    if (nb__tok_grow((void **)&s->v, &s->cap, s->n, sizeof *s->v) < 0) return -1;
     s->v[s->n++] = (span){ off, len, match };
     return 0;
 }

@@ -132,13 +132,18 @@ uint32_t nb__utf8_next(const unsigned char *s, size_t n, size_t *i) {
     return cp;
 }
 
+int nb__tok_grow(void **v, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    if (c < *cap || c > SIZE_MAX / elem) return -1;
+    void *p = realloc(*v, c * elem);
+    if (!p) return -1;
+    *v = p, *cap = c;
+    return 0;
+}
+
 int nb__cps_push(nb__cps *c, uint32_t cp) {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        uint32_t *v = realloc(c->v, cap * sizeof *v);
-        if (!v) return -1;
-        c->v = v, c->cap = cap;
-    }
+    if (nb__tok_grow((void **)&c->v, &c->cap, c->n, sizeof *c->v) < 0) return -1;
     c->v[c->n++] = cp;
     return 0;
 }
@@ -219,12 +224,7 @@ int nb__replace_all(nb__buf *out, const char *s, size_t n, const char *from, con
 }
 
 int nb__ids_push(nb__ids *d, int64_t id) {
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 64;
-        int64_t *v = realloc(d->v, cap * sizeof *v);
-        if (!v) return -1;
-        d->v = v, d->cap = cap;
-    }
+    if (nb__tok_grow((void **)&d->v, &d->cap, d->n, sizeof *d->v) < 0) return -1;
     d->v[d->n++] = id;
     return 0;
 }
