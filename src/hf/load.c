@@ -196,8 +196,9 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
            each row back in its text's place */
         qsort(sorted, (size_t)n, sizeof *sorted, by_length);
         for (int i = 0; i < n; i++) order[i] = sorted[i].text;
-        int64_t H = nb_dim(nb_module_get(m, "embeddings.word_embeddings.weight"), 1);
-        nb_dtype dt = nb_dtype_of(nb_module_get(m, "embeddings.word_embeddings.weight"));
+        nb_tensor *table = nb_module_get(m, "embeddings.word_embeddings.weight"); /* [vocab, H] */
+        int64_t H = nb_dim(table, 1);
+        nb_dtype dt = nb_dtype_of(table);
         out = nb_empty(NB_SHAPE(n, H), dt);
         size_t row = (size_t)H * nb_dtype_size(dt);
         bool grad = nb_set_grad_enabled(false); /* inference, as encode's torch.no_grad() */
