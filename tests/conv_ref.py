@@ -126,11 +126,13 @@ def pair(v):
 
 
 def pool(kind, name, x_shape, args, dtype=torch.float32, ties=False, dilation=1, ceil_mode=False,
-         count_include_pad=True):
+         count_include_pad=True, nans=False):
     seed(name)
     x = leaf(x_shape, dtype)
     if ties:  # few distinct values and some -inf: windows with several largest values
         x = torch.where(x < -1.5, torch.tensor(float('-inf'), dtype=dtype), (x * 1.5).round()).detach().requires_grad_(True)
+    if nans:  # about one element in twelve NaN: a window with one gives NaN, and its gradient goes to the last
+        x = torch.where(torch.rand(x_shape) < 1 / 12, torch.tensor(float('nan'), dtype=dtype), x).detach().requires_grad_(True)
     if kind in ('maxpool', 'avgpool'):
         k, s, p = args
         k, s, p = pair(k), pair(s or k), pair(p)
@@ -167,6 +169,11 @@ pool('maxpool', 'maxpool_dilation_hw_ceil_f64', (2, 2, 10, 9), (3, 2, 1), dtype=
      ceil_mode=True)
 pool('maxpool', 'maxpool_nonsquare', (2, 3, 9, 12), ((2, 3), (1, 2), (1, 0)))
 pool('maxpool', 'maxpool_nonsquare_ties', (3, 2, 8, 9), ((3, 2), (2, 3), (1, 1)), ties=True)
+# the generic window's rows (stride 1, 2 and other), NaN with ties and -inf among the values
+pool('maxpool', 'maxpool_k3_s2_p1_nan_ties', (2, 3, 11, 13), (3, 2, 1), ties=True, nans=True)
+pool('maxpool', 'maxpool_k3_s1_p1_nan', (2, 2, 7, 9), (3, 1, 1), nans=True)
+pool('maxpool', 'maxpool_k3_s3_p1_nan_ties_f64', (2, 2, 10, 14), (3, 3, 1), dtype=torch.float64, ties=True, nans=True)
+pool('maxpool', 'maxpool_dilation2_nan', (2, 2, 9, 12), (3, 2, 1), dilation=2, nans=True)
 pool('avgpool', 'avgpool_exclude_pad', (2, 3, 7, 9), (3, 2, 1), count_include_pad=False)
 pool('avgpool', 'avgpool_ceil', (2, 3, 7, 9), (2, 0, 0), ceil_mode=True)
 pool('avgpool', 'avgpool_ceil_p1_exclude', (2, 3, 8, 10), (3, 2, 1), ceil_mode=True, count_include_pad=False)

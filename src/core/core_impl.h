@@ -55,6 +55,9 @@ typedef struct nb_storage {
     const nb_storage_ops *ops; /* NULL: nabla's own host memory, freed with the header; else a
                                   device's memory, or host memory nabla does not own (a mapped
                                   file) that ops->release lets go */
+    uint64_t constant_id;      /* 0, or a number no other storage ever gets (nb__tensor_freeze):
+                                  its values change no more, so kernels may cache forms derived
+                                  from them under it (a convolution's weights in oneDNN's layout) */
 } nb_storage;
 
 struct nb_tensor {
@@ -106,6 +109,9 @@ bool nb__tensor_size(nb_shape shape, nb_dtype dtype, int64_t *numel, size_t *nby
 nb_tensor *nb__tensor_on(nb_storage *st, nb_shape shape, nb_dtype dtype, int64_t numel);
 /* A new tensor header over t's storage with the given shape, strides and offset. */
 nb_tensor *nb__tensor_view(nb_tensor *t, nb_shape shape, const int64_t *stride, int64_t offset);
+/* Marks t's storage as constant from now on (a loaded model's initializer), giving it its
+   constant_id; the caller promises that nothing writes to it again. */
+void nb__tensor_freeze(nb_tensor *t);
 /* A storage header for nbytes of device memory at data (ops set, refcount 1), or NULL. */
 nb_storage *nb__storage_header(nb_device dev, void *data, size_t nbytes, const nb_storage_ops *ops);
 /* Copies t's elements (any strides, any device) into dense host memory at dst; -1 on failure. */

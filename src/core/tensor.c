@@ -174,7 +174,13 @@ nb_tensor *nb__tensor_new(nb_shape shape, nb_dtype dtype) {
     st->block = block;
     st->data = (char *)st + STORAGE_HEADER;
     st->ops = NULL;
+    st->constant_id = 0;
     return t;
+}
+
+void nb__tensor_freeze(nb_tensor *t) {
+    static atomic_uint_least64_t next_id = 1;
+    if (t && !t->storage->constant_id) t->storage->constant_id = atomic_fetch_add(&next_id, 1);
 }
 
 nb_tensor *nb__tensor_view(nb_tensor *base, nb_shape shape, const int64_t *stride, int64_t offset) {

@@ -609,6 +609,8 @@ static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_on
     free(L.names.key);
     free(L.names.id);
     if (rc == 0) rc = fold_constants(m);
+    /* the initializers are the model's alone and never written: kernels may keep forms of them */
+    for (int i = 0; rc == 0 && i < m->nv; i++) nb__tensor_freeze(m->v[i].init);
     if (rc == 0 && opts.compile) {
         if (m->noutputs != 1) {
             nb__error("nb_onnx_load: compile needs a model with one output; this one has %d", m->noutputs);

@@ -33,6 +33,7 @@ typedef struct conv_geom {
     int64_t K, L;           /* GEMM inner size Cg*kh*kw and spatial size OH*OW */
     bool direct;            /* 1x1, stride 1, no padding: the input is its own column matrix */
     bool bf16;              /* autocast: operands rounded to bf16 (oneDNN's bf16 kernels) */
+    nb_conv_const wconst;   /* the forward's weights, when constant (oneDNN keeps them reordered) */
 } conv_geom;
 
 static conv_geom make_geom(const nb_shape *x, const nb_shape *w, const nb_shape *y, const nb_op_args *a) {
@@ -48,6 +49,7 @@ static conv_geom make_geom(const nb_shape *x, const nb_shape *w, const nb_shape 
     g.L = g.OH * g.OW;
     g.direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
     g.bf16 = a->i[NB_CONV_ARG_BF16] != 0;
+    g.wconst = (nb_conv_const){ 0, 0 };
     return g;
 }
 
@@ -262,7 +264,7 @@ static void dnnl_range(const conv_job *j, int64_t lo, int64_t hi) {
         int64_t in_per = g->C * g->H * g->W, out_per = g->O * g->L;
         if (j->kind == CONV_DNNL_FWD)
             j->status[c] = (signed char)nb__dnnl_conv_forward(&cs, (const float *)j->a + n0 * in_per, j->b, j->c,
-                                                              (float *)j->out + n0 * out_per, j->team);
+                                                              (float *)j->out + n0 * out_per, j->team, &g->wconst);
         else
             j->status[c] = (signed char)nb__dnnl_conv_backward_data(&cs, (const float *)j->a + n0 * out_per, j->b,
                                                                     (float *)j->out + n0 * in_per);
@@ -340,6 +342,8 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
     void *cols = NULL;
     if (!x || !w || (nin == 3 && !b)) goto done;
     if (g.K > 0 && !bf16_operands(&g, NB_DNNL_FORWARD, DNNL_PIECE, b != NULL, &x, &w)) goto done;
+    if (w == in[1] && w->storage->constant_id) /* not a copy: the weights' own storage */
+        g.wconst = (nb_conv_const){ w->storage->constant_id, atomic_load(&w->storage->version) };
     if (out->dtype == NB_F32 && g.K > 0) { /* oneDNN's kernels where nabla is built with them */
         int done = run_dnnl(&g, CONV_DNNL_FWD, nb__data(x), nb__data(w), b ? nb__data(b) : NULL, nb__data(out));
         if (done != 0) {

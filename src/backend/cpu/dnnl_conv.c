@@ -14,8 +14,9 @@
 #include "../../core/core_impl.h"
 
 #ifndef NABLA_HAVE_DNNL
-int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads) {
-    (void)s; (void)x; (void)w; (void)b; (void)y; (void)threads;
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads,
+                          const nb_conv_const *wc) {
+    (void)s; (void)x; (void)w; (void)b; (void)y; (void)threads; (void)wc;
     return 0;
 }
 int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
@@ -253,8 +254,10 @@ static bool ensure_engine(void) {
 }
 
 /* Runs the cached primitive for (kind, s) on the given buffers through stream. */
+static dnnl_memory_t cached_weights(dnnl_stream_t stream, const entry *e, const nb_conv_const *wc, const float *w);
+
 static int execute(entry *cache, int size, dnnl_stream_t stream, int kind, const nb_conv_shape *s, const float *in,
-                   const float *w, const float *b, float *out, int threads) {
+                   const float *w, const float *b, float *out, int threads, const nb_conv_const *wc) {
     int rc = 0;
     entry *e = lookup(cache, size, kind, s, b != NULL, threads);
     if (!e) return 0; /* a shape oneDNN declines: fall back */
@@ -268,7 +271,11 @@ static int execute(entry *cache, int size, dnnl_stream_t stream, int kind, const
     dnnl_memory_t in_m = e->in_mem ? e->in_mem : e->in_user, w_m = e->w_mem ? e->w_mem : e->w_user;
     dnnl_memory_t out_m = e->out_mem ? e->out_mem : e->out_user;
     if (e->in_reorder && !exec_reorder(stream, e->in_reorder, e->in_user, in_m)) goto fail;
-    if (e->w_reorder && !exec_reorder(stream, e->w_reorder, e->w_user, w_m)) goto fail;
+    if (e->w_reorder) {
+        dnnl_memory_t kept = wc && wc->id ? cached_weights(stream, e, wc, w) : NULL;
+        if (kept) w_m = kept;
+        else if (!exec_reorder(stream, e->w_reorder, e->w_user, w_m)) goto fail;
+    }
     dnnl_exec_arg_t args[4];
     int n = 0;
     if (kind == KIND_FORWARD) {
@@ -310,8 +317,66 @@ static pthread_once_t local_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local dnnl_primitive_t local_gemm[4];
 static _Thread_local int local_gemm_state[4];
 
+/* Constant weights in the layouts the forwards on this thread asked for (nb_conv_const), the
+   least recently used dropped past a count and a byte budget. */
+#define WEIGHT_CACHE_SIZE 64
+#define WEIGHT_CACHE_BYTES ((size_t)512 << 20)
+typedef struct {
+    uint64_t id, last_use;
+    unsigned version;
+    const float *w;
+    size_t bytes;
+    dnnl_memory_t mem; /* NULL: a free slot */
+} kept_weights;
+static _Thread_local kept_weights local_weights[WEIGHT_CACHE_SIZE];
+static _Thread_local size_t local_weight_bytes;
+
+static void drop_weights(kept_weights *k) {
+    if (k->mem) dnnl_memory_destroy(k->mem);
+    local_weight_bytes -= k->bytes;
+    memset(k, 0, sizeof *k);
+}
+
+/* w (constant, per wc) in the layout of e's forward: the copy kept from an earlier call, or a new
+   one reordered now and kept; NULL when it cannot be kept (the caller reorders as before). */
+static dnnl_memory_t cached_weights(dnnl_stream_t stream, const entry *e, const nb_conv_const *wc, const float *w) {
+    const dnnl_memory_desc_t *want;
+    if (dnnl_memory_get_memory_desc(e->w_mem, &want) != dnnl_success) return NULL;
+    kept_weights *slot = NULL;
+    for (int i = 0; i < WEIGHT_CACHE_SIZE; i++) {
+        kept_weights *k = &local_weights[i];
+        const dnnl_memory_desc_t *md;
+        if (k->mem && k->id == wc->id && k->version == wc->version && k->w == w &&
+            dnnl_memory_get_memory_desc(k->mem, &md) == dnnl_success && dnnl_memory_desc_equal(md, want)) {
+            k->last_use = clock_tick;
+            return k->mem;
+        }
+        if (!slot || !k->mem || (slot->mem && k->last_use < slot->last_use)) slot = k;
+    }
+    size_t bytes = dnnl_memory_desc_get_size(want);
+    if (bytes > WEIGHT_CACHE_BYTES) return NULL;
+    if (slot->mem) drop_weights(slot);
+    while (local_weight_bytes + bytes > WEIGHT_CACHE_BYTES) { /* the least recently used go */
+        kept_weights *old = NULL;
+        for (int i = 0; i < WEIGHT_CACHE_SIZE; i++)
+            if (local_weights[i].mem && (!old || local_weights[i].last_use < old->last_use)) old = &local_weights[i];
+        drop_weights(old);
+    }
+    dnnl_memory_t mem;
+    if (dnnl_memory_create(&mem, want, engine, DNNL_MEMORY_ALLOCATE) != dnnl_success) return NULL;
+    if (!exec_reorder(stream, e->w_reorder, e->w_user, mem)) {
+        dnnl_memory_destroy(mem);
+        return NULL;
+    }
+    *slot = (kept_weights){ wc->id, clock_tick, wc->version, w, bytes, mem };
+    local_weight_bytes += bytes;
+    return mem;
+}
+
 static void local_exit(void *arg) {
     (void)arg;
+    for (int i = 0; i < WEIGHT_CACHE_SIZE; i++)
+        if (local_weights[i].mem) drop_weights(&local_weights[i]);
     for (int i = 0; i < LOCAL_CACHE_SIZE; i++)
         if (local_cache[i].used) free_entry(&local_cache[i]);
     for (int i = 0; i < 4; i++) {
@@ -348,16 +413,17 @@ static bool ensure_local(void) {
 }
 
 static int run_local(int kind, const nb_conv_shape *s, const float *in, const float *w, const float *b, float *out,
-                     int threads) {
+                     int threads, const nb_conv_const *wc) {
     if (!ensure_local()) return 0;
     int prev = nb__omp_team_begin(threads);
-    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, kind, s, in, w, b, out, threads);
+    int rc = execute(local_cache, LOCAL_CACHE_SIZE, local_stream, kind, s, in, w, b, out, threads, wc);
     nb__omp_serial_end(prev);
     return rc;
 }
 
-int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads) {
-    return run_local(KIND_FORWARD, s, x, w, b, y, threads > 1 ? threads : 1);
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads,
+                          const nb_conv_const *wc) {
+    return run_local(KIND_FORWARD, s, x, w, b, y, threads > 1 ? threads : 1, wc);
 }
 
 bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias) {
@@ -424,10 +490,10 @@ int nb__dnnl_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
 }
 
 int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx) {
-    return run_local(KIND_BACKWARD_DATA, s, dy, w, NULL, dx, 1);
+    return run_local(KIND_BACKWARD_DATA, s, dy, w, NULL, dx, 1, NULL);
 }
 
 int nb__dnnl_conv_backward_weights(const nb_conv_shape *s, const float *x, const float *dy, float *dw) {
-    return run_local(KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw, 1);
+    return run_local(KIND_BACKWARD_WEIGHTS, s, x, dy, NULL, dw, 1, NULL);
 }
 #endif

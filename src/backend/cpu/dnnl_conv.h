@@ -32,10 +32,20 @@ bool nb__dnnl_conv_ready(int kind, const nb_conv_shape *s, bool bias);
 int nb__dnnl_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
                        int64_t ldb, float *C, int64_t ldc);
 
+/* A forward's weights that never change (a loaded model's initializers): their storage's
+   constant_id (0: not constant) and version. Their reordered copy is kept per thread under
+   these and the weights' address, so later calls skip the reorder. */
+typedef struct nb_conv_const {
+    uint64_t id;
+    unsigned version;
+} nb_conv_const;
+
 /* y = conv(x, w) + b (b may be NULL), all dense f32 in NCHW / OIHW, on the calling thread with
-   an OpenMP team of `threads` (1 for a piece the pool runs beside others). 1 when done, 0 when
-   oneDNN is not available or declines the shape (the caller falls back), -1 on error. */
-int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads);
+   an OpenMP team of `threads` (1 for a piece the pool runs beside others); wc (may be NULL)
+   says whether w is constant. 1 when done, 0 when oneDNN is not available or declines the
+   shape (the caller falls back), -1 on error. */
+int nb__dnnl_conv_forward(const nb_conv_shape *s, const float *x, const float *w, const float *b, float *y, int threads,
+                          const nb_conv_const *wc);
 /* dx = the gradient of conv with respect to its input, from dy and w, on the calling thread.
    Same return codes. */
 int nb__dnnl_conv_backward_data(const nb_conv_shape *s, const float *dy, const float *w, float *dx);
