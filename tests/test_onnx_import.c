@@ -216,6 +216,103 @@ static void test_runs(void **state) {
     assert_null(nb_error());
 }
 
+/* Two 3x3 convolutions of the same shape, y = Conv(Conv(x, w1), w2), their weights from seed:
+   oneDNN keeps each constant weight reordered (nb_conv_const) under its storage's own id, so
+   the two layers, a model loaded after another was freed, and two models alive at once must
+   each get their own weights, eagerly and compiled, on every run. */
+#define CW 8
+static float conv_w[2][2][CW * CW * 9]; /* [model][layer] */
+static uint8_t *conv_model(int which, size_t *size) {
+    static int64_t xdims[4] = { -1, CW, 12, 12 }, wdims[4] = { CW, CW, 3, 3 };
+    mb b;
+    mb_init(&b, 17);
+    mb_input(&b, "x", 4, xdims);
+    mb_init_f32(&b, "w1", 4, wdims, conv_w[which][0], sizeof conv_w[which][0]);
+    mb_init_f32(&b, "w2", 4, wdims, conv_w[which][1], sizeof conv_w[which][1]);
+    mb_node(&b, "Conv", "conv1", "x", "w1", NULL, "h");
+    mb_node(&b, "Conv", "conv2", "h", "w2", NULL, "y");
+    mb_output(&b, "y");
+    return mb_pack(&b, size);
+}
+
+/* The same two convolutions on weights nabla does not hold as constants. */
+static nb_tensor *conv_reference(int which, nb_tensor *x) {
+    nb_tensor *w1 = nb_from_data(conv_w[which][0], NB_SHAPE(CW, CW, 3, 3), NB_F32);
+    nb_tensor *w2 = nb_from_data(conv_w[which][1], NB_SHAPE(CW, CW, 3, 3), NB_F32);
+    nb_tensor *h = nb_conv2d(x, w1, NULL, (nb_conv_opts){ 0 }), *y = nb_conv2d(h, w2, NULL, (nb_conv_opts){ 0 });
+    nb_release(w1), nb_release(w2), nb_release(h);
+    return y;
+}
+
+static void expect_same(nb_tensor *got, nb_tensor *want) {
+    assert_non_null(got);
+    assert_int_equal(nb_numel(got), nb_numel(want));
+    size_t n = (size_t)nb_numel(got);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_int_equal(nb_copy_to(got, a, n * sizeof *a), 0);
+    assert_int_equal(nb_copy_to(want, b, n * sizeof *b), 0);
+    for (size_t i = 0; i < n; i++) assert_float_equal(a[i], b[i], 1e-5 * (1 + fabsf(b[i])));
+    free(a), free(b);
+}
+
+static void test_constant_conv_weights(void **state) {
+    (void)state;
+    nb_manual_seed(7);
+    for (int m = 0; m < 2; m++)
+        for (int l = 0; l < 2; l++) {
+            nb_tensor *r = nb_randn(NB_SHAPE(CW * CW * 9), NB_F32);
+            assert_int_equal(nb_copy_to(r, conv_w[m][l], sizeof conv_w[m][l]), 0);
+            nb_release(r);
+        }
+    for (int compile = 0; compile <= 1; compile++) {
+        nb_onnx_load_opts o = { .compile = compile };
+        size_t size;
+        uint8_t *buf = conv_model(0, &size);
+        nb_onnx_model *a = nb_onnx_load_memory(buf, size, o);
+        free(buf);
+        assert_non_null(a);
+        for (int batch = 1; batch <= 17; batch += 16) { /* one oneDNN piece, then two */
+            nb_tensor *x = nb_randn(NB_SHAPE(batch, CW, 12, 12), NB_F32);
+            nb_tensor *want_a = conv_reference(0, x), *want_b = conv_reference(1, x);
+            for (int run = 0; run < 3; run++) {
+                nb_tensor *y = NULL;
+                assert_int_equal(nb_onnx_run(a, &x, 1, &y, 1), 0);
+                expect_same(y, want_a);
+                nb_release(y);
+            }
+            /* model b beside a, then a freed and loaded again, and b once more */
+            buf = conv_model(1, &size);
+            nb_onnx_model *b = nb_onnx_load_memory(buf, size, o);
+            free(buf);
+            assert_non_null(b);
+            for (int run = 0; run < 2; run++) {
+                nb_tensor *ya = NULL, *yb = NULL;
+                assert_int_equal(nb_onnx_run(b, &x, 1, &yb, 1), 0);
+                assert_int_equal(nb_onnx_run(a, &x, 1, &ya, 1), 0);
+                expect_same(yb, want_b);
+                expect_same(ya, want_a);
+                nb_release(ya), nb_release(yb);
+            }
+            nb_onnx_free(a);
+            buf = conv_model(0, &size);
+            a = nb_onnx_load_memory(buf, size, o);
+            free(buf);
+            assert_non_null(a);
+            nb_tensor *y = NULL;
+            assert_int_equal(nb_onnx_run(b, &x, 1, &y, 1), 0);
+            expect_same(y, want_b);
+            nb_release(y);
+            nb_onnx_free(b);
+            y = NULL;
+            assert_int_equal(nb_onnx_run(a, &x, 1, &y, 1), 0);
+            expect_same(y, want_a);
+            nb_release(y), nb_release(x), nb_release(want_a), nb_release(want_b);
+        }
+        nb_onnx_free(a);
+    }
+    assert_null(nb_error());
+}
+
 /* INT8 initializers, one as raw bytes and one in int32_data (ONNX's field for 8-bit types),
    dequantised by Cast: y = x * (Cast(q1) + Cast(q2)). */
 static void test_int8(void **state) {
@@ -564,6 +661,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_runs, clear_error_setup),
         cmocka_unit_test_setup(test_int8, clear_error_setup),
+        cmocka_unit_test_setup(test_constant_conv_weights, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_shapes, clear_error_setup),
         cmocka_unit_test_setup(test_truncated_and_corrupt, clear_error_setup),
         cmocka_unit_test_setup(test_cycle, clear_error_setup),
