@@ -18,19 +18,26 @@ static nb_shape parse_sample(const char *s) {
     return sh;
 }
 
-/* The median seconds of reps runs of m on a batch of b samples. */
+/* The median seconds of at least reps runs of m on a batch of b samples, more when the runs are
+   short: as many as fill a quarter of a second (at most 2000), as bench_onnx_ort.py counts them. */
 static double time_batch(nb_onnx_model *m, nb_shape sample, int64_t b, int reps) {
     nb_shape s = { sample.ndim + 1, { b } };
     for (int k = 0; k < sample.ndim; k++) s.dim[k + 1] = sample.dim[k];
     nb_scope *sc = nb_scope_begin();
     nb_tensor *x = nb_randn(s, NB_F32);
     bench_check(PROG, "input");
-    double t[64];
-    for (int r = -1; r < reps; r++) { /* one warm-up run (graph mode traces and compiles there) */
+    static double t[2000];
+    /* two untimed runs: the warm-up (graph mode traces and compiles there), and one that sizes reps */
+    for (int r = -2; r < reps; r++) {
         nb_tensor *y = NULL;
         double t0 = now_s();
         if (nb_onnx_run(m, &x, 1, &y, 1) < 0) bench_check(PROG, "run");
-        if (r >= 0) t[r] = now_s() - t0;
+        double dt = now_s() - t0;
+        if (r >= 0) t[r] = dt;
+        else if (r == -1) {
+            double fill = 0.25 / (dt > 1e-9 ? dt : 1e-9);
+            if (fill > reps) reps = fill < 2000 ? (int)fill : 2000;
+        }
         nb_release(y);
     }
     nb_scope_end(sc);

@@ -12,7 +12,13 @@ import onnxruntime as ort
 
 
 def timed(sess, name, x, reps):
+    """The median of at least reps runs after a warm-up and a sizing run, more when the runs are short: as many
+    as fill a quarter of a second (at most 2000), as bench_onnx counts them."""
     sess.run(None, {name: x})  # warm-up
+    t0 = time.perf_counter()
+    sess.run(None, {name: x})  # sizes reps
+    second = time.perf_counter() - t0
+    reps = max(reps, min(2000, int(0.25 / max(second, 1e-9))))
     t = []
     for _ in range(reps):
         t0 = time.perf_counter()

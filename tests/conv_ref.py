@@ -116,6 +116,8 @@ conv('conv_parallel', (9, 16, 12, 11), (32, 16, 3, 3), padding=(1, 1))
 conv('conv_parallel_f64', (9, 8, 10, 10), (16, 4, 5, 5), padding=(2, 2), stride=(2, 2), groups=2,
      dtype=torch.float64)
 conv('conv_tf_cnn', (4, 32, 14, 14), (64, 32, 5, 5), padding=(2, 2))
+# one sample of 4.6M multiply-adds: cut into pieces of output channels (32, 32, 16)
+conv('conv_one_sample_channel_pieces', (1, 16, 12, 12), (80, 16, 5, 5), padding=(2, 2))
 
 
 # ---- functional pooling: cfg = kernel (h, w), stride (h, w), padding (h, w), dilation (h, w),

@@ -263,7 +263,7 @@ static void test_threads_do_not_change_results(void **state) {
     nb_scope *s = nb_scope_begin();
     double sums[3];
     float samples[3][4];
-    static float rows[3][1000], convs[3][2][2048];
+    static float rows[3][1000], convs[3][3][2048];
     for (int k = 0; k < 3; k++) { /* 1, 2 and 3 threads: 3 splits no loop evenly */
         nb_set_num_threads(k + 1);
         assert_int_equal(nb_get_num_threads(), k + 1);
@@ -279,8 +279,8 @@ static void test_threads_do_not_change_results(void **state) {
         sums[k] = nb_item(nb_sum_all(y)) + nb_item(nb_sum_all(nb_sum(nb_view(y, NB_SHAPE(3000, 100)), 0, false))) +
                   nb_item(nb_sum_all(nb_softmax(mm, 1))) + nb_item(nb_sum_all(mm));
         assert_int_equal(nb_copy_to(row, rows[k], sizeof rows[k]), 0);
-        /* a convolution of batch 1 (oneDNN splits it over a team of the pool's size): 3x3, and
-           7x7 with stride 2 */
+        /* convolutions of batch 1 (oneDNN splits these two over a team of the pool's size): 3x3,
+           and 7x7 with stride 2 */
         nb_tensor *img = nb_view(nb_slice(x, 0, 0, 16 * 64 * 64, 1), NB_SHAPE(1, 16, 64, 64));
         nb_tensor *c3 = nb_conv2d(img, nb_view(nb_slice(x, 0, 1000, 1000 + 64 * 16 * 9, 1), NB_SHAPE(64, 16, 3, 3)), NULL,
                                   (nb_conv_opts){ .padding = { 1, 1 } });
@@ -288,6 +288,13 @@ static void test_threads_do_not_change_results(void **state) {
                                   (nb_conv_opts){ .stride = { 2, 2 }, .padding = { 3, 3 } });
         assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c3, NB_SHAPE(-1)), 0, 0, 2048, 1), convs[k][0], sizeof convs[k][0]), 0);
         assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c7, NB_SHAPE(-1)), 0, 2000, 4048, 1), convs[k][1], sizeof convs[k][1]), 0);
+        /* a smaller one (12.5M multiply-adds), cut into pieces of output channels (32, 32, 16): the
+           values across the first cut */
+        nb_tensor *c5 = nb_conv2d(nb_view(nb_slice(x, 0, 0, 32 * 14 * 14, 1), NB_SHAPE(1, 32, 14, 14)),
+                                  nb_view(nb_slice(x, 0, 9000, 9000 + 80 * 32 * 25, 1), NB_SHAPE(80, 32, 5, 5)),
+                                  nb_view(nb_slice(x, 0, 100, 180, 1), NB_SHAPE(80)), (nb_conv_opts){ .padding = { 2, 2 } });
+        assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c5, NB_SHAPE(-1)), 0, 31 * 196 - 1024, 31 * 196 + 1024, 1), convs[k][2],
+                                    sizeof convs[k][2]), 0);
         nb_copy_to(nb_slice(x, 0, 299996, 300000, 1), samples[k], sizeof samples[k]);
     }
     nb_set_num_threads(0);

@@ -220,6 +220,7 @@ typedef struct {
     int64_t per, per_chunk, chunks, wn;
     signed char *status; /* oneDNN pieces: each one's return code */
     int team;            /* a oneDNN forward of one piece: the OpenMP team it runs on */
+    bool by_channel;     /* a one-sample oneDNN forward in pieces of DNNL_CHANNEL_PIECE output channels */
 } conv_job;
 
 #define CONV_RANGE(T)                                                                                    \
@@ -255,10 +256,23 @@ CONV_RANGE(float)
 CONV_RANGE(double)
 #undef CONV_RANGE
 
-/* Pieces [lo, hi) of a forward or input gradient through oneDNN, per_chunk samples each. */
+/* Output channels per piece of a one-sample forward split by channels (run_dnnl). */
+#define DNNL_CHANNEL_PIECE 32
+
+/* Pieces [lo, hi) of a forward or input gradient through oneDNN, per_chunk samples each, or of
+   a one-sample forward, DNNL_CHANNEL_PIECE output channels each (j->by_channel). */
 static void dnnl_range(const conv_job *j, int64_t lo, int64_t hi) {
     const conv_geom *g = j->g;
     for (int64_t c = lo; c < hi; c++) {
+        if (j->by_channel) { /* output channels [o0, o1): their weights, biases and output plane are one run each */
+            int64_t o0 = c * DNNL_CHANNEL_PIECE, o1 = o0 + DNNL_CHANNEL_PIECE < g->O ? o0 + DNNL_CHANNEL_PIECE : g->O;
+            nb_conv_shape cs = dnnl_shape(g, 0, 1);
+            cs.O = o1 - o0;
+            j->status[c] = (signed char)nb__dnnl_conv_forward(&cs, j->a, (const float *)j->b + o0 * g->K,
+                                                              j->c ? (const float *)j->c + o0 : NULL,
+                                                              (float *)j->out + o0 * g->L, 1, &g->wconst);
+            continue;
+        }
         int64_t n0 = c * j->per_chunk, n1 = n0 + j->per_chunk < g->N ? n0 + j->per_chunk : g->N;
         nb_conv_shape cs = dnnl_shape(g, n0, n1);
         int64_t in_per = g->C * g->H * g->W, out_per = g->O * g->L;
@@ -299,10 +313,22 @@ static int run_dnnl(const conv_geom *g, int kind, const void *a, const void *b, 
        team of the pool's size instead, the pool idle meanwhile, when it is large enough to pay
        for starting the team (32M multiply-adds and up: ResNet-18's 3x3 layers are, 115M or more;
        the small CNN's 10M layer ran slower split) */
-    int team = chunks == 1 && kind == CONV_DNNL_FWD && !g->bf16 && g->O * g->L * g->K * g->N >= ((int64_t)1 << 25)
-                   ? nb__threads()
-                   : 1;
-    conv_job j = { g, kind, false, a, b, c, out, NULL, NULL, 0, DNNL_PIECE, chunks, 0, status, team };
+    int64_t macs = g->O * g->L * g->K * g->N;
+    int team = chunks == 1 && kind == CONV_DNNL_FWD && !g->bf16 && macs >= ((int64_t)1 << 25) ? nb__threads() : 1;
+    /* a smaller one-sample forward (2M multiply-adds and up: the small CNN's second layer) is cut
+       by output channels instead, into pieces of a size fixed by the shape, which the pool runs;
+       waking an OpenMP team beside the pool cost it more than it saved */
+    bool by_channel = team == 1 && g->N == 1 && kind == CONV_DNNL_FWD && !g->bf16 && g->groups == 1 &&
+                      g->O >= 2 * DNNL_CHANNEL_PIECE && macs >= ((int64_t)1 << 21);
+    if (by_channel) {
+        nb__free(status, (size_t)chunks);
+        chunks = (g->O + DNNL_CHANNEL_PIECE - 1) / DNNL_CHANNEL_PIECE;
+        if (!(status = nb__alloc((size_t)chunks))) {
+            nb__error("nb_conv2d: out of memory");
+            return -1;
+        }
+    }
+    conv_job j = { g, kind, false, a, b, c, out, NULL, NULL, 0, DNNL_PIECE, chunks, 0, status, team, by_channel };
     nb__parallel_for(chunks > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1, chunks, conv_range, &j);
     int rc = 1;
     for (int64_t i = 0; i < chunks; i++) {
@@ -367,7 +393,7 @@ int nb__cpu_conv2d(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
         goto done;
     }
     conv_job j = { &g, CONV_FWD, out->dtype == NB_F64, nb__data(x), nb__data(w), b ? nb__data(b) : NULL,
-                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0, NULL, 1 };
+                   nb__data(out), cols, NULL, g.K * g.L, 0, 0, 0, NULL, 1, false };
     nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
@@ -404,7 +430,7 @@ int nb__cpu_conv2d_backward_input(nb_tensor *out, nb_tensor *const *in, int nin,
     }
     if (!(cols = cols_alloc(&g, es, threads, &bytes)) && bytes) goto done;
     conv_job j = { &g, CONV_BWD_INPUT, out->dtype == NB_F64, nb__data(dy), nb__data(w), NULL, nb__data(out), cols,
-                   NULL, g.K * g.L, 0, 0, 0, NULL, 1 };
+                   NULL, g.K * g.L, 0, 0, 0, NULL, 1, false };
     nb__parallel_for(threads, g.N, conv_range, &j);
     rc = 0;
 done:
@@ -457,7 +483,7 @@ int nb__cpu_conv2d_backward_weight(nb_tensor *out, nb_tensor *const *in, int nin
         goto done;
     }
     conv_job j = { &g, CONV_WGRAD, out->dtype == NB_F64, nb__data(dy), nb__data(x), NULL, nb__data(out), cols,
-                   partial, g.K * g.L, per_chunk, chunks, wn, status, 1 };
+                   partial, g.K * g.L, per_chunk, chunks, wn, status, 1, false };
     nb__parallel_for(threads, chunks, conv_range, &j);
     for (int64_t c = 0; status && c < chunks; c++)
         if (status[c] < 0) {
