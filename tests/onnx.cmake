@@ -36,6 +36,14 @@ add_test(NAME onnx_import_ort COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_te
 set_tests_properties(onnx_import_ort PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "onnx_import_ref: all passed"
   ENVIRONMENT "NABLA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")
 
+# PyTorch's own exports (torch.onnx.export of torchvision's ResNet-18 and an nn.TransformerEncoder,
+# on Debian's torch) against ONNX Runtime within 1e-4, at batch 2 and 1, eagerly and compiled.
+add_test(NAME onnx_torch_models COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh torch
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance>)
+set_tests_properties(onnx_torch_models PROPERTIES TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "onnx_torch_models: all passed" SKIP_REGULAR_EXPRESSION "SKIPPED"
+  ENVIRONMENT "NABLA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache;TORCH_PYTHON=${NABLA_TORCH_PYTHON}")
+
 # docs/onnx.md's import section is generated from the operator table; fail when it is stale.
 add_test(NAME onnx_doc_current COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh doc
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance>)

@@ -4,6 +4,10 @@
 #                changes), then runs them all through onnx_conformance
 #   ort:         writes the onnx.helper models and ONNX Runtime's outputs (tests/onnx_import_ref.py),
 #                then checks nabla's outputs within 1e-4, eagerly and compiled
+#   torch:       exports torchvision's ResNet-18 and an nn.TransformerEncoder with torch.onnx.export
+#                (tests/onnx_torch_export.py, on TORCH_PYTHON: Debian's torch and torchvision),
+#                writes ONNX Runtime's outputs at batch 2 and 1 (tests/onnx_torch_ref.py), then
+#                checks nabla's within 1e-4, eagerly and compiled
 #   doc:         checks that docs/onnx.md's import section is what the operator table generates
 # Usage: tests/onnx_import_test.sh MODE SOURCE_DIR BUILD_DIR ONNX_CONFORMANCE [RUNNER ARGS...]
 set -euo pipefail
@@ -25,6 +29,20 @@ ort)
     "$runner" "$data" --rtol 1e-4 --atol 1e-5
     "$runner" "$data" --rtol 1e-4 --atol 1e-5 --compile
     echo "onnx_import_ref: all passed"
+    ;;
+torch)
+    py=$("$src/scripts/onnx_env.sh")
+    torch_py=${TORCH_PYTHON:-/usr/bin/python3}
+    if ! "$torch_py" -c 'import torch, torchvision' 2>/dev/null; then
+        echo "SKIPPED: $torch_py has no torch and torchvision (scripts/deps.sh installs python3-torch and python3-torchvision)"
+        exit 0
+    fi
+    models="$build/onnx_torch_models" data="$build/onnx_torch_ref"
+    "$torch_py" "$src/tests/onnx_torch_export.py" "$models"
+    "$py" "$src/tests/onnx_torch_ref.py" "$models" "$data"
+    "$runner" "$data" --rtol 1e-4 --atol 1e-5
+    "$runner" "$data" --rtol 1e-4 --atol 1e-5 --compile
+    echo "onnx_torch_models: all passed"
     ;;
 doc)
     tmp=$(mktemp)
