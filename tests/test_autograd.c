@@ -82,6 +82,58 @@ static void test_views_and_broadcast_gradients(void **state) {
     nb_scope_end(s);
 }
 
+/* Many slices of one computed tensor, as an RNN's steps slice its input projection: the engine
+   adds each slice's gradient into the part it covers (in place, once the input's gradient exists
+   and is the engine's alone) instead of summing whole zero-padded copies. Overlapping windows, a
+   strided slice and one along the other axis; the same gradients through nb_backward,
+   nb_autograd_grad with create_graph (which takes the formula) and with a slice's gradient that
+   the caller also holds. */
+static void test_many_slices_of_one_tensor(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    enum { R = 7, C = 5 };
+    double want[R * C] = { 0 }, got[R * C];
+    nb_tensor *x = nb_set_requires_grad(nb_arange(0, R * C, 1, NB_F64), true);
+    for (int pass = 0; pass < 3; pass++) {
+        nb_tensor *p = nb_mul_scalar(nb_view(x, NB_SHAPE(R, C)), 3); /* computed: its node accumulates */
+        nb_tensor *loss = nb_zeros(NB_SHAPE(), NB_F64);
+        for (int t = 0; t + 2 <= R; t++) { /* rows t, t+1, weighted by t + 1 */
+            loss = nb_add(loss, nb_mul_scalar(nb_sum_all(nb_slice(p, 0, t, t + 2, 1)), t + 1));
+            if (pass == 0)
+                for (int r = t; r < t + 2; r++)
+                    for (int c = 0; c < C; c++) want[r * C + c] += 3.0 * (t + 1);
+        }
+        loss = nb_add(loss, nb_sum_all(nb_mul_scalar(nb_slice(p, 0, 1, R, 3), -2))); /* rows 1, 4 */
+        loss = nb_add(loss, nb_sum_all(nb_slice(p, 1, 2, 4, 1)));                    /* columns 2, 3 */
+        if (pass == 0) {
+            for (int c = 0; c < C; c++) want[1 * C + c] -= 6, want[4 * C + c] -= 6;
+            for (int r = 0; r < R; r++) want[r * C + 2] += 3, want[r * C + 3] += 3;
+        }
+        if (pass == 0) {
+            assert_int_equal(nb_backward(loss), 0);
+            assert_int_equal(nb_copy_to(nb_grad_of(x), got, sizeof got), 0);
+        } else {
+            nb_tensor *g = NULL;
+            assert_int_equal(nb_autograd_grad(&loss, NULL, 1, &x, 1, &g, (nb_grad_opts){ .create_graph = pass == 2 }), 0);
+            assert_int_equal(nb_copy_to(g, got, sizeof got), 0);
+        }
+        for (int i = 0; i < R * C; i++) assert_float_equal(got[i], want[i], 1e-12);
+    }
+    /* p is an output too, its gradient the caller's tensor, which reaches p's node first: a
+       slice's gradient must not be added into it */
+    nb_tensor *p = nb_mul_scalar(x, 1);
+    nb_tensor *outs[2] = { p, nb_sum_all(nb_slice(p, 0, 10, 30, 1)) };
+    nb_tensor *seeds[2] = { nb_ones(NB_SHAPE(R * C), NB_F64), nb_ones(NB_SHAPE(), NB_F64) };
+    nb_tensor *g = NULL;
+    assert_int_equal(nb_autograd_grad(outs, seeds, 2, &x, 1, &g, (nb_grad_opts){ 0 }), 0);
+    assert_int_equal(nb_copy_to(g, got, sizeof got), 0);
+    for (int i = 0; i < R * C; i++) assert_float_equal(got[i], 1 + (i >= 10 && i < 30), 1e-12);
+    double ones[R * C];
+    assert_int_equal(nb_copy_to(seeds[0], ones, sizeof ones), 0);
+    for (int i = 0; i < R * C; i++) assert_float_equal(ones[i], 1, 0);
+    nb_scope_end(s);
+}
+
 static void test_backward_errors(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
@@ -381,6 +433,7 @@ int main(void) {
         cmocka_unit_test_setup(test_accumulation_and_zero_grad, clear_error_setup),
         cmocka_unit_test_setup(test_grad_mode_and_detach, clear_error_setup),
         cmocka_unit_test_setup(test_views_and_broadcast_gradients, clear_error_setup),
+        cmocka_unit_test_setup(test_many_slices_of_one_tensor, clear_error_setup),
         cmocka_unit_test_setup(test_backward_errors, clear_error_setup),
         cmocka_unit_test_setup(test_inplace_write_after_use, clear_error_setup),
         cmocka_unit_test_setup(test_anomaly_forward, clear_error_setup),

@@ -298,6 +298,29 @@ static int run_formula(nb_node *n, nb_tensor *g, nb_tensor **gin, bool create_gr
     return rc;
 }
 
+/* A slice node's gradient g added in place into the part of its input's accumulated gradient
+   that the slice covers, when that gradient exists already and is the engine's alone (one
+   reference to it and to its storage, contiguous, of g's dtype): 1 when done, 0 when it does not
+   apply (the formula runs), -1 on failure. The formula would make a zero tensor the size of the
+   whole input around g and add it, so the T steps of an RNN slicing one projection would cost
+   T whole-size tensors, quadratic in T; this way they cost T slices. */
+static int slice_into_grad(nb_node *n, nb_tensor *g, bool into_leaves, int epoch) {
+    nb_tensor *in = n->inputs[0];
+    if (!in->requires_grad || !in->grad_fn || (!into_leaves && in->grad_fn->visit != epoch + 2)) return 0;
+    nb_tensor *acc = in->grad_fn->grad_acc;
+    if (!acc || atomic_load(&acc->refcount) != 1 || atomic_load(&acc->storage->refcount) != 1 || acc->storage->ops ||
+        !nb_is_contiguous(acc) || acc->dtype != g->dtype || acc->shape.ndim != in->shape.ndim ||
+        memcmp(acc->shape.dim, in->shape.dim, sizeof(int64_t) * (size_t)in->shape.ndim) != 0)
+        return 0;
+    if (nb__node_check_versions(n) < 0) return -1;
+    nb_scope *s = nb_scope_begin();
+    const nb_op_args *a = &n->args;
+    nb_tensor *part = nb_slice(acc, (int)a->i[0], a->i[1], a->i[2], a->i[3]);
+    int rc = part && nb_assign(part, nb_add(part, g)) == 0 ? 1 : -1;
+    nb_scope_end(s);
+    return rc;
+}
+
 static int run_backward(const backward_req *rq) {
     const char *fn = rq->fn;
     char d[200], ds[200];
@@ -446,6 +469,15 @@ static int run_backward(const backward_req *rq) {
             nb_release(g);
             if (!retain) nb__node_release_saved(n);
             continue;
+        }
+        if (n->op == NB_OP_SLICE && !rq->create_graph && !anomaly) {
+            int done = slice_into_grad(n, g, into_leaves, epoch);
+            if (done != 0) {
+                nb_release(g);
+                if (!retain) nb__node_release_saved(n);
+                if (done < 0) rc = -1;
+                continue;
+            }
         }
         const char *op_name = nb__node_op_name(n);
         nb_tensor *stack_gin[8] = { 0 };
