@@ -17,7 +17,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnx_node_data import write_bin  # noqa: E402
+from onnx_node_data import write_manifest, write_model_case  # noqa: E402
 
 rng = np.random.default_rng(18)
 
@@ -136,18 +136,12 @@ def main():
             onnx.checker.check_model(model, full_check=True)
             sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
             ys = sess.run(None, feeds)
-            tname = "%s_opset%d" % (name, opset)
-            d = os.path.join(out, tname)
-            os.makedirs(d)
-            onnx.save(model, os.path.join(d, "model.onnx"))
-            for k, vi in enumerate(g.input):
-                write_bin(os.path.join(d, "0_in%d.bin" % k), feeds[vi.name], "f32")
-            for k, y in enumerate(ys):
-                write_bin(os.path.join(d, "0_out%d.bin" % k), y, "f32")
-            lines.append("%s\tok\t%s\t1\n" % (tname, name))
-    with open(os.path.join(out, "manifest.tsv"), "w") as f:
-        f.write("# onnx %s, onnxruntime %s\n" % (onnx.__version__, ort.__version__))
-        f.writelines(lines)
+            path = os.path.join(out, "model.onnx")
+            onnx.save(model, path)
+            lines.append(write_model_case(out, "%s_opset%d" % (name, opset), name, path,
+                                          [feeds[vi.name] for vi in g.input], ys))
+            os.remove(path)
+    write_manifest(out, lines)
     print("onnx_import_ref.py: %d models into %s" % (len(lines), out))
 
 

@@ -56,6 +56,26 @@ def write_bin(path, arr, dt):
         f.write(raw)
 
 
+def write_model_case(out, name, group, model_path, inputs, outputs):
+    """One folder of the format above for a model with one data set: OUT/NAME/model.onnx (copied
+    from model_path), 0_in<k>.bin and 0_out<k>.bin (f32); returns its manifest line."""
+    d = os.path.join(out, name)
+    os.makedirs(d)
+    shutil.copy(model_path, os.path.join(d, "model.onnx"))
+    for k, x in enumerate(inputs):
+        write_bin(os.path.join(d, "0_in%d.bin" % k), x, "f32")
+    for k, y in enumerate(outputs):
+        write_bin(os.path.join(d, "0_out%d.bin" % k), y, "f32")
+    return "%s\tok\t%s\t1\n" % (name, group)
+
+
+def write_manifest(out, lines):
+    import onnxruntime
+    with open(os.path.join(out, "manifest.tsv"), "w") as f:
+        f.write("# onnx %s, onnxruntime %s\n" % (onnx.__version__, onnxruntime.__version__))
+        f.writelines(lines)
+
+
 def main():
     out = sys.argv[1]
     tmp = out + ".tmp"

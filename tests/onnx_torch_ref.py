@@ -14,7 +14,7 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnx_node_data import write_bin  # noqa: E402
+from onnx_node_data import write_manifest, write_model_case  # noqa: E402
 
 
 def main():
@@ -28,16 +28,8 @@ def main():
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         x2 = np.load(os.path.join(models, name + ".x.npy"))
         for batch, x in ((2, x2), (1, x2[1:2])):
-            tname = "%s_batch%d" % (name, batch)
-            d = os.path.join(out, tname)
-            os.makedirs(d)
-            shutil.copy(path, os.path.join(d, "model.onnx"))
-            write_bin(os.path.join(d, "0_in0.bin"), x, "f32")
-            write_bin(os.path.join(d, "0_out0.bin"), sess.run(None, {"x": x})[0], "f32")
-            lines.append("%s\tok\t%s\t1\n" % (tname, name))
-    with open(os.path.join(out, "manifest.tsv"), "w") as f:
-        f.write("# onnx %s, onnxruntime %s\n" % (onnx.__version__, ort.__version__))
-        f.writelines(lines)
+            lines.append(write_model_case(out, "%s_batch%d" % (name, batch), name, path, [x], sess.run(None, {"x": x})))
+    write_manifest(out, lines)
     print("onnx_torch_ref.py: %d cases into %s" % (len(lines), out))
 
 
