@@ -56,6 +56,27 @@ static int write_model(const char *dir, const char *name, nb_module *m, nb_shape
     return 0;
 }
 
+/* Advanced indexing on x [N, 6, 5] (its leading axes after a permute, the batch axis last):
+   x[i0, i1] with i64 and i32 indices broadcast together and negative ones, x[j] = v (GatherND
+   and ScatterND), and x[k] += v with a repeated index (ScatterND's reduction "add"). */
+static nb_tensor *indexing_forward(nb_module *self, nb_tensor *x) {
+    (void)self;
+    static const int64_t i0[4] = { 0, 2, -1, 3 }, j[3] = { 1, -2, 3 }, k[4] = { 0, 5, 0, -3 };
+    static const int32_t i1[2] = { 4, -5 };
+    nb_tensor *p = nb_permute(x, (int[]){ 1, 2, 0 }); /* [6, 5, N] */
+    nb_tensor *ia[2] = { nb_from_data(i0, NB_SHAPE(2, 2), NB_I64), nb_from_data(i1, NB_SHAPE(2), NB_I32) };
+    nb_tensor *a = nb_index(p, ia, 2); /* [2, 2, N] */
+    nb_tensor *jj = nb_from_data(j, NB_SHAPE(3), NB_I64), *kk = nb_from_data(k, NB_SHAPE(4), NB_I64);
+    nb_tensor *v = nb_reshape(nb_arange(0, 5, 1, NB_F32), NB_SHAPE(5, 1));
+    nb_tensor *b = nb_index_put(p, &jj, 1, nb_mul_scalar(v, -1), false);
+    nb_tensor *c = nb_index_put(p, &kk, 1, nb_reshape(nb_arange(0, 20, 1, NB_F32), NB_SHAPE(4, 5, 1)), true);
+    nb_tensor *flat[3] = { nb_reshape(nb_permute(a, (int[]){ 2, 0, 1 }), NB_SHAPE(-1, 4)),
+                           nb_reshape(nb_permute(b, (int[]){ 2, 0, 1 }), NB_SHAPE(-1, 30)),
+                           nb_reshape(nb_permute(c, (int[]){ 2, 0, 1 }), NB_SHAPE(-1, 30)) };
+    return nb_cat(flat, 3, 1);
+}
+static const nb_module_class INDEXING = { .name = "Indexing", .forward = indexing_forward };
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -75,17 +96,20 @@ int main(int argc, char **argv) {
                                             .ceil_mode = true }),
         nb_nn_avg_pool2d(3, (nb_pool_opts){ .stride = 2, .padding = 1, .exclude_padding = true }),
         nb_nn_max_pool2d(2, (nb_pool_opts){ .ceil_mode = true }), nb_nn_flatten(), NULL);
-    CHECK(mlp && cnn && resnet && gpt && pools);
+    nb_module *indexing = nb_module_new(&INDEXING, sizeof(nb_module));
+    CHECK(mlp && cnn && resnet && gpt && pools && indexing);
     int rc = write_model(argv[1], "mlp", mlp, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "cnn", cnn, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "resnet", resnet, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "gpt", gpt, NB_SHAPE(32), NB_I64, 86) ||
-             write_model(argv[1], "pools", pools, NB_SHAPE(2, 13, 15), NB_F32, 0);
+             write_model(argv[1], "pools", pools, NB_SHAPE(2, 13, 15), NB_F32, 0) ||
+             write_model(argv[1], "indexing", indexing, NB_SHAPE(6, 5), NB_F32, 0);
     nb_scope_end(s);
     nb_module_free(mlp);
     nb_module_free(cnn);
     nb_module_free(resnet);
     nb_module_free(gpt);
     nb_module_free(pools);
+    nb_module_free(indexing);
     return rc;
 }

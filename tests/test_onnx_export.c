@@ -48,6 +48,14 @@ static nb_tensor *fn_batch_scalar(nb_tensor *const *in, int n, void *ctx) {
     return nb_mul_scalar(in[0], (double)nb_dim(in[0], 0));
 }
 
+/* x[i] += ones, an index_put that accumulates. */
+static nb_tensor *fn_index_add(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    static const int64_t i[3] = { 0, 1, 0 };
+    nb_tensor *idx = nb_from_data(i, NB_SHAPE(3), NB_I64);
+    return nb_index_put(in[0], &idx, 1, nb_ones(NB_SHAPE(3), NB_F32), true);
+}
+
 static void test_export_bad_arguments(void **state) {
     (void)state;
     nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
@@ -75,6 +83,11 @@ static void test_export_no_onnx_form(void **state) {
     nb_tensor *in[1] = { x };
     assert_int_equal(nb_onnx_export_fn(fn_rand, NULL, in, 1, path_in("r.onnx"), (nb_onnx_export_opts){ 0 }), -1);
     ASSERT_ERROR_CONTAINS("op rand (node 0) has no ONNX form");
+    /* ScatterND adds repeated indices' values only from opset 16 */
+    assert_int_equal(nb_onnx_export_fn(fn_index_add, NULL, in, 1, path_in("i.onnx"), (nb_onnx_export_opts){ .opset = 15 }), -1);
+    ASSERT_ERROR_CONTAINS("with accumulate needs ScatterND's reduction, opset 16 or newer (exporting at opset 15)");
+    assert_int_equal(access(path_in("i.onnx"), F_OK), -1);
+    assert_int_equal(nb_onnx_export_fn(fn_index_add, NULL, in, 1, path_in("i.onnx"), (nb_onnx_export_opts){ .opset = 16 }), 0);
 }
 
 static void test_export_batch_dependence(void **state) {

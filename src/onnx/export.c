@@ -123,6 +123,14 @@ void nb__onnxw_attr_ints(onnx_writer *w, Onnx__NodeProto *nd, const char *name, 
     a->ints = c;
 }
 
+void nb__onnxw_attr_string(onnx_writer *w, Onnx__NodeProto *nd, const char *name, const char *v) {
+    Onnx__AttributeProto *a = new_attr(w, nd, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    if (!a) return;
+    a->has_s = true;
+    a->s.len = strlen(v);
+    a->s.data = (uint8_t *)v; /* a string literal of the exporter's, which outlives the file */
+}
+
 /* Writes v as one element of dtype d: halves through f32, as nabla's kernels round them. */
 static void scalar_bytes(nb_dtype d, double v, void *out) {
     nb__store(out, d, 0, d == NB_F16 || d == NB_BF16 ? (double)(float)v : v);

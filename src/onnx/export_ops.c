@@ -348,6 +348,103 @@ static int onnx_gather(onnx_writer *w, const cnode *n, const cnode *n2) {
     return DONE(nd);
 }
 
+/* t with a last axis of size 1 (Reshape to its shape and 1: Unsqueeze changed form at opset 13). */
+static const char *append_axis(onnx_writer *w, const char *t) {
+    int64_t one = 1;
+    const char *s = nb__onnxw_tmp(w, "index"), *s1 = nb__onnxw_tmp(w, "index"), *r = nb__onnxw_tmp(w, "index");
+    NODE1("Shape", t, s);
+    nb__onnxw_attr_int(w, NODE2("Concat", s, nb__onnxw_const_i64(w, &one, 1, false), s1), "axis", 0);
+    NODE2("Reshape", t, s1, r);
+    return r;
+}
+
+/* Advanced indexing's index tensors, inputs [first, first + count) of n, as GatherND's and
+   ScatterND's one int64 tensor [B..., count]: each cast to int64, broadcast against the others
+   (each plus the others times zero), a negative index moved up by its axis's size of x (read
+   from x's shape at run time, so a dynamic batch axis works), then stacked on a last axis. */
+static const char *nd_indices(onnx_writer *w, const cnode *n, int first, int count) {
+    const char **idx = nb__onnxw_alloc(w, sizeof(char *) * (size_t)count);
+    if (!idx) return NULL;
+    for (int k = 0; k < count; k++) {
+        idx[k] = IN(first + k);
+        if (nb__onnxw_vdtype(w, n->in[first + k]) != NB_I64) {
+            const char *c = nb__onnxw_tmp(w, "index");
+            nb__onnxw_attr_int(w, NODE1("Cast", idx[k], c), "to", nb__onnx_dtype(NB_I64));
+            idx[k] = c;
+        }
+    }
+    const char *zero = NULL, *z64 = nb__onnxw_const_scalar(w, NB_I64, 0);
+    for (int k = 0; count > 1 && k < count; k++) {
+        const char *m = nb__onnxw_tmp(w, "index");
+        NODE2("Mul", idx[k], z64, m);
+        if (zero) {
+            const char *sum = nb__onnxw_tmp(w, "index");
+            NODE2("Add", zero, m, sum);
+            zero = sum;
+        } else zero = m;
+    }
+    const char *shape = nb__onnxw_tmp(w, "index");
+    NODE1("Shape", IN(0), shape);
+    const char **cols = nb__onnxw_alloc(w, sizeof(char *) * (size_t)count);
+    if (!cols) return NULL;
+    for (int k = 0; k < count; k++) {
+        const char *t = idx[k];
+        if (zero) {
+            const char *b = nb__onnxw_tmp(w, "index");
+            NODE2("Add", t, zero, b);
+            t = b;
+        }
+        int64_t axis = k;
+        const char *size = nb__onnxw_tmp(w, "index"), *neg = nb__onnxw_tmp(w, "index"), *negi = nb__onnxw_tmp(w, "index"),
+                   *shift = nb__onnxw_tmp(w, "index"), *pos = nb__onnxw_tmp(w, "index");
+        NODE2("Gather", shape, nb__onnxw_const_i64(w, &axis, 1, true), size);
+        NODE2("Less", t, z64, neg);
+        nb__onnxw_attr_int(w, NODE1("Cast", neg, negi), "to", nb__onnx_dtype(NB_I64));
+        NODE2("Mul", negi, size, shift);
+        NODE2("Add", t, shift, pos);
+        cols[k] = append_axis(w, pos);
+    }
+    if (count == 1) return cols[0];
+    const char *all = nb__onnxw_tmp(w, "index");
+    nb__onnxw_attr_int(w, nb__onnxw_node(w, "Concat", cols, count, all), "axis", -1);
+    return all;
+}
+
+/* x[i0, ..., ik-1] as GatherND over x's leading axes. */
+static int onnx_index(onnx_writer *w, const cnode *n, const cnode *n2) {
+    (void)n2;
+    const char *idx = nd_indices(w, n, 1, n->nin - 1);
+    return idx ? DONE(NODE2("GatherND", IN(0), idx, OUT())) : -1;
+}
+
+/* x with x[i0, ...] = values as ScatterND, the values expanded to the indexed shape (the
+   indices' broadcast shape, then x's axes they leave); accumulate as ScatterND's reduction
+   "add", from opset 16. */
+static int onnx_index_put(onnx_writer *w, const cnode *n, const cnode *n2) {
+    (void)n2;
+    bool accumulate = n->args.i[0] != 0;
+    if (accumulate && w->opset < 16) {
+        nb__error("%s: op index_put (node %d) with accumulate needs ScatterND's reduction, opset 16 or newer (exporting "
+                  "at opset %d)", w->fn, n->pos, w->opset);
+        return -1;
+    }
+    int count = n->nin - 2;
+    const char *idx = nd_indices(w, n, 2, count);
+    if (!idx) return -1;
+    int64_t zero = 0, minus1 = -1, k = count, big = INT64_MAX;
+    const char *is = nb__onnxw_tmp(w, "index"), *b = nb__onnxw_tmp(w, "index"), *xs = nb__onnxw_tmp(w, "index"),
+               *rest = nb__onnxw_tmp(w, "index"), *target = nb__onnxw_tmp(w, "index"), *v = nb__onnxw_tmp(w, "index");
+    NODE1("Shape", idx, is);
+    nb__onnxw_node(w, "Slice", (const char *const[]){ is, nb__onnxw_const_i64(w, &zero, 1, false), nb__onnxw_const_i64(w, &minus1, 1, false) }, 3, b);
+    NODE1("Shape", IN(0), xs);
+    nb__onnxw_node(w, "Slice", (const char *const[]){ xs, nb__onnxw_const_i64(w, &k, 1, false), nb__onnxw_const_i64(w, &big, 1, false) }, 3, rest);
+    nb__onnxw_attr_int(w, NODE2("Concat", b, rest, target), "axis", 0);
+    NODE2("Expand", IN(1), target, v);
+    Onnx__NodeProto *nd = nb__onnxw_node(w, "ScatterND", (const char *const[]){ IN(0), idx, v }, 3, OUT());
+    if (nd && accumulate) nb__onnxw_attr_string(w, nd, "reduction", "add");
+    return DONE(nd);
+}
+
 static int onnx_cat(onnx_writer *w, const cnode *n, const cnode *n2) {
     (void)n2;
     const char **in = nb__onnxw_alloc(w, sizeof(char *) * (size_t)n->nin);

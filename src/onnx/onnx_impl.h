@@ -65,6 +65,8 @@ Onnx__NodeProto *nb__onnxw_node(onnx_writer *w, const char *op_type, const char 
 void nb__onnxw_attr_int(onnx_writer *w, Onnx__NodeProto *nd, const char *name, int64_t v);
 void nb__onnxw_attr_float(onnx_writer *w, Onnx__NodeProto *nd, const char *name, float v);
 void nb__onnxw_attr_ints(onnx_writer *w, Onnx__NodeProto *nd, const char *name, const int64_t *v, int n);
+/* A string attribute; v must outlive the writer (a literal). */
+void nb__onnxw_attr_string(onnx_writer *w, Onnx__NodeProto *nd, const char *name, const char *v);
 /* An attribute holding a tensor (ConstantOfShape's value): one element of dtype d. */
 void nb__onnxw_attr_scalar_tensor(onnx_writer *w, Onnx__NodeProto *nd, const char *name, nb_dtype d, double v);
 /* An initializer of n int64s (1-D, or 0-d when scalar) under a fresh name; returns the name. */
