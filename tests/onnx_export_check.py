@@ -2,12 +2,16 @@
 """Checks the files tests/onnx_export_models wrote into DIR: onnx.checker.check_model with
 full_check on every exported model, the state dict's names on its initializers, and ONNX Runtime's outputs against nabla's at batch 1 and
 at batch 5 (through the dynamic batch axis), at each opset. The error is relative to the
-reference's largest magnitude, max|nabla - ort| / max|ort|; the floor is 1e-5 (f32).
-Usage (the environment of scripts/onnx_env.sh): onnx_export_check.py DIR"""
+reference's largest magnitude, max|nabla - ort| / max|ort|; the floor is 1e-5 (f32). With
+--nabla PATH, the same files also go back through nabla's own importer (`PATH run`), held to
+nabla's outputs by the same floor.
+Usage (the environment of scripts/onnx_env.sh): onnx_export_check.py DIR [--nabla PATH]"""
 import glob
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -16,7 +20,19 @@ import onnxruntime as ort
 FLOOR = 1e-5
 
 
-def main(d):
+def rel_error(got, want):
+    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(got)), 1e-30))
+
+
+def nabla_run(nabla, model, x_path):
+    """The model's output on x through `nabla run` (nabla's importer), or the error text."""
+    with tempfile.TemporaryDirectory() as t:
+        out = os.path.join(t, "y.npy")
+        p = subprocess.run([nabla, "run", model, "--input", x_path, "-o", out], capture_output=True, text=True)
+        return np.load(out) if p.returncode == 0 else (p.stderr.strip() or "nabla run failed")
+
+
+def main(d, nabla=None):
     models = sorted(glob.glob(os.path.join(d, "*_op*.onnx")))
     if not models:
         print(f"onnx_export_check: no models in {d}")
@@ -52,14 +68,32 @@ def main(d):
                 print(f"FAIL {name} opset {opset} batch {b}: shape {got.shape}, nabla {want.shape}")
                 failed += 1
                 continue
-            err = float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(got)), 1e-30))
+            err = rel_error(got, want)
             ok = err <= FLOOR
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name} opset {opset} batch {b}: {len(model.graph.node)} nodes, "
                   f"relative error {err:.2e} (floor {FLOOR:g})")
+            if nabla:
+                back = nabla_run(nabla, path, os.path.join(d, f"{name}_b{b}_in.npy"))
+                if isinstance(back, str) or back.shape != want.shape:
+                    print(f"FAIL {name} opset {opset} batch {b} through nabla's importer: "
+                          f"{back if isinstance(back, str) else back.shape}")
+                    failed += 1
+                    continue
+                err = rel_error(back, want)
+                ok = err <= FLOOR
+                failed += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {name} opset {opset} batch {b} through nabla's importer: "
+                      f"relative error {err:.2e}")
     print(f"onnx_export_check: {len(models)} models, {failed} failures")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    args = sys.argv[1:]
+    nabla = None
+    if "--nabla" in args:
+        k = args.index("--nabla")
+        nabla = args[k + 1]
+        del args[k:k + 2]
+    sys.exit(main(args[0], nabla))

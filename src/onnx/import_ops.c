@@ -505,6 +505,70 @@ RUN(gather_elements) {
     OUT(nb_gather(in[0], ax, wrap_index(in[1], nb_dim(in[0], ax))));
 }
 
+/* GatherND's and ScatterND's index tensor idx [..., m] as m index tensors for nb_index over the
+   data's leading axes, after batch_dims aranges over the data's first axes (shaped to broadcast
+   against idx's leading axes). -1 (error set) when the shapes do not fit. */
+static int nd_index_list(const onnx_node *n, nb_tensor *x, nb_tensor *idx, int64_t batch_dims, nb_tensor **list) {
+    int q = nb_ndim(idx), rank = nb_ndim(x);
+    if (q < 1) FAIL("the indices must have at least one axis");
+    int64_t m = nb_dim(idx, q - 1);
+    if (batch_dims < 0 || batch_dims >= q || batch_dims > rank) FAIL("batch_dims %lld does not fit %d-D indices and %d-D data", (long long)batch_dims, q, rank);
+    if (m < 1 || batch_dims + m > rank)
+        FAIL("the indices' last axis holds %lld, but the data has %lld axes after batch_dims", (long long)m, (long long)(rank - batch_dims));
+    int k = 0;
+    for (int i = 0; i < batch_dims; i++) {
+        if (nb_dim(x, i) != nb_dim(idx, i))
+            FAIL("batch axis %d is %lld in the data but %lld in the indices", i, (long long)nb_dim(x, i), (long long)nb_dim(idx, i));
+        nb_shape s = { q - 1, { 0 } };
+        for (int a = 0; a < q - 1; a++) s.dim[a] = a == i ? nb_dim(x, i) : 1;
+        list[k++] = nb_reshape(nb_arange(0, (double)nb_dim(x, i), 1, NB_I64), s);
+    }
+    for (int64_t j = 0; j < m; j++) list[k++] = nb_squeeze(nb_slice(idx, q - 1, j, j + 1, 1), q - 1);
+    return k;
+}
+
+RUN(gather_nd) {
+    UNUSED;
+    nb_tensor *list[NB_MAX_DIMS];
+    int k = nd_index_list(n, in[0], in[1], nb__onnx_attr_i(n, "batch_dims", 0), list);
+    if (k < 0) return -1;
+    OUT(nb_index(in[0], list, k));
+}
+
+/* ScatterND: none and add in one nb_index_put; mul, max and min one index tuple at a time, in
+   the indices' order, as the specification applies them (a repeated index combines them all). */
+RUN(scatter_nd) {
+    UNUSED;
+    char buf[16];
+    const char *red = nb__onnx_attr_s(n, "reduction", "none", buf, sizeof buf);
+    nb_tensor *x = in[0], *idx = in[1], *upd = in[2], *list[NB_MAX_DIMS];
+    int m = nd_index_list(n, x, idx, 0, list);
+    if (m < 0) return -1;
+    if (!strcmp(red, "none") || !strcmp(red, "add")) OUT(nb_index_put(x, list, m, upd, !strcmp(red, "add")));
+    int q = nb_ndim(idx), rank = nb_ndim(x);
+    int64_t tuples = nb_numel(idx) / m;
+    nb_shape us = { 1 + rank - m, { tuples } };
+    for (int a = m; a < rank; a++) us.dim[1 + a - m] = nb_dim(x, a);
+    nb_tensor *flat_idx = nb_reshape(idx, NB_SHAPE(tuples, m)), *flat_upd = nb_reshape(upd, us), *y = x;
+    (void)q;
+    for (int64_t t = 0; t < tuples && y; t++) {
+        nb_tensor *one[NB_MAX_DIMS];
+        for (int j = 0; j < m; j++) one[j] = nb_reshape(nb_slice(nb_slice(flat_idx, 0, t, t + 1, 1), 1, j, j + 1, 1), NB_SHAPE());
+        nb_tensor *cur = nb_index(y, one, m), *u = nb_squeeze(nb_slice(flat_upd, 0, t, t + 1, 1), 0);
+        nb_tensor *v = !strcmp(red, "mul") ? nb_mul(cur, u) : !strcmp(red, "max") ? nb_maximum(cur, u) : nb_minimum(cur, u);
+        y = nb_index_put(y, one, m, v, false);
+    }
+    OUT(y);
+}
+
+static int check_scatter_nd(const onnx_node *n, char *msg, size_t size) {
+    char buf[16];
+    const char *red = nb__onnx_attr_s(n, "reduction", "none", buf, sizeof buf);
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
+        return snprintf(msg, size, "reduction '%s' is not one of none, add, mul, max and min", red), -1;
+    return 0;
+}
+
 RUN(tile) {
     UNUSED;
     int64_t rep[NB_MAX_DIMS];
@@ -972,6 +1036,7 @@ const onnx_op nb__onnx_import_ops[] = {
     { "Floor", "1,6,13", 6, 13, "", 1, 1, 1, op_floor, NULL, H },
     { "Gather", "1,11,13", 11, 13, "axis", 2, 2, 1, op_gather, NULL, 0 },
     { "GatherElements", "11,13", 11, 13, "axis", 2, 2, 1, op_gather_elements, NULL, 0 },
+    { "GatherND", "11,12,13", 11, 13, "batch_dims", 2, 2, 1, op_gather_nd, NULL, 0 },
     { "Gelu", "20", 20, 20, "approximate", 1, 1, 1, op_gelu, check_gelu, H },
     { "Gemm", "1,6,7,9,11,13", 7, 13, "alpha,beta,transA,transB", 2, 3, 1, op_gemm, NULL, H },
     { "GlobalAveragePool", "1,22", 1, 22, "", 1, 1, 1, op_global_avg_pool, NULL, H },
@@ -1014,6 +1079,7 @@ const onnx_op nb__onnx_import_ops[] = {
     { "Relu", "1,6,13,14", 6, 14, "", 1, 1, 1, op_relu, NULL, H },
     { "Reshape", "1,5,13,14,19,21,23,24,25", 5, 25, "allowzero", 2, 2, 1, op_reshape, NULL, 0 },
     { "Round", "11,22", 11, 22, "", 1, 1, 1, op_round, NULL, H },
+    { "ScatterND", "11,13,16,18", 11, 18, "reduction", 3, 3, 1, op_scatter_nd, check_scatter_nd, 0 },
     { "Shape", "1,13,15,19,21,23,24,25", 1, 25, "start,end", 1, 1, 1, op_shape, NULL, OP_SHAPE_ONLY },
     { "Sigmoid", "1,6,13", 6, 13, "", 1, 1, 1, op_sigmoid, NULL, H },
     { "Sign", "9,13", 9, 13, "", 1, 1, 1, op_sign, NULL, H },
