@@ -302,14 +302,8 @@ static void test_transforms(void **state) {
     assert_null(nb_transform_apply(tf, x, 0)); /* u8 input */
     ASSERT_ERROR_CONTAINS("nb_transform_to_float first");
     nb_transform_free(tf);
-    /* a NULL inside the list (a transform that failed) is an error naming its place; the others
-       are freed (ASan checks); nothing at all is an error too */
-    assert_null(nb_transform_compose(nb_transform_random_hflip(1.0), nb_transform_random_crop(0, 3, 0), nb_transform_random_hflip(1.0)));
-    ASSERT_ERROR_CONTAINS("nb_transform_compose: transform 1 is NULL (did making it fail?");
-    assert_null(nb_transform_compose(NULL));
-    ASSERT_ERROR_CONTAINS("nb_transform_compose: transform 0 is NULL");
     /* flip with p = 1 mirrors the last axis; crop of the full size without padding is identity */
-    tf = nb_transform_compose(nb_transform_random_crop(2, 3, 0), nb_transform_random_hflip(1.0));
+    tf = nb_transform_compose(nb_transform_random_crop(2, 3, 0), nb_transform_random_hflip(1.0), NULL);
     nb_tensor *fl = nb_transform_apply(tf, x, 99);
     uint8_t o[12];
     nb_copy_to(fl, o, sizeof o);

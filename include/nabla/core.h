@@ -56,12 +56,6 @@ NB_API const char *nb_version(void);
 /* ---- errors ---- */
 /* The first error message recorded on this thread since nb_error_clear(), or NULL. */
 NB_API const char *nb_error(void);
-
-/* The end of a variadic list (nb_nn_sequential, nb_transform_compose): their macros add it after
-   the caller's arguments, so a NULL inside the list (a constructor that failed) is told from the
-   NULL that ends it. */
-NB_API extern const int nb__list_end;
-#define NB__LIST_END ((void *)&nb__list_end)
 /* Forget this thread's recorded error. */
 NB_API void nb_error_clear(void);
 /* Called with each first error as it is recorded (e.g. to print and stop); NULL removes it. */

@@ -119,11 +119,8 @@ NB_API nb_transform *nb_transform_resize(int64_t height, int64_t width);
 NB_API nb_transform *nb_transform_channels(int channels);
 /* A user's transform: fn returns the new x (as a tensor function would); key seeds its randomness. */
 NB_API nb_transform *nb_transform_fn(nb_tensor *(*fn)(nb_tensor *x, uint64_t key, void *ctx), void *ctx);
-/* Applies first, then each next transform: nb_transform_compose(a, b) (a last NULL is allowed);
-   takes ownership of them (all freed on failure). A NULL before the last argument (a transform
-   that failed to build) is an error naming its place, never the list's end. */
+/* Applies first, then each next transform, up to a NULL; takes ownership of them (all freed on failure). */
 NB_API nb_transform *nb_transform_compose(nb_transform *first, ...);
-#define nb_transform_compose(...) nb_transform_compose(__VA_ARGS__, NB__LIST_END)
 /* Applies t to one sample x with randomness key (as the loader derives it); a new reference (to x
    itself when nothing changes, e.g. a flip not drawn), or NULL. */
 NB_API nb_tensor *nb_transform_apply(nb_transform *t, nb_tensor *x, uint64_t key);

@@ -169,12 +169,9 @@ NB_API nb_module *nb_nn_layer_norm_eps(int64_t dim, double eps);
 /* RMS norm over the last axis of size dim with a weight of ones (torch.nn.RMSNorm(dim, eps));
    eps 0 is torch's eps=None, the dtype's machine epsilon. */
 NB_API nb_module *nb_nn_rms_norm(int64_t dim, double eps);
-/* Runs its children in order: nb_nn_sequential(a, b, c) (a last NULL, nb_nn_sequential(a, b, c,
-   NULL), is allowed); children are named "0", "1", ... Takes over every module given (all freed on
-   failure). A NULL before the last argument (a constructor that failed) is an error naming its
-   place, never the list's end. */
+/* Runs its children in order: nb_nn_sequential(a, b, c, NULL); children are named "0", "1", ...
+   Takes over every module given (all freed on failure); the list ends at the first NULL. */
 NB_API nb_module *nb_nn_sequential(nb_module *first, ...);
-#define nb_nn_sequential(...) nb_nn_sequential(__VA_ARGS__, NB__LIST_END)
 /* Appends a child to a sequential module, taking it over; returns seq, or NULL with child freed as
    nb_module_child does (also when seq is not a sequential). */
 NB_API nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child);

@@ -25,9 +25,6 @@ uint64_t nb__error_count(void) { return error_count; }
 
 const char *nb_error(void) { return error_set ? error_text : NULL; }
 
-/* Its address is the value NB__LIST_END stands for; nothing reads it. */
-const int nb__list_end = 0;
-
 void nb_error_clear(void) { error_set = false; error_text[0] = 0; }
 
 void nb_set_error_handler(void (*handler)(const char *, void *), void *user) {

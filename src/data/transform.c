@@ -120,35 +120,19 @@ static int compose_add(nb_transform *c, nb_transform *t) {
     return 0;
 }
 
-/* The parenthesised name is the function, not data.h's macro that adds the list's end. */
-nb_transform *(nb_transform_compose)(nb_transform *first, ...) {
+nb_transform *nb_transform_compose(nb_transform *first, ...) {
     va_list ap;
     va_start(ap, first);
     nb_transform *c = tf_new(TF_COMPOSE, "nb_transform_compose");
-    bool bad = !c;
-    int missing = -1, count = 0; /* the first NULL before the last argument */
-    nb_transform *t = first;
-    for (int i = 0; t != NB__LIST_END; i++) {
-        nb_transform *next = va_arg(ap, nb_transform *);
-        if (!t) {
-            if (next != NB__LIST_END && missing < 0) missing = i; /* a last NULL just ends the list */
-        } else if (bad || missing >= 0) nb_transform_free(t);
-        else if (compose_add(c, t) < 0) {
-            bad = true;
-            nb__error("nb_transform_compose: out of memory");
-            nb_transform_free(t);
-        } else count++;
-        t = next;
+    bool bad = !c || !first;
+    int i = 0;
+    for (nb_transform *t = first; t; t = va_arg(ap, nb_transform *), i++) {
+        if (!bad && compose_add(c, t) < 0) { bad = true; nb__error("nb_transform_compose: out of memory"); continue; }
+        if (bad) nb_transform_free(t);
     }
     va_end(ap);
-    if (!bad && missing < 0 && count == 0) missing = 0; /* nothing to apply: the first is missing */
-    if (bad || missing >= 0) {
-        if (missing >= 0) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", nb_error() ? nb_error() : "no error recorded");
-            nb_error_clear();
-            nb__error("nb_transform_compose: transform %d is NULL (did making it fail? %s)", missing, why);
-        }
+    if (bad) {
+        if (c && !first) nb__error("nb_transform_compose: the first transform is NULL (did making it fail?)");
         nb_transform_free(c);
         return NULL;
     }

@@ -393,31 +393,19 @@ nb_module *nb_nn_sequential_add(nb_module *seq, nb_module *child) {
     return nb__append_numbered(seq, &((sequential *)seq)->count, child);
 }
 
-/* The parenthesised name is the function, not nn.h's macro that adds the list's end. */
-nb_module *(nb_nn_sequential)(nb_module *first, ...) {
+nb_module *nb_nn_sequential(nb_module *first, ...) {
     va_list ap;
     sequential *s = (sequential *)nb_module_new(&SEQUENTIAL, sizeof(sequential));
     bool failed = !s;
-    int missing = -1; /* the first NULL before the last argument */
     va_start(ap, first);
-    nb_module *m = first;
-    for (int i = 0; m != NB__LIST_END; i++) {
-        nb_module *next = va_arg(ap, nb_module *);
-        if (!m) {
-            if (next != NB__LIST_END && missing < 0) missing = i; /* a last NULL just ends the list */
-        } else if (failed || missing >= 0) nb_module_free(m); /* the sequential owns what it was given, even on failure */
+    for (nb_module *m = first; m; m = va_arg(ap, nb_module *)) {
+        if (failed) nb_module_free(m); /* the sequential owns what it was given, even on failure */
         else if (!nb_nn_sequential_add(&s->base, m)) failed = true;
-        m = next;
     }
     va_end(ap);
-    if (failed || missing >= 0) {
+    if (failed) {
         if (s) nb_module_free(&s->base);
-        if (missing >= 0) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", nb_error() ? nb_error() : "no error recorded");
-            nb_error_clear();
-            nb__error("nb_nn_sequential: layer %d is NULL (did making it fail? %s)", missing, why);
-        } else if (!nb__has_error()) nb__error("nb_nn_sequential: a layer failed to build");
+        if (!nb__has_error()) nb__error("nb_nn_sequential: a layer failed to build");
         return NULL;
     }
     return &s->base;
