@@ -263,7 +263,7 @@ static void test_threads_do_not_change_results(void **state) {
     nb_scope *s = nb_scope_begin();
     double sums[3];
     float samples[3][4];
-    static float rows[3][1000], convs[3][3][2048];
+    static float rows[3][1000], convs[3][4][2048];
     for (int k = 0; k < 3; k++) { /* 1, 2 and 3 threads: 3 splits no loop evenly */
         nb_set_num_threads(k + 1);
         assert_int_equal(nb_get_num_threads(), k + 1);
@@ -295,6 +295,13 @@ static void test_threads_do_not_change_results(void **state) {
                                   nb_view(nb_slice(x, 0, 100, 180, 1), NB_SHAPE(80)), (nb_conv_opts){ .padding = { 2, 2 } });
         assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c5, NB_SHAPE(-1)), 0, 31 * 196 - 1024, 31 * 196 + 1024, 1), convs[k][2],
                                     sizeof convs[k][2]), 0);
+        /* a wide 1x1 one (51M multiply-adds: a ResNet-50 layer-3 shape), whole on the team at
+           any thread count, never cut by channels at one thread */
+        nb_tensor *c1 = nb_conv2d(nb_view(nb_slice(x, 0, 0, 256 * 196, 1), NB_SHAPE(1, 256, 14, 14)),
+                                  nb_view(nb_slice(x, 0, 20000, 20000 + 1024 * 256, 1), NB_SHAPE(1024, 256, 1, 1)), NULL,
+                                  (nb_conv_opts){ 0 });
+        assert_int_equal(nb_copy_to(nb_slice(nb_reshape(c1, NB_SHAPE(-1)), 0, 32 * 196 - 1024, 32 * 196 + 1024, 1), convs[k][3],
+                                    sizeof convs[k][3]), 0);
         nb_copy_to(nb_slice(x, 0, 299996, 300000, 1), samples[k], sizeof samples[k]);
     }
     nb_set_num_threads(0);

@@ -313,6 +313,36 @@ static void test_constant_conv_weights(void **state) {
     assert_null(nb_error());
 }
 
+/* An output that is an initializer (y = Identity(b)), compiled: the caller gets a copy, so
+   writing into it changes neither the model's constant nor the next run's answer. */
+static void test_output_of_constant_is_a_copy(void **state) {
+    (void)state;
+    for (int compile = 0; compile <= 1; compile++) {
+        mb b;
+        mb_init(&b, 17);
+        mb_input(&b, "x", 2, dims_b3);
+        mb_init_f32(&b, "b", 1, dims3, bias, sizeof bias);
+        mb_node(&b, "Identity", "id0", "b", NULL, NULL, "y");
+        mb_output(&b, "y");
+        size_t size;
+        uint8_t *buf = mb_pack(&b, &size);
+        nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ .compile = compile });
+        free(buf);
+        assert_non_null(m);
+        nb_tensor *x = nb_zeros(NB_SHAPE(1, 3), NB_F32), *y = NULL;
+        for (int run = 0; run < 2; run++) {
+            assert_int_equal(nb_onnx_run(m, &x, 1, &y, 1), 0);
+            float *p = nb_data_ptr(y);
+            for (int i = 0; i < 3; i++) assert_float_equal(p[i], bias[i], 0);
+            for (int i = 0; i < 3; i++) p[i] = 99; /* the caller's own copy */
+            nb_release(y);
+        }
+        nb_release(x);
+        nb_onnx_free(m);
+    }
+    assert_null(nb_error());
+}
+
 /* INT8 initializers, one as raw bytes and one in int32_data (ONNX's field for 8-bit types),
    dequantised by Cast: y = x * (Cast(q1) + Cast(q2)). */
 static void test_int8(void **state) {
@@ -662,6 +692,7 @@ int main(void) {
         cmocka_unit_test_setup(test_runs, clear_error_setup),
         cmocka_unit_test_setup(test_int8, clear_error_setup),
         cmocka_unit_test_setup(test_constant_conv_weights, clear_error_setup),
+        cmocka_unit_test_setup(test_output_of_constant_is_a_copy, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_shapes, clear_error_setup),
         cmocka_unit_test_setup(test_truncated_and_corrupt, clear_error_setup),
         cmocka_unit_test_setup(test_cycle, clear_error_setup),

@@ -112,6 +112,9 @@ nb_tensor *nb__tensor_view(nb_tensor *t, nb_shape shape, const int64_t *stride, 
 /* Marks t's storage as constant from now on (a loaded model's initializer), giving it its
    constant_id; the caller promises that nothing writes to it again. */
 void nb__tensor_freeze(nb_tensor *t);
+/* How many constant storages have been freed so far: a kernel's cache of derived forms drops
+   them when this moves (their ids never come back, so this is about memory, not correctness). */
+extern atomic_uint_least64_t nb__constants_freed;
 /* A storage header for nbytes of device memory at data (ops set, refcount 1), or NULL. */
 nb_storage *nb__storage_header(nb_device dev, void *data, size_t nbytes, const nb_storage_ops *ops);
 /* Copies t's elements (any strides, any device) into dense host memory at dst; -1 on failure. */

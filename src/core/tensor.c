@@ -216,7 +216,10 @@ nb_storage *nb__storage_header(nb_device dev, void *data, size_t nbytes, const n
     return st;
 }
 
+atomic_uint_least64_t nb__constants_freed;
+
 static void storage_free(nb_storage *st) {
+    if (st->constant_id) atomic_fetch_add(&nb__constants_freed, 1);
     if (st->ops) st->ops->release(st);
     nb__free(st, st->block);
 }

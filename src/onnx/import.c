@@ -818,6 +818,9 @@ int nb_onnx_run(nb_onnx_model *m, nb_tensor *const *inputs, int n, nb_tensor **o
         if (nout < 1) return 0;
         nb_tensor *y = nb_compiled_run(m->compiled, inputs, n);
         if (!y) return -1;
+        /* the replay may hand back a view of an initializer (y = Reshape(w)): the caller gets a
+           copy, so the model's constants (and what kernels keep of them) stay as they are */
+        if (y->storage->constant_id && !(y = nb_clone(y))) return -1; /* the copy, like y, is the scope's */
         out[0] = nb_keep(y);
         return 0;
     }

@@ -536,7 +536,9 @@ RUN(gather_nd) {
 }
 
 /* ScatterND: none and add in one nb_index_put; mul, max and min one index tuple at a time, in
-   the indices' order, as the specification applies them (a repeated index combines them all). */
+   the indices' order, as the specification applies them (a repeated index combines them all).
+   Each of those steps copies the data, so they cost tuples x elements: fine for the few updates
+   these reductions are used with, slow for many. */
 RUN(scatter_nd) {
     UNUSED;
     char buf[16];
@@ -566,6 +568,11 @@ static int check_scatter_nd(const onnx_node *n, char *msg, size_t size) {
     const char *red = nb__onnx_attr_s(n, "reduction", "none", buf, sizeof buf);
     if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
         return snprintf(msg, size, "reduction '%s' is not one of none, add, mul, max and min", red), -1;
+    /* the reductions came in two steps: add and mul with version 16, max and min with 18 */
+    int since = !strcmp(red, "none") ? 0 : !strcmp(red, "add") || !strcmp(red, "mul") ? 16 : 18;
+    if (n->version < since)
+        return snprintf(msg, size, "reduction '%s' exists from ScatterND version %d; this node is version %d", red, since,
+                        n->version), -1;
     return 0;
 }
 

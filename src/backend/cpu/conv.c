@@ -314,12 +314,14 @@ static int run_dnnl(const conv_geom *g, int kind, const void *a, const void *b, 
        for starting the team (32M multiply-adds and up: ResNet-18's 3x3 layers are, 115M or more;
        the small CNN's 10M layer ran slower split) */
     int64_t macs = g->O * g->L * g->K * g->N;
-    int team = chunks == 1 && kind == CONV_DNNL_FWD && !g->bf16 && macs >= ((int64_t)1 << 25) ? nb__threads() : 1;
+    bool one_forward = chunks == 1 && kind == CONV_DNNL_FWD && !g->bf16, big = macs >= ((int64_t)1 << 25);
+    int team = one_forward && big ? nb__threads() : 1;
     /* a smaller one-sample forward (2M multiply-adds and up: the small CNN's second layer) is cut
        by output channels instead, into pieces of a size fixed by the shape, which the pool runs;
-       waking an OpenMP team beside the pool cost it more than it saved */
-    bool by_channel = team == 1 && g->N == 1 && kind == CONV_DNNL_FWD && !g->bf16 && g->groups == 1 &&
-                      g->O >= 2 * DNNL_CHANNEL_PIECE && macs >= ((int64_t)1 << 21);
+       waking an OpenMP team beside the pool cost it more than it saved. Which way a forward goes
+       depends on its shape alone, never on the thread count, so its bits do not either. */
+    bool by_channel = one_forward && !big && g->N == 1 && g->groups == 1 && g->O >= 2 * DNNL_CHANNEL_PIECE &&
+                      macs >= ((int64_t)1 << 21);
     if (by_channel) {
         nb__free(status, (size_t)chunks);
         chunks = (g->O + DNNL_CHANNEL_PIECE - 1) / DNNL_CHANNEL_PIECE;

@@ -330,6 +330,7 @@ typedef struct {
 } kept_weights;
 static _Thread_local kept_weights local_weights[WEIGHT_CACHE_SIZE];
 static _Thread_local size_t local_weight_bytes;
+static _Thread_local uint64_t local_constants_freed; /* nb__constants_freed when last looked at */
 
 static void drop_weights(kept_weights *k) {
     if (k->mem) dnnl_memory_destroy(k->mem);
@@ -342,6 +343,14 @@ static void drop_weights(kept_weights *k) {
 static dnnl_memory_t cached_weights(dnnl_stream_t stream, const entry *e, const nb_conv_const *wc, const float *w) {
     const dnnl_memory_desc_t *want;
     if (dnnl_memory_get_memory_desc(e->w_mem, &want) != dnnl_success) return NULL;
+    /* a model was freed since: its weights kept here would never match again, so let them go
+       (all of them: which ones were its is not recorded) rather than hold them until evicted */
+    uint64_t freed = atomic_load(&nb__constants_freed);
+    if (freed != local_constants_freed) {
+        for (int i = 0; i < WEIGHT_CACHE_SIZE; i++)
+            if (local_weights[i].mem) drop_weights(&local_weights[i]);
+        local_constants_freed = freed;
+    }
     kept_weights *slot = NULL;
     for (int i = 0; i < WEIGHT_CACHE_SIZE; i++) {
         kept_weights *k = &local_weights[i];

@@ -119,15 +119,15 @@ static bool is_2x2(const pool_geom *g) {
         }                                                                                                \
         for (int64_t ow = a; ow < b; ow++) o[ow] = -INFINITY;                                            \
         for (int64_t th = 0; th < hn; th++) {                                                            \
-            const T *r = x + (h0 + th * g->d[0]) * g->xs[2] - p1;                                        \
+            const T *r = x + (h0 + th * g->d[0]) * g->xs[2];                                             \
             for (int64_t tw = 0; tw < k1; tw++) {                                                        \
-                const T *c = r + tw * d1;                                                                \
+                int64_t c = tw * d1 - p1; /* an offset: r + c may lie before the row */                 \
                 if (s1 == 1)                                                                             \
-                    for (int64_t ow = a; ow < b; ow++) MAX_SEL(T, o[ow], c[ow]);                         \
+                    for (int64_t ow = a; ow < b; ow++) MAX_SEL(T, o[ow], r[c + ow]);                     \
                 else if (s1 == 2)                                                                        \
-                    for (int64_t ow = a; ow < b; ow++) MAX_SEL(T, o[ow], c[2 * ow]);                     \
+                    for (int64_t ow = a; ow < b; ow++) MAX_SEL(T, o[ow], r[c + 2 * ow]);                 \
                 else                                                                                     \
-                    for (int64_t ow = a; ow < b; ow++) MAX_SEL(T, o[ow], c[ow * s1]);                    \
+                    for (int64_t ow = a; ow < b; ow++) MAX_SEL(T, o[ow], r[c + ow * s1]);                \
             }                                                                                            \
         }                                                                                                \
     }                                                                                                    \
