@@ -820,7 +820,12 @@ int nb_onnx_run(nb_onnx_model *m, nb_tensor *const *inputs, int n, nb_tensor **o
         if (!y) return -1;
         /* the replay may hand back a view of an initializer (y = Reshape(w)): the caller gets a
            copy, so the model's constants (and what kernels keep of them) stay as they are */
-        if (y->storage->constant_id && !(y = nb_clone(y))) return -1; /* the copy, like y, is the scope's */
+        if (y->storage->constant_id) {
+            nb_tensor *c = nb_clone(y);
+            nb_release(nb_keep(y)); /* y is the current scope's, or ours outside one: let it go */
+            if (!c) return -1;
+            y = c;
+        }
         out[0] = nb_keep(y);
         return 0;
     }

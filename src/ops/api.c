@@ -94,7 +94,7 @@ nb_tensor *nb_from_data(const void *data, nb_shape shape, nb_dtype dtype) {
        function (nb_compile) then captures it as a constant with its values, where an `empty`
        op recorded before the copy would replay as uninitialised memory */
     nb_tensor *t = nb__tensor_new(shape, dtype);
-    if (t) memcpy(nb__data(t), data, (size_t)t->numel * nb_dtype_size(dtype));
+    if (t && t->numel) memcpy(nb__data(t), data, (size_t)t->numel * nb_dtype_size(dtype)); /* data may be NULL when empty */
     return nb__own(t);
 }
 
