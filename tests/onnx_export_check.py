@@ -24,6 +24,17 @@ def rel_error(got, want):
     return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(got)), 1e-30))
 
 
+def judge(label, detail, got, want):
+    """Prints one comparison with nabla's outputs (got: an array, or an error's text); 1 when it fails."""
+    if isinstance(got, str) or got.shape != want.shape:
+        print(f"FAIL {label}: {got if isinstance(got, str) else f'shape {got.shape}, nabla {want.shape}'}")
+        return 1
+    err = rel_error(got, want)
+    ok = err <= FLOOR
+    print(f"{'ok  ' if ok else 'FAIL'} {label}: {detail}relative error {err:.2e} (floor {FLOOR:g})")
+    return 0 if ok else 1
+
+
 def nabla_run(nabla, model, x_path):
     """The model's output on x through `nabla run` (nabla's importer), or the error text."""
     with tempfile.TemporaryDirectory() as t:
@@ -64,27 +75,11 @@ def main(d, nabla=None):
             x = np.load(os.path.join(d, f"{name}_b{b}_in.npy"))
             want = np.load(os.path.join(d, f"{name}_b{b}_out.npy"))
             (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
-            if got.shape != want.shape:
-                print(f"FAIL {name} opset {opset} batch {b}: shape {got.shape}, nabla {want.shape}")
-                failed += 1
-                continue
-            err = rel_error(got, want)
-            ok = err <= FLOOR
-            failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {name} opset {opset} batch {b}: {len(model.graph.node)} nodes, "
-                  f"relative error {err:.2e} (floor {FLOOR:g})")
+            label = f"{name} opset {opset} batch {b}"
+            failed += judge(label, f"{len(model.graph.node)} nodes, ", got, want)
             if nabla:
                 back = nabla_run(nabla, path, os.path.join(d, f"{name}_b{b}_in.npy"))
-                if isinstance(back, str) or back.shape != want.shape:
-                    print(f"FAIL {name} opset {opset} batch {b} through nabla's importer: "
-                          f"{back if isinstance(back, str) else back.shape}")
-                    failed += 1
-                    continue
-                err = rel_error(back, want)
-                ok = err <= FLOOR
-                failed += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {name} opset {opset} batch {b} through nabla's importer: "
-                      f"relative error {err:.2e}")
+                failed += judge(label + " through nabla's importer", "", back, want)
     print(f"onnx_export_check: {len(models)} models, {failed} failures")
     return 1 if failed else 0
 

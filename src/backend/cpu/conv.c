@@ -303,11 +303,6 @@ static int run_dnnl(const conv_geom *g, int kind, const void *a, const void *b, 
     return 0;
 #else
     int64_t chunks = (g->N + DNNL_PIECE - 1) / DNNL_PIECE;
-    signed char *status = nb__alloc((size_t)chunks);
-    if (!status) {
-        nb__error("nb_conv2d: out of memory");
-        return -1;
-    }
     int64_t work = g->O * g->L * g->K * DNNL_PIECE;
     /* one piece (a batch of up to 16: inference) would run on one core: oneDNN splits it over a
        team of the pool's size instead, the pool idle meanwhile, when it is large enough to pay
@@ -322,13 +317,11 @@ static int run_dnnl(const conv_geom *g, int kind, const void *a, const void *b, 
        depends on its shape alone, never on the thread count, so its bits do not either. */
     bool by_channel = one_forward && !big && g->N == 1 && g->groups == 1 && g->O >= 2 * DNNL_CHANNEL_PIECE &&
                       macs >= ((int64_t)1 << 21);
-    if (by_channel) {
-        nb__free(status, (size_t)chunks);
-        chunks = (g->O + DNNL_CHANNEL_PIECE - 1) / DNNL_CHANNEL_PIECE;
-        if (!(status = nb__alloc((size_t)chunks))) {
-            nb__error("nb_conv2d: out of memory");
-            return -1;
-        }
+    if (by_channel) chunks = (g->O + DNNL_CHANNEL_PIECE - 1) / DNNL_CHANNEL_PIECE;
+    signed char *status = nb__alloc((size_t)chunks);
+    if (!status) {
+        nb__error("nb_conv2d: out of memory");
+        return -1;
     }
     conv_job j = { g, kind, false, a, b, c, out, NULL, NULL, 0, DNNL_PIECE, chunks, 0, status, team, by_channel };
     nb__parallel_for(chunks > 1 && work >= NB_PARALLEL_GRAIN ? nb__threads() : 1, chunks, conv_range, &j);
