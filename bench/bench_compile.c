@@ -30,19 +30,7 @@
 static bool quick;
 static const char *only;
 
-typedef struct {
-    nb_module *model;
-    nb_optimizer *opt;
-} trainer;
-
-static nb_tensor *train_step(nb_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    trainer *t = ctx;
-    nb_tensor *loss = nb_cross_entropy(nb_forward(t->model, in[0]), in[1], (nb_ce_opts){ 0 });
-    nb_optim_zero_grad(t->opt);
-    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
-    return loss;
-}
+#include "../tests/train_step.h"
 
 static nb_tensor *forward(nb_tensor *const *in, int n, void *ctx) {
     (void)n;

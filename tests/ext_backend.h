@@ -1,16 +1,18 @@
 /* A backend built only in the tests: the cpu kernels behind the NB_EXT device type, over
    memory of its own (each buffer's size recorded and checked at free), counting its kernel
    calls, copies and synchronisations. Optionally with ops left out (erf, gelu) and tanh
-   refused at f64, to reach the "no kernel" errors. Include once per test program. */
+   refused at f64, to reach the "no kernel" errors; optionally with a lowering of its own for
+   compiled graphs (unfused, node by node on its kernels). Include once per test program. */
 #ifndef NABLA_TEST_EXT_BACKEND_H
 #define NABLA_TEST_EXT_BACKEND_H
 
 #include "../src/ops/ops_impl.h"
+#include "../src/compile/ir.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static atomic_long live_bytes, kernel_calls, copies, syncs;
+static atomic_long live_bytes, kernel_calls, copies, syncs, graph_runs;
 
 #define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)                                      \
     int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);            \
@@ -62,7 +64,33 @@ static int xb_sync(int index) {
     return 0;
 }
 
-static const nb_backend ext_backend = {
+/* The lowering: no passes of its own, nothing to build; a run calls the backend's kernels node by
+   node, and copies what an nb_to uploads. It runs no fused kernel, so the compiler leaves every op unfused for it. */
+static nb_tensor *xb_run(cgraph *g, nb_tensor *const *inputs, int n) {
+    (void)n;
+    atomic_fetch_add(&graph_runs, 1);
+    nb_graph_frame f;
+    if (nb__frame_begin(g, inputs, &f) < 0) return NULL;
+    bool ok = true;
+    for (int i = 0; i < g->nn && ok; i++) {
+        const cnode *nd = &g->nodes[i];
+        if (nd->dead || nb__is_view(nd->op)) continue;
+        nb_tensor *in[16];
+        for (int k = 0; k < nd->nin && k < 16; k++) in[k] = f.vt[nd->in[k]];
+        if (nd->op == NB_OP_TO) { /* a host input or capture uploaded (the optimizer's coefficients) */
+            ok = nb__copy_between(f.vt[nd->out], in[0]) == 0;
+            continue;
+        }
+        nb_kernel_fn kern = nd->op >= 0 && nd->nin <= 16 ? ext_kernels[nd->op] : NULL;
+        if (!kern) nb__error("ext lowering: no kernel for node %d", i);
+        ok = kern && kern(f.vt[nd->out], in, nd->nin, &nd->args) == 0;
+    }
+    return nb__frame_end(g, inputs, &f, ok);
+}
+
+static const nb_lowering ext_lowering = { .fuses = false, .run = xb_run };
+
+static nb_backend ext_backend = {
     .name = "ext", .type = NB_EXT, .kernels = ext_kernels, .supports = xb_supports, .device_count = xb_count,
     .alloc = xb_alloc, .free = xb_free, .copy = xb_copy, .sync = xb_sync,
 };
@@ -74,5 +102,8 @@ static void ext_backend_register(bool partial) {
     ext_kernels[NB_OP_GELU] = partial ? NULL : ext_gelu;
     nb__backend_register(&ext_backend);
 }
+
+/* Gives the test backend its lowering (compiled graphs run on it) or takes it away. */
+static void ext_backend_lowered(bool on) { ext_backend.lower = on ? &ext_lowering : NULL; }
 
 #endif

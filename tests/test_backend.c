@@ -1,11 +1,12 @@
 /* The backend interface, proved with a backend built only here: the cpu kernels behind the
    NB_EXT device type, over memory of its own, with a few ops left out. Tensors move to it and
    back, dispatch runs its kernels, a missing op and mixed devices give their errors, autograd
-   and the optimizers run on it, nb_module_to moves parameters and optimizer state, and the data
-   loader delivers batches there. */
+   and the optimizers run on it, nb_module_to moves parameters and optimizer state, the data
+   loader delivers batches there, and compiled graphs run through its lowering. */
 #include "test_util.h"
 
 #include "ext_backend.h"
+#include "train_step.h"
 
 static const nb_device cpu = { NB_CPU, 0 }, ext0 = { NB_EXT, 0 }, ext1 = { NB_EXT, 1 };
 
@@ -189,7 +190,7 @@ static nb_module *small_model(void) {
     return nb_nn_sequential(nb_nn_linear(6, 8), nb_nn_relu(), nb_nn_linear(8, 3), NULL);
 }
 
-static void train_step(nb_module *m, nb_optimizer *o, nb_tensor *x, nb_tensor *y) {
+static void eager_step(nb_module *m, nb_optimizer *o, nb_tensor *x, nb_tensor *y) {
     nb_scope *s = nb_scope_begin();
     nb_optim_zero_grad(o);
     nb_tensor *loss = nb_cross_entropy(nb_forward(m, x), y, (nb_ce_opts){ 0 });
@@ -208,8 +209,8 @@ static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
     nb_tensor *x = nb_randn(NB_SHAPE(5, 6), NB_F32);
     int64_t yv[] = { 0, 1, 2, 1, 0 };
     nb_tensor *y = nb_from_data(yv, NB_SHAPE(5), NB_I64);
-    train_step(a, oa, x, y);
-    train_step(b, ob, x, y);
+    eager_step(a, oa, x, y);
+    eager_step(b, ob, x, y);
     nb_named_tensor pb[8];
     int n = nb_module_named_parameters(b, pb, 8);
     assert_int_equal(n, 4);
@@ -222,8 +223,8 @@ static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
     }
     nb_tensor *xd = nb_to(x, ext0), *yd = nb_to(y, ext0);
     for (int k = 0; k < 3; k++) {
-        train_step(a, oa, x, y);
-        train_step(b, ob, xd, yd);
+        eager_step(a, oa, x, y);
+        eager_step(b, ob, xd, yd);
     }
     nb_named_tensor pa[8];
     nb_module_named_parameters(a, pa, 8);
@@ -234,8 +235,8 @@ static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
     assert_true(on(pb[0].tensor, ext0));
     /* and back to the cpu, where training goes on alike */
     assert_ptr_equal(nb_module_to(b, cpu), b);
-    train_step(a, oa, x, y);
-    train_step(b, ob, x, y);
+    eager_step(a, oa, x, y);
+    eager_step(b, ob, x, y);
     for (int i = 0; i < n; i++) {
         assert_true(on(pb[i].tensor, cpu));
         assert_close(pb[i].tensor, pa[i].tensor, 0);
@@ -262,17 +263,71 @@ static nb_tensor *back_to_cpu(nb_tensor *const *in, int n, void *ctx) {
 static void test_compiled_graphs_refuse_other_devices(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
+    /* a backend without a lowering runs no compiled graph */
     nb_compiled *c = nb_compile(double_it, NULL, (nb_graph_opts){ 0 });
     nb_tensor *y = nb_to(nb_ones(NB_SHAPE(3), NB_F32), ext0);
     assert_null(nb_compiled_run(c, &y, 1));
-    ASSERT_ERROR_CONTAINS("nb_compiled_run: the traced function ran ops on ext:0, but compiled graphs run on the cpu only");
+    ASSERT_ERROR_CONTAINS("nb_compiled_run: the traced function ran ops on ext:0, and the ext backend has no lowering "
+                          "for compiled graphs");
     nb_compiled_free(c);
-    /* a function that brings its device input back to the cpu is refused too */
+    /* with one, a graph that computes on the cpu beside the device is still refused: it runs on one */
+    ext_backend_lowered(true);
     c = nb_compile(back_to_cpu, NULL, (nb_graph_opts){ 0 });
     assert_null(nb_compiled_run(c, &y, 1));
-    ASSERT_ERROR_CONTAINS("ran ops on ext:0");
+    ASSERT_ERROR_CONTAINS("ran nb_to on the cpu beside ops on ext:0; a compiled graph runs on one device");
     nb_compiled_free(c);
+    ext_backend_lowered(false);
     nb_scope_end(s);
+}
+
+
+/* The compiler hands a graph traced on ext to ext's lowering: a training step compiled there runs
+   through the backend's run, on its kernels and memory, and trains as the eager step on the cpu
+   does, step for step (the same kernels, unfused). */
+static void test_compiled_graphs_run_on_the_backends_lowering(void **state) {
+    (void)state;
+    ext_backend_lowered(true);
+    nb_module *a = small_model(), *b = small_model();
+    nb_optimizer *oa = nb_optim_adam(a, (nb_adam_opts){ .lr = 0.01 });
+    assert_ptr_equal(nb_module_to(b, ext0), b);
+    nb_optimizer *ob = nb_optim_adam(b, (nb_adam_opts){ .lr = 0.01 });
+    trainer tb = { b, ob };
+    nb_compiled *c = nb_compile(train_step, &tb, (nb_graph_opts){ 0 });
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_randn(NB_SHAPE(5, 6), NB_F32);
+    int64_t yv[] = { 0, 1, 2, 1, 0 };
+    nb_tensor *y = nb_from_data(yv, NB_SHAPE(5), NB_I64);
+    nb_tensor *in[2] = { nb_to(x, ext0), nb_to(y, ext0) };
+    long runs = graph_runs, calls = kernel_calls;
+    for (int k = 0; k < 4; k++) {
+        nb_scope *step = nb_scope_begin();
+        nb_optim_zero_grad(oa);
+        nb_tensor *la = nb_cross_entropy(nb_forward(a, x), y, (nb_ce_opts){ 0 });
+        assert_int_equal(nb_backward(la), 0);
+        assert_int_equal(nb_optim_step(oa), 0);
+        nb_tensor *lb = nb_compiled_run(c, in, 2);
+        if (!lb) fail_msg("%s", nb_error());
+        assert_true(on(lb, ext0));
+        assert_close(lb, la, 1e-6);
+        nb_scope_end(step);
+    }
+    assert_int_equal(nb_compiled_get_stats(c).traces, 1);
+    assert_int_equal(graph_runs, runs + 4);
+    assert_true(kernel_calls > calls);
+    nb_named_tensor pa[8], pb[8];
+    int n = nb_module_named_parameters(a, pa, 8);
+    assert_int_equal(nb_module_named_parameters(b, pb, 8), n);
+    for (int i = 0; i < n; i++) {
+        assert_true(on(pb[i].tensor, ext0));
+        assert_close(pb[i].tensor, pa[i].tensor, 1e-6);
+    }
+    nb_scope_end(s);
+    nb_compiled_free(c);
+    nb_optim_free(oa);
+    nb_optim_free(ob);
+    nb_module_free(a);
+    nb_module_free(b);
+    ext_backend_lowered(false);
 }
 
 static void test_loader_delivers_batches_on_the_device(void **state) {
@@ -312,6 +367,7 @@ int main(void) {
         cmocka_unit_test_setup(test_autograd_on_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_module_to_moves_parameters_and_optimizer_state, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_refuse_other_devices, clear_error_setup),
+        cmocka_unit_test_setup(test_compiled_graphs_run_on_the_backends_lowering, clear_error_setup),
         cmocka_unit_test_setup(test_loader_delivers_batches_on_the_device, clear_error_setup),
     };
     setup(NULL);

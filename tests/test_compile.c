@@ -89,19 +89,7 @@ static char *dump_after_one_run(nb_graph_fn fn, nb_tensor *x) {
 
 /* ---------------------------------------------------------------- training steps */
 
-typedef struct {
-    nb_module *model;
-    nb_optimizer *opt;
-} trainer;
-
-static nb_tensor *train_step(nb_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    trainer *t = ctx;
-    nb_tensor *loss = nb_cross_entropy(nb_forward(t->model, in[0]), in[1], (nb_ce_opts){ 0 });
-    nb_optim_zero_grad(t->opt);
-    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
-    return loss;
-}
+#include "train_step.h"
 
 /* Trains two copies of a model on the batch (x, y), one eagerly and one compiled with `step`,
    and checks loss, parameters and gradients agree at every step. Each step reseeds, so dropout

@@ -5,6 +5,27 @@
 
 #include "kernel.h"
 
+struct cgraph;
+struct nb_graph_opts;
+
+/* What a backend does with an optimised graph (the IR of src/compile/ir.h), device-neutral passes
+   done: its own passes (GEMM epilogues, row groups), then, once memory is planned, its build (code
+   generation, loading), and its runs. The compiler calls these through the registry only. */
+typedef struct nb_lowering {
+    /* Whether it runs the fused kernels of the compiler's fusion pass (NODE_FUSED nodes); when
+       not, the compiler leaves every op a node of its own. */
+    bool fuses;
+    /* Passes of the backend's own before memory planning; 0, or -1 with an error. */
+    int (*passes)(struct cgraph *g, const struct nb_graph_opts *opts);
+    /* Readies the planned graph to run (code built or found in a cache); 0, or -1 with an error.
+       *note gets a line (malloc'ed) when something runs slower than it could (no C compiler). */
+    int (*build)(struct cgraph *g, const struct nb_graph_opts *opts, char **note);
+    /* Runs the graph on inputs: an owned result, or NULL with an error. */
+    nb_tensor *(*run)(struct cgraph *g, nb_tensor *const *inputs, int n);
+    /* Lets go of what build made for g (loaded code). */
+    void (*release)(struct cgraph *g);
+} nb_lowering;
+
 typedef struct nb_backend {
     const char *name;                   /* "cpu", "cuda" */
     nb_device_type type;
@@ -21,6 +42,8 @@ typedef struct nb_backend {
     int (*copy)(nb_tensor *dst, const nb_tensor *src);
     /* Waits for the device's queued work. */
     int (*sync)(int index);
+    /* Graph mode on this backend; NULL: compiled graphs are refused on its devices. */
+    const nb_lowering *lower;
 } nb_backend;
 
 /* The backend registered for a device type, or NULL. */

@@ -37,7 +37,8 @@ struct nb_compiled {
     cgraph *last;
     /* One arena for all the graphs: one runs at a time, and nothing a run hands out lives in
        it (results and gradients are new tensors), so every variant shares the largest's bytes
-       instead of holding its own. A graph binds to it when it runs. */
+       instead of holding its own. A graph binds to it when it runs; it lives on the device of
+       the graph that ran last. */
     nb_tensor *arena;
     char *note;
     nb_compiled_stats stats;
@@ -106,13 +107,18 @@ static void drop_arena(nb_compiled *c) {
 /* Binds g to the shared arena, made (as large as the largest graph's) when there is none. */
 static int bind_arena(nb_compiled *c, cgraph *g) {
     if (g->arena_bytes == 0 || (g->arena && g->arena == c->arena)) return 0;
-    if (!c->arena || nb_numel(c->arena) < g->arena_bytes) {
+    bool elsewhere = c->arena && (c->arena->storage->device.type != g->device.type ||
+                                  c->arena->storage->device.index != g->device.index);
+    if (!c->arena || elsewhere || nb_numel(c->arena) < g->arena_bytes) {
         drop_arena(c);
         int64_t bytes = g->arena_bytes;
         for (int i = 0; i < c->nvars; i++)
-            for (int s = 0; s < c->vars[i]->nspecs; s++)
-                if (c->vars[i]->specs[s].g->arena_bytes > bytes) bytes = c->vars[i]->specs[s].g->arena_bytes;
-        if (!(c->arena = nb__tensor_new(NB_SHAPE(bytes), NB_U8))) {
+            for (int s = 0; s < c->vars[i]->nspecs; s++) {
+                const cgraph *o = c->vars[i]->specs[s].g;
+                if (o->arena_bytes > bytes && o->device.type == g->device.type && o->device.index == g->device.index)
+                    bytes = o->arena_bytes;
+            }
+        if (!(c->arena = nb__tensor_new_on(NB_SHAPE(bytes), NB_U8, g->device))) {
             if (!nb__has_error()) nb__error("nb_compiled_run: out of memory for an arena of %lld bytes", (long long)bytes);
             return -1;
         }

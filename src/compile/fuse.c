@@ -1,7 +1,6 @@
-/* Graph mode's fusion: elementwise chains into one kernel, into the sums that consume them and into a
-   product's epilogue, and row groups (kernels over the same rows run together, chunk by chunk). */
+/* Graph mode's fusion, device-neutral: elementwise chains into one kernel, and into the sums that
+   consume them. Where such kernels run (a GEMM's epilogue, a row group) is the lowering's call. */
 #include "compile_impl.h"
-#include "../backend/cpu/iter.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +28,7 @@ static bool fusable(const cgraph *g, const cnode *n) {
 /* Ops cheap enough to recompute for every element of a broadcast result (ops.def's CHEAP). */
 static bool cheap(int op) { return op >= 0 && nb__ops[op].fuse == NB_FUSE_CHEAP; }
 
-/* Whether value v is a product that only its consumer reads (so that consumer is its epilogue). */
-static bool private_product(const cgraph *g, int v, const nb_shape *shape) {
+bool nb__private_product(const cgraph *g, int v, const nb_shape *shape) {
     const cval *x = &g->v[v];
     return x->kind == VAL_NODE && !x->is_const && x->uses == 1 && x->base < 0 && x->node >= 0 &&
            g->nodes[x->node].op == NB_OP_MATMUL && x->dtype == NB_F32 && nb__shape_eq(&x->shape, shape);
@@ -153,7 +151,7 @@ int nb__pass_fuse(cgraph *g) {
             }
         }
         bool epilogue = false; /* a lone op on a product still saves a pass: it runs in place */
-        for (int a = 0; a < root->nin && gr.n == 1; a++) epilogue = epilogue || private_product(g, root->in[a], shape);
+        for (int a = 0; a < root->nin && gr.n == 1; a++) epilogue = epilogue || nb__private_product(g, root->in[a], shape);
         if (gr.n < 2 && !epilogue) continue;
         fkernel *k = build_kernel(g, &gr);
         if (!k) return -1;
@@ -172,17 +170,6 @@ int nb__pass_fuse(cgraph *g) {
     return merged;
 }
 
-/* The reduction a sum makes of its operand, seen as [rows, cols] (leading axes, last axis). */
-static red_kind reduction_of(const cnode *n, const cval *x) {
-    int nd = x->shape.ndim;
-    int64_t mask = n->args.i[0], all = nd ? ((int64_t)1 << nd) - 1 : 0;
-    if (nd == 0) return RED_NONE;
-    if ((mask & all) == all) return RED_ALL;
-    if ((mask & all) == ((int64_t)1 << (nd - 1))) return RED_ROWS;
-    if (nd >= 2 && (mask & all) == all - ((int64_t)1 << (nd - 1))) return RED_COLS;
-    return RED_NONE;
-}
-
 /* A sum whose operand an elementwise chain made for it alone takes the chain in: the kernel
    reduces as it computes, and the operand is never stored. */
 int nb__pass_fuse_reductions(cgraph *g) {
@@ -196,7 +183,7 @@ int nb__pass_fuse_reductions(cgraph *g) {
         if (x->kind != VAL_NODE || x->is_const || x->base >= 0 || x->uses != 1 || x->dtype != NB_F32) continue;
         if (x->node < 0 || nb__is_grad_value(g, xv) || xv == g->out) continue;
         cnode *p = &g->nodes[x->node];
-        red_kind red = reduction_of(s, x);
+        red_kind red = nb__reduction_of(s, x);
         if (p->dead || red == RED_NONE || (p->op != NODE_FUSED && !fusable(g, p))) continue;
         if (p->op == NODE_FUSED && (p->fk->red != RED_NONE || p->fk->epilogue)) continue;
         bool safe = true;
@@ -232,145 +219,4 @@ int nb__pass_fuse_reductions(cgraph *g) {
         nb__count_uses(g);
     }
     return merged;
-}
-
-/* A fused kernel that reads, as one operand, the product a matmul made just for it runs right
-   after that matmul, in place on its buffer: the GEMM's epilogue. */
-void nb__mark_epilogues(cgraph *g) {
-    nb__count_uses(g);
-    for (int i = 0; i < g->nn; i++) {
-        cnode *n = &g->nodes[i];
-        if (n->dead || n->op != NODE_FUSED || n->fk->red != RED_NONE) continue;
-        for (int a = 0; a < n->nin; a++)
-            if (private_product(g, n->in[a], &g->v[n->out].shape)) n->fk->epilogue = true;
-    }
-}
-
-/* ------------------------------------------------------------------ row groups */
-
-/* Whether two loops have the same leading axes (all but the last): the same rows. */
-static bool same_rows(const nb_shape *a, const nb_shape *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim - 1; d++)
-        if (a->dim[d] != b->dim[d]) return false;
-    return true;
-}
-
-/* How value x is read by a loop over `loop`: 'r' one row of x per row of the loop, 'i' the same
-   for every row (it broadcasts over the leading axes), 0 neither. */
-static char row_access(const cval *x, const nb_shape *loop) {
-    bool aligned = true, invariant = true;
-    for (int d = 0; d < loop->ndim - 1; d++) {
-        if (loop->dim[d] == 1) continue;
-        int di = d - (loop->ndim - x->shape.ndim);
-        int64_t n = di < 0 ? 1 : x->shape.dim[di];
-        aligned = aligned && n == loop->dim[d];
-        invariant = invariant && n == 1;
-    }
-    return aligned ? 'r' : invariant ? 'i' : 0;
-}
-
-/* A lone f32 sum over the last axis (group_loop said so) becomes a one-load fused kernel, so it
-   can join a row group. NULL when out of memory. */
-static fkernel *sum_kernel(const cgraph *g, const cnode *s) {
-    const cval *x = &g->v[s->in[0]];
-    fkernel *k = calloc(1, sizeof *k);
-    if (!k) return NULL;
-    k->in = malloc(sizeof(int));
-    k->in_dtype = malloc(sizeof(nb_dtype));
-    k->code = malloc(sizeof(finstr));
-    k->scal = malloc(sizeof(double));
-    k->label = dup_str("sum");
-    if (!k->in || !k->in_dtype || !k->code || !k->scal || !k->label) { nb__kernel_free(k); return NULL; }
-    k->nin = 1;
-    k->in[0] = s->in[0];
-    k->in_dtype[0] = NB_F32;
-    k->code[0] = (finstr){ .op = FI_LOAD, .a = 0 };
-    k->n = 1;
-    k->nops = 1;
-    k->red = RED_ROWS;
-    k->loop = x->shape;
-    return k;
-}
-
-/* The loop of a node that may join a row group (a fused kernel, or a lone row sum), else NULL. */
-static const nb_shape *group_loop(const cgraph *g, const cnode *n) {
-    if (n->dead) return NULL;
-    if (n->op == NODE_FUSED)
-        return n->fk->epilogue || n->fk->tile || (n->fk->red != RED_NONE && n->fk->red != RED_ROWS) ? NULL : &n->fk->loop;
-    if (n->op == NB_OP_SUM && g->v[n->in[0]].dtype == NB_F32 && g->v[n->out].dtype == NB_F32 &&
-        reduction_of(n, &g->v[n->in[0]]) == RED_ROWS)
-        return &g->v[n->in[0]].shape;
-    return NULL;
-}
-
-/* Row groups: runs of consecutive fused kernels over the same rows where each reads what the
-   others make only in the row it computes, the rest only as values shared by every row (a layer
-   norm: the row sum, the centring, the sum of squares, the scale, the affine map). They run
-   chunk of rows by chunk of rows, chunks in parallel, so a row stays in cache from the first
-   kernel to the last and five small serial loops become one parallel one. Each row computes
-   exactly what it did alone. Returns the number of groups. */
-int nb__pass_row_groups(cgraph *g) {
-    int groups = 0;
-    for (int i = 0; i < g->nn; i++) {
-        const nb_shape *loop = group_loop(g, &g->nodes[i]);
-        if (!loop || loop->ndim < 2 || g->nodes[i].rgroup >= 0) continue;
-        int member[MAX_ROW_GROUP], n = 0;
-        for (int j = i; j < g->nn && n < MAX_ROW_GROUP; j++) {
-            cnode *c = &g->nodes[j];
-            if (c->dead) continue;
-            const nb_shape *l = group_loop(g, c);
-            if (!l || !same_rows(l, loop)) break;
-            /* every operand: a row per row, or shared by every row and made outside the group */
-            bool ok = true;
-            for (int a = -1; a < c->nin && ok; a++) {
-                int v = a < 0 ? c->out : c->in[a];
-                const cval *x = &g->v[v];
-                char acc = a < 0 ? 'r' : row_access(x, l);
-                if (acc == 'r' && a < 0 && c->op == NODE_FUSED && c->fk->red == RED_NONE)
-                    acc = nb__shape_eq(&x->shape, l) ? 'r' : 0;
-                if (acc == 'i')
-                    for (int m = 0; m < n && ok; m++) ok = g->v[v].root != g->v[g->nodes[member[m]].out].root;
-                ok = ok && acc != 0;
-            }
-            if (!ok) break;
-            member[n++] = j;
-        }
-        if (n < 2) continue;
-        /* lone sums become kernels; every member must walk its operands as [rows, cols] */
-        fkernel *made[MAX_ROW_GROUP] = { 0 };
-        bool ok = true;
-        for (int m = 0; m < n && ok; m++) {
-            cnode *c = &g->nodes[member[m]];
-            fkernel *k = c->fk;
-            if (c->op != NODE_FUSED && !(k = made[m] = sum_kernel(g, c))) {
-                for (int q = 0; q < m; q++) nb__kernel_free(made[q]);
-                return -1;
-            }
-            k->rows = true;
-            int rc = nb__kernel_layout(k, g, k->red != RED_NONE ? -1 : c->out);
-            k->rows = false;
-            if (rc < 0) {
-                for (int q = 0; q <= m; q++) nb__kernel_free(made[q]);
-                return -1;
-            }
-            ok = rc == 0;
-        }
-        if (!ok) {
-            for (int m = 0; m < n; m++) nb__kernel_free(made[m]);
-            continue;
-        }
-        for (int m = 0; m < n; m++) {
-            cnode *c = &g->nodes[member[m]];
-            if (made[m]) {
-                c->op = NODE_FUSED;
-                c->fk = made[m];
-            }
-            c->rgroup = member[0];
-            c->fk->rows = true;
-        }
-        groups++;
-        i = member[n - 1];
-    }
-    return groups;
 }

@@ -1,8 +1,9 @@
-/* Graph mode's pipeline, executor and printer: the passes run in order over a traced graph, the
-   planned graph replayed on new inputs, and the text form of a graph. The tracer, the passes,
-   fusion and planning are trace.c, passes.c, fuse.c and plan.c. */
+/* Graph mode's pipeline and printer: the device-neutral passes run in order over a traced graph,
+   then the lowering of the backend it runs on (its passes, memory planning between, its build);
+   the tensors of one run (the part of every executor that is not the backend's); and the text
+   form of a graph. The tracer, the passes, fusion, loop layout and planning are trace.c,
+   passes.c, fuse.c, layout.c and plan.c. */
 #include "compile_impl.h"
-#include "../backend/cpu/iter.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,15 +59,15 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         if ((rc = nb__pass_dce(g)) < 0) goto oom;
         g->removed_dce += rc;
     }
-    if (!(off & NB_PASS_FUSE)) {
+    if (!(off & NB_PASS_FUSE) && g->lower->fuses) {
         if ((rc = nb__pass_fuse(g)) < 0) goto oom;
         g->fused_ops = rc;
         if ((rc = nb__pass_fuse_reductions(g)) < 0) goto oom;
         g->fused_ops += rc;
-        nb__mark_epilogues(g);
-        if ((rc = nb__pass_row_groups(g)) < 0) goto oom;
-        g->row_groups = rc;
     }
+    /* the backend's own passes (on the cpu: GEMM epilogues, row groups), before planning, which
+       keeps a row group's values alive across the group */
+    if (g->lower->passes && g->lower->passes(g, opts) < 0) goto oom;
     /* values that no longer need their trace-time tensor let it go */
     for (int i = 0; i < g->nv; i++) {
         cval *v = &g->v[i];
@@ -78,52 +79,19 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
        replays' do not add up */
     nb_empty_cache();
     if (nb__plan_memory(g, !(off & NB_PASS_PLAN)) < 0 || nb__make_headers(g) < 0) goto oom;
-    nb__attach_tile_epilogues(g);
-    nb__attach_optimizer_epilogues(g);
-    for (int i = 0; i < g->nn; i++) {
-        cnode *n = &g->nodes[i];
-        if (n->dead || n->op != NODE_FUSED) continue;
-        g->kernels++;
-        if (nb__kernel_layout(n->fk, g, n->fk->red != RED_NONE ? -1 : n->out) < 0) goto oom;
-    }
-    return nb__kernels_build(g, opts, note);
+    for (int i = 0; i < g->nn; i++) g->kernels += !g->nodes[i].dead && g->nodes[i].op == NODE_FUSED;
+    return g->lower->build ? g->lower->build(g, opts, note) : 0;
 oom:
     if (!nb__has_error()) nb__error("nb_compiled_run: out of memory while compiling");
     return -1;
 }
 
-/* ------------------------------------------------------------------ the executor */
+/* ------------------------------------------------------------------ the run's tensors */
 
-typedef struct {
-    const fkernel *k;
-    nb_tensor *out;
-    nb_tensor *const *in;
-} tile_ctx;
-
-typedef struct {
-    nb_tensor *const *in;
-    int nin;
-    nb_op_args a;
-    int64_t cols;
-} optim_ctx;
-
-/* The GEMM hands out pieces of whole rows (whole_rows below), so a piece is one contiguous range. */
-static void run_optim(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    (void)batch; (void)c0; (void)c1;
-    optim_ctx *o = ctx;
-    nb__cpu_optim_range(o->in, o->nin, r0 * o->cols, r1 * o->cols, &o->a);
-}
-
-static void run_tile(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    tile_ctx *t = ctx;
-    nb__kernel_run_tile(t->k, t->out, t->in, batch, r0, r1, c0, c1);
-}
-
-nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
-    (void)n;
+int nb__frame_begin(cgraph *g, nb_tensor *const *inputs, nb_graph_frame *f) {
     if (g->arena_bytes > 0 && !g->arena) {
         nb__error("nb_compiled_run: the graph has no arena bound");
-        return NULL;
+        return -1;
     }
     /* the gradients the last run handed to the leaves go before this run makes new ones, as
        the eager step's zero_grad drops them before its backward, so two sets never live at
@@ -137,28 +105,27 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
         leaf->grad = NULL;
         nb_release(old);
     }
-    nb_tensor *stack_vt[256];
-    nb_tensor **vt = g->nv <= 256 ? stack_vt : nb__alloc(sizeof(nb_tensor *) * (size_t)g->nv);
-    if (!vt) { nb__error("nb_compiled_run: out of memory"); return NULL; }
-    bool *own = (bool *)nb__alloc((size_t)g->nv);
-    if (!own) {
-        if (vt != stack_vt) nb__free(vt, sizeof(nb_tensor *) * (size_t)g->nv);
+    f->vt = g->nv <= 256 ? f->small : nb__alloc(sizeof(nb_tensor *) * (size_t)g->nv);
+    f->own = f->vt ? (bool *)nb__alloc((size_t)g->nv) : NULL;
+    if (!f->own) {
+        if (f->vt && f->vt != f->small) nb__free(f->vt, sizeof(nb_tensor *) * (size_t)g->nv);
         nb__error("nb_compiled_run: out of memory");
-        return NULL;
+        return -1;
     }
-    memset(own, 0, (size_t)g->nv);
-    nb_tensor *result = NULL;
+    memset(f->own, 0, (size_t)g->nv);
+    nb_tensor **vt = f->vt;
     int rc = 0;
-    for (int i = 0; i < g->nv && rc == 0; i++) {
+    for (int i = 0; i < g->nv; i++) {
         cval *v = &g->v[i];
         vt[i] = NULL;
+        if (rc) continue;
         switch (v->loc) {
         case LOC_EXTERNAL: vt[i] = v->kind == VAL_INPUT ? inputs[v->input] : v->t; break;
         case LOC_ARENA:
         case LOC_OWN: vt[i] = g->hdr[i]; break;
         case LOC_FRESH:
-            if (!(vt[i] = nb__tensor_new(v->shape, v->dtype))) rc = -1;
-            own[i] = true;
+            if (!(vt[i] = nb__tensor_new_on(v->shape, v->dtype, g->device))) rc = -1;
+            f->own[i] = true;
             break;
         case LOC_NONE: break;
         case LOC_VIEW:
@@ -166,72 +133,21 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
             else if (vt[v->base]) {
                 nb_tensor *b = vt[v->base];
                 if (!(vt[i] = nb__tensor_view(b, v->shape, v->stride, b->offset + v->delta))) rc = -1;
-                else { vt[i]->dtype = v->dtype; own[i] = true; }
+                else { vt[i]->dtype = v->dtype; f->own[i] = true; }
             }
             break;
         }
     }
-    nb_tensor *scratch[64];
-    for (int i = 0; i < g->nn && rc == 0; i++) {
-        cnode *nd = &g->nodes[i];
-        if (nd->dead || nd->deferred) continue;
-        if (nd->nin > 64) { nb__error("nb_compiled_run: node with %d inputs", nd->nin); rc = -1; break; }
-        for (int k = 0; k < nd->nin; k++) scratch[k] = vt[nd->in[k]];
-        if (nd->op == NODE_FUSED && nd->rgroup == i) { /* a row group: all its kernels at once */
-            fkernel *gk[MAX_ROW_GROUP];
-            nb_tensor *gout[MAX_ROW_GROUP], *gin[MAX_ROW_GROUP][64], *const *gins[MAX_ROW_GROUP];
-            int n = 0;
-            for (int j = i; j < g->nn; j++) {
-                cnode *c = &g->nodes[j];
-                if (c->dead) continue;
-                if (c->rgroup != i) break;
-                gk[n] = c->fk;
-                gout[n] = vt[c->out];
-                for (int k = 0; k < c->nin; k++) gin[n][k] = vt[c->in[k]];
-                gins[n] = gin[n];
-                n++;
-            }
-            nb__kernel_run_group(gk, n, gout, gins);
-            continue;
-        }
-        if (nd->op == NODE_FUSED && nd->rgroup >= 0) continue; /* ran with its group */
-        if (nd->op == NODE_FUSED) {
-            rc = nb__kernel_run(nd->fk, vt[nd->out], scratch);
-            continue;
-        }
-        if (nb__is_view(nd->op)) continue;
-        if (nd->op == NB_OP_MATMUL && nd->opt_epi >= 0) {
-            cnode *u = &g->nodes[nd->opt_epi];
-            nb_tensor *uin[8];
-            for (int k = 0; k < u->nin; k++) uin[k] = vt[u->in[k]];
-            optim_ctx oc = { .in = uin, .nin = u->nin, .cols = vt[nd->out]->shape.dim[1] };
-            nb__cpu_optim_begin(uin, u->nin, &u->args, &oc.a);
-            /* whole rows: the update streams through its parameter and state, which column pieces
-               would cut into short runs the prefetcher cannot follow */
-            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_optim, &oc, true);
-            nb__cpu_optim_end(uin);
-            continue;
-        }
-        if (nd->op == NB_OP_MATMUL && nd->epi >= 0) {
-            cnode *f = &g->nodes[nd->epi];
-            nb_tensor *fin[64];
-            for (int k = 0; k < f->nin; k++) fin[k] = vt[f->in[k]];
-            tile_ctx tc = { f->fk, vt[f->out], fin };
-            rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_tile, &tc, false);
-            continue;
-        }
-        nb_kernel_fn kernel = nb__cpu_backend.kernels[nd->op];
-        if (!kernel) {
-            nb__error("nb_compiled_run: op nb_%s has no cpu kernel", nb__ops[nd->op].name);
-            rc = -1;
-            break;
-        }
-        if (kernel(vt[nd->out], scratch, nd->nin, &nd->args) < 0) {
-            if (!nb__has_error()) nb__error("nb_compiled_run: the kernel of nb_%s failed", nb__ops[nd->op].name);
-            rc = -1;
-        }
+    if (rc < 0) {
+        nb__frame_end(g, inputs, f, false);
+        return -1;
     }
-    if (rc == 0) {
+    return 0;
+}
+
+nb_tensor *nb__frame_end(cgraph *g, nb_tensor *const *inputs, nb_graph_frame *f, bool ok) {
+    nb_tensor **vt = f->vt, *result = NULL;
+    if (ok) {
         for (int k = 0; k < g->ngrads; k++) {
             const cval *lv = &g->v[g->grad_leaf[k]];
             nb_tensor *leaf = lv->kind == VAL_INPUT ? inputs[lv->input] : lv->t, *gr = vt[g->grad_val[k]];
@@ -243,11 +159,13 @@ nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) {
         result = nb_retain(vt[g->out]);
     }
     for (int i = 0; i < g->nv; i++)
-        if (own[i] && vt[i]) nb_release(vt[i]);
-    nb__free(own, (size_t)g->nv);
-    if (vt != stack_vt) nb__free(vt, sizeof(nb_tensor *) * (size_t)g->nv);
+        if (f->own[i] && vt[i]) nb_release(vt[i]);
+    nb__free(f->own, (size_t)g->nv);
+    if (vt != f->small) nb__free(vt, sizeof(nb_tensor *) * (size_t)g->nv);
     return result;
 }
+
+nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) { return g->lower->run(g, inputs, n); }
 
 /* ------------------------------------------------------------------ printing and freeing */
 
@@ -331,6 +249,6 @@ void nb__graph_free(cgraph *g) {
     free(g->grad_leaf);
     free(g->grad_val);
     free(g->dump_before);
-    if (g->dl) nb__kernels_unload(g->dl);
+    if (g->lower && g->lower->release) g->lower->release(g);
     free(g);
 }

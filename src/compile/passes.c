@@ -1,7 +1,6 @@
 /* Graph mode's analysis helpers and its first passes: mutations and uses, dead-code elimination,
    constant folding and common sub-expressions. */
 #include "compile_impl.h"
-#include "../backend/cpu/iter.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,4 +163,14 @@ int nb__pass_cse(cgraph *g) {
         }
     }
     return removed;
+}
+
+red_kind nb__reduction_of(const cnode *n, const cval *x) {
+    int nd = x->shape.ndim;
+    int64_t mask = n->args.i[0], all = nd ? ((int64_t)1 << nd) - 1 : 0;
+    if (nd == 0) return RED_NONE;
+    if ((mask & all) == all) return RED_ALL;
+    if ((mask & all) == ((int64_t)1 << (nd - 1))) return RED_ROWS;
+    if (nd >= 2 && (mask & all) == all - ((int64_t)1 << (nd - 1))) return RED_COLS;
+    return RED_NONE;
 }

@@ -1,7 +1,6 @@
-/* Graph mode's memory planning: buffers by lifetime in one arena (in place where safe), the tensor
-   headers over it, and the epilogues attached to the products that make their inputs. */
+/* Graph mode's memory planning: buffers by lifetime in one arena (in place where safe), and the
+   tensor headers over it. */
 #include "compile_impl.h"
-#include "../backend/cpu/iter.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +180,7 @@ int nb__make_headers(cgraph *g) {
         cval *v = &g->v[i];
         if (on_arena(g, v)) continue;
         if (v->loc == LOC_OWN) {
-            if (!(g->hdr[i] = nb__tensor_new(v->shape, v->dtype))) return -1;
+            if (!(g->hdr[i] = nb__tensor_new_on(v->shape, v->dtype, g->device))) return -1;
         } else if (v->loc == LOC_VIEW) {
             cval *rv = &g->v[v->root];
             if (rv->loc == LOC_FRESH || rv->kind == VAL_INPUT) continue; /* made per run */
@@ -223,84 +222,4 @@ int nb__graph_bind(cgraph *g, nb_tensor *arena) {
         return -1;
     }
     return 0;
-}
-
-/* A fused loop that works in place on a product only it reads moves into the GEMM: it runs on
-   each piece as soon as the piece is final, on the thread that made it. It may when everything
-   else it reads exists before the product and is not written in between. */
-void nb__attach_tile_epilogues(cgraph *g) {
-    for (int i = 0; i < g->nn; i++) {
-        cnode *f = &g->nodes[i];
-        if (f->dead || f->op != NODE_FUSED || !f->fk->epilogue || f->fk->red != RED_NONE) continue;
-        cval *o = &g->v[f->out];
-        if (o->share < 0 || o->shape.ndim < 2) continue;
-        cval *m = &g->v[o->share];
-        if (m->kind != VAL_NODE || m->node < 0 || g->nodes[m->node].op != NB_OP_MATMUL) continue;
-        cnode *mm = &g->nodes[m->node];
-        if (mm->epi >= 0) continue;
-        bool ready = true;
-        for (int a = 0; a < f->nin && ready; a++) {
-            int v = f->in[a];
-            if (v == o->share) continue;
-            for (int w = v; w >= 0 && ready; w = g->v[w].base)
-                if (g->v[w].kind == VAL_NODE && !g->v[w].is_const && g->v[w].node >= 0)
-                    ready = g->nodes[g->v[w].node].pos < mm->pos;
-            ready = ready && !nb__written_between(g, g->v[v].root, mm->pos - 1, f->pos);
-        }
-        if (!ready) continue;
-        f->fk->tile = true;
-        f->deferred = true;
-        mm->epi = i;
-    }
-}
-
-/* Whether node x reads or writes any of the storages in roots[0..n). */
-static bool touches(const cgraph *g, const cnode *x, const int *roots, int n) {
-    for (int a = 0; a < x->nin; a++)
-        for (int r = 0; r < n; r++)
-            if (g->v[x->in[a]].root == roots[r]) return true;
-    return false;
-}
-
-/* An optimizer update whose gradient is a product (seen through views that change nothing)
-   moves into that product's GEMM: each piece of the gradient updates its parameters and state
-   while it is in cache, on the thread that made it. It may when nothing between the product and
-   the update reads or writes the parameter, its step count or its state. */
-void nb__attach_optimizer_epilogues(cgraph *g) {
-    for (int i = 0; i < g->nn; i++) {
-        cnode *u = &g->nodes[i];
-        if (u->dead || u->op != NB_OP_OPTIM_UPDATE || u->nin < 4 || u->nin > 8) continue;
-        const cval *gv = &g->v[u->in[1]], *p = &g->v[u->in[0]];
-        const cval *r = &g->v[gv->root];
-        if (r->kind != VAL_NODE || r->is_const || r->node < 0 || r->dtype != NB_F32 || p->dtype != NB_F32) continue;
-        if (r->loc != LOC_ARENA && r->loc != LOC_OWN && r->loc != LOC_FRESH) continue;
-        cnode *mm = &g->nodes[r->node];
-        if (mm->dead || mm->op != NB_OP_MATMUL || mm->epi >= 0 || mm->opt_epi >= 0 || r->shape.ndim != 2) continue;
-        /* the gradient must be the product itself, element for element */
-        int64_t st[NB_MAX_DIMS];
-        nb__contiguous_strides(&r->shape, st);
-        if (!nb__shape_eq(&gv->shape, &r->shape) || !nb__shape_eq(&p->shape, &r->shape)) continue;
-        bool same = true;
-        int64_t off = 0;
-        for (int w = u->in[1]; w >= 0 && g->v[w].base >= 0; w = g->v[w].base) off += g->v[w].delta;
-        for (int d = 0; d < gv->shape.ndim && same; d++) same = gv->shape.dim[d] == 1 || gv->stride[d] == st[d];
-        if (!same || off != 0) continue;
-        int roots[8], nr = 0;
-        for (int a = 0; a < u->nin; a++)
-            if (a != 1 && a != 3) roots[nr++] = g->v[u->in[a]].root;
-        bool clear = true;
-        for (int j = 0; j < g->nn && clear; j++) {
-            const cnode *x = &g->nodes[j];
-            if (j == i || x->dead || x->pos <= mm->pos || x->pos >= u->pos) continue;
-            clear = !touches(g, x, roots, nr);
-        }
-        for (int a = 0; a < u->nin && clear; a++) /* the update's other inputs exist before the product */
-            if (a != 1)
-                for (int w = u->in[a]; w >= 0 && clear; w = g->v[w].base)
-                    if (g->v[w].kind == VAL_NODE && !g->v[w].is_const && g->v[w].node >= 0)
-                        clear = g->nodes[g->v[w].node].pos < mm->pos;
-        if (!clear) continue;
-        mm->opt_epi = i;
-        u->deferred = true;
-    }
 }

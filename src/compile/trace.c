@@ -1,7 +1,6 @@
 /* Graph mode's tracer: runs the traced function with shapes only and records every dispatched op into
    a graph of values and nodes (inputs, captures, op results, aliases of their storage). */
 #include "compile_impl.h"
-#include "../backend/cpu/iter.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,9 @@ typedef struct {
     bool failed;
     bool off_host;   /* an op ran on a device other than the cpu: device names it */
     nb_device device;
+    bool two_devices; /* ops ran on a second device besides the cpu: other names it */
+    nb_device other;
+    int cpu_op;      /* an op whose result is on the cpu (-1: none); beside another device, refused */
 } tracer;
 
 static size_t hash_ptr(const void *p, int cap) {
@@ -236,13 +238,18 @@ static bool before(void *ctx, nb_op_id op, nb_tensor *const *in, int nin) {
 static void record(void *ctx, nb_op_id op, nb_tensor *const *in, int nin, const nb_op_args *args, nb_tensor *out) {
     tracer *tr = ctx;
     if (tr->failed) return;
-    for (int i = -1; i < nin && !tr->off_host; i++) { /* the output, then each input */
+    for (int i = -1; i < nin; i++) { /* the output, then each input */
         nb_device d = (i < 0 ? out : in[i])->storage->device;
-        if (d.type != NB_CPU) {
+        if (d.type == NB_CPU) continue;
+        if (!tr->off_host) {
             tr->off_host = true;
             tr->device = d;
+        } else if (d.type != tr->device.type || d.index != tr->device.index) {
+            tr->two_devices = true;
+            tr->other = d;
         }
     }
+    if (out->storage->device.type == NB_CPU && tr->cpu_op < 0) tr->cpu_op = op;
     int stack_ids[16];
     int *ids = nin <= 16 ? stack_ids : malloc(sizeof(int) * (size_t)nin);
     if (!ids) { tr->failed = true; return; }
@@ -258,7 +265,7 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     if (!g) { nb__error("nb_compiled_run: out of memory"); return NULL; }
     g->ninputs = n;
     g->out = -1;
-    tracer tr = { .g = g, .inputs = inputs, .ninputs = n };
+    tracer tr = { .g = g, .inputs = inputs, .ninputs = n, .cpu_op = -1 };
     /* inputs are values 0..n-1 even when the function ignores some */
     for (int k = 0; k < n && !tr.failed; k++)
         if (value_of(&tr, inputs[k]) < 0) tr.failed = true;
@@ -278,11 +285,32 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     }
     if (r) *result = nb_retain(r);
     nb_scope_end(s);
-    if (tr.off_host) {
-        /* the lowering to run graphs is the cpu backend's; other backends have none yet */
+    /* the graph runs on the one device besides the cpu its ops touched (the cpu when none), by
+       that backend's lowering */
+    g->device = tr.off_host ? tr.device : (nb_device){ NB_CPU, 0 };
+    const nb_backend *be = nb__backend_get(g->device.type);
+    g->lower = be ? be->lower : NULL;
+    if (tr.two_devices) {
+        char d1[32], d2[32];
+        nb__error("nb_compiled_run: the traced function ran ops on two devices besides the cpu, %s and %s; "
+                  "a compiled graph runs on one", nb_device_str(tr.device, d1, sizeof d1),
+                  nb_device_str(tr.other, d2, sizeof d2));
+        goto fail;
+    }
+    if (!g->lower) {
         char dv[32];
-        nb__error("nb_compiled_run: the traced function ran ops on %s, but compiled graphs run on the cpu only; "
-                  "call the function directly there", nb_device_str(tr.device, dv, sizeof dv));
+        nb__error("nb_compiled_run: the traced function ran ops on %s, and the %s backend has no lowering for "
+                  "compiled graphs; call the function directly there", nb_device_str(g->device, dv, sizeof dv),
+                  be ? be->name : "unregistered");
+        goto fail;
+    }
+    if (tr.off_host && tr.cpu_op >= 0) {
+        /* every value the graph makes lives on its device (inputs and captures may be on the
+           cpu: an nb_to of one is an upload each run) */
+        char dv[32];
+        nb__error("nb_compiled_run: the traced function ran nb_%s on the cpu beside ops on %s; a compiled graph "
+                  "runs on one device: move its inputs there before the call", nb__ops[tr.cpu_op].name,
+                  nb_device_str(g->device, dv, sizeof dv));
         goto fail;
     }
     if (tr.failed) {

@@ -1,5 +1,7 @@
-/* The cpu backend: its kernel table, generated from the one op list, over host memory. */
+/* The cpu backend: its kernel table, generated from the one op list, over host memory, and its
+   lowering of compiled graphs (lower/). */
 #include "../backend.h"
+#include "lower/lower.h"
 #include <string.h>
 
 #define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) int nb__cpu_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);
@@ -29,4 +31,5 @@ const nb_backend nb__cpu_backend = {
     .type = NB_CPU,
     .kernels = cpu_kernels,
     .copy = cpu_copy,
+    .lower = &nb__cpu_lowering,
 };

@@ -53,7 +53,7 @@ enum { R_SUM, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN };
 
 /* The sum of n contiguous floats in double, in eight running sums (element j in sum j % 8)
    combined pairwise: it vectorises, and its order depends on n alone. The graph compiler's fused
-   row sums (compile/kernel.c) add in the same order, so compiled sums equal eager ones. */
+   row sums (backend/cpu/lower/fused.c, jit.c) add in the same order, so compiled sums equal eager ones. */
 NB_WIDE_CLONES static double sum_lanes_float(const float *x, int64_t n) {
     double a[8] = { 0 };
     int64_t j = 0;
