@@ -3,8 +3,8 @@
    one rank; the PyTorch side is bench_dist_torch.py, and run_dist.sh runs both, alternating, and
    prints the tables. Rank 0 prints "key value" lines on stdout.
 
-   bench_dist [--quick] mlp|cnn
-     Trains the model on synthetic data (random inputs in [0, 1), random labels 0..9; 256 batches
+   bench_dist [--quick] [--compiled] mlp|cnn
+     Trains the model (with --compiled, its step compiled by nb_compile: graph-mode DDP) on synthetic data (random inputs in [0, 1), random labels 0..9; 256 batches
      per rank for the MLP, 16 for the CNN, used in turn) with SGD
      (lr 0.01, momentum 0.9) and cross entropy, global batch 64 per step split across the ranks
      (64 / world each). One rank: the plain model in one process (no DDP, no MPI). Several: the
@@ -38,6 +38,7 @@
 #include <nabla.h>
 #include "bench_util.h"
 #include "../tests/gpt_model.h"
+#include "../tests/train_step.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -99,22 +100,23 @@ static void barrier(void) {
 
 /* ---- throughput: mlp and cnn ---- */
 
+static bool compiled = false; /* --compiled: the step under nb_compile (graph mode) */
+
 typedef struct {
-    nb_module *model;
-    nb_optimizer *opt;
+    trainer tr;         /* the model and its optimizer (tests/train_step.h) */
     nb_tensor *x[NBATCH], *y[NBATCH];
     int nbatch;
     long step;
     double last_loss;
-} trainer;
+    nb_compiled *graph; /* train_step compiled, with --compiled */
+} bench_run;
 
-static void train_steps(trainer *t, long n) {
+static void train_steps(bench_run *t, long n) {
     for (long i = 0; i < n; i++, t->step++) {
         nb_scope *s = nb_scope_begin();
-        nb_tensor *logits = nb_forward(t->model, t->x[t->step % t->nbatch]);
-        nb_tensor *loss = nb_cross_entropy(logits, t->y[t->step % t->nbatch], (nb_ce_opts){ 0 });
-        nb_optim_zero_grad(t->opt);
-        if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) check("training step");
+        nb_tensor *in[2] = { t->x[t->step % t->nbatch], t->y[t->step % t->nbatch] };
+        nb_tensor *loss = t->graph ? nb_compiled_run(t->graph, in, 2) : train_step(in, 2, &t->tr);
+        if (!loss) check("training step");
         if (i == n - 1) t->last_loss = nb_item(loss);
         nb_scope_end(s);
     }
@@ -140,15 +142,17 @@ static void bench_throughput(const char *name) {
     int reps = is_mlp ? (quick ? 20 : 100) : (quick ? 5 : 20);
     int64_t local = GLOBAL_BATCH / world;
 
-    trainer t = { 0 };
+    bench_run t = { 0 };
     nb_manual_seed(0); /* the same weights everywhere (nb_ddp broadcasts rank 0's anyway) */
     nb_module *m = is_mlp ? mlp_new() : cnn_new();
     check("model");
     int64_t nparams = nb_module_num_params(m);
-    t.model = world > 1 ? nb_ddp(m, (nb_ddp_opts){ 0 }) : m;
+    t.tr.model = world > 1 ? nb_ddp(m, (nb_ddp_opts){ 0 }) : m;
     check("nb_ddp");
-    t.opt = nb_optim_sgd(t.model, (nb_sgd_opts){ .lr = 0.01, .momentum = 0.9 });
+    t.tr.opt = nb_optim_sgd(t.tr.model, (nb_sgd_opts){ .lr = 0.01, .momentum = 0.9 });
     check("optimizer");
+    if (compiled) t.graph = nb_compile(train_step, &t.tr, (nb_graph_opts){ 0 });
+    check("nb_compile");
     nb_manual_seed(100 + (uint64_t)rank); /* each rank its own share of the global batch */
     t.nbatch = is_mlp ? NBATCH : 16;
     for (int b = 0; b < t.nbatch; b++) {
@@ -168,7 +172,7 @@ static void bench_throughput(const char *name) {
     long per = (long)(target_s / (one > 1e-9 ? one : 1e-9));
     if (per < 1) per = 1;
 
-    nb_ddp_stats st0 = world > 1 ? nb_ddp_get_stats(t.model) : (nb_ddp_stats){ 0 };
+    nb_ddp_stats st0 = world > 1 ? nb_ddp_get_stats(t.tr.model) : (nb_ddp_stats){ 0 };
     double *ts = malloc(sizeof(double) * (size_t)windows);
     barrier();
     double busy0 = machine_busy_s(), own0 = own_cpu_s(), wall0 = now_s();
@@ -192,7 +196,7 @@ static void bench_throughput(const char *name) {
     if (busy0 >= 0) OUT("%s_other_cpu %.2f\n", name, other < 0 ? 0 : other);
 
     if (world > 1) {
-        nb_ddp_stats st = nb_ddp_get_stats(t.model);
+        nb_ddp_stats st = nb_ddp_get_stats(t.tr.model);
         int64_t nb = st.backwards - st0.backwards;
         double wait = nb > 0 ? (st.wait_seconds - st0.wait_seconds) / (double)nb : 0;
         double wait_mean = reduce_double(wait, NB_REDUCE_SUM) / world, wait_max = reduce_double(wait, NB_REDUCE_MAX);
@@ -206,7 +210,7 @@ static void bench_throughput(const char *name) {
         int64_t total = 0;
         for (int i = 0; i < nbk; i++) {
             int64_t bytes = 0;
-            nb_ddp_bucket_info(t.model, i, &bytes, NULL);
+            nb_ddp_bucket_info(t.tr.model, i, &bytes, NULL);
             buf[i] = nb_rand(NB_SHAPE(bytes / 4), NB_F32);
             total += bytes;
         }
@@ -237,8 +241,9 @@ static void bench_throughput(const char *name) {
     for (int r = 0; r < world && r < 64; r++) OUT("%s_peak_rss_kib_r%d %lld\n", name, r, (long long)rss[r]);
     fflush(stdout);
 
-    nb_optim_free(t.opt);
-    nb_module_free(t.model);
+    nb_compiled_free(t.graph);
+    nb_optim_free(t.tr.opt);
+    nb_module_free(t.tr.model);
     for (int b = 0; b < t.nbatch; b++) {
         nb_release(t.x[b]);
         nb_release(t.y[b]);
@@ -339,6 +344,7 @@ int main(int argc, char **argv) {
     const char *what = NULL, *mode = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--compiled")) compiled = true;
         else if (!what) what = argv[i];
         else if (!mode) mode = argv[i];
         else what = "?";
@@ -346,7 +352,7 @@ int main(int argc, char **argv) {
     bool ok = what && (((!strcmp(what, "mlp") || !strcmp(what, "cnn")) && !mode) ||
                        (!strcmp(what, "gpt") && mode && (!strcmp(mode, "ddp") || !strcmp(mode, "zero1") || !strcmp(mode, "full"))));
     if (!ok) {
-        if (rank == 0) fprintf(stderr, "usage: %s [--quick] mlp|cnn  |  %s [--quick] gpt ddp|zero1|full  (under mpirun for several ranks)\n", argv[0], argv[0]);
+        if (rank == 0) fprintf(stderr, "usage: %s [--quick] [--compiled] mlp|cnn  |  %s [--quick] gpt ddp|zero1|full  (under mpirun for several ranks)\n", argv[0], argv[0]);
         nb_dist_finalize();
         return 2;
     }

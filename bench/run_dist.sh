@@ -21,8 +21,11 @@
 # processes on gloo for PyTorch. Every rank runs one thread: NABLA_NUM_THREADS=1,
 # torch.set_num_threads(1), OMP_NUM_THREADS=1. Each configuration runs in its own process(es), so
 # a peak RSS (VmHWM) is that configuration's own.
+# Graph mode: nabla's step also runs compiled (bench_dist --compiled: nb_compile over the DDP step)
+# on 1 and 2 ranks.
 # Floors (issue 14), per model: nabla's 2-rank throughput >= PyTorch's 2-rank throughput, and
-# >= 1.6 x nabla's 1-rank throughput.
+# >= 1.6 x nabla's 1-rank throughput (eager, and compiled against compiled); compiled DDP on 2
+# ranks >= eager DDP on 2 ranks.
 # Exits 0 even when a floor is missed; non-zero only when a benchmark could not run.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,11 +89,13 @@ i=1
 while [ "$i" -le "$rounds" ]; do
     for s in $sections; do
         [ "$s" != gpt ] || continue
-        echo "== round $i/$rounds, $s: nabla 1 rank, PyTorch 1 rank, nabla 2 ranks, PyTorch 2 ranks" >&2
+        echo "== round $i/$rounds, $s: nabla 1 rank, PyTorch 1 rank, nabla 2 ranks, PyTorch 2 ranks, nabla compiled 1 and 2 ranks" >&2
         nabla1 "$tmp/nabla.$s.1.$i" "$s"
         torchn "$tmp/torch.$s.1.$i" 1 "$s"
         nabla2 "$tmp/nabla.$s.2.$i" "$s"
         torchn "$tmp/torch.$s.2.$i" 2 "$s"
+        nabla1 "$tmp/graph.$s.1.$i" --compiled "$s"
+        nabla2 "$tmp/graph.$s.2.$i" --compiled "$s"
     done
     i=$((i + 1))
 done
@@ -160,6 +165,18 @@ print("nabla %s on %s; PyTorch %s on %s" % (nv.get("nabla_version", "?"), nv.get
                                             tv.get("torch_version", "?"), tv.get("dist_backend", "gloo")))
 names = {"mlp": "MLP 784-128-10", "cnn": "CNN (bench_nn.c's)"}
 floors = []
+
+
+def floor(model, what, a, than, b, factor):
+    """Files a PASS/FAIL line: throughput a (what) >= factor x b (than)."""
+    goal = than if factor == 1 else f"{factor} x {than}"
+    if a is None or b is None:
+        floors.append(f"FAIL {model}: {what} >= {goal}: not measured")
+    else:
+        floors.append(f"{'PASS' if a >= factor * b else 'FAIL'} {model}: {what} {a:.0f} >= {goal} {b:.0f}"
+                      f"{'' if factor == 1 else f' = {factor * b:.0f}'} samples/s ({a / b:.2f}x)")
+
+
 tp = [s for s in sections if s in names]
 if tp:
     print()
@@ -182,16 +199,22 @@ if tp:
                   f"{ratio(fig['nabla', ranks], fig['torch', ranks])} | {sc_n} | {sc_t} | "
                   f"{f(fig['nabla', ranks, 'other'], '%.2f')} / {f(fig['torch', ranks, 'other'], '%.2f')} |")
         n1, n2, t2 = fig["nabla", 1], fig["nabla", 2], fig["torch", 2]
-        if n2 is None or t2 is None:
-            floors.append(f"FAIL {s}: nabla 2-rank >= PyTorch 2-rank: not measured")
-        else:
-            floors.append(f"{'PASS' if n2 >= t2 else 'FAIL'} {s}: nabla 2-rank {n2:.0f} >= PyTorch 2-rank {t2:.0f} samples/s "
-                          f"({n2 / t2:.2f}x)")
-        if n2 is None or n1 is None:
-            floors.append(f"FAIL {s}: nabla 2-rank >= 1.6 x nabla 1-rank: not measured")
-        else:
-            floors.append(f"{'PASS' if n2 >= 1.6 * n1 else 'FAIL'} {s}: nabla 2-rank {n2:.0f} >= 1.6 x nabla 1-rank {n1:.0f} "
-                          f"= {1.6 * n1:.0f} samples/s ({n2 / n1:.2f}x)")
+        floor(s, "nabla 2-rank", n2, "PyTorch 2-rank", t2, 1)
+        floor(s, "nabla 2-rank", n2, "nabla 1-rank", n1, 1.6)
+
+    print()
+    print(f"### Graph mode: the same step under nb_compile (DDP's reduction recorded in the graph); global samples/s, "
+          f"median of {rounds} round(s)")
+    print()
+    print("| model | ranks | nabla eager | nabla compiled | compiled/eager | compiled 2r/1r |")
+    print("|---|---|---|---|---|---|")
+    for s in tp:
+        e1, e2 = med(runs("nabla", s, 1), f"{s}_samples_per_s"), med(runs("nabla", s, 2), f"{s}_samples_per_s")
+        c1, c2 = med(runs("graph", s, 1), f"{s}_samples_per_s"), med(runs("graph", s, 2), f"{s}_samples_per_s")
+        print(f"| {names[s]} | 1 | {f(e1)} | {f(c1)} | {ratio(c1, e1)} | |")
+        print(f"| {names[s]} | 2 | {f(e2)} | {f(c2)} | {ratio(c2, e2)} | {ratio(c2, c1)} |")
+        floor(s, "compiled DDP 2-rank", c2, "eager DDP 2-rank", e2, 1)
+        floor(s, "compiled 2-rank", c2, "compiled 1-rank", c1, 1.6)
 
     print()
     print("### Gradient allreduce hidden behind backward, 2 ranks (median over rounds)")

@@ -104,6 +104,6 @@ static void ext_backend_register(bool partial) {
 }
 
 /* Gives the test backend its lowering (compiled graphs run on it) or takes it away. */
-static void ext_backend_lowered(bool on) { ext_backend.lower = on ? &ext_lowering : NULL; }
+static inline void ext_backend_lowered(bool on) { ext_backend.lower = on ? &ext_lowering : NULL; }
 
 #endif

@@ -2,7 +2,8 @@
    NB_EXT device type, over memory of its own, with a few ops left out. Tensors move to it and
    back, dispatch runs its kernels, a missing op and mixed devices give their errors, autograd
    and the optimizers run on it, nb_module_to moves parameters and optimizer state, the data
-   loader delivers batches there, and compiled graphs run through its lowering. */
+   loader delivers batches there, and compiled graphs run through its lowering; host_call (a
+   function of the program's own as an op) runs at every replay of a cpu graph. */
 #include "test_util.h"
 
 #include "ext_backend.h"
@@ -330,6 +331,41 @@ static void test_compiled_graphs_run_on_the_backends_lowering(void **state) {
     ext_backend_lowered(false);
 }
 
+/* host_call in a graph: the function runs at every replay, between the op that makes its tensor
+   and the one that reads it after, which fusion must not merge across it */
+static int add_one_and_count(void *ctx, nb_tensor *const *t, int n) {
+    (void)n;
+    (*(int *)ctx)++;
+    float *p = nb__data(t[0]);
+    for (int64_t i = 0; i < t[0]->numel; i++) p[i] += 1;
+    return 0;
+}
+
+static nb_tensor *host_call_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor *y = nb_mul_scalar(in[0], 2);
+    if (nb__host_call(add_one_and_count, ctx, &y, 1) < 0) return NULL;
+    return nb_exp(nb_add_scalar(y, 1));
+}
+
+static void test_host_call_runs_at_every_replay(void **state) {
+    (void)state;
+    int calls = 0;
+    nb_compiled *c = nb_compile(host_call_fn, &calls, (nb_graph_opts){ 0 });
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_randn(NB_SHAPE(4, 8), NB_F32);
+    nb_tensor *want = nb_exp(nb_add_scalar(nb_mul_scalar(x, 2), 2));
+    for (int k = 0; k < 3; k++) {
+        nb_tensor *got = nb_compiled_run(c, &x, 1);
+        assert_non_null(got);
+        assert_close(got, want, 1e-5);
+        assert_int_equal(calls, k + 1); /* the trace only records it; each run calls it once */
+    }
+    assert_int_equal(nb_compiled_get_stats(c).traces, 1);
+    nb_scope_end(s);
+    nb_compiled_free(c);
+}
+
 static void test_loader_delivers_batches_on_the_device(void **state) {
     (void)state;
     nb_scope *s = nb_scope_begin();
@@ -368,6 +404,7 @@ int main(void) {
         cmocka_unit_test_setup(test_module_to_moves_parameters_and_optimizer_state, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_refuse_other_devices, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_run_on_the_backends_lowering, clear_error_setup),
+        cmocka_unit_test_setup(test_host_call_runs_at_every_replay, clear_error_setup),
         cmocka_unit_test_setup(test_loader_delivers_batches_on_the_device, clear_error_setup),
     };
     setup(NULL);

@@ -235,12 +235,33 @@ static void case_optimizer_updates(void) {
     }
 }
 
+/* host_call's function here: reverses the elements of every tensor it is given, whatever their
+   dtype, so every backend must hand it its tensors' own memory, in order. */
+static int reverse_all(void *ctx, nb_tensor *const *t, int n) {
+    (void)ctx;
+    for (int k = 0; k < n; k++) {
+        size_t es = nb__esize(t[k]->dtype);
+        char *p = nb__data(t[k]), tmp[16];
+        for (int64_t i = 0, j = t[k]->numel - 1; i < j; i++, j--) {
+            memcpy(tmp, p + i * (int64_t)es, es);
+            memcpy(p + i * (int64_t)es, p + j * (int64_t)es, es);
+            memcpy(p + j * (int64_t)es, tmp, es);
+        }
+    }
+    return 0;
+}
+
+static void case_host_call(void) {
+    nb_tensor *a = input(S(3, 4), NB_F32, 0, false), *b = input(S(5), NB_F32, 1, false);
+    nb__host_call(reverse_all, NULL, (nb_tensor *[]){ a, b }, 2);
+}
+
 typedef struct { const char *name; void (*fn)(void); } op_case;
 static const op_case cases[] = {
     { "binary", case_binary }, { "unary", case_unary }, { "views_and_copies", case_views_and_copies },
     { "creation", case_creation }, { "reductions", case_reductions }, { "matmul", case_matmul },
     { "indexing", case_indexing }, { "nn", case_nn }, { "backward_ops", case_backward_ops },
-    { "optimizer_updates", case_optimizer_updates },
+    { "optimizer_updates", case_optimizer_updates }, { "host_call", case_host_call },
 };
 
 static nb_scope *record_scope;

@@ -8,11 +8,15 @@
    - unused parameters: one used only on rank 0 gets rank 0's gradient / W everywhere, one used
      nowhere keeps no gradient, and nothing hangs;
    - state dicts keep the inner names and a rank-0 save loads into a plain module;
-   - errors: sharded modes not built, a different architecture on one rank (named), bad options.
+   - graph mode: the DDP training step under nb_compile (the reducer recorded as host calls) trains
+     as eager DDP and as one process, repeats itself bit for bit, and starts every bucket during
+     backward;
+   - errors: ZeRO-1 under nb_compile, a different architecture on one rank (named), bad options.
    Exits 77 (CTest's SKIPPED) in a build without MPI. */
 #include "test_util.h"
 #include "dist_util.h"
 #include "gpt_model.h"
+#include "train_step.h"
 
 
 typedef struct { nb_module base; nb_module *fc1, *fc2; } Net;
@@ -74,24 +78,30 @@ static void set_params(nb_module *m, const float *v) {
 /* Bytes of optimizer state the last train() kept (its state tensors but the step counts). */
 static int64_t last_state_bytes;
 
+/* Graph mode for train(): the step compiled (tests/train_step.h's, the same ops) when set. */
+static bool compiled_steps;
+
 /* Trains model (a DDP module or a plain one) for STEPS batches of loader; adamw or SGD + momentum. */
 static void train(nb_module *model, nb_data_loader *loader, bool adamw) {
     nb_optimizer *opt = adamw ? nb_optim_adamw(model, (nb_adamw_opts){ .lr = 1e-3 })
                               : nb_optim_sgd(model, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9 });
     assert_non_null(opt);
+    trainer tr = { model, opt };
+    nb_compiled *c = compiled_steps ? nb_compile(train_step, &tr, (nb_graph_opts){ 0 }) : NULL;
     int steps = 0;
     while (steps < STEPS) {
         nb_batch b;
         while (steps < STEPS && nb_data_loader_next(loader, &b)) {
             nb_scope *s = nb_scope_begin();
-            nb_tensor *loss = nb_cross_entropy(nb_forward(model, b.x), b.y, (nb_ce_opts){ 0 });
-            nb_optim_zero_grad(opt);
-            if (nb_backward(loss) < 0 || nb_optim_step(opt) < 0) fail_msg("rank %d, step %d: %s", R, steps, nb_error());
+            nb_tensor *loss = c ? nb_compiled_run(c, (nb_tensor *[]){ b.x, b.y }, 2) : train_step((nb_tensor *[]){ b.x, b.y }, 2, &tr);
+            if (!loss) fail_msg("rank %d, step %d: %s", R, steps, nb_error());
             nb_scope_end(s);
             steps++;
         }
         assert_false(nb_data_loader_failed(loader));
     }
+    if (c) assert_int_equal(nb_compiled_get_stats(c).traces, 1);
+    nb_compiled_free(c);
     nb_named_tensor st[64];
     int k = nb_optim_named_state(opt, st, 64);
     assert_true(k >= 0 && k <= 64);
@@ -253,6 +263,58 @@ static void test_equivalence_sgd(void **state) {
 static void test_equivalence_adamw(void **state) {
     (void)state;
     equivalence(true);
+}
+
+/* Graph mode: the DDP step compiled, against eager DDP and one process from the same start. The
+   compiled step fuses elementwise ops (their bits may differ from eager's in the last place), so
+   it is held to eager DDP within 1e-5 relative, like every compiled step; to one process as eager
+   DDP is. */
+static void compiled_equivalence(bool adamw) {
+    nb_dataset *ds = make_data();
+    float *init = NULL;
+    nb_ddp_stats eager_st, st;
+    float *eager = train_ddp(ds, adamw, 0.004, NB_SHARD_NONE, &init, &eager_st);
+    compiled_steps = true;
+    float *graph = train_ddp(ds, adamw, 0.004, NB_SHARD_NONE, NULL, &st);
+    float *again = train_ddp(ds, adamw, 0.004, NB_SHARD_NONE, NULL, NULL);
+    compiled_steps = false;
+    int64_t n = 784 * 128 + 128 + 128 * 10 + 10;
+    if (memcmp(again, graph, sizeof(float) * (size_t)n) != 0) fail_msg("rank %d: two compiled DDP runs differ", R);
+    expect_same_on_every_rank(graph, n, "the parameters of compiled DDP");
+    static const int64_t sizes[4] = { 128 * 784, 128, 10 * 128, 10 };
+    int64_t at = 0;
+    double worst = 0;
+    for (int t = 0; t < 4; t++) {
+        double big = 0, diff = 0;
+        for (int64_t i = at; i < at + sizes[t]; i++) {
+            big = fmax(big, fabs(eager[i]));
+            diff = fmax(diff, fabs((double)graph[i] - eager[i]));
+        }
+        worst = fmax(worst, diff / big);
+        at += sizes[t];
+    }
+    if (R == 0) printf("# compiled DDP (%s), %d ranks: largest relative difference from eager DDP %.3g\n", adamw ? "AdamW" : "SGD", W, worst);
+    if (!(worst <= 1e-5)) fail_msg("rank %d: compiled DDP differs from eager DDP by %.3g relative", R, worst);
+    /* the reducer ran at every replay: every bucket started during backward, every step waited */
+    assert_int_equal(st.buckets, 2);
+    assert_int_equal(st.backwards, STEPS);
+    assert_int_equal(st.buckets_early, 2 * STEPS);
+    assert_int_equal(st.buckets_late, 0);
+    free(again);
+    free(graph);
+    free(eager);
+    free(init);
+    nb_dataset_free(ds);
+}
+
+static void test_compiled_sgd(void **state) {
+    (void)state;
+    compiled_equivalence(false);
+}
+
+static void test_compiled_adamw(void **state) {
+    (void)state;
+    compiled_equivalence(true);
 }
 
 /* The CNN (conv 8, pool, conv 16, pool, linear) trained with SGD + momentum on global batches of
@@ -634,8 +696,8 @@ static void test_full_sharding_gpt(void **state) {
     nb_module_free(fs);
 }
 
-/* A training step of a DDP module under nb_compile: refused, since the replay would skip the
-   reduction. */
+/* A training step of a ZeRO-1 module under nb_compile: refused, since the replay would skip the
+   parameters' broadcast after the sharded update. */
 static nb_tensor *ddp_step(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     nb_tensor *loss = nb_sum_all(nb_forward((nb_module *)ctx, in[0]));
@@ -659,13 +721,16 @@ static void test_errors(void **state) {
     assert_non_null(ddp);
     assert_null(nb_ddp(ddp, (nb_ddp_opts){ 0 }));
     ASSERT_ERROR_CONTAINS("a DDP module already");
-    nb_compiled *c = nb_compile(ddp_step, ddp, (nb_graph_opts){ 0 });
+    nb_module_free(ddp);
+    nb_module *zero = nb_ddp(net_new(8), (nb_ddp_opts){ .shard = NB_SHARD_OPTIMIZER });
+    assert_non_null(zero);
+    nb_compiled *c = nb_compile(ddp_step, zero, (nb_graph_opts){ 0 });
     nb_scope *s = nb_scope_begin();
     assert_null(nb_compiled_run(c, (nb_tensor *[]){ nb_zeros(NB_SHAPE(2, 784), NB_F32) }, 1));
-    ASSERT_ERROR_CONTAINS("a DDP training step cannot be compiled yet");
+    ASSERT_ERROR_CONTAINS("a ZeRO-1 training step cannot be compiled yet");
     nb_scope_end(s);
     nb_compiled_free(c);
-    nb_module_free(ddp);
+    nb_module_free(zero);
     if (W == 1) return;
     /* the last rank's module is narrower: every rank fails, naming a rank that differs */
     assert_null(nb_ddp(net_new(R == W - 1 ? 16 : 8), (nb_ddp_opts){ 0 }));
@@ -689,6 +754,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_equivalence_sgd, clear_error_setup),
         cmocka_unit_test_setup(test_equivalence_adamw, clear_error_setup),
         cmocka_unit_test_setup(test_equivalence_cnn, clear_error_setup),
+        cmocka_unit_test_setup(test_compiled_sgd, clear_error_setup),
+        cmocka_unit_test_setup(test_compiled_adamw, clear_error_setup),
         cmocka_unit_test_setup(test_unused_parameters, clear_error_setup),
         cmocka_unit_test_setup(test_state_dict, clear_error_setup),
         cmocka_unit_test_setup(test_full_sharding, clear_error_setup),

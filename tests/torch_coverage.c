@@ -18,6 +18,7 @@ static const struct {
     { "randn", "Philox streams, not torch's generator: moments and determinism in test_core" },
     { "to", "a copy between devices: test_backend and test_backend_ops" },
     { "max_pool2d_indices", "runs only in max pooling's double backward: finite differences in test_backend_ops" },
+    { "host_call", "runs the program's own function: test_backend_ops, test_compile and test_dist_ddp (graph-mode DDP)" },
 };
 
 int main(int argc, char **argv) {

@@ -32,6 +32,12 @@ typedef struct nb_op_args {
    in; 0 on success, -1 with the error recorded. */
 typedef int (*nb_kernel_fn)(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
 
+/* A function of the program's own that the host_call op runs on its tensors, reading and writing
+   them: graph mode's way to keep a side effect (DDP's gradient allreduce) that every replay must
+   make, in its place among the ops. args.i[0] and i[1] of the op hold fn and ctx. 0, or -1 with
+   the error recorded. */
+typedef int (*nb_host_fn)(void *ctx, nb_tensor *const *t, int n);
+
 /* The fused optimizer updates: args.i[0] is the kind; see src/ops/optim_ops.c. */
 enum {
     NB_UPDATE_SGD, NB_UPDATE_ADAM, NB_UPDATE_RMSPROP, NB_UPDATE_ADAGRAD,

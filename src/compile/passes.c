@@ -11,19 +11,29 @@
 static bool is_inplace(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_INPLACE); }
 bool nb__is_view(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_VIEW); }
 
+/* How many of node n's inputs it writes in place: input 0, every input (host_call), or none. */
+static int inputs_written(const cnode *n) {
+    if (!is_inplace(n->op)) return 0;
+    return nb__ops[n->op].flags & NB_F_WRITES_ALL ? n->nin : 1;
+}
+
 /* Roots that some in-place op writes. */
 static void mark_mutations(cgraph *g) {
     for (int i = 0; i < g->nv; i++) g->v[i].mutated_root = false;
-    for (int i = 0; i < g->nn; i++)
-        if (!g->nodes[i].dead && is_inplace(g->nodes[i].op)) g->v[g->v[g->nodes[i].in[0]].root].mutated_root = true;
+    for (int i = 0; i < g->nn; i++) {
+        const cnode *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0, w = inputs_written(n); k < w; k++) g->v[g->v[n->in[k]].root].mutated_root = true;
+    }
 }
 
 /* Whether an in-place op between trace positions lo and hi (exclusive) writes root r. */
 bool nb__written_between(const cgraph *g, int r, int lo, int hi) {
     for (int i = 0; i < g->nn; i++) {
         const cnode *n = &g->nodes[i];
-        if (n->dead || !is_inplace(n->op) || n->pos <= lo || n->pos >= hi) continue;
-        if (g->v[n->in[0]].root == r) return true;
+        if (n->dead || n->pos <= lo || n->pos >= hi) continue;
+        for (int k = 0, w = inputs_written(n); k < w; k++)
+            if (g->v[n->in[k]].root == r) return true;
     }
     return false;
 }

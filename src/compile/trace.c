@@ -211,6 +211,8 @@ static int add_node(tracer *tr, nb_op_id op, const int *ids_in, int nin, const n
     v->foldable = nb__is_pure(op);
     for (int k = 0; k < nin && v->foldable; k++) v->foldable = g->v[ids[k]].foldable;
     if (flags & NB_F_INPLACE) g->v[v->root].mutated_root = true;
+    if ((flags & NB_F_INPLACE) && (flags & NB_F_WRITES_ALL))
+        for (int k = 1; k < nin; k++) g->v[g->v[ids[k]].root].mutated_root = true;
     g->nodes[g->nn] = (cnode){ .op = op, .nin = nin, .in = ids, .args = *args, .out = vid, .pos = g->nn, .epi = -1, .opt_epi = -1, .rgroup = -1 };
     g->nn++;
     if (hold(tr, vid, out) < 0) return -1;

@@ -61,8 +61,25 @@ typedef struct {
     int hooks;
     nb_shard shard;
     void *staging;      /* ZeRO-1: one rank's parameters of one dtype, packed for their broadcast */
+    struct ddp_call *calls; /* graph mode: what compiled steps' host calls point at (freed with d) */
+    bool record_failed; /* graph mode: a host call could not be recorded in this backward */
     nb_ddp_stats stats;
 } ddp_module;
+
+/* Graph mode: a traced backward records the reducer's work as host calls (nb__host_call), which
+   every replay runs at the same points. A launch packs one bucket and starts its allreduce; the
+   finish waits for every bucket and writes the averages into the gradients. Input 0 of each is
+   a bucket's flat buffer (written, and a tensor even when no gradient is); input k + 1 is the
+   gradient of params[param[k]]. */
+typedef struct ddp_call {
+    ddp_module *d;
+    int bucket;         /* a launch: its bucket; the finish: -1 */
+    bool early;         /* a launch during backward (not at its end) */
+    int n;
+    int *param;
+    int *input_of;      /* per parameter of the bucket (a launch) or of d (the finish): its input, or -1 */
+    struct ddp_call *next;
+} ddp_call;
 
 static void ddp_free(nb_module *self);
 static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x);
@@ -201,15 +218,14 @@ static int build_index(ddp_module *d) {
     return 0;
 }
 
-/* Writes parameter p's gradient divided by the world size (or zeros) and its used flag into its
-   bucket: the sum over the ranks is then the average, as torch's reducer divides before it
+/* Writes gradient g of parameter p divided by the world size (zeros when g is NULL) and its used
+   flag into p's bucket: the sum over the ranks is then the average, as torch's reducer divides before it
    sums (exact on a power-of-two world; on others each rank's share is rounded once more). */
-static void pack(ddp_module *d, ddp_param *p) {
+static void pack_grad(ddp_module *d, ddp_param *p, nb_tensor *g) {
     ddp_bucket *b = &d->buckets[p->bucket];
     size_t es = nb_dtype_size(b->dtype);
     char *dst = (char *)b->buf + (size_t)p->offset * es;
     int64_t n = nb_numel(p->t);
-    nb_tensor *g = nb_grad_of(p->t);
     bool used = g != NULL;
     /* the gradient may be last step's view of this very slot (no zero_grad since): it is there */
     bool in_place = used && g->storage == b->flat->storage && nb__data(g) == (void *)dst;
@@ -225,22 +241,47 @@ static void pack(ddp_module *d, ddp_param *p) {
     char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
     if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
     else *(double *)flag = used ? 1.0 : 0.0;
+}
+
+/* Packs parameter p's gradient as it is now, in eager mode, and counts it ready. */
+static void pack(ddp_module *d, ddp_param *p) {
+    pack_grad(d, p, nb_grad_of(p->t));
     p->ready = true;
-    b->ready++;
+    d->buckets[p->bucket].ready++;
 }
 
 /* Starts the buckets that are full, in order; early: during backward. */
+/* Starts bucket b's allreduce; -1 (and the group broken) when MPI refuses. */
+static int start_bucket(ddp_module *d, ddp_bucket *b, bool early) {
+    if (nb__dist_start_sum(b->buf, b->numel + b->count, b->dtype, "nb_ddp", &b->op) < 0) {
+        d->broken = true; /* the end of backward reports it */
+        return -1;
+    }
+    b->launched = true;
+    nb__dist_progress(b->op); /* moved on beside the rest of backward */
+    if (early) d->stats.buckets_early++;
+    else d->stats.buckets_late++;
+    return 0;
+}
+
+/* MPI moves collectives on only inside its calls: nudges the oldest one in flight. */
+static void nudge(ddp_module *d) {
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].op) {
+            nb__dist_test(d->buckets[b].op);
+            break;
+        }
+}
+
+static int record_launch(ddp_module *d, int bucket, bool early);
+
 static void launch_ready(ddp_module *d, bool early) {
     while (d->next_launch < d->nbuckets && d->buckets[d->next_launch].ready == d->buckets[d->next_launch].count) {
-        ddp_bucket *b = &d->buckets[d->next_launch];
-        if (nb__dist_start_sum(b->buf, b->numel + b->count, b->dtype, "nb_ddp", &b->op) < 0) {
-            d->broken = true; /* the end of backward reports it */
+        /* traced: the launch is recorded, for every replay to run */
+        if (nb__tracing() ? record_launch(d, d->next_launch, early) < 0 : start_bucket(d, &d->buckets[d->next_launch], early) < 0) {
+            if (nb__tracing()) d->record_failed = true;
             return;
         }
-        b->launched = true;
-        nb__dist_progress(b->op); /* moved on beside the rest of backward */
-        if (early) d->stats.buckets_early++;
-        else d->stats.buckets_late++;
         d->next_launch++;
     }
 }
@@ -251,14 +292,12 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
     if (!d->armed || d->broken) return;
     int i = nb__dist_index_get(&d->index, leaf);
     if (i < 0 || d->params[i].ready) return;
-    pack(d, &d->params[i]);
+    if (nb__tracing()) { /* shapes only: the launch's host call packs at replay */
+        d->params[i].ready = true;
+        d->buckets[d->params[i].bucket].ready++;
+    } else pack(d, &d->params[i]);
     if (d->buckets[d->params[i].bucket].ready == d->buckets[d->params[i].bucket].count) launch_ready(d, true);
-    /* MPI moves collectives on only inside its calls: nudge the oldest one in flight */
-    for (int b = 0; b < d->next_launch; b++)
-        if (d->buckets[b].op) {
-            nb__dist_test(d->buckets[b].op);
-            break;
-        }
+    if (!nb__tracing()) nudge(d);
 }
 
 /* Gives every parameter that had a gradient on some rank a view of its slot of the reduced
@@ -300,16 +339,8 @@ static int unpack(ddp_module *d) {
     return rc;
 }
 
-static int on_backward_finished(int rc, void *ctx) {
-    ddp_module *d = ctx;
-    if (!d->armed) return 0;
-    d->armed = false;
-    /* what backward did not reach: zeros and a cleared flag, so every rank starts every bucket */
-    if (!d->broken) {
-        for (int i = 0; i < d->nparams; i++)
-            if (!d->params[i].ready) pack(d, &d->params[i]);
-        launch_ready(d, false);
-    }
+/* Waits for every bucket started; -1 with an error (and the group broken) when one failed. */
+static int wait_buckets(ddp_module *d) {
     double t0 = nb__dist_now();
     bool failed = d->broken;
     for (int b = 0; b < d->nbuckets; b++) {
@@ -334,6 +365,135 @@ static int on_backward_finished(int rc, void *ctx) {
             nb__error("nb_ddp: a gradient allreduce failed in an earlier step; the process group is unusable (restart the job)");
         return -1;
     }
+    return 0;
+}
+
+/* ---- graph mode: the reducer as host calls ---- */
+
+/* The bucket's slot of parameter p, reduced (the average), as a dtype-sized element pointer. */
+static const char *slot_of(const ddp_module *d, const ddp_param *p, double *used) {
+    const ddp_bucket *b = &d->buckets[p->bucket];
+    size_t es = nb_dtype_size(b->dtype);
+    const char *base = b->buf;
+    *used = b->dtype == NB_F32 ? *(const float *)(base + (size_t)(b->numel + p->flag) * es)
+                               : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
+    return base + (size_t)p->offset * es;
+}
+
+static int broken_error(const ddp_module *d) {
+    (void)d;
+    nb__error("nb_ddp: a gradient allreduce failed in an earlier step; the process group is unusable (restart the job)");
+    return -1;
+}
+
+/* A launch at replay: packs its bucket from the gradients it was given and starts the allreduce. */
+static int launch_call(void *ctx, nb_tensor *const *t, int n) {
+    (void)n;
+    ddp_call *c = ctx;
+    ddp_module *d = c->d;
+    ddp_bucket *b = &d->buckets[c->bucket];
+    if (d->broken || !b->buf) return broken_error(d);
+    for (int j = 0; j < b->count; j++)
+        pack_grad(d, &d->params[b->first + j], c->input_of[j] >= 0 ? t[c->input_of[j]] : NULL);
+    if (start_bucket(d, b, c->early) < 0) return -1;
+    nudge(d);
+    return 0;
+}
+
+/* The finish at replay: waits for every bucket, then writes each average into its gradient. */
+static int finish_call(void *ctx, nb_tensor *const *t, int n) {
+    (void)n;
+    ddp_call *c = ctx;
+    ddp_module *d = c->d;
+    if (wait_buckets(d) < 0) return -1;
+    for (int i = 0; i < d->nparams; i++) {
+        ddp_param *p = &d->params[i];
+        double used;
+        const char *slot = slot_of(d, p, &used);
+        int k = c->input_of[i];
+        if (k < 0) {
+            if (used == 0) continue;
+            nb__error("nb_ddp: \"%s\" got a gradient on another rank, but this rank's compiled step makes none (the "
+                      "ranks traced different graphs)", p->name);
+            return -1;
+        }
+        nb_tensor *g = t[k];
+        size_t bytes = (size_t)nb_numel(g) * nb_dtype_size(nb_dtype_of(g));
+        if (!nb_is_contiguous(g) || nb_dtype_of(g) != d->buckets[p->bucket].dtype || g->storage->device.type != NB_CPU) {
+            char dd[200];
+            nb__error("nb_ddp: the gradient of \"%s\" in the compiled step is %s: a dense host tensor of the bucket's "
+                      "dtype is needed", p->name, nb__describe(g, dd, sizeof dd));
+            return -1;
+        }
+        memcpy(nb__data(g), slot, bytes);
+    }
+    d->stats.backwards++;
+    return 0;
+}
+
+/* Records a host call of fn over input 0 (flat) and the gradients of params[first..first+count)
+   that exist now. */
+static int record_call(ddp_module *d, int bucket, bool early, nb_host_fn fn) {
+    int first = bucket >= 0 ? d->buckets[bucket].first : 0;
+    int count = bucket >= 0 ? d->buckets[bucket].count : d->nparams;
+    ddp_call *c = calloc(1, sizeof *c);
+    nb_tensor **t = malloc(sizeof *t * ((size_t)count + 1));
+    if (c) c->input_of = malloc(sizeof(int) * (size_t)(count ? count : 1));
+    if (!c || !t || !c->input_of) {
+        if (c) free(c->input_of);
+        free(c);
+        free(t);
+        nb__error("nb_ddp: out of memory recording the gradient reduction of a compiled step");
+        return -1;
+    }
+    c->d = d;
+    c->bucket = bucket;
+    c->early = early;
+    c->next = d->calls;
+    d->calls = c; /* d owns it from now: a graph that recorded it may replay it */
+    t[0] = d->buckets[bucket >= 0 ? bucket : 0].flat;
+    int n = 1;
+    for (int j = 0; j < count; j++) {
+        nb_tensor *g = nb_grad_of(d->params[first + j].t);
+        c->input_of[j] = g ? n : -1;
+        if (g) t[n++] = g;
+    }
+    c->n = n;
+    int rc = nb__host_call(fn, c, t, n);
+    free(t);
+    return rc;
+}
+
+static int record_launch(ddp_module *d, int bucket, bool early) { return record_call(d, bucket, early, launch_call); }
+
+static void free_calls(ddp_module *d) {
+    while (d->calls) {
+        ddp_call *c = d->calls;
+        d->calls = c->next;
+        free(c->input_of);
+        free(c);
+    }
+}
+
+static int on_backward_finished(int rc, void *ctx) {
+    ddp_module *d = ctx;
+    if (!d->armed) return 0;
+    d->armed = false;
+    if (nb__tracing()) {
+        /* the buckets not started during backward, then the finish, all as host calls */
+        for (int b = d->next_launch; b < d->nbuckets && !d->record_failed; b++)
+            if (record_launch(d, b, false) < 0) d->record_failed = true;
+        bool failed = d->record_failed || record_call(d, -1, false, finish_call) < 0;
+        d->record_failed = false;
+        return failed ? -1 : rc;
+    }
+    /* what backward did not reach: zeros and a cleared flag, so every rank starts every bucket */
+    if (!d->broken) {
+        for (int i = 0; i < d->nparams; i++)
+            if (!d->params[i].ready) pack(d, &d->params[i]);
+        launch_ready(d, false);
+    }
+    if (wait_buckets(d) < 0) return -1;
     d->stats.backwards++;
     if (rc < 0) return rc; /* this rank's backward failed: its peers were served, its gradients stay */
     return unpack(d);
@@ -433,10 +593,10 @@ static int zero_after_step(void *ctx) {
 static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x) {
     ddp_module *d = (ddp_module *)self;
     d->inner->training = self->training;
-    if (nb_is_grad_enabled() && nb__tracing()) {
-        /* the reduction runs in backward hooks a replayed graph would never call */
-        nb__error("nb_ddp: a DDP training step cannot be compiled yet (nb_compile would replay it without reducing the "
-                  "gradients); run it eagerly, or compile the forward with grad disabled");
+    if (nb_is_grad_enabled() && nb__tracing() && d->shard != NB_SHARD_NONE) {
+        /* ZeRO-1's sharded step and broadcast run outside backward's hooks, where no host call records them */
+        nb__error("nb_ddp: a ZeRO-1 training step cannot be compiled yet (nb_compile would replay it without its "
+                  "parameter broadcast); run it eagerly, or use plain DDP (NB_SHARD_NONE) under nb_compile");
         return NULL;
     }
     if (nb_is_grad_enabled()) {
@@ -453,6 +613,7 @@ static void ddp_free(nb_module *self) {
     if (d->hooks >= 0) nb__backward_hooks_remove(d->hooks);
     if (d->shard == NB_SHARD_OPTIMIZER) nb__optim_partition_set(self, NULL);
     free(d->staging);
+    free_calls(d);
     for (int b = 0; b < d->nbuckets; b++) nb_release(d->buckets[b].flat);
     free(d->buckets);
     free(d->params);

@@ -32,6 +32,7 @@ enum {
     NB_F_INDEX1 = 1 << 10,   /* inputs 1 and on hold indices: no dtype promotion */
     NB_F_DEVICE = 1 << 11,   /* the result is made on args.device (`to`), by the backends' copies */
     NB_F_INDEX2 = 1 << 12,   /* inputs 2 and on hold indices (index_put: x, values, indices...) */
+    NB_F_WRITES_ALL = 1 << 13, /* with NB_F_INPLACE: may write every input, not input 0 alone */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */
@@ -87,6 +88,10 @@ void nb__trace_set_before(nb_trace_before_fn before);
 bool nb__trace_suspend(bool suspend);
 /* Whether this thread is recording a trace now (a tracer set and not paused). */
 bool nb__tracing(void);
+/* Runs fn(ctx, t, n) as the op host_call: at once when eager, and, when traced, at every replay of
+   the graph at this point of it (src/ops/host_call.c). The graph takes it as reading and writing
+   all of t. 0, or -1 with the error recorded. */
+int nb__host_call(nb_host_fn fn, void *ctx, nb_tensor *const *t, int n);
 
 /* ---- for composites (api.c and the *_ops.c files): ops made of other ops ---- */
 /* A composite runs inside its own scope and hands only its result (result_) to the caller's. */
@@ -108,6 +113,8 @@ int nb__axis_of(const char *fn, const nb_tensor *t, int axis);
 
 /* Inference of ops defined outside infer.c: the optimizer update (src/ops/optim_ops.c). */
 int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+/* Inference of host_call (src/ops/host_call.c): the result is input 0, written in place. */
+int nb__infer_host_call(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 /* Inference and backward of the scans and the sort (src/ops/scan_ops.c). */
 int nb__infer_scan(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 int nb__infer_argsort(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);

@@ -218,6 +218,8 @@ static void attach_optimizer_epilogues(cgraph *g) {
         for (int w = u->in[1]; w >= 0 && g->v[w].base >= 0; w = g->v[w].base) off += g->v[w].delta;
         for (int d = 0; d < gv->shape.ndim && same; d++) same = gv->shape.dim[d] == 1 || gv->stride[d] == st[d];
         if (!same || off != 0) continue;
+        /* a gradient written in between (DDP's allreduce, a host_call) must be final first */
+        if (nb__written_between(g, gv->root, mm->pos, u->pos)) continue;
         int roots[8], nr = 0;
         for (int a = 0; a < u->nin; a++)
             if (a != 1 && a != 3) roots[nr++] = g->v[u->in[a]].root;
@@ -265,6 +267,20 @@ static void run_tile(void *ctx, int64_t batch, int64_t r0, int64_t r1, int64_t c
     nb__kernel_run_tile(t->k, t->out, t->in, batch, r0, r1, c0, c1);
 }
 
+/* Runs node nd's op on its cpu kernel: 0, or -1 with the error recorded. */
+static int run_plain(const cnode *nd, nb_tensor *out, nb_tensor *const *in) {
+    nb_kernel_fn kernel = nb__cpu_backend.kernels[nd->op];
+    if (!kernel) {
+        nb__error("nb_compiled_run: op nb_%s has no cpu kernel", nb__cpu_op_info[nd->op].name);
+        return -1;
+    }
+    if (kernel(out, in, nd->nin, &nd->args) < 0) {
+        if (!nb__has_error()) nb__error("nb_compiled_run: the kernel of nb_%s failed", nb__cpu_op_info[nd->op].name);
+        return -1;
+    }
+    return 0;
+}
+
 static nb_tensor *cpu_run(cgraph *g, nb_tensor *const *inputs, int n) {
     (void)n;
     nb_graph_frame f;
@@ -275,7 +291,18 @@ static nb_tensor *cpu_run(cgraph *g, nb_tensor *const *inputs, int n) {
     for (int i = 0; i < g->nn && rc == 0; i++) {
         cnode *nd = &g->nodes[i];
         if (nd->dead || nd->deferred) continue;
-        if (nd->nin > MAX_OPERANDS) { nb__error("nb_compiled_run: node with %d inputs", nd->nin); rc = -1; break; }
+        if (nd->nin > MAX_OPERANDS) { /* a plain op of many inputs (a host_call over a bucket's gradients) */
+            nb_tensor **many = nd->op == NODE_FUSED ? NULL : nb__alloc(sizeof *many * (size_t)nd->nin);
+            if (!many) {
+                nb__error("nb_compiled_run: node with %d inputs (%s)", nd->nin, nd->op == NODE_FUSED ? "fused" : "out of memory");
+                rc = -1;
+                break;
+            }
+            for (int k = 0; k < nd->nin; k++) many[k] = vt[nd->in[k]];
+            rc = run_plain(nd, vt[nd->out], many);
+            nb__free(many, sizeof *many * (size_t)nd->nin);
+            continue;
+        }
         for (int k = 0; k < nd->nin; k++) scratch[k] = vt[nd->in[k]];
         if (nd->op == NODE_FUSED && nd->rgroup == i) { /* a row group: all its kernels at once */
             fkernel *gk[MAX_ROW_GROUP];
@@ -320,16 +347,7 @@ static nb_tensor *cpu_run(cgraph *g, nb_tensor *const *inputs, int n) {
             rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_tile, &tc, false);
             continue;
         }
-        nb_kernel_fn kernel = nb__cpu_backend.kernels[nd->op];
-        if (!kernel) {
-            nb__error("nb_compiled_run: op nb_%s has no cpu kernel", nb__cpu_op_info[nd->op].name);
-            rc = -1;
-            break;
-        }
-        if (kernel(vt[nd->out], scratch, nd->nin, &nd->args) < 0) {
-            if (!nb__has_error()) nb__error("nb_compiled_run: the kernel of nb_%s failed", nb__cpu_op_info[nd->op].name);
-            rc = -1;
-        }
+        rc = run_plain(nd, vt[nd->out], scratch);
     }
     return nb__frame_end(g, inputs, &f, rc == 0);
 }
