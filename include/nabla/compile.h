@@ -27,7 +27,12 @@ enum {
 /* Options of nb_compile; zero fields take the defaults. */
 typedef struct nb_graph_opts {
     bool dynamic_batch;    /* dimension 0 of the inputs may vary: every batch size shares one cache
-                              entry (a new size is still traced; 16 sizes kept per entry) */
+                              entry (16 sizes kept per entry). The first call traces the function
+                              at its batch size and twice more, shapes only, at two others, and
+                              fits every size and shape-derived scalar to the batch size, so a new
+                              size replays without running the function; where the fit fails (the
+                              function branches on the size), each new size is traced and
+                              nb_compiled_note says why */
     int cache_size;        /* traced variants kept (least recently used goes first); 0: 8, at most 1024 */
     unsigned disable;      /* NB_PASS_* bits of passes to skip */
     bool interpret;        /* run fused kernels interpreted instead of compiling them as C */
@@ -39,7 +44,9 @@ typedef struct nb_graph_opts {
 
 /* Counters of a compiled function, for tests and tuning. */
 typedef struct nb_compiled_stats {
-    int traces;            /* times the function ran under the tracer */
+    int traces;            /* times the function ran under the tracer, probe_traces included */
+    int probe_traces;      /* of those, the shape-only probes of dynamic_batch (two per variant) */
+    int instantiations;    /* graphs made for a new batch size from a variant's fit, without tracing */
     int variants;          /* variants cached now */
     int evictions;         /* variants dropped to keep the cache bound */
     int64_t runs;          /* replays of a compiled graph */
