@@ -28,10 +28,11 @@ enum {
 typedef struct nb_graph_opts {
     bool dynamic_batch;    /* dimension 0 of the inputs may vary: every batch size shares one cache
                               entry (16 sizes kept per entry). The first call traces the function
-                              at its batch size and twice more, shapes only, at two others, and
-                              fits every size and shape-derived scalar to the batch size, so a new
-                              size replays without running the function; where the fit fails (the
-                              function branches on the size), each new size is traced and
+                              at its batch size B and twice more, shapes only, at B+1 and B+2 (at
+                              2, 3 and 4 when B is 1), and fits every size and shape-derived
+                              scalar to the batch size, so a new size (other than 1) replays
+                              without running the function; where the fit fails (the function
+                              branches on the size), each new size is traced and
                               nb_compiled_note says why */
     int cache_size;        /* traced variants kept (least recently used goes first); 0: 8, at most 1024 */
     unsigned disable;      /* NB_PASS_* bits of passes to skip */
@@ -45,7 +46,8 @@ typedef struct nb_graph_opts {
 /* Counters of a compiled function, for tests and tuning. */
 typedef struct nb_compiled_stats {
     int traces;            /* times the function ran under the tracer, probe_traces included */
-    int probe_traces;      /* of those, the shape-only probes of dynamic_batch (two per variant) */
+    int probe_traces;      /* of those, the shape-only probes of dynamic_batch (two per variant,
+                              three when its first batch was 1) */
     int instantiations;    /* graphs made for a new batch size from a variant's fit, without tracing */
     int variants;          /* variants cached now */
     int evictions;         /* variants dropped to keep the cache bound */

@@ -226,8 +226,9 @@ void nb__set_meta(cval *v, const nb_tensor *t);
    argument as c*B^k over the batch size B. */
 typedef struct nb_symgraph nb_symgraph;
 /* Traces fn twice more, shapes only, with stand-ins whose batch (the first input's dimension 0)
-   is B+1 and B+2, and fits raw (traced on in at B, before any pass) against them: the template,
-   or NULL with why (size bytes) saying why not. *probes counts the traces it ran. */
+   is B+1 and B+2, and fits raw (traced on in at B, before any pass) against them (when B is 1,
+   three times, at 2, 3 and 4, fitted without raw): the template, or NULL with why (size bytes)
+   saying why not. *probes counts the traces it ran. */
 nb_symgraph *nb__sym_build(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int n, const cgraph *raw, int *probes,
                            char *why, size_t size);
 /* The batch size of inputs whose graph the template can make, else -1. */

@@ -378,22 +378,31 @@ nb_symgraph *nb__sym_build(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int 
     }
     for (int k = 0; k < n; k++) s->batched[k] = s->dim0[k] == s->b[0];
     /* B+1 and B+2: with B they cover both parities and every residue mod 3, so a function that
-       branches on the batch size's parity (or mod 3) shows a different graph */
+       branches on the batch size's parity (or mod 3) shows a different graph. A first batch of 1
+       is special (broadcasting and squeezing make C code take paths of its own there): its graph
+       serves batch 1 alone, and the fit is made from 2, 3 and 4 */
+    bool one = s->b[0] == 1;
+    if (one) s->b[0] = 2;
     s->b[1] = s->b[0] + 1;
     s->b[2] = s->b[0] + 2;
-    if (!(gs[0] = copy_graph(raw))) goto oom;
-    for (int p = 1; p < 3; p++) {
+    const cgraph *r0 = raw;
+    for (int p = one ? 0 : 1; p < 3; p++) {
         (*probes)++;
         if (!(gs[p] = probe(fn, ctx, in, n, s, s->b[p], why, size))) goto fail;
     }
+    if (one) r0 = gs[0];
     for (int p = 1; p < 3; p++)
-        if (!same_structure(raw, s->b[0], gs[p], s->b[p], why, size)) goto fail;
-    if (!(s->slope = copy_graph(raw)) || !(s->fk = malloc((size_t)(raw->nn ? raw->nn : 1) * NARGS_F)) ||
-        !(s->fc = malloc(sizeof(double) * (size_t)(raw->nn ? raw->nn : 1) * NARGS_F)) ||
-        !(s->keep_t = calloc((size_t)(raw->nv ? raw->nv : 1), sizeof(bool))))
+        if (!same_structure(r0, s->b[0], gs[p], s->b[p], why, size)) goto fail;
+    if (!(s->slope = copy_graph(r0)) || !(s->fk = malloc((size_t)(r0->nn ? r0->nn : 1) * NARGS_F)) ||
+        !(s->fc = malloc(sizeof(double) * (size_t)(r0->nn ? r0->nn : 1) * NARGS_F)) ||
+        !(s->keep_t = calloc((size_t)(r0->nv ? r0->nv : 1), sizeof(bool))))
         goto oom;
+    for (int i = 0; i < r0->nv; i++) s->keep_t[i] = r0->v[i].kind == VAL_NODE && r0->v[i].foldable && r0->v[i].t;
+    cgraph *g0 = copy_graph(r0); /* without the trace-time tensors, which the template does not need */
+    if (!g0) goto oom;
+    nb__graph_free(gs[0]); /* the probe's at 2, or NULL */
+    gs[0] = g0;
     if (!fit(s, gs, why, size)) goto fail;
-    for (int i = 0; i < raw->nv; i++) s->keep_t[i] = raw->v[i].kind == VAL_NODE && raw->v[i].foldable && raw->v[i].t;
     s->g = gs[0];
     nb__graph_free(gs[1]);
     nb__graph_free(gs[2]);
@@ -419,8 +428,8 @@ int64_t nb__sym_batch(const nb_symgraph *s, nb_tensor *const *in, int n) {
         else if (d != b) return -1;
     }
     /* a size of 1 is where broadcasting and squeezing change what C code records, which the
-       sizes traced (above 1 unless the first call's was 1) cannot show */
-    if (b < 1 || (b == 1 && s->b[0] != 1)) return -1;
+       sizes fitted (2 and above) cannot show: it is traced, or was, as the first call's */
+    if (b < 2) return -1;
     return b;
 }
 
