@@ -120,7 +120,7 @@ static cgraph *copy_graph(const cgraph *g) {
     c->grad_val = malloc(sizeof(int) * (size_t)(g->ngrads ? g->ngrads : 1));
     if (!c->v || !c->nodes || !c->grad_leaf || !c->grad_val) goto oom;
     c->capv = c->nv = g->nv;
-    memcpy(c->v, g->v, sizeof(cval) * (size_t)g->nv);
+    if (g->nv > 0) memcpy(c->v, g->v, sizeof(cval) * (size_t)g->nv);
     for (int i = 0; i < g->nv; i++) {
         cval *v = &c->v[i];
         v->t = v->kind == VAL_CAPTURE && v->t ? nb_retain(v->t) : NULL;
@@ -135,12 +135,14 @@ static cgraph *copy_graph(const cgraph *g) {
             c->nn = i;
             goto oom;
         }
-        memcpy(x->in, g->nodes[i].in, sizeof(int) * (size_t)x->nin);
+        if (x->nin > 0) memcpy(x->in, g->nodes[i].in, sizeof(int) * (size_t)x->nin);
     }
     c->nn = g->nn;
     c->ngrads = g->ngrads;
-    memcpy(c->grad_leaf, g->grad_leaf, sizeof(int) * (size_t)g->ngrads);
-    memcpy(c->grad_val, g->grad_val, sizeof(int) * (size_t)g->ngrads);
+    if (g->ngrads > 0) {
+        memcpy(c->grad_leaf, g->grad_leaf, sizeof(int) * (size_t)g->ngrads);
+        memcpy(c->grad_val, g->grad_val, sizeof(int) * (size_t)g->ngrads);
+    }
     return c;
 oom:
     nb__graph_free(c);
@@ -161,8 +163,8 @@ static bool same_structure(const cgraph *a, int64_t ba, const cgraph *o, int64_t
         return false;
     }
     if (a->out != o->out || a->ngrads != o->ngrads || a->ninputs != o->ninputs ||
-        memcmp(a->grad_leaf, o->grad_leaf, sizeof(int) * (size_t)a->ngrads) ||
-        memcmp(a->grad_val, o->grad_val, sizeof(int) * (size_t)a->ngrads)) {
+        (a->ngrads > 0 && (memcmp(a->grad_leaf, o->grad_leaf, sizeof(int) * (size_t)a->ngrads) ||
+                           memcmp(a->grad_val, o->grad_val, sizeof(int) * (size_t)a->ngrads)))) {
         snprintf(why, size, "the result or the gradients handed to leaves differ between batches %lld and %lld", x, y);
         return false;
     }
