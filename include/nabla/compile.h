@@ -70,7 +70,8 @@ NB_API nb_compiled *nb_compile(nb_graph_fn fn, void *ctx, nb_graph_opts opts);
 /* Runs the compiled function on n inputs (at most 32): traces on the first call and whenever the
    inputs' shapes, dtypes, strides or requires_grad, or the grad mode, match no cached variant (the
    trace computes shapes only, so it takes little memory; the new graph's first replay is that
-   call's result), replays the optimised graph otherwise. The result belongs to the current scope
+   call's result; with dynamic_batch, a new batch size of a variant is made from its fit instead
+   where it can be), replays the optimised graph otherwise. The result belongs to the current scope
    (or the caller outside one); it never requires grad. NULL on error. */
 NB_API nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n);
 /* Writes the graph of the variant run last, before and after the passes, one op per line; 0 or <0. */
