@@ -855,6 +855,56 @@ static void test_dynamic_batch_falls_back(void **state) {
     check_fallback(host_vector_fn, (const int64_t[]){ 3, 5 }, 2, 4, "another captured tensor");
 }
 
+/* Reaches a second parameter only at batch sizes of 2 mod 3; both gradients are dropped first. */
+static nb_tensor *even_param_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor **p = ctx;
+    nb_zero_grad(p[0]);
+    nb_zero_grad(p[1]);
+    nb_tensor *y = nb_mul(in[0], p[0]);
+    if (nb_dim(in[0], 0) % 3 == 2) y = nb_add(y, p[1]);
+    nb_tensor *loss = nb_mean_all(nb_mul(y, y));
+    return nb_backward(loss) < 0 ? NULL : loss;
+}
+
+/* The last probe (11, after 9 and 10) hands the second parameter a gradient that no kernel
+   computed; the first call, at 9, must leave it without one, as eager does. */
+static void test_dynamic_batch_probe_leaves_no_gradient(void **state) {
+    (void)state;
+    nb_tensor *pa[2] = { nb_randn(NB_SHAPE(4), NB_F32), nb_randn(NB_SHAPE(4), NB_F32) };
+    nb_tensor *pb[2];
+    for (int i = 0; i < 2; i++) {
+        nb_scope *s = nb_scope_begin();
+        pb[i] = nb_set_requires_grad(nb_keep(nb_clone(pa[i])), true);
+        nb_scope_end(s);
+        nb_set_requires_grad(pa[i], true);
+    }
+    nb_compiled *c = nb_compile(even_param_fn, pb, (nb_graph_opts){ .dynamic_batch = true });
+    const int64_t bs[] = { 9, 11, 7 };
+    for (int i = 0; i < 3; i++) {
+        nb_tensor *x = nb_randn(NB_SHAPE(bs[i], 4), NB_F32);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *le = even_param_fn(&x, 1, pa), *lc = nb_compiled_run(c, &x, 1);
+        if (!lc) fail_msg("%s", nb_error());
+        assert_true(fabs(nb_item(le) - nb_item(lc)) <= 1e-5 * fabs(nb_item(le)));
+        nb_scope_end(s);
+        for (int k = 0; k < 2; k++) {
+            if (!nb_grad_of(pa[k])) {
+                if (nb_grad_of(pb[k])) fail_msg("batch %lld: parameter %d has a gradient eager does not give it", (long long)bs[i], k);
+                continue;
+            }
+            assert_true(max_rel(nb_grad_of(pb[k]), nb_grad_of(pa[k])) <= 1e-5);
+        }
+        nb_release(x);
+    }
+    assert_non_null(nb_compiled_note(c)); /* 9 and 11 differ: a trace per size */
+    nb_compiled_free(c);
+    for (int i = 0; i < 2; i++) {
+        nb_release(pa[i]);
+        nb_release(pb[i]);
+    }
+}
+
 /* Only inputs whose dimension 0 is the first input's batch are batched; another keeps its size. */
 static nb_tensor *two_inputs_fn(nb_tensor *const *in, int n, void *ctx) {
     (void)n; (void)ctx;
@@ -1159,6 +1209,7 @@ int main(void) {
         cmocka_unit_test_setup(test_dynamic_batch_reshape, clear_error_setup),
         cmocka_unit_test_setup(test_dynamic_batch_falls_back, clear_error_setup),
         cmocka_unit_test_setup(test_dynamic_batch_fixed_input, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch_probe_leaves_no_gradient, clear_error_setup),
         cmocka_unit_test_setup(test_cache_bound, clear_error_setup),
         cmocka_unit_test_setup(test_bad_functions, clear_error_setup),
         cmocka_unit_test_setup(test_compiler_failure_falls_back, clear_error_setup),

@@ -319,10 +319,31 @@ static nb_tensor *stand_in(nb_tensor *t, int64_t b) {
     return s;
 }
 
+/* The tensor of leaf value lv of g, traced on inputs in. */
+static nb_tensor *leaf_tensor(const cgraph *g, int lv, nb_tensor *const *in) {
+    const cval *v = &g->v[lv];
+    return v->kind == VAL_INPUT ? in[v->input] : v->t;
+}
+
+/* A probe's backward hands leaves gradients that no kernel computed. The real call's first replay
+   replaces those of the leaves its graph reaches, but a leaf that only the probe's graph reaches
+   (the function branches on the batch size) would keep one: it is left without a gradient. */
+static void forget_probe_grads(const cgraph *g, nb_tensor *const *st, const cgraph *raw, nb_tensor *const *in) {
+    for (int k = 0; k < g->ngrads; k++) {
+        nb_tensor *leaf = leaf_tensor(g, g->grad_leaf[k], st), *gt = g->v[g->grad_val[k]].t;
+        if (!leaf || !gt || leaf->grad != gt) continue;
+        bool reached = false;
+        for (int j = 0; j < raw->ngrads && !reached; j++) reached = leaf_tensor(raw, raw->grad_leaf[j], in) == leaf;
+        if (reached) continue;
+        leaf->grad = NULL;
+        nb_release(gt); /* the leaf's reference; the graph keeps its own */
+    }
+}
+
 /* Traces fn at batch b with stand-ins for the batched inputs (the same tensor where the caller
-   passed one tensor twice); the raw graph, or NULL with *why. */
+   passed one tensor twice); the raw graph, or NULL with *why. raw is the real call's graph. */
 static cgraph *probe(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int n, const nb_symgraph *s, int64_t b,
-                     char *why, size_t size) {
+                     const cgraph *raw, char *why, size_t size) {
     nb_tensor *stack[32], **st = n <= 32 ? stack : calloc((size_t)n, sizeof *st);
     if (!st) {
         snprintf(why, size, "out of memory");
@@ -344,6 +365,7 @@ static cgraph *probe(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int n, con
         nb_tensor *result = NULL;
         g = nb__trace(fn, ctx, st, n, &result);
         nb_release(result);
+        if (g) forget_probe_grads(g, st, raw, in);
     }
     for (int k = 0; k < made; k++) nb_release(st[k]);
     if (st != stack) free(st);
@@ -390,7 +412,7 @@ nb_symgraph *nb__sym_build(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int 
     const cgraph *r0 = raw;
     for (int p = one ? 0 : 1; p < 3; p++) {
         (*probes)++;
-        if (!(gs[p] = probe(fn, ctx, in, n, s, s->b[p], why, size))) goto fail;
+        if (!(gs[p] = probe(fn, ctx, in, n, s, s->b[p], raw, why, size))) goto fail;
     }
     if (one) r0 = gs[0];
     for (int p = 1; p < 3; p++)
