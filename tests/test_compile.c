@@ -1,6 +1,7 @@
 /* Graph mode: compiled equals eager for the example models (forward, and 100 training steps of
-   the MLP and the CNN), each pass on small graphs, retracing, the dynamic batch dimension, the
-   cache bound, the compiler fallback and bad input. */
+   the MLP and the CNN), each pass on small graphs, retracing, the dynamic batch dimension (new
+   sizes made from the fit of three traces without tracing, and the fallbacks where it does not
+   fit), the cache bound, the compiler fallback and bad input. */
 #include "test_util.h"
 #include <math.h>
 #include <string.h>
