@@ -457,9 +457,9 @@ int64_t nb__sym_batch(const nb_symgraph *s, nb_tensor *const *in, int n) {
     return b;
 }
 
-/* The tensor of foldable node x at batch b, computed as dispatch computed it at trace time (the
-   kernel on the operands' constants, or a view of its base); NULL with an error, or *skip when the
-   layout is not what a fresh tensor has. */
+/* The tensor of foldable node x of instantiated graph g, computed as dispatch computed it at trace
+   time (the kernel on its operands' tensors vt, or a view of its base); NULL with an error, or
+   with *skip when an operand is missing or the layout is not what a fresh tensor has. */
 static nb_tensor *fold_value(const cgraph *g, const cnode *x, nb_tensor **vt, bool *skip) {
     const cval *o = &g->v[x->out];
     nb_tensor *in[64];
@@ -538,7 +538,7 @@ int nb__sym_instantiate(const nb_symgraph *s, int64_t b, nb_tensor *const *in, c
         if (!(vt[x->out] = fold_value(g, x, vt, &skip)) && !skip) failed = true;
     }
     for (int i = 0; i < g->nv; i++) {
-        if (!skip && !failed && s->keep_t[i]) g->v[i].t = nb_retain(vt[i]);
+        if (!skip && !failed && s->keep_t[i] && vt[i]) g->v[i].t = nb_retain(vt[i]);
         if (vt[i]) nb_release(vt[i]);
     }
     free(vt);
