@@ -1,6 +1,7 @@
 /* Graph mode: compiled equals eager for the example models (forward, and 100 training steps of
-   the MLP and the CNN), each pass on small graphs, retracing, the dynamic batch dimension, the
-   cache bound, the compiler fallback and bad input. */
+   the MLP and the CNN), each pass on small graphs, retracing, the dynamic batch dimension (new
+   sizes made from the fit of three traces without tracing, and the fallbacks where it does not
+   fit), the cache bound, the compiler fallback and bad input. */
 #include "test_util.h"
 #include <math.h>
 #include <string.h>
@@ -623,16 +624,306 @@ static void test_dynamic_batch(void **state) {
         for (int i = 0; i < 3; i++) check_run(c, x[i]);
     nb_compiled_stats st = nb_compiled_get_stats(c);
     assert_int_equal(st.variants, 1); /* one entry serves every batch size */
-    assert_int_equal(st.traces, 3);
+    assert_int_equal(st.traces, 3);   /* the first call's, and its two probes */
+    assert_int_equal(st.probe_traces, 2);
+    assert_int_equal(st.instantiations, 2); /* 17 and 3 came from the fit, without a trace */
     assert_int_equal(st.kernels_built, 0); /* the kernels were compiled once, for the first size */
     assert_int_equal(st.runs, 3);
+    assert_null(nb_compiled_note(c));
     /* another feature size is not a batch size */
     nb_tensor *w = nb_randn(NB_SHAPE(64, 11), NB_F32);
     check_run(c, w);
     assert_int_equal(nb_compiled_get_stats(c).variants, 2);
+    assert_int_equal(nb_compiled_get_stats(c).traces, 6); /* a new variant: traced and probed */
     nb_compiled_free(c);
     for (int i = 0; i < 3; i++) nb_release(x[i]);
     nb_release(w);
+}
+
+/* ---------------------------------------------------------------- dynamic batch without retracing */
+
+/* An MSE step on nb_mean (1/N of the batch baked in by C) with plain SGD. */
+static nb_tensor *mse_sgd_step(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    trainer *t = ctx;
+    nb_tensor *d = nb_sub(nb_forward(t->model, in[0]), in[1]);
+    nb_tensor *loss = nb_mean(nb_mean(nb_mul(d, d), 1, false), 0, false);
+    nb_optim_zero_grad(t->opt);
+    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
+    return loss;
+}
+
+/* A batch of b for the MLP: x [b, 784], y labels [b] (or [b, 10] floats for the MSE step). */
+static void mlp_batch(int64_t b, nb_tensor **x, nb_tensor **y) {
+    *x = nb_randn(NB_SHAPE(b, 784), NB_F32);
+    *y = random_labels(NB_SHAPE(b), 10);
+}
+static void mse_batch(int64_t b, nb_tensor **x, nb_tensor **y) {
+    *x = nb_randn(NB_SHAPE(b, 784), NB_F32);
+    *y = nb_randn(NB_SHAPE(b, 10), NB_F32);
+}
+static void cnn_batch(int64_t b, nb_tensor **x, nb_tensor **y) {
+    *x = nb_randn(NB_SHAPE(b, 1, 28, 28), NB_F32);
+    *y = random_labels(NB_SHAPE(b), 10);
+}
+static void gpt_batch(int64_t b, nb_tensor **x, nb_tensor **y) {
+    *x = random_labels(NB_SHAPE(b, CONTEXT), 65);
+    *y = random_labels(NB_SHAPE(b, CONTEXT), 65);
+}
+
+/* Trains an eager and a compiled (dynamic_batch) copy of a model with `step` over the batch sizes
+   in bs (reseeding before each step, so dropout draws the same masks): the loss, the parameters
+   and their gradients agree after every step, and no size after the first runs the function
+   under the tracer. Then a batch of 1 runs, traced unless the first batch was 1, and agrees too. */
+static void dynamic_training(nb_module *(*make)(void), nb_graph_fn step, bool adam,
+                             void (*batch)(int64_t, nb_tensor **, nb_tensor **), const int64_t *bs, int nb) {
+    nb_manual_seed(3);
+    nb_module *ma = make();
+    nb_manual_seed(3);
+    nb_module *mb = make();
+    trainer ta = { ma, adam ? nb_optim_adamw(ma, (nb_adamw_opts){ .lr = 1e-3 }) : nb_optim_sgd(ma, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9 }) };
+    trainer tb = { mb, adam ? nb_optim_adamw(mb, (nb_adamw_opts){ .lr = 1e-3 }) : nb_optim_sgd(mb, (nb_sgd_opts){ .lr = 0.05, .momentum = 0.9 }) };
+    nb_compiled *c = nb_compile(step, &tb, (nb_graph_opts){ .dynamic_batch = true });
+    assert_non_null(c);
+    for (int i = 0; i <= nb; i++) {
+        int64_t b = i < nb ? bs[i] : 1;
+        nb_tensor *x, *y;
+        nb_manual_seed(50 + (uint64_t)i);
+        batch(b, &x, &y);
+        nb_scope *s = nb_scope_begin();
+        nb_manual_seed(100 + (uint64_t)i);
+        nb_tensor *le = step((nb_tensor *[]){ x, y }, 2, &ta);
+        nb_manual_seed(100 + (uint64_t)i);
+        nb_tensor *lc = nb_compiled_run(c, (nb_tensor *[]){ x, y }, 2);
+        if (!lc) fail_msg("compiled step %d (batch %lld): %s", i, (long long)b, nb_error());
+        assert_non_null(le);
+        double rel = fabs(nb_item(le) - nb_item(lc)) / fabs(nb_item(le));
+        if (!(rel <= 1e-5)) fail_msg("step %d (batch %lld): loss %g eager, %g compiled", i, (long long)b, nb_item(le), nb_item(lc));
+        nb_scope_end(s);
+        double prel = params_rel(ma, mb);
+        if (!(prel <= 1e-5)) fail_msg("step %d (batch %lld): parameters differ by %g", i, (long long)b, prel);
+        nb_named_tensor pa[64], pb[64];
+        int np = nb_module_named_parameters(ma, pa, 64);
+        nb_module_named_parameters(mb, pb, 64);
+        for (int k = 0; k < np; k++) assert_true(max_rel(nb_grad_of(pa[k].tensor), nb_grad_of(pb[k].tensor)) <= 1e-4);
+        nb_compiled_stats st = nb_compiled_get_stats(c);
+        /* the first call traces and probes twice (three times after a first batch of 1, whose
+           graph serves 1 alone); a batch of 1, where C code may take paths of its own (a
+           broadcast, a squeeze), is traced unless the first call's was 1 */
+        int want = bs[0] == 1 ? 4 : i < nb ? 3 : 4;
+        if (st.traces != want)
+            fail_msg("step %d (batch %lld): %d traces; note: %s", i, (long long)b, st.traces,
+                     nb_compiled_note(c) ? nb_compiled_note(c) : "(none)");
+        nb_release(x);
+        nb_release(y);
+    }
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.probe_traces, bs[0] == 1 ? 3 : 2);
+    assert_int_equal(st.variants, 1);
+    assert_null(nb_compiled_note(c));
+    /* every size but the first and its repeats was made from the fit */
+    int fresh = 0;
+    for (int i = 1; i < nb; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen = seen || bs[j] == bs[i];
+        fresh += !seen;
+    }
+    assert_int_equal(st.instantiations, fresh);
+    assert_int_equal(st.runs, nb - 1 - fresh + (bs[0] == 1));
+    nb_compiled_free(c);
+    nb_optim_free(ta.opt);
+    nb_optim_free(tb.opt);
+    nb_module_free(ma);
+    nb_module_free(mb);
+}
+
+static void test_dynamic_batch_training(void **state) {
+    (void)state;
+    const int64_t bs[] = { 8, 5, 13, 8, 5, 64, 2 };
+    dynamic_training(mlp_model, train_step, true, mlp_batch, bs, 7);     /* cross entropy, AdamW */
+    dynamic_training(mlp_model, mse_sgd_step, false, mse_batch, bs, 7);  /* nb_mean, SGD with momentum */
+    dynamic_training(cnn_model, train_step, true, cnn_batch, (const int64_t[]){ 4, 3, 6, 4 }, 4); /* dropout */
+    /* [B, T] through embeddings, attention and a cross entropy over B*T, clipped */
+    dynamic_training(gpt_model, gpt_train_step, true, gpt_batch, (const int64_t[]){ 2, 3, 5, 2 }, 4);
+    /* from a batch of 1, whose bias gradients C code reduces differently */
+    dynamic_training(mlp_model, train_step, false, mlp_batch, (const int64_t[]){ 1, 4, 9, 4, 2 }, 5);
+}
+
+/* A [B, T, C] input through a reshape over B*T, a product, a reshape back, a softmax and a mean
+   over every element, with a constant of the batch's shape (nb_full) folded in. */
+static nb_tensor *reshape_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor *x = in[0], *w = ctx;
+    int64_t b = nb_dim(x, 0), t = nb_dim(x, 1), ch = nb_dim(x, 2);
+    nb_tensor *h = nb_matmul(nb_reshape(x, NB_SHAPE(b * t, ch)), w);
+    h = nb_reshape(h, NB_SHAPE(b, t, nb_dim(w, 1)));
+    h = nb_add(nb_softmax(h, -1), nb_full(NB_SHAPE(b, t, 1), 0.25, NB_F32));
+    return nb_add(nb_mean_all(h), nb_sum(nb_mean(h, 1, false), 0, false));
+}
+
+static void test_dynamic_batch_reshape(void **state) {
+    (void)state;
+    nb_tensor *w = nb_randn(NB_SHAPE(6, 5), NB_F32);
+    nb_compiled *c = nb_compile(reshape_fn, w, (nb_graph_opts){ .dynamic_batch = true });
+    const int64_t bs[] = { 1, 4, 7, 1, 2, 4 }; /* the first call at batch 1 */
+    for (int i = 0; i < 6; i++) {
+        nb_tensor *x = nb_randn(NB_SHAPE(bs[i], 3, 6), NB_F32);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *r = nb_compiled_run(c, &x, 1);
+        if (!r) fail_msg("%s", nb_error());
+        double rel = max_rel(r, reshape_fn(&x, 1, w));
+        if (!(rel <= 1e-5)) fail_msg("batch %lld: compiled differs from eager by %g", (long long)bs[i], rel);
+        nb_scope_end(s);
+        nb_release(x);
+    }
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    /* batch 1 traced, then probed at 2, 3 and 4 */
+    if (st.traces != 4) fail_msg("%d traces; note: %s", st.traces, nb_compiled_note(c) ? nb_compiled_note(c) : "(none)");
+    char *text = dump_text(c); /* the last graph came from the fit, and says so */
+    assert_non_null(strstr(text, "graph (made from the batch fit for batch 4, not traced)"));
+    free(text);
+    assert_int_equal(st.instantiations, 3); /* 4, 7 and 2 (1 came back from the cache) */
+    assert_true(st.folded > 0);             /* the batch-shaped constant was folded at every size */
+    nb_compiled_free(c);
+    nb_release(w);
+}
+
+/* Branches on the batch size: 1 is added only when it is even. */
+static nb_tensor *parity_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    nb_tensor *y = nb_mul_scalar(in[0], 2);
+    if (nb_dim(in[0], 0) % 2 == 0) y = nb_add_scalar(y, 1);
+    return nb_mean(y, 0, false);
+}
+
+/* A scalar that is no power of the batch size: the unbiased variance's n / (n - 1). */
+static nb_tensor *unbiased_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    double b = (double)nb_dim(in[0], 0);
+    nb_tensor *d = nb_sub(in[0], nb_mean(in[0], 0, true));
+    return nb_mul_scalar(nb_mean(nb_mul(d, d), 0, false), b / (b - 1));
+}
+
+/* Adds a vector made on the host at every call: a new captured tensor at each trace. */
+static nb_tensor *host_vector_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    const float v[4] = { 1, 2, 3, 4 };
+    return nb_add(in[0], nb_from_data(v, NB_SHAPE(4), NB_F32));
+}
+
+/* Functions whose graph the fit cannot describe fall back to a trace per new size, with the
+   reason in the note, and stay right. */
+static void check_fallback(nb_graph_fn fn, const int64_t *bs, int nb, int traces, const char *why) {
+    nb_compiled *c = nb_compile(fn, NULL, (nb_graph_opts){ .dynamic_batch = true });
+    for (int i = 0; i < nb; i++) {
+        nb_tensor *x = nb_randn(NB_SHAPE(bs[i], 4), NB_F32);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *r = nb_compiled_run(c, &x, 1);
+        if (!r) fail_msg("%s", nb_error());
+        double rel = max_rel(r, fn(&x, 1, NULL));
+        if (!(rel <= 1e-5)) fail_msg("batch %lld: compiled differs from eager by %g", (long long)bs[i], rel);
+        nb_scope_end(s);
+        nb_release(x);
+    }
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    assert_int_equal(st.instantiations, 0);
+    assert_int_equal(st.traces, traces);
+    const char *note = nb_compiled_note(c);
+    assert_non_null(note);
+    if (!strstr(note, "dynamic_batch") || !strstr(note, why)) fail_msg("note: %s", note);
+    assert_null(nb_error());
+    nb_compiled_free(c);
+}
+
+static void test_dynamic_batch_falls_back(void **state) {
+    (void)state;
+    /* 8 and 9 differ in their ops; 5, 6 and 9 are traced (8 comes back from the cache) */
+    check_fallback(parity_fn, (const int64_t[]){ 8, 5, 6, 8, 9 }, 5, 6, "ops");
+    check_fallback(parity_fn, (const int64_t[]){ 1, 2, 3, 4 }, 4, 7, "ops"); /* from batch 1: 3 probes */
+    check_fallback(unbiased_fn, (const int64_t[]){ 6, 3, 10, 6 }, 4, 5, "no c*B^k");
+    check_fallback(host_vector_fn, (const int64_t[]){ 3, 5 }, 2, 4, "another captured tensor");
+}
+
+/* Reaches a second parameter only at batch sizes of 2 mod 3; both gradients are dropped first. */
+static nb_tensor *even_param_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    nb_tensor **p = ctx;
+    nb_zero_grad(p[0]);
+    nb_zero_grad(p[1]);
+    nb_tensor *y = nb_mul(in[0], p[0]);
+    if (nb_dim(in[0], 0) % 3 == 2) y = nb_add(y, p[1]);
+    nb_tensor *loss = nb_mean_all(nb_mul(y, y));
+    return nb_backward(loss) < 0 ? NULL : loss;
+}
+
+/* The last probe (11, after 9 and 10) hands the second parameter a gradient that no kernel
+   computed; the first call, at 9, must leave it without one, as eager does. */
+static void test_dynamic_batch_probe_leaves_no_gradient(void **state) {
+    (void)state;
+    nb_tensor *pa[2] = { nb_randn(NB_SHAPE(4), NB_F32), nb_randn(NB_SHAPE(4), NB_F32) };
+    nb_tensor *pb[2];
+    for (int i = 0; i < 2; i++) {
+        nb_scope *s = nb_scope_begin();
+        pb[i] = nb_set_requires_grad(nb_keep(nb_clone(pa[i])), true);
+        nb_scope_end(s);
+        nb_set_requires_grad(pa[i], true);
+    }
+    nb_compiled *c = nb_compile(even_param_fn, pb, (nb_graph_opts){ .dynamic_batch = true });
+    const int64_t bs[] = { 9, 11, 7 };
+    for (int i = 0; i < 3; i++) {
+        nb_tensor *x = nb_randn(NB_SHAPE(bs[i], 4), NB_F32);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *le = even_param_fn(&x, 1, pa), *lc = nb_compiled_run(c, &x, 1);
+        if (!lc) fail_msg("%s", nb_error());
+        assert_true(fabs(nb_item(le) - nb_item(lc)) <= 1e-5 * fabs(nb_item(le)));
+        nb_scope_end(s);
+        for (int k = 0; k < 2; k++) {
+            if (!nb_grad_of(pa[k])) {
+                if (nb_grad_of(pb[k])) fail_msg("batch %lld: parameter %d has a gradient eager does not give it", (long long)bs[i], k);
+                continue;
+            }
+            assert_true(max_rel(nb_grad_of(pb[k]), nb_grad_of(pa[k])) <= 1e-5);
+        }
+        nb_release(x);
+    }
+    assert_non_null(nb_compiled_note(c)); /* 9 and 11 differ: a trace per size */
+    nb_compiled_free(c);
+    for (int i = 0; i < 2; i++) {
+        nb_release(pa[i]);
+        nb_release(pb[i]);
+    }
+}
+
+/* Only inputs whose dimension 0 is the first input's batch are batched; another keeps its size. */
+static nb_tensor *two_inputs_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_mean_all(nb_relu(nb_matmul(in[0], in[1])));
+}
+
+static void test_dynamic_batch_fixed_input(void **state) {
+    (void)state;
+    nb_compiled *c = nb_compile(two_inputs_fn, NULL, (nb_graph_opts){ .dynamic_batch = true });
+    nb_tensor *w = nb_randn(NB_SHAPE(5, 3), NB_F32), *w2 = nb_randn(NB_SHAPE(6, 3), NB_F32);
+    struct { int64_t b; nb_tensor *w; } calls[] = { { 4, w }, { 9, w }, { 3, w2 }, { 2, w }, { 6, w2 } };
+    for (int i = 0; i < 5; i++) {
+        nb_tensor *x = nb_randn(NB_SHAPE(calls[i].b, nb_dim(calls[i].w, 0)), NB_F32);
+        nb_tensor *in[2] = { x, calls[i].w };
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *r = nb_compiled_run(c, in, 2);
+        if (!r) fail_msg("%s", nb_error());
+        assert_true(max_rel(r, two_inputs_fn(in, 2, NULL)) <= 1e-5);
+        nb_scope_end(s);
+        nb_release(x);
+    }
+    nb_compiled_stats st = nb_compiled_get_stats(c);
+    /* x [3, 6] is another feature size: a new variant, traced and probed; in its last call the
+       second input's 6 rows equal the batch, and stay fixed all the same */
+    assert_int_equal(st.instantiations, 3);
+    assert_int_equal(st.traces, 6);
+    assert_null(nb_compiled_note(c));
+    nb_compiled_free(c);
+    nb_release(w);
+    nb_release(w2);
 }
 
 static void test_cache_bound(void **state) {
@@ -903,6 +1194,11 @@ int main(void) {
         cmocka_unit_test_setup(test_warm_step_allocates_nothing, clear_error_setup),
         cmocka_unit_test_setup(test_retrace_on_new_shape, clear_error_setup),
         cmocka_unit_test_setup(test_dynamic_batch, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch_training, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch_reshape, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch_falls_back, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch_fixed_input, clear_error_setup),
+        cmocka_unit_test_setup(test_dynamic_batch_probe_leaves_no_gradient, clear_error_setup),
         cmocka_unit_test_setup(test_cache_bound, clear_error_setup),
         cmocka_unit_test_setup(test_bad_functions, clear_error_setup),
         cmocka_unit_test_setup(test_compiler_failure_falls_back, clear_error_setup),

@@ -1,6 +1,6 @@
 /* Graph mode, differentially: many small random programs, built from a fixed seed, run eagerly
-   and compiled (default passes, the interpreter instead of compiled C, and fusion off), must
-   agree. The programs mix f32 elementwise chains, row sums and means, broadcasts of [C] and
+   and compiled (default passes, the interpreter instead of compiled C, fusion off, and for every
+   other program dynamic_batch, then at another batch size too), must agree. The programs mix f32 elementwise chains, row sums and means, broadcasts of [C] and
    [R, 1] operands, transposes and reshapes, layer norms, softmaxes, matmuls feeding elementwise
    ops, values used by several later ops and values read across rows, so the passes (DCE,
    folding, CSE, fusion, fused reductions, GEMM epilogues, row groups, memory planning) meet in
@@ -632,18 +632,28 @@ static bool check_run(binding *b, nb_compiled *c, nb_tensor *const *in, const re
 
 typedef struct {
     int programs, with_groups, row_groups, kernels, native, ops_traced, ops_after;
+    int dynamic, dynamic_other, dynamic_fitted; /* dynamic-batch programs, those run at another batch
+                                                   size, and those of which the fit made that graph */
 } coverage;
 
-/* The program compiled three ways (default passes, interpreted kernels, fusion off); each
-   compiled function traces on a first set of inputs, replays it, then replays on a second,
-   and each of its runs is checked against an eager run of the same step on captures of its
-   own. False (reported) at the first difference. */
+/* The program compiled three ways (default passes, interpreted kernels, fusion off), and every
+   other program a fourth, with dynamic_batch; each compiled function traces on a first set of
+   inputs, replays it, then replays on a second, and each of its runs is checked against an eager
+   run of the same step on captures of its own. The dynamic one then runs at batch size + 3 (the
+   inputs whose dimension 0 is the first input's grow by 3) where the eager program accepts it:
+   a graph the fit made, or a trace with a note saying why not. False (reported) at the first
+   difference. */
 static bool check_program(program *p, coverage *cov) {
     if (verbose) fprintf(stderr, "%s", program_text(p));
-    nb_tensor *inA[MAX_SRC], *inB[MAX_SRC];
+    nb_tensor *inA[MAX_SRC], *inB[MAX_SRC], *inC[MAX_SRC];
     nb_manual_seed(p->seed);
     for (int k = 0; k < p->nin; k++) inA[k] = nb_randn(p->shape[k], NB_F32);
     for (int k = 0; k < p->nin; k++) inB[k] = nb_randn(p->shape[k], NB_F32);
+    for (int k = 0; k < p->nin; k++) {
+        nb_shape sh = p->shape[k];
+        if (sh.ndim && p->shape[0].ndim && sh.dim[0] == p->shape[0].dim[0]) sh.dim[0] += 3;
+        inC[k] = nb_randn(sh, NB_F32);
+    }
     static const struct {
         const char *name;
         nb_graph_opts opts;
@@ -651,12 +661,14 @@ static bool check_program(program *p, coverage *cov) {
         { "compiled", { 0 } },
         { "interpreted", { .interpret = true } },
         { "unfused", { .disable = NB_PASS_FUSE } },
+        { "dynamic", { .dynamic_batch = true } },
     };
+    int nmodes = p->id % 2 == 0 ? 4 : 3;
     bool ok = true;
     binding *be = malloc(sizeof *be), *bc = malloc(sizeof *bc);
     assert_non_null(be);
     assert_non_null(bc);
-    for (int m = 0; m < 3 && ok; m++) {
+    for (int m = 0; m < nmodes && ok; m++) {
         bind(be, p);
         bind(bc, p);
         nb_compiled *c = nb_compile(run_program, bc, modes[m].opts);
@@ -669,9 +681,48 @@ static bool check_program(program *p, coverage *cov) {
             reference_free(&e);
         }
         nb_compiled_stats st = nb_compiled_get_stats(c);
-        if (ok && (st.traces != 1 || st.runs != 2)) {
-            report(p, c, "%s: %d traces and %lld replays, expected 1 and 2", modes[m].name, st.traces, (long long)st.runs);
+        /* the dynamic mode traces twice more at its first call (probes), unless the first probe
+           fails (a size another input or a capture fixes), which ends the probing */
+        int probes = st.probe_traces;
+        if (ok && (st.traces != 1 + probes || st.runs != 2 || (m == 3) != (probes > 0))) {
+            report(p, c, "%s: %d traces (%d probes) and %lld replays, expected 1 and 2", modes[m].name, st.traces,
+                   probes, (long long)st.runs);
             ok = false;
+        }
+        if (ok && m == 3) {
+            cov->dynamic++;
+            /* the eager step first: a program whose shapes tie the batch to a fixed size fails
+               there (a capture's rows, a reshape's target), and the run is skipped */
+            reference e;
+            nb_tensor *probe = NULL;
+            bool other = false;
+            nb_scope *s = nb_scope_begin();
+            binding *bt = malloc(sizeof *bt);
+            assert_non_null(bt);
+            bind(bt, p);
+            probe = run_program(inC, p->nin, bt);
+            other = probe != NULL;
+            nb_scope_end(s);
+            unbind(bt);
+            free(bt);
+            nb_error_clear();
+            if (other) {
+                cov->dynamic_other++;
+                ok = run_eager(be, inC, &e) && check_run(bc, c, inC, &e, be, "dynamic (batch + 3)", 4);
+                reference_free(&e);
+                nb_compiled_stats s4 = nb_compiled_get_stats(c);
+                cov->dynamic_fitted += s4.instantiations;
+                if (ok && s4.instantiations + (s4.traces - st.traces) != 1) {
+                    report(p, c, "dynamic: the new batch size made %d graphs from the fit and %d traces, expected 1 in all",
+                           s4.instantiations, s4.traces - st.traces);
+                    ok = false;
+                }
+                if (verbose && !s4.instantiations) fprintf(stderr, "  -> traced at batch + 3: %s\n", nb_compiled_note(c));
+                if (ok && !s4.instantiations && !nb_compiled_note(c)) {
+                    report(p, c, "dynamic: the new batch size was traced, and the note does not say why");
+                    ok = false;
+                }
+            }
         }
         if (m == 0) {
             cov->programs++;
@@ -694,6 +745,7 @@ static bool check_program(program *p, coverage *cov) {
     for (int k = 0; k < p->nin; k++) {
         nb_release(inA[k]);
         nb_release(inB[k]);
+        nb_release(inC[k]);
     }
     if (ok && nb_error()) {
         report(p, NULL, "an error was left behind: %s", nb_error());
@@ -736,10 +788,15 @@ static void run_many(bool grad, int count, uint64_t seed0, int min_groups) {
                   "in %d programs\n",
                   cov->programs, grad ? "training" : "forward", cov->ops_traced, cov->ops_after, cov->kernels, cov->native,
                   cov->row_groups, cov->with_groups);
+    print_message("%d %s programs compiled with dynamic_batch: %d ran at another batch size, %d of them on a graph "
+                  "the fit made\n", cov->dynamic, grad ? "training" : "forward", cov->dynamic_other, cov->dynamic_fitted);
     if (failed) fail_msg("%d of %d %s programs differ from eager (their op lists are above): %s", failed, count,
                          grad ? "training" : "forward", ids);
     if (defaults) {
         assert_true(cov->with_groups >= min_groups);
+        /* the fit's path is reached, not only its fallback (a training program's parameter has
+           the input's shape, which ties its batch: there the probes are what is checked) */
+        if (!grad) assert_true(cov->dynamic_fitted > 0);
 #ifdef NABLA_WITH_JIT
         assert_true(cov->native > 0);
 #endif

@@ -27,7 +27,13 @@ enum {
 /* Options of nb_compile; zero fields take the defaults. */
 typedef struct nb_graph_opts {
     bool dynamic_batch;    /* dimension 0 of the inputs may vary: every batch size shares one cache
-                              entry (a new size is still traced; 16 sizes kept per entry) */
+                              entry (16 sizes kept per entry). The first call traces the function
+                              at its batch size B and twice more, shapes only, at B+1 and B+2 (at
+                              2, 3 and 4 when B is 1), and fits every size and shape-derived
+                              scalar to the batch size, so a new size (other than 1) replays
+                              without running the function; where the fit fails (the function
+                              branches on the size), each new size is traced and
+                              nb_compiled_note says why */
     int cache_size;        /* traced variants kept (least recently used goes first); 0: 8, at most 1024 */
     unsigned disable;      /* NB_PASS_* bits of passes to skip */
     bool interpret;        /* run fused kernels interpreted instead of compiling them as C */
@@ -39,7 +45,10 @@ typedef struct nb_graph_opts {
 
 /* Counters of a compiled function, for tests and tuning. */
 typedef struct nb_compiled_stats {
-    int traces;            /* times the function ran under the tracer */
+    int traces;            /* times the function ran under the tracer, probe_traces included */
+    int probe_traces;      /* of those, the shape-only probes of dynamic_batch (two per variant,
+                              three when its first batch was 1) */
+    int instantiations;    /* graphs made for a new batch size from a variant's fit, without tracing */
     int variants;          /* variants cached now */
     int evictions;         /* variants dropped to keep the cache bound */
     int64_t runs;          /* replays of a compiled graph */
@@ -61,7 +70,8 @@ NB_API nb_compiled *nb_compile(nb_graph_fn fn, void *ctx, nb_graph_opts opts);
 /* Runs the compiled function on n inputs (at most 32): traces on the first call and whenever the
    inputs' shapes, dtypes, strides or requires_grad, or the grad mode, match no cached variant (the
    trace computes shapes only, so it takes little memory; the new graph's first replay is that
-   call's result), replays the optimised graph otherwise. The result belongs to the current scope
+   call's result; with dynamic_batch, a new batch size of a variant is made from its fit instead
+   where it can be), replays the optimised graph otherwise. The result belongs to the current scope
    (or the caller outside one); it never requires grad. NULL on error. */
 NB_API nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n);
 /* Writes the graph of the variant run last, before and after the passes, one op per line; 0 or <0. */

@@ -1,5 +1,6 @@
 /* nb_compile's public face: the cache of traced variants keyed by the inputs' shapes and dtypes
-   (the guards), tracing on a miss, replaying on a hit, counters, notes and the dump. */
+   (the guards), tracing on a miss (or, for a new batch size under dynamic_batch, instantiating the
+   variant's symbolic template), replaying on a hit, counters, notes and the dump. */
 #include "compile_impl.h"
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@ typedef struct variant {
     spec specs[MAX_SPECS];
     int nspecs;
     uint64_t used;
+    nb_symgraph *sym;     /* dynamic_batch: the graph of any batch size, fitted at the first trace */
+    bool sym_tried;       /* the probes ran (a template, or a note saying why none) */
 } variant;
 
 struct nb_compiled {
@@ -41,6 +44,7 @@ struct nb_compiled {
        the graph that ran last. */
     nb_tensor *arena;
     char *note;
+    bool kernel_noted;    /* the note says why kernels run interpreted */
     nb_compiled_stats stats;
 };
 
@@ -129,6 +133,7 @@ static int bind_arena(nb_compiled *c, cgraph *g) {
 static void variant_free(variant *v) {
     if (!v) return;
     for (int s = 0; s < v->nspecs; s++) nb__graph_free(v->specs[s].g);
+    nb__sym_free(v->sym);
     free(v);
 }
 
@@ -157,30 +162,77 @@ static void take_counters(nb_compiled *c, const cgraph *g) {
     s->compile_seconds = g->compile_seconds;
 }
 
-/* Traces, optimises and files a new graph under variant v (made when NULL). */
-static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, int n) {
-    nb_tensor *result = NULL;
-    c->stats.traces++;
-    drop_arena(c);
-    cgraph *g = nb__trace(c->fn, c->ctx, in, n, &result);
-    if (!g) return NULL;
-    double t0 = seconds();
+/* Adds msg to the note, unless the note says it already. */
+static void add_note(nb_compiled *c, const char *msg) {
+    if (c->note && strstr(c->note, msg)) return;
+    size_t had = c->note ? strlen(c->note) : 0, len = strlen(msg);
+    char *s = realloc(c->note, had + len + 3);
+    if (!s) return; /* a note is advice: without memory for it, the call still runs */
+    if (had) memcpy(s + had, "; ", 2), had += 2;
+    memcpy(s + had, msg, len + 1);
+    c->note = s;
+}
+
+/* dynamic_batch, at a variant's first trace: the probes and the fit (nb__sym_build). The
+   template, or NULL with a note saying why; *tried when the probes ran. */
+static nb_symgraph *make_template(nb_compiled *c, nb_tensor *const *in, int n, const cgraph *raw, bool *tried) {
+    char why[400], msg[512];
+    int probes = 0;
+    nb_symgraph *sym = nb__sym_build(c->fn, c->ctx, in, n, raw, &probes, why, sizeof why);
+    c->stats.traces += probes;
+    c->stats.probe_traces += probes;
+    *tried = probes > 0;
+    if (!sym && *tried) {
+        snprintf(msg, sizeof msg, "dynamic_batch: %s, so each new batch size runs the function under the tracer", why);
+        add_note(c, msg);
+    }
+    return sym;
+}
+
+/* The dump's title of a graph made from the fit: what it says of the one traced ("graph (traced):
+   N ops") would claim a trace that never ran. */
+static void retitle(cgraph *g, int64_t batch) {
+    static const char traced[] = "graph (traced)";
+    if (!g->dump_before || strncmp(g->dump_before, traced, sizeof traced - 1)) return;
+    char head[96];
+    int w = snprintf(head, sizeof head, "graph (made from the batch fit for batch %lld, not traced)", (long long)batch);
+    const char *rest = g->dump_before + sizeof traced - 1;
+    char *s = malloc((size_t)w + strlen(rest) + 1);
+    if (!s) return; /* the old title stays: only the dump's words are at stake */
+    memcpy(s, head, (size_t)w);
+    strcpy(s + w, rest);
+    free(g->dump_before);
+    g->dump_before = s;
+}
+
+/* Optimises g (traced, or instantiated from v's template for batch `fitted`, else -1), files it
+   under variant v (made when NULL, taking sym; tried marks that the probes ran) and runs it.
+   result is the trace's shape-only answer (or NULL), let go before the run; t0 when making g
+   began. */
+static nb_tensor *install(nb_compiled *c, variant *v, cgraph *g, nb_symgraph *sym, bool tried, int64_t fitted,
+                          nb_tensor *result, nb_tensor *const *in, int n, double t0) {
     char *note = NULL;
     if (nb__optimize(g, &c->opts, &note) < 0) {
         free(note);
         nb__graph_free(g);
+        nb__sym_free(sym);
         nb_release(result);
         return NULL;
     }
+    if (fitted >= 0) retitle(g, fitted);
     g->compile_seconds = seconds() - t0;
     if (bind_arena(c, g) < 0) {
         free(note);
         nb__graph_free(g);
+        nb__sym_free(sym);
         nb_release(result);
         return NULL;
     }
-    if (note && !c->note) c->note = note;
-    else free(note);
+    if (note && !c->kernel_noted) { /* the compiler's trouble is said once */
+        add_note(c, note);
+        c->kernel_noted = true;
+    }
+    free(note);
     if (!v) {
         if (c->nvars == c->opts.cache_size) { /* the bound: the least recently used variant goes */
             int lru = 0;
@@ -196,6 +248,7 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
         v = calloc(1, sizeof *v);
         if (!v) {
             nb__graph_free(g);
+            nb__sym_free(sym);
             nb_release(result);
             nb__error("nb_compiled_run: out of memory");
             return NULL;
@@ -211,6 +264,9 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
         }
         c->vars[c->nvars++] = v;
     }
+    if (sym && !v->sym) v->sym = sym;
+    else nb__sym_free(sym);
+    v->sym_tried = v->sym_tried || tried;
     spec *s;
     if (v->nspecs == MAX_SPECS) {
         int lru = 0;
@@ -233,6 +289,38 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
     return nb__graph_run(g, in, n);
 }
 
+/* Traces, optimises and files a new graph under variant v (made when NULL); with dynamic_batch,
+   a variant's first trace also makes its template. */
+static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, int n) {
+    nb_tensor *result = NULL;
+    c->stats.traces++;
+    drop_arena(c);
+    cgraph *g = nb__trace(c->fn, c->ctx, in, n, &result);
+    if (!g) return NULL;
+    nb_symgraph *sym = NULL;
+    bool tried = false;
+    if (c->opts.dynamic_batch && (!v || !v->sym_tried)) sym = make_template(c, in, n, g, &tried);
+    return install(c, v, g, sym, tried, -1, result, in, n, seconds());
+}
+
+/* A new batch size of variant v made from its template without running the function: the
+   result, or NULL with *made false when the template cannot make it (then the caller traces). */
+static nb_tensor *instantiate_new(nb_compiled *c, variant *v, nb_tensor *const *in, int n, bool *made) {
+    *made = false;
+    int64_t b = nb__sym_batch(v->sym, in, n);
+    if (b < 0) return NULL;
+    double t0 = seconds();
+    cgraph *g = NULL;
+    int rc = nb__sym_instantiate(v->sym, b, in, &g);
+    if (rc != 0) {
+        *made = rc < 0; /* an error: reported, not traced over */
+        return NULL;
+    }
+    *made = true;
+    c->stats.instantiations++;
+    return install(c, v, g, NULL, false, b, NULL, in, n, t0);
+}
+
 nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n) {
     if (!c) {
         if (!nb__has_error()) nb__error("nb_compiled_run: compiled function is NULL");
@@ -251,6 +339,11 @@ nb_tensor *nb_compiled_run(nb_compiled *c, nb_tensor *const *inputs, int n) {
     for (int i = 0; i < c->nvars && !v; i++)
         if (guard_holds(c, c->vars[i], inputs, n)) v = c->vars[i];
     spec *s = v ? find_spec(v, inputs, n) : NULL;
+    if (!s && v && v->sym) {
+        bool made;
+        nb_tensor *r = instantiate_new(c, v, inputs, n, &made);
+        if (made) return nb__own(r);
+    }
     if (!s) return nb__own(trace_new(c, v, inputs, n));
     s->used = v->used = ++c->clock;
     if (c->last != s->g) take_counters(c, s->g);

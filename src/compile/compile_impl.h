@@ -58,4 +58,22 @@ int nb__plan_memory(cgraph *g, bool reuse);
 /* Copies t's shape, dtype, strides and offset into v. */
 void nb__set_meta(cval *v, const nb_tensor *t);
 
+/* ---- the symbolic batch size of dynamic_batch (symbolic.c) ---- */
+/* A variant's template: its raw graph with every size fitted as a*B + c and every scalar
+   argument as c*B^k over the batch size B. */
+typedef struct nb_symgraph nb_symgraph;
+/* Traces fn twice more, shapes only, with stand-ins whose batch (the first input's dimension 0)
+   is B+1 and B+2, and fits raw (traced on in at B, before any pass) against them (when B is 1,
+   three times, at 2, 3 and 4, fitted without raw): the template, or NULL with why (size bytes)
+   saying why not. *probes counts the traces it ran. */
+nb_symgraph *nb__sym_build(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int n, const cgraph *raw, int *probes,
+                           char *why, size_t size);
+/* The batch size of inputs whose graph the template can make, else -1. */
+int64_t nb__sym_batch(const nb_symgraph *s, nb_tensor *const *in, int n);
+/* Makes into *out the raw graph of batch b for inputs in (ready for nb__optimize): 0; 1 when the
+   fits give no valid graph at b (trace instead); -1 with an error. */
+int nb__sym_instantiate(const nb_symgraph *s, int64_t b, nb_tensor *const *in, cgraph **out);
+/* Frees a template; NULL is ignored. */
+void nb__sym_free(nb_symgraph *s);
+
 #endif
