@@ -92,6 +92,15 @@ for dirpath, _, files in os.walk(os.path.join(root, "src")):
                 if any(q.startswith(f) for f in forbidden) and not q.endswith("ops.def") and q not in allowed:
                     print(f"{r} reaches {q} ({why}): " + " -> ".join(rel(c) for c in chain))
                     bad += 1
+# the compiler names no backend's functions or tables either (nb__cpu_*): only the registry's
+for dirpath, _, files in os.walk(os.path.join(root, "src", "compile")):
+    for fn in sorted(files):
+        path = os.path.join(dirpath, fn)
+        with open(path, encoding="utf-8") as fh:
+            for no, line in enumerate(fh, 1):
+                if "nb__cpu_" in line:
+                    print(f"{rel(path)}:{no} names a cpu backend symbol (the compiler is device-neutral): {line.strip()}")
+                    bad += 1
 if checked == 0:
     print("no sources found under", root)
     sys.exit(1)

@@ -113,6 +113,8 @@ static cgraph *copy_graph(const cgraph *g) {
     if (!c) return NULL;
     c->ninputs = g->ninputs;
     c->out = g->out;
+    c->device = g->device;
+    c->lower = g->lower;
     c->ops_traced = g->ops_traced;
     c->v = malloc(sizeof(cval) * (size_t)(g->nv ? g->nv : 1));
     c->nodes = calloc((size_t)(g->nn ? g->nn : 1), sizeof(cnode));
@@ -479,12 +481,13 @@ static nb_tensor *fold_value(const cgraph *g, const cnode *x, nb_tensor **vt, bo
         return t;
     }
     if (flags & NB_F_DEVICE) return nb__to_device(in[0], x->args.device);
-    nb_kernel_fn kernel = nb__cpu_backend.kernels[x->op];
+    const nb_backend *be = nb__backend_get(g->device.type); /* the graph's device's, as dispatch picked */
+    nb_kernel_fn kernel = be ? be->kernels[x->op] : NULL;
     if (!kernel) {
         *skip = true;
         return NULL;
     }
-    nb_tensor *t = nb__tensor_new(o->shape, o->dtype);
+    nb_tensor *t = nb__tensor_new_on(o->shape, o->dtype, g->device);
     if (!t) return NULL;
     for (int d = 0; d < o->shape.ndim; d++)
         if (o->shape.dim[d] != 1 && t->stride[d] != o->stride[d]) *skip = true;
