@@ -233,6 +233,7 @@ char *nb__graph_print(const cgraph *g, const char *title) {
 
 void nb__graph_free(cgraph *g) {
     if (!g) return;
+    if (g->lower && g->lower->release) g->lower->release(g); /* first: it may keep state per node or kernel */
     if (g->hdr)
         for (int i = 0; i < g->nv; i++)
             if (g->hdr[i]) nb_release(g->hdr[i]);
@@ -249,6 +250,5 @@ void nb__graph_free(cgraph *g) {
     free(g->grad_leaf);
     free(g->grad_val);
     free(g->dump_before);
-    if (g->lower && g->lower->release) g->lower->release(g);
     free(g);
 }

@@ -46,10 +46,14 @@ static int value_ints(cval *v, int64_t **p) {
 }
 
 /* Pointers to the integers of node x's arguments that may carry a size: every args.i (a reshape's
-   or a slice's sizes, an index, an axis mask alike) and the target shape's dims. */
+   or a slice's sizes, an index, an axis mask alike) and the target shape's dims. An op whose
+   args.i are pointers (host_call) has none there: a fit would make a wild pointer of them, so an
+   instantiated graph keeps the real trace's (a probe's host call was recorded for the same work;
+   DDP's records map the same parameters). */
 static int node_ints(cnode *x, int64_t **p) {
     int n = 0;
-    for (int j = 0; j < NARGS_I; j++) p[n++] = &x->args.i[j];
+    if (x->op < 0 || !(nb__ops[x->op].flags & NB_F_OPAQUE))
+        for (int j = 0; j < NARGS_I; j++) p[n++] = &x->args.i[j];
     for (int d = 0; d < x->args.shape.ndim; d++) p[n++] = &x->args.shape.dim[d];
     return n;
 }
@@ -454,7 +458,8 @@ int64_t nb__sym_batch(const nb_symgraph *s, nb_tensor *const *in, int n) {
         else if (d != b) return -1;
     }
     /* a size of 1 is where broadcasting and squeezing change what C code records, which the
-       sizes fitted (2 and above) cannot show: it is traced, or was, as the first call's */
+       sizes fitted (2 and above) cannot show: it is traced, or was, as the first call's (a view
+       that a fit would put past its storage is found at instantiation: views_inside) */
     if (b < 2) return -1;
     return b;
 }
@@ -503,6 +508,43 @@ static nb_tensor *fold_value(const cgraph *g, const cnode *x, nb_tensor **vt, bo
     return t;
 }
 
+/* Whether every view of instantiated graph g lies inside the storage of the value it views: a
+   fitted size that the traced sizes showed constant may be clamped (a slice of at most 4 rows at
+   batches 8, 9 and 10), and at a batch below that its view would run past its input. Node values
+   own a dense buffer of their shape; inputs and captures their tensor's storage. */
+static bool views_inside(const cgraph *g, nb_tensor *const *in) {
+    for (int i = 0; i < g->nv; i++) {
+        const cval *v = &g->v[i];
+        if (v->base < 0) continue;
+        int64_t off = 0, lo, hi;
+        int r = i;
+        for (; g->v[r].base >= 0; r = g->v[r].base)
+            if (__builtin_add_overflow(off, g->v[r].delta, &off)) return false;
+        const cval *root = &g->v[r];
+        const nb_tensor *t = root->kind == VAL_INPUT ? in[root->input] : root->kind == VAL_CAPTURE ? root->t : NULL;
+        if (t) { /* the root tensor's own first element, and its storage's elements */
+            int64_t es = (int64_t)nb__esize(t->dtype);
+            lo = -t->offset;
+            hi = (int64_t)(t->storage->nbytes / (size_t)es) - t->offset;
+        } else {
+            lo = 0;
+            hi = nb__shape_numel(&root->shape);
+        }
+        if (nb__shape_numel(&v->shape) == 0) continue;
+        int64_t first = off, last = off;
+        for (int d = 0; d < v->shape.ndim; d++) {
+            int64_t step;
+            if (__builtin_mul_overflow(v->shape.dim[d] - 1, v->stride[d], &step)) return false;
+            if (step < 0 ? __builtin_add_overflow(first, step, &first) : __builtin_add_overflow(last, step, &last))
+                return false;
+        }
+        /* in place or aliasing views reinterpreting the dtype are left to the trace */
+        if (v->dtype != root->dtype) return false;
+        if (first < lo || last >= hi) return false;
+    }
+    return true;
+}
+
 int nb__sym_instantiate(const nb_symgraph *s, int64_t b, nb_tensor *const *in, cgraph **out) {
     *out = NULL;
     bool had_error = nb__has_error();
@@ -518,6 +560,7 @@ int nb__sym_instantiate(const nb_symgraph *s, int64_t b, nb_tensor *const *in, c
         if (!nb__shape_check(NULL, &g->v[i].shape, nb__esize(g->v[i].dtype), NULL)) goto skip;
         if (g->v[i].kind == VAL_INPUT && !nb__shape_eq(&g->v[i].shape, &in[g->v[i].input]->shape)) goto skip;
     }
+    if (!views_inside(g, in)) goto skip;
     for (int i = 0; i < g->nn; i++) {
         cnode *x = &g->nodes[i];
         int nf = node_ints(x, f);

@@ -250,7 +250,6 @@ static void pack(ddp_module *d, ddp_param *p) {
     d->buckets[p->bucket].ready++;
 }
 
-/* Starts the buckets that are full, in order; early: during backward. */
 /* Starts bucket b's allreduce; -1 (and the group broken) when MPI refuses. */
 static int start_bucket(ddp_module *d, ddp_bucket *b, bool early) {
     if (nb__dist_start_sum(b->buf, b->numel + b->count, b->dtype, "nb_ddp", &b->op) < 0) {
@@ -275,6 +274,8 @@ static void nudge(ddp_module *d) {
 
 static int record_launch(ddp_module *d, int bucket, bool early);
 
+/* Starts the buckets that are full, in order (records their launches when traced); early: during
+   backward. */
 static void launch_ready(ddp_module *d, bool early) {
     while (d->next_launch < d->nbuckets && d->buckets[d->next_launch].ready == d->buckets[d->next_launch].count) {
         /* traced: the launch is recorded, for every replay to run */
@@ -393,6 +394,9 @@ static int launch_call(void *ctx, nb_tensor *const *t, int n) {
     ddp_module *d = c->d;
     ddp_bucket *b = &d->buckets[c->bucket];
     if (d->broken || !b->buf) return broken_error(d);
+    /* still in flight from a replay that failed before its finish: MPI may still write the
+       buffer, so it is waited for (the group breaks if that fails) before packing again */
+    if (b->launched && wait_buckets(d) < 0) return -1;
     for (int j = 0; j < b->count; j++)
         pack_grad(d, &d->params[b->first + j], c->input_of[j] >= 0 ? t[c->input_of[j]] : NULL);
     if (start_bucket(d, b, c->early) < 0) return -1;
@@ -613,6 +617,11 @@ static void ddp_free(nb_module *self) {
     if (d->hooks >= 0) nb__backward_hooks_remove(d->hooks);
     if (d->shard == NB_SHARD_OPTIMIZER) nb__optim_partition_set(self, NULL);
     free(d->staging);
+    /* a compiled step whose replay failed between a launch and its finish left it in flight */
+    bool in_flight = false;
+    for (int b = 0; b < d->nbuckets; b++) in_flight = in_flight || d->buckets[b].launched;
+    bool had_error = nb__has_error();
+    if (in_flight && !d->broken && wait_buckets(d) < 0 && !had_error) nb_error_clear(); /* freeing reports nothing */
     free_calls(d);
     for (int b = 0; b < d->nbuckets; b++) nb_release(d->buckets[b].flat);
     free(d->buckets);

@@ -33,6 +33,7 @@ enum {
     NB_F_DEVICE = 1 << 11,   /* the result is made on args.device (`to`), by the backends' copies */
     NB_F_INDEX2 = 1 << 12,   /* inputs 2 and on hold indices (index_put: x, values, indices...) */
     NB_F_WRITES_ALL = 1 << 13, /* with NB_F_INPLACE: may write every input, not input 0 alone */
+    NB_F_OPAQUE = 1 << 14,   /* args.i hold pointers (host_call's function and context), not sizes */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */
