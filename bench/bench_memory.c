@@ -25,23 +25,9 @@
 #include "../examples/char_gpt.c"
 #undef main
 
+#include "../tests/train_step.h" /* the mlp's and the cnn's step */
+
 #define NBATCH 8
-
-typedef struct {
-    nb_module *model;
-    nb_optimizer *opt;
-    bool flat_logits; /* gpt: logits [B, T, V] -> [B * T, V] */
-} step_ctx;
-
-/* One training step of the mlp and the cnn: forward, loss, backward, optimizer. */
-static nb_tensor *image_step(nb_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    step_ctx *t = ctx;
-    nb_tensor *loss = nb_cross_entropy(nb_forward(t->model, in[0]), in[1], (nb_ce_opts){ 0 });
-    nb_optim_zero_grad(t->opt);
-    if (nb_backward(loss) < 0 || nb_optim_step(t->opt) < 0) return NULL;
-    return loss;
-}
 
 static long status_kib(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -110,7 +96,7 @@ int main(int argc, char **argv) {
     long start = status_kib("VmRSS:");
     nb_manual_seed(0);
     nb_tensor *x[NBATCH], *y[NBATCH];
-    step_ctx img = { 0 };
+    trainer img = { 0 };
     char_trainer txt = { 0 };
     nb_graph_fn fn;
     void *ctx;
@@ -135,7 +121,7 @@ int main(int argc, char **argv) {
             img.opt = nb_optim_adam(img.model, (nb_adam_opts){ .lr = 1e-3 });
         }
         image_batches(x, y);
-        fn = image_step;
+        fn = train_step;
         ctx = &img;
     }
     bench_check("bench_memory", "setup");

@@ -146,6 +146,26 @@ static void expect_same_on_every_rank(const float *v, int64_t n, const char *wha
     nb_scope_end(s);
 }
 
+/* The MLP's four parameter tensors, in flat_params order. */
+static const int64_t mlp_sizes[4] = { 128 * 784, 128, 10 * 128, 10 };
+
+/* The largest difference between got and ref, relative to the largest weight of each of the
+   MLP's four tensors in ref. */
+static double rel_difference(const float *got, const float *ref) {
+    int64_t at = 0;
+    double worst = 0;
+    for (int t = 0; t < 4; t++) {
+        double big = 0, diff = 0;
+        for (int64_t i = at; i < at + mlp_sizes[t]; i++) {
+            big = fmax(big, fabs(ref[i]));
+            diff = fmax(diff, fabs((double)got[i] - ref[i]));
+        }
+        worst = fmax(worst, diff / big);
+        at += mlp_sizes[t];
+    }
+    return worst;
+}
+
 static void equivalence(bool adamw) {
     nb_dataset *ds = make_data();
     float *init = NULL;
@@ -161,20 +181,8 @@ static void equivalence(bool adamw) {
     int64_t m;
     float *want = flat_params(ref, &m);
     assert_int_equal(m, n);
-    /* relative to the largest weight of each of the four tensors */
-    static const int64_t sizes[4] = { 128 * 784, 128, 10 * 128, 10 };
-    int64_t at = 0;
-    double worst = 0, moved = 0;
-    for (int t = 0; t < 4; t++) {
-        double big = 0, diff = 0;
-        for (int64_t i = at; i < at + sizes[t]; i++) {
-            big = fmax(big, fabs(want[i]));
-            diff = fmax(diff, fabs((double)ddp[i] - want[i]));
-            moved = fmax(moved, fabs((double)want[i] - init[i]));
-        }
-        worst = fmax(worst, diff / big);
-        at += sizes[t];
-    }
+    double worst = rel_difference(ddp, want), moved = 0;
+    for (int64_t i = 0; i < n; i++) moved = fmax(moved, fabs((double)want[i] - init[i]));
     if (R == 0) printf("# %s, %d ranks: largest relative difference from one process %.3g\n", adamw ? "AdamW" : "SGD", W, worst);
     /* SGD's steps are proportional to the gradients, so the ranks' different order of summing
        shows as rounding (2e-7 measured). Adam divides by sqrt(v): a gradient element that is
@@ -223,17 +231,7 @@ static void equivalence(bool adamw) {
        as above (4e-7 to 2e-6 on 3 ranks), so it is held to 1e-5 */
     nb_ddp_stats fs;
     float *full = train_ddp(ds, adamw, 0, NB_SHARD_FULL, NULL, &fs);
-    double fworst = 0;
-    at = 0;
-    for (int t = 0; t < 4; t++) {
-        double big = 0, diff = 0;
-        for (int64_t i = at; i < at + sizes[t]; i++) {
-            big = fmax(big, fabs(ddp[i]));
-            diff = fmax(diff, fabs((double)full[i] - ddp[i]));
-        }
-        fworst = fmax(fworst, diff / big);
-        at += sizes[t];
-    }
+    double fworst = rel_difference(full, ddp);
     if (R == 0) printf("# full sharding, %d ranks: largest relative difference from DDP %.3g\n", W, fworst);
     double ftol = adamw ? 1e-5 : 1e-6;
     if (!(fworst <= ftol)) fail_msg("rank %d: full sharding differs from DDP by %.3g relative (at most %g)", R, fworst, ftol);
@@ -281,18 +279,7 @@ static void compiled_equivalence(bool adamw) {
     int64_t n = 784 * 128 + 128 + 128 * 10 + 10;
     if (memcmp(again, graph, sizeof(float) * (size_t)n) != 0) fail_msg("rank %d: two compiled DDP runs differ", R);
     expect_same_on_every_rank(graph, n, "the parameters of compiled DDP");
-    static const int64_t sizes[4] = { 128 * 784, 128, 10 * 128, 10 };
-    int64_t at = 0;
-    double worst = 0;
-    for (int t = 0; t < 4; t++) {
-        double big = 0, diff = 0;
-        for (int64_t i = at; i < at + sizes[t]; i++) {
-            big = fmax(big, fabs(eager[i]));
-            diff = fmax(diff, fabs((double)graph[i] - eager[i]));
-        }
-        worst = fmax(worst, diff / big);
-        at += sizes[t];
-    }
+    double worst = rel_difference(graph, eager);
     if (R == 0) printf("# compiled DDP (%s), %d ranks: largest relative difference from eager DDP %.3g\n", adamw ? "AdamW" : "SGD", W, worst);
     if (!(worst <= 1e-5)) fail_msg("rank %d: compiled DDP differs from eager DDP by %.3g relative", R, worst);
     /* the reducer ran at every replay: every bucket started during backward, every step waited */

@@ -301,6 +301,17 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
     if (!nb__tracing()) nudge(d);
 }
 
+/* Parameter p's slot in its bucket (after the allreduce: the average), and in *used the sum over
+   the ranks of its used flag (0: no rank had a gradient). */
+static const char *slot_of(const ddp_module *d, const ddp_param *p, double *used) {
+    const ddp_bucket *b = &d->buckets[p->bucket];
+    size_t es = nb_dtype_size(b->dtype);
+    const char *base = b->buf;
+    *used = b->dtype == NB_F32 ? *(const float *)(base + (size_t)(b->numel + p->flag) * es)
+                               : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
+    return base + (size_t)p->offset * es;
+}
+
 /* Gives every parameter that had a gradient on some rank a view of its slot of the reduced
    bucket (the average) as its gradient, as torch's gradient_as_bucket_view: no copy out. The next
    backward's packing writes the slots again, so a gradient kept from an earlier step changes
@@ -313,10 +324,8 @@ static int unpack(ddp_module *d) {
     for (int i = 0; i < d->nparams && rc == 0; i++) {
         ddp_param *p = &d->params[i];
         ddp_bucket *b = &d->buckets[p->bucket];
-        const char *base = b->buf;
-        size_t es = nb_dtype_size(b->dtype);
-        double used = b->dtype == NB_F32 ? *(const float *)(base + (size_t)(b->numel + p->flag) * es)
-                                         : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
+        double used;
+        slot_of(d, p, &used);
         if (used == 0) continue; /* no rank had a gradient: it keeps none */
         nb_scope *s = nb_scope_begin();
         nb_shape shape = nb_shape_of(p->t);
@@ -338,6 +347,12 @@ static int unpack(ddp_module *d) {
     }
     nb_set_grad_enabled(prev);
     return rc;
+}
+
+/* Records that an earlier reduction broke the group; -1. */
+static int broken_error(void) {
+    nb__error("nb_ddp: a gradient allreduce failed in an earlier step; the process group is unusable (restart the job)");
+    return -1;
 }
 
 /* Waits for every bucket started; -1 with an error (and the group broken) when one failed. */
@@ -362,8 +377,7 @@ static int wait_buckets(ddp_module *d) {
     d->stats.wait_seconds += nb__dist_now() - t0;
     if (failed) {
         if (!d->broken) d->broken = true;
-        else if (!nb__has_error())
-            nb__error("nb_ddp: a gradient allreduce failed in an earlier step; the process group is unusable (restart the job)");
+        else if (!nb__has_error()) broken_error();
         return -1;
     }
     return 0;
@@ -371,21 +385,6 @@ static int wait_buckets(ddp_module *d) {
 
 /* ---- graph mode: the reducer as host calls ---- */
 
-/* The bucket's slot of parameter p, reduced (the average), as a dtype-sized element pointer. */
-static const char *slot_of(const ddp_module *d, const ddp_param *p, double *used) {
-    const ddp_bucket *b = &d->buckets[p->bucket];
-    size_t es = nb_dtype_size(b->dtype);
-    const char *base = b->buf;
-    *used = b->dtype == NB_F32 ? *(const float *)(base + (size_t)(b->numel + p->flag) * es)
-                               : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
-    return base + (size_t)p->offset * es;
-}
-
-static int broken_error(const ddp_module *d) {
-    (void)d;
-    nb__error("nb_ddp: a gradient allreduce failed in an earlier step; the process group is unusable (restart the job)");
-    return -1;
-}
 
 /* A launch at replay: packs its bucket from the gradients it was given and starts the allreduce. */
 static int launch_call(void *ctx, nb_tensor *const *t, int n) {
@@ -393,7 +392,7 @@ static int launch_call(void *ctx, nb_tensor *const *t, int n) {
     ddp_call *c = ctx;
     ddp_module *d = c->d;
     ddp_bucket *b = &d->buckets[c->bucket];
-    if (d->broken || !b->buf) return broken_error(d);
+    if (d->broken || !b->buf) return broken_error();
     /* still in flight from a replay that failed before its finish: MPI may still write the
        buffer, so it is waited for (the group breaks if that fails) before packing again */
     if (b->launched && wait_buckets(d) < 0) return -1;

@@ -20,7 +20,6 @@ int nb__infer_host_call(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
 
 int nb__host_call(nb_host_fn fn, void *ctx, nb_tensor *const *t, int n) {
     nb_op_args a = { .i = { (int64_t)(intptr_t)fn, (int64_t)(intptr_t)ctx } };
-    if (!fn) a.i[0] = 0;
     bool prev = nb_set_grad_enabled(false);
     nb_tensor *r = nb__dispatch(NB_OP_HOST_CALL, t, n, &a);
     nb_set_grad_enabled(prev);
