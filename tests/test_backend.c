@@ -5,6 +5,7 @@
    loader delivers batches there, and compiled graphs run through its lowering; host_call (a
    function of the program's own as an op) runs at every replay of a cpu graph. */
 #include "test_util.h"
+#include <unistd.h>
 
 #include "ext_backend.h"
 #include "train_step.h"
@@ -249,6 +250,48 @@ static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
     nb_module_free(b);
 }
 
+/* A checkpoint saved from a device and loaded into a model on a device resumes bit-identically
+   (what test_cuda checks on a GPU, here on the test backend). */
+static void test_checkpoint_saves_from_and_loads_to_the_device(void **state) {
+    (void)state;
+    char path[] = "/tmp/nb_backend_ckXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    nb_module *a = small_model(), *b = small_model();
+    nb_optimizer *oa = nb_optim_adam(a, (nb_adam_opts){ .lr = 0.01 });
+    nb_optimizer *ob = nb_optim_adam(b, (nb_adam_opts){ .lr = 0.01 });
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_to(nb_randn(NB_SHAPE(5, 6), NB_F32), ext0);
+    int64_t yv[] = { 0, 1, 2, 1, 0 };
+    nb_tensor *y = nb_to(nb_from_data(yv, NB_SHAPE(5), NB_I64), ext0);
+    assert_non_null(nb_module_to(a, ext0));
+    eager_step(a, oa, x, y);
+    eager_step(a, oa, x, y);
+    assert_int_equal(nb_checkpoint_save(&(nb_checkpoint){ .model = a, .optimizer = oa, .global_step = 2 }, path), 0);
+    eager_step(a, oa, x, y); /* the run that goes on */
+    assert_non_null(nb_module_to(b, ext0));
+    nb_checkpoint ck = { .model = b, .optimizer = ob };
+    int lrc = nb_checkpoint_load(&ck, path);
+    if (lrc < 0) fprintf(stderr, "load: %s\n", nb_error());
+    assert_int_equal(lrc, 0);
+    assert_int_equal(ck.global_step, 2);
+    eager_step(b, ob, x, y); /* the resumed run */
+    nb_named_tensor pa[8], pb[8];
+    int n = nb_module_named_parameters(a, pa, 8);
+    assert_int_equal(nb_module_named_parameters(b, pb, 8), n);
+    for (int i = 0; i < n; i++) {
+        assert_true(on(pb[i].tensor, ext0));
+        assert_close(pb[i].tensor, pa[i].tensor, 0);
+    }
+    nb_scope_end(s);
+    unlink(path);
+    nb_optim_free(oa);
+    nb_optim_free(ob);
+    nb_module_free(a);
+    nb_module_free(b);
+}
+
 static nb_tensor *double_it(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     (void)ctx;
@@ -402,6 +445,7 @@ int main(void) {
         cmocka_unit_test_setup(test_missing_kernels_and_mixed_devices, clear_error_setup),
         cmocka_unit_test_setup(test_autograd_on_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_module_to_moves_parameters_and_optimizer_state, clear_error_setup),
+        cmocka_unit_test_setup(test_checkpoint_saves_from_and_loads_to_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_refuse_other_devices, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_run_on_the_backends_lowering, clear_error_setup),
         cmocka_unit_test_setup(test_host_call_runs_at_every_replay, clear_error_setup),
