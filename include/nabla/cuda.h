@@ -25,6 +25,8 @@ typedef struct nb_cuda_memory {
 NB_API int nb_cuda_device_count(void);
 /* Whether at least one CUDA device is usable. */
 NB_API bool nb_cuda_is_available(void);
+/* Why no CUDA device is usable (the driver's words, or that this build has no CUDA), or "". */
+NB_API const char *nb_cuda_why_unavailable(void);
 /* Fills *out with device's allocator counters; 0, or -1 with an error (no such device). */
 NB_API int nb_cuda_memory_stats(int device, nb_cuda_memory *out);
 /* Sets device's peak to what is allocated now; 0, or -1 with an error. */

@@ -8,6 +8,8 @@ int nb_cuda_device_count(void) { return 0; }
 
 bool nb_cuda_is_available(void) { return false; }
 
+const char *nb_cuda_why_unavailable(void) { return "this build of nabla has no cuda backend (built with NABLA_CUDA=OFF or without nvcc)"; }
+
 int nb_cuda_memory_stats(int device, nb_cuda_memory *out) {
     if (out) memset(out, 0, sizeof *out);
     nb__error("nb_cuda_memory_stats: device cuda:%d is not available: this build of nabla has no cuda backend", device);

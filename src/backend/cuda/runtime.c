@@ -4,6 +4,7 @@
    synchronisation. Nothing here calls CUDA before a cuda device is first asked for. */
 #include "cuda_impl.h"
 #include "nabla/cuda.h"
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,12 @@ static void count_devices(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        snprintf(why_none, sizeof why_none, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); /* loaded by the runtime when it is there */
+        if (!driver && (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice))
+            snprintf(why_none, sizeof why_none, "no CUDA driver: libcuda.so.1 is not installed (%s)", cudaGetErrorName(e));
+        else
+            snprintf(why_none, sizeof why_none, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+        if (driver) dlclose(driver);
         (void)cudaGetLastError();
         n = 0;
     } else if (n == 0) {
@@ -265,6 +271,8 @@ int nb__cuda_sync(int index) {
 int nb_cuda_device_count(void) { return nb__cuda_count(); }
 
 bool nb_cuda_is_available(void) { return nb__cuda_count() > 0; }
+
+const char *nb_cuda_why_unavailable(void) { return nb__cuda_why_none(); }
 
 int nb_cuda_memory_stats(int device, nb_cuda_memory *out) {
     if (!out) {
