@@ -9,6 +9,7 @@
 
 #include "ext_backend.h"
 #include "train_step.h"
+#include "gpt_model.h"
 
 static const nb_device cpu = { NB_CPU, 0 }, ext0 = { NB_EXT, 0 }, ext1 = { NB_EXT, 1 };
 
@@ -292,6 +293,59 @@ static void test_checkpoint_saves_from_and_loads_to_the_device(void **state) {
     nb_module_free(b);
 }
 
+/* The test models (an MLP, a CNN, a char GPT) train on a device as on the cpu: the same bits
+   after 5 steps of AdamW, since the test backend runs the cpu's kernels (test_cuda checks the
+   same on a GPU within 1e-4): nothing in nn, ops or optim makes a cpu tensor a device op needs. */
+static void test_models_train_on_the_device(void **state) {
+    (void)state;
+    ext_backend_register(false); /* every kernel */
+    for (int kind = 0; kind < 3; kind++) {
+        nb_module *m[2];
+        for (int d = 0; d < 2; d++) {
+            nb_manual_seed(11);
+            m[d] = kind == 0   ? nb_nn_sequential(nb_nn_linear(12, 16), nb_nn_relu(), nb_nn_linear(16, 5), NULL)
+                   : kind == 1 ? nb_nn_sequential(nb_nn_conv2d(1, 4, 3, (nb_conv2d_opts){ .padding = 1 }), nb_nn_relu(),
+                                                  nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }), nb_nn_flatten(),
+                                                  nb_nn_linear(4 * 4 * 4, 5), NULL)
+                               : gpt_model_new(5, 8, 16, 2, 2);
+            assert_non_null(m[d]);
+        }
+        assert_non_null(nb_module_to(m[1], ext0));
+        nb_optimizer *o[2] = { nb_optim_adamw(m[0], (nb_adamw_opts){ .lr = 0.01 }),
+                               nb_optim_adamw(m[1], (nb_adamw_opts){ .lr = 0.01 }) };
+        for (int step = 0; step < 5; step++) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *x = kind == 0 ? nb_randn(NB_SHAPE(6, 12), NB_F32)
+                           : kind == 1 ? nb_randn(NB_SHAPE(6, 1, 8, 8), NB_F32)
+                                       : nb_randint(0, 5, NB_SHAPE(3, 8));
+            nb_tensor *y = kind == 2 ? nb_randint(0, 5, NB_SHAPE(24)) : nb_randint(0, 5, NB_SHAPE(6));
+            double loss[2];
+            for (int d = 0; d < 2; d++) {
+                nb_device dev = d ? ext0 : cpu;
+                nb_tensor *logits = nb_forward(m[d], nb_to(x, dev));
+                if (kind == 2) logits = nb_reshape(logits, NB_SHAPE(24, 5));
+                nb_optim_zero_grad(o[d]);
+                nb_tensor *l = nb_cross_entropy(logits, nb_to(y, dev), (nb_ce_opts){ 0 });
+                if (!l) fprintf(stderr, "model %d on %s: %s\n", kind, d ? "ext" : "cpu", nb_error());
+                assert_non_null(l);
+                assert_int_equal(nb_backward(l), 0);
+                assert_int_equal(nb_optim_step(o[d]), 0);
+                loss[d] = nb_item(l);
+            }
+            assert_true(loss[0] == loss[1]);
+            nb_scope_end(s);
+        }
+        nb_named_tensor p0[64], p1[64];
+        int n = nb_module_named_parameters(m[0], p0, 64);
+        assert_int_equal(nb_module_named_parameters(m[1], p1, 64), n);
+        for (int i = 0; i < n; i++) assert_close(p1[i].tensor, p0[i].tensor, 0);
+        for (int d = 0; d < 2; d++) {
+            nb_optim_free(o[d]);
+            nb_module_free(m[d]);
+        }
+    }
+}
+
 static nb_tensor *double_it(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     (void)ctx;
@@ -446,6 +500,7 @@ int main(void) {
         cmocka_unit_test_setup(test_autograd_on_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_module_to_moves_parameters_and_optimizer_state, clear_error_setup),
         cmocka_unit_test_setup(test_checkpoint_saves_from_and_loads_to_the_device, clear_error_setup),
+        cmocka_unit_test_setup(test_models_train_on_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_refuse_other_devices, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_run_on_the_backends_lowering, clear_error_setup),
         cmocka_unit_test_setup(test_host_call_runs_at_every_replay, clear_error_setup),
