@@ -102,7 +102,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 configure=(cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DNABLA_CUDA=ON
            -DCMAKE_CUDA_ARCHITECTURES=90 "-DNABLA_CUDNN_INCLUDE_DIR=$cudnn_inc" -DNABLA_WITH_BLAS=OFF
            -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JIT=OFF
-           -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF -DNABLA_BUILD_EXAMPLES=OFF)
+           -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF)
 targets=(test_cuda test_backend_ops bench_cuda)
 if $dry; then
   note "dry run: ${configure[*]}"
@@ -135,7 +135,7 @@ run_test() { # name, then the command
   rc=$?
   case $rc in
     0) test_status[$name]="passed" ;;
-    77) test_status[$name]="SKIPPED ($(grep -m1 '^SKIPPED' "$out/tests.log" | cut -c1-120))" ;;
+    77) test_status[$name]="SKIPPED: $(grep -m1 '^SKIPPED: ' "$out/tests.log" | cut -c10-140)" ;;
     124) test_status[$name]="FAILED: timed out" ;;
     *) test_status[$name]="FAILED (exit $rc, tests.log)" ;;
   esac
