@@ -338,7 +338,9 @@ static void test_models_train_on_the_device(void **state) {
         nb_named_tensor p0[64], p1[64];
         int n = nb_module_named_parameters(m[0], p0, 64);
         assert_int_equal(nb_module_named_parameters(m[1], p1, 64), n);
+        nb_scope *s = nb_scope_begin(); /* assert_close's temporaries */
         for (int i = 0; i < n; i++) assert_close(p1[i].tensor, p0[i].tensor, 0);
+        nb_scope_end(s);
         for (int d = 0; d < 2; d++) {
             nb_optim_free(o[d]);
             nb_module_free(m[d]);
