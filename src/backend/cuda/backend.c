@@ -23,7 +23,7 @@ static int enter(const char *name, nb_tensor *out, nb_tensor *const *in, int nin
     const nb_tensor *t = out && out->storage->device.type == NB_CUDA ? out : NULL;
     for (int i = 0; !t && i < nin; i++)
         if (in[i] && in[i]->storage->device.type == NB_CUDA) t = in[i];
-    return nb__cu_use(name, t ? nb__cu_device_of(t) : 0);
+    return nb__curt_use(name, t ? nb__curt_device_of(t) : 0);
 }
 
 #define DECLARE(name) int nb__cuda_##name(nb_tensor *, nb_tensor *const *, int, const nb_op_args *);
@@ -53,24 +53,24 @@ int nb__cuda_empty(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
    thread (it reads the tensors through nabla's calls, which copy what they need) */
 int nb__cuda_host_call(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)out;
-    if (nb__cu_sync(nb__cu_current()) < 0) return -1;
+    if (nb__curt_sync(nb__curt_current()) < 0) return -1;
     nb_host_fn fn = (nb_host_fn)(intptr_t)args->i[0];
     int rc = fn((void *)(intptr_t)args->i[1], in, nin);
     if (rc < 0 && !nb__has_error()) nb__error("nb_host_call: the function failed without saying why");
     return rc < 0 ? -1 : 0;
 }
 
-static int cuda_count(void) { return nb__cu_count(); }
+static int cuda_count(void) { return nb__curt_count(); }
 
 const nb_backend nb__cuda_backend = {
     .name = "cuda",
     .type = NB_CUDA,
     .kernels = cuda_kernels,
     .device_count = cuda_count,
-    .why_none = nb__cu_why_none,
-    .alloc = nb__cu_alloc,
-    .free = nb__cu_free,
-    .copy = nb__cu_copy,
-    .sync = nb__cu_sync,
+    .why_none = nb__curt_why_none,
+    .alloc = nb__curt_alloc,
+    .free = nb__curt_free,
+    .copy = nb__curt_copy,
+    .sync = nb__curt_sync,
     .lower = NULL, /* graph mode on cuda: not built yet (docs/cuda.md) */
 };

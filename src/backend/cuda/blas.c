@@ -75,12 +75,12 @@ static int run_matmul(const char *fn, nb_tensor *out, nb_tensor *const *in, bool
     bshape.ndim -= 2;
     int64_t batches = nb__shape_numel(&bshape);
     size_t es = nb_dtype_size(out->dtype), ea = nb_dtype_size(a->dtype);
-    cudaStream_t stream = nb__cu_stream_of(nb__cu_current());
+    cudaStream_t stream = nb__curt_stream_of(nb__curt_current());
     if (!stream) return -1;
     if (out->numel == 0) return 0;
     if (k == 0) {
         cudaError_t e = cudaMemsetAsync(nb__data(out), 0, (size_t)out->numel * es, stream);
-        return e == cudaSuccess ? 0 : nb__cu_fail(fn, "cudaMemsetAsync", e);
+        return e == cudaSuccess ? 0 : nb__curt_fail(fn, "cudaMemsetAsync", e);
     }
     if (!bf16 && out->dtype != NB_F32 && out->dtype != NB_F64) { /* integers: k_rt.cu, a launch per batch */
         for (int64_t bi = 0; bi < batches; bi++) {
@@ -89,7 +89,7 @@ static int run_matmul(const char *fn, nb_tensor *out, nb_tensor *const *in, bool
             char *C = (char *)nb__data(out) + bi * n * m * (int64_t)es;
             int e = nbc_matmul_int(out->dtype, A, B, C, n, k, m, a->stride[na - 2], a->stride[na - 1], b->stride[nbd - 2],
                                    b->stride[nbd - 1], stream);
-            if (e) return nb__cu_fail(fn, "integer product kernel", (cudaError_t)e);
+            if (e) return nb__curt_fail(fn, "integer product kernel", (cudaError_t)e);
         }
         return 0;
     }

@@ -79,13 +79,13 @@ static int make_descs(const char *fn, conv_descs *d, const nb_shape *x, const nb
 /* Whether a math type is allowed: f32 without TF32 takes plain FMA only. */
 static bool math_ok(cudnnMathType_t m, nb_dtype dt) {
     if (dt == NB_F64) return true;
-    return nb__cu_tf32() ? true : m == CUDNN_FMA_MATH;
+    return nb__curt_tf32() ? true : m == CUDNN_FMA_MATH;
 }
 
 /* The fastest deterministic algorithm cuDNN's heuristics give for kind (its math type set on
    the descriptor), and its workspace bytes; -1 with an error when there is none. */
 static int pick_algo(const char *fn, cudnnHandle_t h, conv_descs *d, int kind, nb_dtype dt, int *algo, size_t *ws) {
-    cudnnStatus_t st = nb__cudnn_fn.cudnnSetConvolutionMathType(d->conv, dt == NB_F64 || nb__cu_tf32() ? CUDNN_DEFAULT_MATH
+    cudnnStatus_t st = nb__cudnn_fn.cudnnSetConvolutionMathType(d->conv, dt == NB_F64 || nb__curt_tf32() ? CUDNN_DEFAULT_MATH
                                                                                                           : CUDNN_FMA_MATH);
     if (st != CUDNN_STATUS_SUCCESS) return dnn_fail(fn, "math type", st);
     enum { MAXA = 16 };
@@ -138,7 +138,7 @@ static bool has_zero(const nb_shape *s) {
 /* kind's convolution: out from in[0], in[1] (and a bias for the forward). */
 static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *a) {
     if (out->numel == 0) return 0;
-    cudaStream_t stream = nb__cu_stream_of(nb__cu_current());
+    cudaStream_t stream = nb__curt_stream_of(nb__curt_current());
     if (!stream) return -1;
     const nb_shape *xs = kind == FWD ? &in[0]->shape : kind == BWD_DATA ? &out->shape : &in[1]->shape;
     const nb_shape *ws = kind == FWD ? &in[1]->shape : kind == BWD_DATA ? &in[1]->shape : &out->shape;
@@ -162,7 +162,7 @@ static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *
     if (empty_sum) { /* nothing to sum: zeros (and the bias) */
         cudaError_t e = cudaMemsetAsync(nb__data(out), 0, (size_t)out->numel * es, stream);
         if (e != cudaSuccess) {
-            nb__cu_fail(fn, "cudaMemsetAsync", e);
+            nb__curt_fail(fn, "cudaMemsetAsync", e);
             goto done;
         }
     } else {

@@ -93,7 +93,7 @@ static bool loaded(int *state, char *err, size_t errlen, int (*load)(char *, siz
 }
 
 void *nb__cublas(const char *fn) {
-    int dev = nb__cu_current();
+    int dev = nb__curt_current();
     if (dev < 0 || dev >= MAX_DEVICES) {
         nb__error("%s: no current cuda device", fn);
         return NULL;
@@ -103,7 +103,7 @@ void *nb__cublas(const char *fn) {
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (!cublas_h[dev]) {
         st = nb__cublas_fn.cublasCreate_v2(&cublas_h[dev]);
-        if (st == CUBLAS_STATUS_SUCCESS) st = nb__cublas_fn.cublasSetStream_v2(cublas_h[dev], nb__cu_stream_of(dev));
+        if (st == CUBLAS_STATUS_SUCCESS) st = nb__cublas_fn.cublasSetStream_v2(cublas_h[dev], nb__curt_stream_of(dev));
         if (st != CUBLAS_STATUS_SUCCESS) cublas_h[dev] = NULL;
     }
     int want = 1 + atomic_load(&allow_tf32);
@@ -123,7 +123,7 @@ void *nb__cublas(const char *fn) {
 }
 
 void *nb__cudnn(const char *fn) {
-    int dev = nb__cu_current();
+    int dev = nb__curt_current();
     if (dev < 0 || dev >= MAX_DEVICES) {
         nb__error("%s: no current cuda device", fn);
         return NULL;
@@ -133,7 +133,7 @@ void *nb__cudnn(const char *fn) {
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     if (!cudnn_h[dev]) {
         st = nb__cudnn_fn.cudnnCreate(&cudnn_h[dev]);
-        if (st == CUDNN_STATUS_SUCCESS) st = nb__cudnn_fn.cudnnSetStream(cudnn_h[dev], nb__cu_stream_of(dev));
+        if (st == CUDNN_STATUS_SUCCESS) st = nb__cudnn_fn.cudnnSetStream(cudnn_h[dev], nb__curt_stream_of(dev));
         if (st != CUDNN_STATUS_SUCCESS) cudnn_h[dev] = NULL;
     }
     cudnnHandle_t h = cudnn_h[dev];
@@ -145,7 +145,7 @@ void *nb__cudnn(const char *fn) {
     return h;
 }
 
-bool nb__cu_tf32(void) { return atomic_load(&allow_tf32); }
+bool nb__curt_tf32(void) { return atomic_load(&allow_tf32); }
 
 void nb_cuda_set_allow_tf32(bool allow) { atomic_store(&allow_tf32, allow); }
 

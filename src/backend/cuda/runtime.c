@@ -51,31 +51,31 @@ static void count_devices(void) {
     device_total = n < MAX_DEVICES ? n : MAX_DEVICES;
 }
 
-int nb__cu_count(void) {
+int nb__curt_count(void) {
     pthread_once(&count_once, count_devices);
     return device_total;
 }
 
-const char *nb__cu_why_none(void) {
-    nb__cu_count();
+const char *nb__curt_why_none(void) {
+    nb__curt_count();
     return why_none;
 }
 
-int nb__cu_fail(const char *fn, const char *what, cudaError_t e) {
+int nb__curt_fail(const char *fn, const char *what, cudaError_t e) {
     (void)cudaGetLastError(); /* a sticky error stays; a plain one is cleared for the next call */
     nb__error("%s: cuda:%d: %s: %s (%s)", fn, current < 0 ? 0 : current, what, cudaGetErrorString(e), cudaGetErrorName(e));
     return -1;
 }
 
-int nb__cu_use(const char *fn, int index) {
-    if (index < 0 || index >= nb__cu_count()) {
-        nb__error("%s: device cuda:%d is not available: %d CUDA device%s%s%s", fn, index, nb__cu_count(),
-                  nb__cu_count() == 1 ? "" : "s", why_none[0] ? ", " : "", why_none);
+int nb__curt_use(const char *fn, int index) {
+    if (index < 0 || index >= nb__curt_count()) {
+        nb__error("%s: device cuda:%d is not available: %d CUDA device%s%s%s", fn, index, nb__curt_count(),
+                  nb__curt_count() == 1 ? "" : "s", why_none[0] ? ", " : "", why_none);
         return -1;
     }
     if (current != index) {
         cudaError_t e = cudaSetDevice(index);
-        if (e != cudaSuccess) return nb__cu_fail(fn, "cudaSetDevice", e);
+        if (e != cudaSuccess) return nb__curt_fail(fn, "cudaSetDevice", e);
         current = index;
     }
     dev_state *d = &devs[index];
@@ -83,18 +83,18 @@ int nb__cu_use(const char *fn, int index) {
     cudaError_t e = cudaSuccess;
     if (!d->stream) e = cudaStreamCreate(&d->stream);
     pthread_mutex_unlock(&mu);
-    return e == cudaSuccess ? 0 : nb__cu_fail(fn, "cudaStreamCreate", e);
+    return e == cudaSuccess ? 0 : nb__curt_fail(fn, "cudaStreamCreate", e);
 }
 
-int nb__cu_current(void) { return current; }
+int nb__curt_current(void) { return current; }
 
-cudaStream_t nb__cu_stream_of(int index) {
-    if (nb__cu_use("nb_cuda", index) < 0) return NULL;
+cudaStream_t nb__curt_stream_of(int index) {
+    if (nb__curt_use("nb_cuda", index) < 0) return NULL;
     return devs[index].stream;
 }
 
 void *nbc_stream(void) {
-    if (current < 0 && nb__cu_use("nbc_stream", 0) < 0) return NULL;
+    if (current < 0 && nb__curt_use("nbc_stream", 0) < 0) return NULL;
     return devs[current].stream;
 }
 
@@ -146,13 +146,13 @@ static void count_alloc(dev_state *d, size_t cls) {
     if (d->allocated > d->peak) d->peak = d->allocated;
 }
 
-void *nb__cu_alloc(size_t bytes, int index) {
+void *nb__curt_alloc(size_t bytes, int index) {
     size_t cls = nb__cuda_size_class(bytes);
     if (!cls) {
         nb__error("cuda:%d: cannot allocate %zu bytes (the size overflows)", index, bytes);
         return NULL;
     }
-    if (nb__cu_use("nb_empty", index) < 0) return NULL;
+    if (nb__curt_use("nb_empty", index) < 0) return NULL;
     dev_state *d = &devs[index];
     pthread_mutex_lock(&mu);
     void *p = take_cached(d, cls, d->stream);
@@ -191,7 +191,7 @@ void *nb__cu_alloc(size_t bytes, int index) {
     return p;
 }
 
-void nb__cu_free(void *p, size_t bytes, int index) {
+void nb__curt_free(void *p, size_t bytes, int index) {
     if (!p || index < 0 || index >= MAX_DEVICES) return;
     size_t cls = nb__cuda_size_class(bytes);
     dev_state *d = &devs[index];
@@ -216,63 +216,63 @@ void nb__cu_free(void *p, size_t bytes, int index) {
 }
 
 void *nbc_scratch_alloc(size_t bytes) {
-    if (current < 0 && nb__cu_use("nbc_scratch_alloc", 0) < 0) return NULL;
-    return nb__cu_alloc(bytes, current);
+    if (current < 0 && nb__curt_use("nbc_scratch_alloc", 0) < 0) return NULL;
+    return nb__curt_alloc(bytes, current);
 }
 
 void nbc_scratch_free(void *p, size_t bytes) {
-    if (current >= 0) nb__cu_free(p, bytes, current);
+    if (current >= 0) nb__curt_free(p, bytes, current);
 }
 
 /* ---- copies and synchronisation ---- */
-int nb__cu_copy(nb_tensor *dst, const nb_tensor *src) {
+int nb__curt_copy(nb_tensor *dst, const nb_tensor *src) {
     size_t n = (size_t)dst->numel * nb__esize(dst->dtype);
     if (n == 0) return 0;
     bool dcuda = dst->storage->device.type == NB_CUDA, scuda = src->storage->device.type == NB_CUDA;
-    int di = dcuda ? nb__cu_device_of(dst) : -1, si = scuda ? nb__cu_device_of(src) : -1;
+    int di = dcuda ? nb__curt_device_of(dst) : -1, si = scuda ? nb__curt_device_of(src) : -1;
     void *to = nb__data(dst);
     const void *from = nb__data(src);
     cudaError_t e;
     if (dcuda && !scuda) {
         /* host to device, in stream order: from pageable memory (nabla's host memory is never
            pinned) the call returns once the bytes are staged, so the host buffer may change or go */
-        if (nb__cu_use("nb_to", di) < 0) return -1;
+        if (nb__curt_use("nb_to", di) < 0) return -1;
         e = cudaMemcpyAsync(to, from, n, cudaMemcpyHostToDevice, devs[di].stream);
-        return e == cudaSuccess ? 0 : nb__cu_fail("nb_to", "copy to the device", e);
+        return e == cudaSuccess ? 0 : nb__curt_fail("nb_to", "copy to the device", e);
     }
     if (!dcuda && scuda) { /* device to host: waits, since the host reads it next */
-        if (nb__cu_use("nb_to", si) < 0) return -1;
+        if (nb__curt_use("nb_to", si) < 0) return -1;
         e = cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToHost, devs[si].stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(devs[si].stream);
-        return e == cudaSuccess ? 0 : nb__cu_fail("nb_to", "copy to the host", e);
+        return e == cudaSuccess ? 0 : nb__curt_fail("nb_to", "copy to the host", e);
     }
     if (!dcuda && !scuda) {
         memcpy(to, from, n);
         return 0;
     }
     if (di == si) { /* on one device: in stream order */
-        if (nb__cu_use("nb_to", di) < 0) return -1;
+        if (nb__curt_use("nb_to", di) < 0) return -1;
         e = cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToDevice, devs[di].stream);
-        return e == cudaSuccess ? 0 : nb__cu_fail("nb_to", "copy on the device", e);
+        return e == cudaSuccess ? 0 : nb__curt_fail("nb_to", "copy on the device", e);
     }
     /* between two devices: the source's queued work first, then on the destination's stream */
-    if (nb__cu_sync(si) < 0 || nb__cu_use("nb_to", di) < 0) return -1;
+    if (nb__curt_sync(si) < 0 || nb__curt_use("nb_to", di) < 0) return -1;
     e = cudaMemcpyPeerAsync(to, di, from, si, n, devs[di].stream);
-    return e == cudaSuccess ? 0 : nb__cu_fail("nb_to", "copy between devices", e);
+    return e == cudaSuccess ? 0 : nb__curt_fail("nb_to", "copy between devices", e);
 }
 
-int nb__cu_sync(int index) {
-    if (nb__cu_use("nb_synchronize", index) < 0) return -1;
+int nb__curt_sync(int index) {
+    if (nb__curt_use("nb_synchronize", index) < 0) return -1;
     cudaError_t e = cudaStreamSynchronize(devs[index].stream);
-    return e == cudaSuccess ? 0 : nb__cu_fail("nb_synchronize", "cudaStreamSynchronize", e);
+    return e == cudaSuccess ? 0 : nb__curt_fail("nb_synchronize", "cudaStreamSynchronize", e);
 }
 
 /* ---- the public API of nabla/cuda.h ---- */
-int nb_cuda_device_count(void) { return nb__cu_count(); }
+int nb_cuda_device_count(void) { return nb__curt_count(); }
 
-bool nb_cuda_is_available(void) { return nb__cu_count() > 0; }
+bool nb_cuda_is_available(void) { return nb__curt_count() > 0; }
 
-const char *nb_cuda_why_unavailable(void) { return nb__cu_why_none(); }
+const char *nb_cuda_why_unavailable(void) { return nb__curt_why_none(); }
 
 int nb_cuda_memory_stats(int device, nb_cuda_memory *out) {
     if (!out) {
@@ -280,8 +280,8 @@ int nb_cuda_memory_stats(int device, nb_cuda_memory *out) {
         return -1;
     }
     memset(out, 0, sizeof *out);
-    if (device < 0 || device >= nb__cu_count()) {
-        nb__error("nb_cuda_memory_stats: device cuda:%d is not available (%d CUDA devices%s%s)", device, nb__cu_count(),
+    if (device < 0 || device >= nb__curt_count()) {
+        nb__error("nb_cuda_memory_stats: device cuda:%d is not available (%d CUDA devices%s%s)", device, nb__curt_count(),
                   why_none[0] ? ": " : "", why_none);
         return -1;
     }
@@ -304,7 +304,7 @@ int nb_cuda_reset_peak(int device) {
 
 int nb_cuda_empty_cache(int device) {
     nb_cuda_memory m;
-    if (nb_cuda_memory_stats(device, &m) < 0 || nb__cu_use("nb_cuda_empty_cache", device) < 0) return -1;
+    if (nb_cuda_memory_stats(device, &m) < 0 || nb__curt_use("nb_cuda_empty_cache", device) < 0) return -1;
     release_cache(device);
     return 0;
 }
