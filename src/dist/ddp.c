@@ -68,7 +68,8 @@ typedef struct {
 
 /* Graph mode: a traced backward records the reducer's work as host calls (nb__host_call), which
    every replay runs at the same points. A launch packs one bucket and starts its allreduce; the
-   finish waits for every bucket and writes the averages into the gradients. Input 0 of each is
+   finish waits for every bucket, whose slots the gradients handed to the leaves are views of
+   (bucket_views). Input 0 of each is
    a bucket's flat buffer (written, and a tensor even when no gradient is); input k + 1 is the
    gradient of params[param[k]]. */
 typedef struct ddp_call {
@@ -403,32 +404,23 @@ static int launch_call(void *ctx, nb_tensor *const *t, int n) {
     return 0;
 }
 
-/* The finish at replay: waits for every bucket, then writes each average into its gradient. */
+/* The finish at replay: waits for every bucket and checks that no parameter got a gradient on
+   another rank only. The averages need no copying: the trace made each gradient the graph hands
+   its leaf a view of the parameter's slot (bucket_views), as eager DDP's unpack does. */
 static int finish_call(void *ctx, nb_tensor *const *t, int n) {
-    (void)n;
+    (void)t; (void)n;
     ddp_call *c = ctx;
     ddp_module *d = c->d;
     if (wait_buckets(d) < 0) return -1;
     for (int i = 0; i < d->nparams; i++) {
         ddp_param *p = &d->params[i];
         double used;
-        const char *slot = slot_of(d, p, &used);
-        int k = c->input_of[i];
-        if (k < 0) {
-            if (used == 0) continue;
+        slot_of(d, p, &used);
+        if (c->input_of[i] < 0 && used != 0) {
             nb__error("nb_ddp: \"%s\" got a gradient on another rank, but this rank's compiled step makes none (the "
                       "ranks traced different graphs)", p->name);
             return -1;
         }
-        nb_tensor *g = t[k];
-        size_t bytes = (size_t)nb_numel(g) * nb_dtype_size(nb_dtype_of(g));
-        if (!nb_is_contiguous(g) || nb_dtype_of(g) != d->buckets[p->bucket].dtype || g->storage->device.type != NB_CPU) {
-            char dd[200];
-            nb__error("nb_ddp: the gradient of \"%s\" in the compiled step is %s: a dense host tensor of the bucket's "
-                      "dtype is needed", p->name, nb__describe(g, dd, sizeof dd));
-            return -1;
-        }
-        memcpy(nb__data(g), slot, bytes);
     }
     d->stats.backwards++;
     return 0;
@@ -478,6 +470,33 @@ static void free_calls(ddp_module *d) {
     }
 }
 
+/* Traced, after the finish: every parameter with a gradient gets, as its gradient, a view of its
+   slot of the bucket, made by traced ops on the bucket's buffer (which the finish writes), so
+   each replay hands the leaves the averages in place and what reads them (the optimizer's
+   update) reads the bucket after the finish: one copy fewer than writing them back. */
+static int bucket_views(ddp_module *d) {
+    bool prev = nb_set_grad_enabled(false);
+    int rc = 0;
+    for (int i = 0; i < d->nparams && rc == 0; i++) {
+        ddp_param *p = &d->params[i];
+        if (!nb_grad_of(p->t)) continue;
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *slot = nb_slice(d->buckets[p->bucket].flat, 0, p->offset, p->offset + nb_numel(p->t), 1);
+        nb_tensor *g = slot ? nb_view(slot, nb_shape_of(p->t)) : NULL;
+        if (g) nb_set_grad(p->t, g);
+        else rc = -1;
+        nb_scope_end(s);
+    }
+    nb_set_grad_enabled(prev);
+    if (rc < 0) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "out of memory");
+        nb_error_clear();
+        nb__error("nb_ddp: making the averaged gradients of a compiled step: %s", msg);
+    }
+    return rc;
+}
+
 static int on_backward_finished(int rc, void *ctx) {
     ddp_module *d = ctx;
     if (!d->armed) return 0;
@@ -486,7 +505,7 @@ static int on_backward_finished(int rc, void *ctx) {
         /* the buckets not started during backward, then the finish, all as host calls */
         for (int b = d->next_launch; b < d->nbuckets && !d->record_failed; b++)
             if (record_launch(d, b, false) < 0) d->record_failed = true;
-        bool failed = d->record_failed || record_call(d, -1, false, finish_call) < 0;
+        bool failed = d->record_failed || record_call(d, -1, false, finish_call) < 0 || bucket_views(d) < 0;
         d->record_failed = false;
         return failed ? -1 : rc;
     }
