@@ -55,10 +55,14 @@ static void place_assigned(cgraph *g, const int *order, int end) {
         if (s->dtype != d->dtype || !nb__shape_eq(&s->shape, &d->shape) || !contiguous_meta(d) || !contiguous_meta(s)) continue;
         /* the buffer: src and the values it works in place on, each dense, dead after the assign,
            shared by nothing else and seen through no view */
+        /* another capture on the same storage would be a root of its own, unseen by the checks below */
+        bool ok = g->v[root].t != NULL;
+        for (int i = 0; i < g->nv && ok; i++)
+            ok = i == root || g->v[i].kind != VAL_CAPTURE || !g->v[i].t || g->v[i].t->storage != g->v[root].t->storage;
         int chain[8], nc = 0;
         for (int w = src; w >= 0 && nc < 8; w = g->v[w].share) chain[nc++] = w;
         int owner = chain[nc - 1];
-        bool ok = g->v[owner].share < 0;
+        ok = ok && g->v[owner].share < 0;
         for (int i = 0; i < g->nv && ok; i++) {
             const cval *w = &g->v[i];
             bool member = false;
