@@ -506,6 +506,7 @@ static void test_unused_parameters(void **state) {
 }
 
 static void test_state_dict(void **state) {
+    SKIP_WITHOUT_JSON();
     (void)state;
     nb_manual_seed(60 + (uint64_t)R);
     nb_module *ddp = nb_ddp(net_new(32), (nb_ddp_opts){ 0 });
@@ -550,6 +551,7 @@ static float *shard_of(nb_tensor *a, nb_tensor *b, int64_t shard) {
 }
 
 static void test_full_sharding(void **state) {
+    SKIP_WITHOUT_JSON();
     (void)state;
     nb_manual_seed(60 + (uint64_t)R); /* each rank starts elsewhere: rank 0's weights win */
     nb_module *fs = nb_ddp(net_new(32), (nb_ddp_opts){ .shard = NB_SHARD_FULL });

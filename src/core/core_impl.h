@@ -97,6 +97,10 @@ bool nb__has_error(void);
    function that compares the count before and after its calls sees its own failures, where
    nb__has_error would also see an earlier error the caller never cleared. */
 uint64_t nb__error_count(void);
+/* Records the error of a feature that reads or writes JSON in a build without jansson
+   (NABLA_WITH_JSON=OFF): "fn: nabla was built without jansson (...), the JSON parser of what". */
+#define NB__NO_JSON(fn, what) \
+    nb__error("%s: nabla was built without jansson (NABLA_WITH_JSON=OFF), the JSON parser of %s", fn, what)
 
 /* ---- tensors (src/core/tensor.c) ---- */
 /* A fresh contiguous tensor with new storage (uninitialised). Owned by the caller, not a scope. */
