@@ -48,6 +48,16 @@ void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, 
 void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a);
 void nb__cpu_optim_end(nb_tensor *const *in);
 
+/* The n index tensors of index / index_put broadcast together: their shape in *b (the CUDA
+   backend's index ops share the cpu's reading of them). */
+void nb__cpu_index_shape(nb_tensor *const *idx, int n, nb_shape *b);
+/* For each position of the indices' broadcast shape b (row-major), the element offset, by
+   `stride`, of x[i0, ..., in-1] over x's leading n axes (xs: x's shape); a negative index counts
+   from the end. A malloc'ed array of count offsets (freed by the caller), or NULL with the error
+   "nb_<fn>: index ... is out of range ..." recorded. The index tensors are on the host. */
+int64_t *nb__cpu_index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
+                               const nb_shape *b, int64_t count);
+
 /* Kernels are built for several ISA levels and chosen by cpuid when the library loads (GCC's
    target_clones, an ifunc): the library itself is built for baseline x86-64 so that it runs on
    any x86 CPU, and each hot inner loop also for AVX2+FMA (x86-64-v3). A machine always runs the
