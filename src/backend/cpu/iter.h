@@ -5,6 +5,7 @@
 #define NB_CPU_ITER_H
 
 #include "../kernel.h"
+#include "../pool_geom.h"
 
 #define NB_ITER_MAX_OPS 4
 
@@ -57,6 +58,11 @@ void nb__cpu_index_shape(nb_tensor *const *idx, int n, nb_shape *b);
    "nb_<fn>: index ... is out of range ..." recorded. The index tensors are on the host. */
 int64_t *nb__cpu_index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
                                const nb_shape *b, int64_t count);
+
+/* The geometry of a pooling op from its input shape x, output shape y and args (i[0..1] kernel,
+   i[2..3] stride, i[4..5] padding, i[6..7] dilation, i[9] padding left out of the divisor); xs
+   is left 0. */
+nb_pool_geom nb__cpu_pool_geometry(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive);
 
 /* Kernels are built for several ISA levels and chosen by cpuid when the library loads (GCC's
    target_clones, an ifunc): the library itself is built for baseline x86-64 so that it runs on

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "../pool_geom.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,12 +118,8 @@ int nbc_index_put(const nbc_view *out, const nbc_view *x, const nbc_view *values
                   const int64_t *list, int64_t tailn, int accumulate);
 
 /* ---- pooling (k_pool.cu) over [N, C, H, W] ---- */
-/* src/backend/cpu/pool.c's pool_geom: kernel, stride, padding, dilation per axis. */
-typedef struct nbc_pool_geom {
-    int64_t N, C, H, W, OH, OW;
-    int64_t k[2], s[2], p[2], d[2];
-    int adaptive, exclude_padding;
-} nbc_pool_geom;
+/* The pooling geometry, the cpu's (src/backend/pool_geom.h). */
+typedef nb_pool_geom nbc_pool_geom;
 /* Max pool values (or, indices, each window's argmax as h * W + w) into dense out. */
 int nbc_max_pool2d(const nbc_pool_geom *g, const nbc_view *out, const nbc_view *x, int indices);
 /* dx (dense) = dy gathered to each window's argmax of x. */

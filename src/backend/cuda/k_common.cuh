@@ -6,6 +6,7 @@
 
 #include "cuda_kernels.h"
 #include "nabla/core.h" /* nb_dtype's values; the header reads as C++ */
+#include "../../core/portable.h" /* the f16 and bf16 conversions, Philox */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -33,19 +34,8 @@ static inline unsigned nbc_blocks(int64_t n) {
 /* What a launcher returns: 0, or the launch's error (a cudaError_t). */
 static inline int nbc_launched(void) { return (int)cudaGetLastError(); }
 
-/* The element offset in v of the element with row-major index i over v's own shape. */
-__device__ __forceinline__ int64_t nbc_offset(const nbc_view &v, int64_t i) {
-    int64_t off = 0;
-    for (int d = v.ndim - 1; d >= 0; d--) {
-        int64_t n = v.shape[d];
-        off += (i % n) * v.stride[d];
-        i /= n;
-    }
-    return off;
-}
-
-/* The same for a view that shares another's shape (an operand broadcast to the output's shape):
-   strides of the operand, shape of the output. */
+/* The element offset, by v's strides, of the element with row-major index i over shape_of's shape:
+   an operand read as broadcast to the output's shape (its strides, the output's shape). */
 __device__ __forceinline__ int64_t nbc_offset_as(const nbc_view &shape_of, const nbc_view &v, int64_t i) {
     int64_t off = 0;
     for (int d = shape_of.ndim - 1; d >= 0; d--) {
@@ -56,57 +46,8 @@ __device__ __forceinline__ int64_t nbc_offset_as(const nbc_view &shape_of, const
     return off;
 }
 
-/* ---- f16 and bf16, exactly as src/core/dtype.c and core_impl.h convert them ---- */
-__host__ __device__ inline float nbc_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) bits = sign;
-        else { /* subnormal: normalise */
-            int e = -1;
-            do { man <<= 1; e++; } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
-    else bits = sign | ((exp + 112) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-__host__ __device__ inline uint16_t nbc_f32_to_f16(float f) { /* round to nearest even */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-    uint32_t man = x & 0x7fffff;
-    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
-    if (exp <= 0) {
-        if (exp < -10) return (uint16_t)sign;
-        man |= 0x800000;
-        uint32_t shift = (uint32_t)(14 - exp);
-        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1))) half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
-    return (uint16_t)half;
-}
-
-__host__ __device__ inline float nbc_bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-__host__ __device__ inline uint16_t nbc_f32_to_bf16(float f) { /* nearest, ties to even; NaN quieted */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t rounded = (x + 0x7fff + ((x >> 16) & 1)) >> 16, nan = (x >> 16) | 0x40;
-    return (uint16_t)((x & 0x7fffffff) > 0x7f800000 ? nan : rounded);
-}
+/* The element offset in v of its element with row-major index i. */
+__device__ __forceinline__ int64_t nbc_offset(const nbc_view &v, int64_t i) { return nbc_offset_as(v, v, i); }
 
 /* A double scalar as an integer the way formulas.h's nbf_sat_i64 makes it: NaN 0, saturated. */
 __host__ __device__ inline int64_t nbc_sat_i64(double v) {
@@ -118,8 +59,8 @@ __device__ __forceinline__ double nbc_load(const void *p, int dtype, int64_t i) 
     switch (dtype) {
     case NB_F32: return ((const float *)p)[i];
     case NB_F64: return ((const double *)p)[i];
-    case NB_F16: return nbc_f16_to_f32(((const uint16_t *)p)[i]);
-    case NB_BF16: return nbc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case NB_F16: return nb__half_to_float(((const uint16_t *)p)[i]);
+    case NB_BF16: return nb__bf16_to_f32(((const uint16_t *)p)[i]);
     case NB_I64: return (double)((const int64_t *)p)[i];
     case NB_I32: return ((const int32_t *)p)[i];
     case NB_U8: return ((const uint8_t *)p)[i];
@@ -134,8 +75,8 @@ __device__ __forceinline__ void nbc_store_cast(void *p, int dtype, int64_t i, do
     switch (dtype) {
     case NB_F32: ((float *)p)[i] = (float)v; break;
     case NB_F64: ((double *)p)[i] = v; break;
-    case NB_F16: ((uint16_t *)p)[i] = nbc_f32_to_f16((float)v); break;
-    case NB_BF16: ((uint16_t *)p)[i] = nbc_f32_to_bf16((float)v); break;
+    case NB_F16: ((uint16_t *)p)[i] = nb__float_to_half((float)v); break;
+    case NB_BF16: ((uint16_t *)p)[i] = nb__f32_to_bf16((float)v); break;
     case NB_I64: ((int64_t *)p)[i] = nbc_sat_i64(v); break;
     case NB_I32:
         ((int32_t *)p)[i] = (int32_t)(int64_t)(v != v ? 0 : v > 2147483647.0 ? 2147483647.0 : v < -2147483648.0 ? -2147483648.0 : v);

@@ -220,8 +220,8 @@ extern "C" int nbc_fill(const nbc_view *out, double v) {
     switch (out->dtype) {
     case NB_F32: { float f = (float)v; memcpy(&bits, &f, 4); break; }
     case NB_F64: memcpy(&bits, &v, 8); break;
-    case NB_F16: bits = nbc_f32_to_f16((float)v); break;
-    case NB_BF16: bits = nbc_f32_to_bf16((float)v); break;
+    case NB_F16: bits = nb__float_to_half((float)v); break;
+    case NB_BF16: bits = nb__f32_to_bf16((float)v); break;
     case NB_I64: bits = (uint64_t)nbc_sat_i64(v); break;
     case NB_I32: bits = (uint32_t)(uint64_t)nbc_sat_i64(v); break;
     case NB_BOOL: bits = v != 0; break;
@@ -245,23 +245,6 @@ extern "C" int nbc_arange(const nbc_view *out, double start, double step) {
     return nbc_launched();
 }
 
-/* Philox4x32-10, src/core/rng.c's nb__philox word for word. */
-__device__ __forceinline__ void philox(uint64_t seed, uint64_t counter, uint32_t out[4]) {
-    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-
 /* Uniform in [0, 1) from 24 (f32) or 53 (f64) random bits, as the cpu kernel. */
 __device__ __forceinline__ float u24(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
 __device__ __forceinline__ double u53(uint32_t hi, uint32_t lo) {
@@ -274,7 +257,7 @@ __device__ __forceinline__ double u53(uint32_t hi, uint32_t lo) {
 __global__ void rand_kernel(void *p, int64_t n, int64_t blocks, uint64_t seed, uint64_t offset, bool f64, bool normal) {
     NBC_GRID_LOOP(b, blocks) {
         uint32_t w[4];
-        philox(seed, offset + (uint64_t)b, w);
+        nb__philox_block(seed, offset + (uint64_t)b, w);
         if (normal) {
             double u1 = u53(w[0], w[1]), u2 = u53(w[2], w[3]);
             double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;

@@ -15,8 +15,8 @@ template <typename T> __device__ __forceinline__ T add_elem(int dtype, T a, T b)
         if (dtype == NB_F32) return (T)__float_as_uint(__uint_as_float(a) + __uint_as_float(b));
         return a + b; /* i32 */
     } else if constexpr (sizeof(T) == 2) {
-        if (dtype == NB_F16) return nbc_f32_to_f16(nbc_f16_to_f32(a) + nbc_f16_to_f32(b));
-        return nbc_f32_to_bf16(nbc_bf16_to_f32(a) + nbc_bf16_to_f32(b));
+        if (dtype == NB_F16) return nb__float_to_half(nb__half_to_float(a) + nb__half_to_float(b));
+        return nb__f32_to_bf16(nb__bf16_to_f32(a) + nb__bf16_to_f32(b));
     } else {
         if (dtype == NB_BOOL) return (T)(a | b);
         return (T)(a + b); /* u8, and i8's same bits */

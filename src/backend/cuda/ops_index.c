@@ -21,27 +21,27 @@ static int64_t *checked_indices(const char *fn, const nb_tensor *idx, int axis, 
     return v;
 }
 
-/* in: t, idx; args.i[0]: the axis */
-int nb__cuda_index_select(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
-    (void)nin;
+typedef int (*read_launch)(const nbc_view *out, const nbc_view *t, const nbc_view *idx, int axis);
+
+/* index_select and gather: in t, idx; args.i[0] the axis of t that idx indexes */
+static int read_by_index(const char *fn, read_launch launch, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
     nb_tensor *t = in[0], *idx = in[1];
     int axis = (int)args->i[0];
-    int64_t *v = checked_indices("index_select", idx, axis, t->shape.ndim ? t->shape.dim[axis] : 1);
+    int64_t *v = checked_indices(fn, idx, axis, t->shape.ndim ? t->shape.dim[axis] : 1);
     if (!v) return -1;
     free(v);
     nbc_view o = nb__cu_view(out), tv = nb__cu_view(t), iv = nb__cu_view(idx);
-    return nb__cu_check("index_select", nbc_index_select(&o, &tv, &iv, axis));
+    return nb__cu_check(fn, launch(&o, &tv, &iv, axis));
+}
+
+int nb__cuda_index_select(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
+    (void)nin;
+    return read_by_index("index_select", nbc_index_select, out, in, args);
 }
 
 int nb__cuda_gather(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
-    nb_tensor *t = in[0], *idx = in[1];
-    int axis = (int)args->i[0];
-    int64_t *v = checked_indices("gather", idx, axis, t->shape.ndim ? t->shape.dim[axis] : 1);
-    if (!v) return -1;
-    free(v);
-    nbc_view o = nb__cu_view(out), tv = nb__cu_view(t), iv = nb__cu_view(idx);
-    return nb__cu_check("gather", nbc_gather(&o, &tv, &iv, axis));
+    return read_by_index("gather", nbc_gather, out, in, args);
 }
 
 /* Runs an accumulating kernel on lists of keys (freeing keys): the lists go to the device,

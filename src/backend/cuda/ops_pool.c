@@ -1,28 +1,11 @@
-/* The CUDA backend's entry points of 2-D pooling (k_pool.cu's launchers). */
+/* The CUDA backend's entry points of 2-D pooling (k_pool.cu's launchers), with the cpu's geometry
+   (nb__cpu_pool_geometry). */
 #include "ops_cuda.h"
 #include "ops_util.h"
-
-/* The cpu's pool geometry (src/backend/cpu/pool.c's make_geom) of input shape x and output
-   shape y: args.i[0..1] kernel, i[2..3] stride, i[4..5] padding, i[6..7] dilation, i[9] padding
-   left out of the average's divisor. */
-static nbc_pool_geom geometry(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive) {
-    nbc_pool_geom g;
-    memset(&g, 0, sizeof g);
-    g.N = x->dim[0]; g.C = x->dim[1]; g.H = x->dim[2]; g.W = x->dim[3];
-    g.OH = y->dim[2]; g.OW = y->dim[3];
-    g.adaptive = adaptive;
-    for (int k = 0; k < 2; k++) {
-        g.k[k] = a->i[k];
-        g.s[k] = a->i[2 + k];
-        g.p[k] = a->i[4 + k];
-        g.d[k] = adaptive || a->i[6 + k] < 1 ? 1 : a->i[6 + k];
-    }
-    g.exclude_padding = !adaptive && a->i[9];
-    return g;
-}
+#include "../cpu/iter.h"
 
 static int max_pool(const char *fn, nb_tensor *out, nb_tensor *x, const nb_op_args *args, int indices) {
-    nbc_pool_geom g = geometry(&x->shape, &out->shape, args, false);
+    nbc_pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, false);
     nbc_view o = nb__cu_view(out), xv = nb__cu_view(x);
     return nb__cu_check(fn, nbc_max_pool2d(&g, &o, &xv, indices));
 }
@@ -41,19 +24,19 @@ int nb__cuda_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, c
 int nb__cuda_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *dy = in[0], *x = in[1];
-    nbc_pool_geom g = geometry(&x->shape, &dy->shape, args, false);
+    nbc_pool_geom g = nb__cpu_pool_geometry(&x->shape, &dy->shape, args, false);
     nbc_view o = nb__cu_view(out), dyv = nb__cu_view(dy), xv = nb__cu_view(x);
     return nb__cu_check("max_pool2d_backward", nbc_max_pool2d_backward(&g, &o, &dyv, &xv));
 }
 
 static int avg_pool(const char *fn, nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool adaptive) {
-    nbc_pool_geom g = geometry(&x->shape, &out->shape, args, adaptive);
+    nbc_pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, adaptive);
     nbc_view o = nb__cu_view(out), xv = nb__cu_view(x);
     return nb__cu_check(fn, nbc_avg_pool2d(&g, &o, &xv));
 }
 
 static int avg_pool_backward(const char *fn, nb_tensor *out, nb_tensor *dy, const nb_op_args *args, bool adaptive) {
-    nbc_pool_geom g = geometry(&out->shape, &dy->shape, args, adaptive);
+    nbc_pool_geom g = nb__cpu_pool_geometry(&out->shape, &dy->shape, args, adaptive);
     nbc_view o = nb__cu_view(out), dyv = nb__cu_view(dy);
     return nb__cu_check(fn, nbc_avg_pool2d_backward(&g, &o, &dyv));
 }
