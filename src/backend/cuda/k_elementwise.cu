@@ -246,8 +246,8 @@ extern "C" int nbc_arange(const nbc_view *out, double start, double step) {
 }
 
 /* Uniform in [0, 1) from 24 (f32) or 53 (f64) random bits, as the cpu kernel. */
-__device__ __forceinline__ float u24(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
-__device__ __forceinline__ double u53(uint32_t hi, uint32_t lo) {
+static __device__ __forceinline__ float u24(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+static __device__ __forceinline__ double u53(uint32_t hi, uint32_t lo) {
     return (double)(((uint64_t)(hi >> 5) << 26) | (lo >> 6)) * (1.0 / 9007199254740992.0);
 }
 

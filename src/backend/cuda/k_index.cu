@@ -24,7 +24,7 @@ template <typename T> __device__ __forceinline__ T add_elem(int dtype, T a, T b)
 }
 
 /* An index element (i64 or i32) at element offset off. */
-__device__ __forceinline__ int64_t index_value(const nbc_view &idx, int64_t off) {
+static __device__ __forceinline__ int64_t index_value(const nbc_view &idx, int64_t off) {
     return idx.dtype == NB_I64 ? ((const int64_t *)idx.data)[off] : ((const int32_t *)idx.data)[off];
 }
 

@@ -8,7 +8,7 @@
 
 /* Output position o's window [lo, hi) along axis of an input of size n (nout outputs); span
    is the divisor's share (the window clipped to the padded input, as torch counts it). */
-__device__ void window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, int64_t nout, int64_t *lo, int64_t *hi,
+static __device__ void window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, int64_t nout, int64_t *lo, int64_t *hi,
                        int64_t *span) {
     if (g.adaptive) {
         *lo = o * n / nout;
@@ -25,7 +25,7 @@ __device__ void window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, i
 }
 
 /* A max pool's dilated window along an axis: first, first + d, ... (count of them) inside the input. */
-__device__ void dilated_window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, int64_t *first, int64_t *count) {
+static __device__ void dilated_window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, int64_t *first, int64_t *count) {
     int64_t a = o * g.s[axis] - g.p[axis], d = g.d[axis];
     int64_t t0 = a < 0 ? (-a + d - 1) / d : 0;
     int64_t t1 = a + (g.k[axis] - 1) * d < n ? g.k[axis] : (n - 1 - a) / d + 1;
@@ -57,7 +57,7 @@ __device__ T window_max(const nbc_pool_geom &g, const T *x, int64_t xs2, int64_t
 }
 
 /* The outputs [lo, hi] along an axis whose windows can hold input place i (the caller checks). */
-__device__ void candidates(const nbc_pool_geom &g, int axis, int64_t i, int64_t n, int64_t nout, int64_t *lo, int64_t *hi) {
+static __device__ void candidates(const nbc_pool_geom &g, int axis, int64_t i, int64_t n, int64_t nout, int64_t *lo, int64_t *hi) {
     if (g.adaptive) {
         *lo = i * nout / n - 1;
         *hi = ((i + 1) * nout + n - 1) / n;
@@ -71,7 +71,7 @@ __device__ void candidates(const nbc_pool_geom &g, int axis, int64_t i, int64_t 
 }
 
 /* x's plane (n, c): plane index pl = n * C + c. */
-__device__ __forceinline__ int64_t plane_offset(const nbc_view &v, int64_t pl, int64_t C) {
+static __device__ __forceinline__ int64_t plane_offset(const nbc_view &v, int64_t pl, int64_t C) {
     return (pl / C) * v.stride[0] + (pl % C) * v.stride[1];
 }
 
