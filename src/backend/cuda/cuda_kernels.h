@@ -93,12 +93,16 @@ enum nbc_bn_kind { NBC_BN_STATS, NBC_BN_FORWARD, NBC_BN_REDUCE, NBC_BN_BACKWARD 
 int nbc_batch_norm(int kind, const nbc_view *out, const nbc_view *x, int64_t xc, const nbc_view *g, int64_t gc,
                    int64_t yc, const nbc_view *w, const nbc_view *b, int64_t C, double eps);
 
-/* ---- scans (k_scan.cu): lanes along an axis; xl, yl (gl) give each lane's first element ---- */
+/* ---- scans and sorts (k_scan.cu): lanes along an axis; xl, yl (gl) give each lane's first element ---- */
 /* Cumulative sum (or product, mul) of lanes of n elements with steps xs, ys; reverse from the end. */
 int nbc_scan(const nbc_view *yl, const nbc_view *xl, int64_t n, int64_t ys, int64_t xs, int mul, int reverse);
 /* The gradient of cumprod from x and the upstream gradient g, lane by lane. */
 int nbc_cumprod_backward(const nbc_view *yl, const nbc_view *xl, const nbc_view *gl, int64_t n, int64_t ys, int64_t xs,
                          int64_t gs);
+
+/* The stable argsort of lanes of n elements (ascending, or descending), indices into yl's i64
+   lanes; NaN sorts above every number. Takes 16 n bytes a lane of scratch memory. */
+int nbc_argsort(const nbc_view *yl, const nbc_view *xl, int64_t n, int64_t ys, int64_t xs, int descending);
 
 /* ---- indexing (k_index.cu): index tensors are i64 or i32, already checked by the host ---- */
 /* out[..., j, ...] = t[..., idx[j], ...] (out dense). */

@@ -61,3 +61,50 @@ extern "C" int nbc_cumprod_backward(const nbc_view *yl, const nbc_view *xl, cons
         return nbc_launched();
     });
 }
+
+/* ---------- argsort: each lane's indices by a stable bottom-up merge sort ---------- */
+/* Whether a sorts before b: NaN above every number (last ascending, first descending), as torch.sort. */
+template <typename T> __device__ __forceinline__ bool sorts_before(T a, T b, bool desc) {
+    if (desc) return a != a ? b == b : a > b;
+    return b != b ? a == a : a < b;
+}
+
+/* One thread per lane, src/backend/cpu/scan.c's SORT_LANE step for step (so the order, ties
+   kept in index order, is the cpu's): runs of width w merged pairwise between the lane's two
+   index buffers in scratch (2 n int64s a lane), a tie taking the left run's element first. */
+template <typename T>
+__global__ void argsort_kernel(nbc_view yl, nbc_view xl, int64_t n, int64_t ys, int64_t xs, bool desc, int64_t *scratch) {
+    NBC_GRID_LOOP(o, xl.numel) {
+        const T *x = (const T *)xl.data + nbc_offset(xl, o);
+        int64_t *y = (int64_t *)yl.data + nbc_offset(yl, o);
+        int64_t *a = scratch + o * 2 * n, *b = a + n;
+        for (int64_t i = 0; i < n; i++) a[i] = i;
+        for (int64_t w = 1; w < n; w *= 2) {
+            for (int64_t lo = 0; lo < n; lo += 2 * w) {
+                int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+                int64_t p = lo, q = mid, k = lo;
+                while (p < mid && q < hi) b[k++] = sorts_before(x[a[q] * xs], x[a[p] * xs], desc) ? a[q++] : a[p++];
+                while (p < mid) b[k++] = a[p++];
+                while (q < hi) b[k++] = a[q++];
+            }
+            int64_t *t = a;
+            a = b;
+            b = t;
+        }
+        for (int64_t i = 0; i < n; i++) y[i * ys] = a[i];
+    }
+}
+
+extern "C" int nbc_argsort(const nbc_view *yl, const nbc_view *xl, int64_t n, int64_t ys, int64_t xs, int descending) {
+    if (xl->numel == 0 || n == 0) return 0;
+    size_t bytes = sizeof(int64_t) * 2 * (size_t)n * (size_t)xl->numel;
+    int64_t *scratch = (int64_t *)nbc_scratch_alloc(bytes);
+    if (!scratch) return (int)cudaErrorMemoryAllocation;
+    int rc = nbc_by_num_dtype(xl->dtype, [&](auto z) {
+        argsort_kernel<decltype(z)><<<nbc_blocks(xl->numel), NBC_BLOCK, 0, nbc_queue()>>>(*yl, *xl, n, ys, xs, descending != 0,
+                                                                                       scratch);
+        return nbc_launched();
+    });
+    nbc_scratch_free(scratch, bytes); /* in stream order: the sort queued above still has it */
+    return rc;
+}
