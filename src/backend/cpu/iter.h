@@ -6,6 +6,7 @@
 
 #include "../kernel.h"
 #include "../pool_geom.h"
+#include "../ctc_recursion.h"
 
 #define NB_ITER_MAX_OPS 4
 
@@ -63,6 +64,16 @@ int64_t *nb__cpu_index_offsets(const char *fn, const nb_shape *xs, const int64_t
    i[2..3] stride, i[4..5] padding, i[6..7] dilation, i[9] padding left out of the divisor); xs
    is left 0. */
 nb_pool_geom nb__cpu_pool_geometry(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive);
+
+/* The CTC loss's job (backward: its gradient) over out and in (log_probs, targets,
+   input_lengths, target_lengths, then the gradient [N]): their pointers, strides and sizes, the
+   blank i[0] and zero_infinity i[1]. */
+nb_ctc_job nb__cpu_ctc_job(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, bool backward);
+/* Reads and checks the lengths and labels of in (on the host; shapes and dtypes checked by
+   inference) into meta (4 N values: il, tl, off, then N feasibility bytes), which j points at,
+   with j's target stride; sizes the scratch a sequence needs (values, labels). 0, or -1 with
+   "nb_ctc_loss: ..." recorded. */
+int nb__cpu_ctc_prepare(nb_tensor *const *in, nb_ctc_job *j, int64_t *meta, size_t *work_slot, size_t *labels_slot);
 
 /* Kernels are built for several ISA levels and chosen by cpuid when the library loads (GCC's
    target_clones, an ifunc): the library itself is built for baseline x86-64 so that it runs on

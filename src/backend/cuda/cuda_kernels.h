@@ -133,6 +133,13 @@ int nbc_avg_pool2d(const nbc_pool_geom *g, const nbc_view *out, const nbc_view *
 /* Its gradient into dense dx. */
 int nbc_avg_pool2d_backward(const nbc_pool_geom *g, const nbc_view *dx, const nbc_view *dy);
 
+/* ---- the CTC loss (k_ctc.cu) ---- */
+struct nb_ctc_job;
+/* The loss (or its gradient, j->backward) of the j->N sequences of j (src/backend/ctc_recursion.h),
+   every pointer of j on the device, j->work and j->labels holding j->work_slot values and
+   j->labels_slot labels a sequence. */
+int nbc_ctc(const struct nb_ctc_job *j);
+
 /* ---- the fused optimizer update (k_optim.cu) ---- */
 /* src/backend/kernel.h's update kinds, in its order. */
 enum nbc_update_kind {
