@@ -1,6 +1,5 @@
 /* Helpers of the CUDA backend's C entry points: views, errors, host copies and bucket lists. */
 #include "ops_util.h"
-#include "../backend.h"
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
@@ -144,23 +143,4 @@ void *nb__cu_upload_lists(const char *fn, int64_t *lists, int64_t n, int64_t buc
     *start = d;
     *list = d + buckets + 1;
     return d;
-}
-
-int nb__cu_on_host(const char *fn, nb_op_id op, nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
-    nb_kernel_fn cpu = nb__cpu_backend.kernels[op];
-    nb_tensor *host_in[NB_MAX_DIMS + 8] = { 0 }, *host_out = NULL;
-    int rc = -1;
-    if (nin > (int)(sizeof host_in / sizeof host_in[0]) || !cpu) {
-        nb__error("nb_%s: cuda: no host kernel to run %d inputs on", fn, nin);
-        return -1;
-    }
-    int k = 0;
-    for (; k < nin; k++)
-        if (!(host_in[k] = nb__cu_to_host(fn, in[k]))) break;
-    if (k == nin && (host_out = nb__tensor_new(out->shape, out->dtype)) && cpu(host_out, host_in, nin, args) == 0)
-        rc = nb__cu_check(fn, nbc_upload(nb__data(out), nb__data(host_out),
-                                         (size_t)out->numel * nb_dtype_size(out->dtype)));
-    for (int j = 0; j < k; j++) nb_release(host_in[j]);
-    nb_release(host_out);
-    return rc;
 }

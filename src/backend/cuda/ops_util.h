@@ -1,6 +1,6 @@
 /* Helpers of the CUDA backend's C entry points (ops_*.c): nabla's tensors as the nbc_views the
-   device code reads, the one error path, and the trips to the host some ops make (reading
-   indices, running a cpu kernel where the device has none yet). */
+   device code reads, the one error path, and the trips to the host some ops make (reading and
+   checking indices and lengths, sorting the writes that meet). */
 #ifndef NB_CUDA_OPS_UTIL_H
 #define NB_CUDA_OPS_UTIL_H
 
@@ -39,8 +39,5 @@ int64_t *nb__cu_bucket_lists(const char *fn, const int64_t *keys, int64_t n, int
    recorded. */
 void *nb__cu_upload_lists(const char *fn, int64_t *lists, int64_t n, int64_t buckets, const int64_t **start,
                           const int64_t **list, size_t *bytes);
-/* Runs the cpu backend's kernel of op on host copies of in and copies its (dense) result into
-   out, waiting for the device both ways: the ops whose device kernel is still to come. */
-int nb__cu_on_host(const char *fn, nb_op_id op, nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
 
 #endif
