@@ -1,6 +1,6 @@
 # Cross build for 64-bit ARM Linux with Debian's gcc-aarch64-linux-gnu; tests run under
-# qemu-user (Debian's qemu-user) against the arm64 multiarch libraries (libcmocka-dev:arm64,
-# libjansson-dev:arm64). Used by scripts/test_aarch64.sh.
+# qemu-user (Debian's qemu-user) against the arm64 multiarch libraries (libcmocka-dev:arm64; the
+# build has no optional dependency, jansson included). Used by scripts/test_aarch64.sh.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

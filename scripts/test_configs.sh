@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The two builds beside the default one (run by scripts/test.sh after scripts/deps.sh):
-#   build-nodeps  no optional dependency at all (no OpenBLAS, oneDNN, zlib, libpng, JIT, MPI or CUDA):
+#   build-nodeps  no optional dependency at all (no OpenBLAS, oneDNN, zlib, libpng, jansson, JIT,
+#                 MPI, ONNX or CUDA):
 #                 nabla's own GEMM and convolutions, the interpreter, and test_build_config
 #                 checking the "built without ..." errors;
 #   build-arm     aarch64 with Debian's cross compiler, also without optional dependencies (CUDA too),
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 want="${*:-nodeps arm}"
 no_deps=(-DNABLA_WITH_BLAS=OFF -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JIT=OFF
-         -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF -DNABLA_CUDA=OFF)
+         -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF -DNABLA_WITH_JSON=OFF -DNABLA_CUDA=OFF)
 if [[ " $want " == *" nodeps "* ]]; then
   cmake -S . -B build-nodeps -DCMAKE_BUILD_TYPE=Release "${no_deps[@]}" >/dev/null
   cmake --build build-nodeps -j"$jobs"
@@ -22,7 +23,6 @@ arm_missing=()
 command -v aarch64-linux-gnu-gcc >/dev/null || arm_missing+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null || arm_missing+=(qemu-user)
 [ -e /usr/lib/aarch64-linux-gnu/libcmocka.so ] || arm_missing+=(libcmocka-dev:arm64)
-[ -e /usr/lib/aarch64-linux-gnu/libjansson.so ] || arm_missing+=(libjansson-dev:arm64)
 if [[ " $want " == *" arm "* ]] && [ ${#arm_missing[@]} -gt 0 ]; then
   echo "SKIPPED: the aarch64 build and its tests (missing: ${arm_missing[*]}; scripts/deps.sh --cross installs them)"
 elif [[ " $want " == *" arm "* ]]; then

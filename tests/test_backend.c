@@ -255,6 +255,7 @@ static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
    (what test_cuda checks on a GPU, here on the test backend). */
 static void test_checkpoint_saves_from_and_loads_to_the_device(void **state) {
     (void)state;
+    SKIP_WITHOUT_JSON(); /* checkpoints are safetensors files */
     char path[] = "/tmp/nb_backend_ckXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

@@ -1,7 +1,8 @@
 /* What this build was configured with (CMake passes the NABLA_WITH_* options): a feature built
    in works, one left out fails with an error that names the missing library and the option (MPI:
    a process not started by mpirun is a world of one either way, and a build without MPI
-   refuses to join a launcher's world of several); and
+   refuses to join a launcher's world of several; jansson: safetensors, state dicts, model configs,
+   sharded checkpoints and Hugging Face files); and
    matrix products (OpenBLAS or nabla's own GEMM) match a plain double-precision loop over odd
    shapes and every transpose. Runs in every configuration, the aarch64 one included. */
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nabla.h>
 
@@ -144,6 +146,76 @@ static void test_dist(void **state) {
     assert_false(nb_dist_is_initialized());
 }
 
+#ifndef NABLA_WITH_JSON
+/* The call failed (failed) and said that fn needs jansson, naming the option. */
+static void expect_no_json(bool failed, const char *fn) {
+    if (!failed) fail_msg("%s worked in a build without jansson", fn);
+    const char *e = nb_error();
+    if (!e || strncmp(e, fn, strlen(fn)) || !strstr(e, "built without jansson (NABLA_WITH_JSON=OFF)"))
+        fail_msg("%s: error: %s", fn, e ? e : "(none)");
+    nb_error_clear();
+}
+#endif
+
+/* What reads or writes JSON (jansson): safetensors files and state dicts, model configs, sharded
+   checkpoints (a plain module in one process needs no MPI), Hugging Face tokenizers and
+   checkpoints. */
+static void test_json(void **state) {
+    (void)state;
+    char dir[] = "/tmp/nabla_build_config.XXXXXX", path[64], sharded[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    snprintf(sharded, sizeof sharded, "%s/sharded", dir);
+    static const char tok_json[] = "{\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[UNK]\":0,\"a\":1}}}";
+    static const uint8_t header_only[] = { 2, 0, 0, 0, 0, 0, 0, 0, '{', '}' }; /* a file of no tensors */
+    nb_module *m = nb_nn_linear(3, 2);
+#ifdef NABLA_WITH_JSON
+    nb_module *cfg = nb_nn_from_config(nb_nn_config_builtin("mlp"), (nb_shape){ 0 });
+    nb_tokenizer *tok = nb_tokenizer_from_json(tok_json, sizeof tok_json - 1);
+    if (!cfg || !tok) fail_msg("%s", nb_error());
+    assert_int_equal(nb_token_to_id(tok, "a"), 1);
+    assert_int_equal(nb_save_state_dict(m, path), 0);
+    assert_int_equal(nb_load_state_dict(m, path, (nb_load_opts){ 0 }), 0);
+    nb_safetensors *f = nb_safetensors_open(path);
+    assert_non_null(f);
+    assert_int_equal(nb_safetensors_count(f), 2);
+    nb_safetensors_close(f);
+    f = nb_safetensors_open_memory(header_only, sizeof header_only);
+    assert_non_null(f);
+    nb_safetensors_close(f);
+    if (nb_dist_save_sharded(m, NULL, sharded, NULL) < 0 || nb_dist_load_sharded(m, NULL, sharded, NULL) < 0)
+        fail_msg("sharded checkpoint: %s", nb_error());
+    assert_null(nb_hf_load(dir, (nb_hf_opts){ 0 })); /* no config.json there: an error, but not this one */
+    if (!error_has("config.json") || error_has("built without")) fail_msg("error: %s", nb_error());
+    nb_error_clear();
+    nb_tokenizer_free(tok);
+    nb_module_free(cfg);
+#else
+    expect_no_json(nb_nn_from_config(nb_nn_config_builtin("mlp"), (nb_shape){ 0 }) == NULL, "nb_nn_from_config");
+    expect_no_json(nb_tokenizer_from_json(tok_json, sizeof tok_json - 1) == NULL, "nb_tokenizer_from_json");
+    expect_no_json(nb_tokenizer_load(dir) == NULL, "nb_tokenizer_load");
+    expect_no_json(nb_save_state_dict(m, path) < 0, "nb_save_state_dict");
+    expect_no_json(nb_save_safetensors(path, NULL, 0, NULL) < 0, "nb_save_safetensors");
+    expect_no_json(nb_checkpoint_save(&(nb_checkpoint){ .model = m }, path) < 0, "nb_checkpoint_save");
+    assert_int_equal(access(path, F_OK), -1); /* nothing written */
+    expect_no_json(nb_safetensors_open_memory(header_only, sizeof header_only) == NULL, "nb_safetensors_open_memory");
+    FILE *w = fopen(path, "wb"); /* a real file: the refusal is not a missing file's */
+    assert_non_null(w);
+    assert_int_equal(fwrite(header_only, 1, sizeof header_only, w), sizeof header_only);
+    fclose(w);
+    expect_no_json(nb_safetensors_open(path) == NULL, "nb_safetensors_open");
+    expect_no_json(nb_load_state_dict(m, path, (nb_load_opts){ 0 }) < 0, "nb_load_state_dict");
+    expect_no_json(nb_checkpoint_load(&(nb_checkpoint){ .model = m }, path) < 0, "nb_checkpoint_load");
+    expect_no_json(nb_dist_save_sharded(m, NULL, sharded, NULL) < 0, "nb_dist_save_sharded");
+    expect_no_json(nb_dist_load_sharded(m, NULL, sharded, NULL) < 0, "nb_dist_load_sharded");
+    expect_no_json(nb_hf_load(dir, (nb_hf_opts){ 0 }) == NULL, "nb_hf_load");
+#endif
+    nb_module_free(m);
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    assert_int_equal(system(rm), 0);
+}
+
 /* nb_matmul against a double loop: sizes around the own GEMM's blocks (4 rows, 256 of k, 512
    columns), operands transposed in place, and a broadcast batch. */
 static void check_matmul(int64_t n, int64_t k, int64_t m, bool ta, bool tb, nb_dtype dt) {
@@ -200,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_jit),
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_dist),
+        cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

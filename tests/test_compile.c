@@ -524,6 +524,62 @@ static void test_gemm_epilogue(void **state) {
     }
 }
 
+/* A product, halved, assigned into part of a tensor the function captures (as DDP packs a
+   gradient into its bucket), and the tensor summed. With a reader, the slot's old values are
+   summed through it after the product is made and before the assign: the buffer itself, or
+   another tensor over its storage that the function captures too. */
+typedef struct {
+    nb_tensor *buf, *reader;
+} assign_case;
+
+static nb_tensor *assign_into(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    assign_case *a = ctx;
+    nb_tensor *slot = nb_view(nb_slice(a->buf, 0, 10, 74, 1), NB_SHAPE(8, 8));
+    nb_tensor *half = nb_mul_scalar(nb_matmul(in[0], in[1]), 0.5);
+    nb_tensor *before = a->reader ? nb_sum(nb_slice(a->reader, 0, 10, 74, 1), 0, false) : NULL;
+    if (nb_assign(slot, half) < 0) return NULL;
+    nb_tensor *total = nb_sum(a->buf, 0, false);
+    return before ? nb_add(before, total) : total;
+}
+
+/* An assign of a value made for it alone into a captured tensor has the value made there (the
+   GEMM and its epilogue write the slot, the copy goes), unless the slot is read in between. */
+static void test_assign_made_in_place(void **state) {
+    (void)state;
+    nb_scope *outer = nb_scope_begin();
+    nb_tensor *in[2] = { nb_randn(NB_SHAPE(8, 8), NB_F32), nb_randn(NB_SHAPE(8, 8), NB_F32) };
+    nb_tensor *want = nb_mul_scalar(nb_matmul(in[0], in[1]), 0.5);
+    double slot_sum = nb_item(nb_sum_all(want));
+    for (int reader = 0; reader < 3; reader++) { /* none, the buffer, an alias of it */
+        nb_tensor *buf = nb_ones(NB_SHAPE(100), NB_F32);
+        assign_case a = { buf, reader == 0 ? NULL : reader == 1 ? buf : nb_view(buf, NB_SHAPE(100)) };
+        nb_compiled *c = nb_compile(assign_into, &a, test_opts());
+        for (int run = 0; run < 3; run++) { /* a trace, then replays, each from a buffer of ones */
+            float *b = nb_data_ptr(buf);
+            for (int i = 0; i < 100; i++) b[i] = 1;
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *r = nb_compiled_run(c, in, 2);
+            if (!r) fail_msg("%s", nb_error());
+            double expect = 36 + slot_sum + (reader ? 64 : 0);
+            if (!(fabs(nb_item(r) - expect) <= 1e-4 * fabs(expect)))
+                fail_msg("reader %d, run %d: %g, expected %g", reader, run, nb_item(r), expect);
+            nb_scope_end(s);
+            for (int i = 0; i < 100; i++) {
+                float e = i >= 10 && i < 74 ? ((float *)nb_data_ptr(want))[i - 10] : 1.0f;
+                if (fabsf(b[i] - e) > 1e-5f) fail_msg("run %d: buf[%d] = %g, expected %g", run, i, b[i], e);
+            }
+        }
+        char *text = dump_text(c);
+        bool placed = strstr(text, "made in") != NULL;
+        if (placed != (reader == 0)) fail_msg("reader %d: the assign was %selided:\n%s", reader, placed ? "" : "not ", text);
+        if (!reader) assert_non_null(strstr(text, "GEMM epilogue"));
+        free(text);
+        nb_compiled_free(c);
+    }
+    nb_scope_end(outer);
+}
+
 static nb_tensor *long_chain(nb_tensor *const *in, int n, void *ctx) {
     (void)n; (void)ctx;
     nb_tensor *x = in[0];
@@ -1211,6 +1267,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_host_data_is_captured, clear_error_setup),
         cmocka_unit_test_setup(test_mlp_training_matches_eager, clear_error_setup),
+        cmocka_unit_test_setup(test_assign_made_in_place, clear_error_setup),
         cmocka_unit_test_setup(test_mlp_training_with_schedule, clear_error_setup),
         cmocka_unit_test_setup(test_cnn_training_matches_eager, clear_error_setup),
         cmocka_unit_test_setup(test_gpt_training_matches_eager, clear_error_setup),

@@ -287,6 +287,7 @@ static void test_runs_are_bit_identical(void **state) {
 
 static void test_checkpoint_resume_on_the_gpu(void **state) {
     (void)state;
+    SKIP_WITHOUT_JSON(); /* checkpoints are safetensors files */
     char path[] = "/tmp/nb_cuda_ckXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

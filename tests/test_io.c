@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <nabla.h>
+#include "test_util.h"
 
 static char tmpdir[256];
 static const char *interop_dir;
@@ -235,6 +236,7 @@ static void test_npy_hostile(void **state) {
 
 /* ---------------- safetensors ---------------- */
 static void test_safetensors_round_trip(void **state) {
+    SKIP_WITHOUT_JSON();
     nb_scope *s = nb_scope_begin();
     nb_dtype dts[] = { NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL, NB_I8 };
     const char *names[] = { "F32", "F64", "F16", "BF16", "I64", "I32", "U8", "BOOL", "I8" };
@@ -320,6 +322,7 @@ static void *snapshot(nb_module *m, size_t *bytes) {
 }
 
 static void test_state_dict_round_trip(void **state) {
+    SKIP_WITHOUT_JSON();
     nb_manual_seed(1);
     nb_module *a = mlp(6, 16, 3);
     nb_scope *s = nb_scope_begin();
@@ -356,6 +359,7 @@ static void test_state_dict_round_trip(void **state) {
 /* A module holding quantised i8 weights as a buffer: its state dict and a checkpoint carry them as
    safetensors I8 and bring them back exactly; a float tensor is not loaded into them. */
 static void test_i8_state(void **state) {
+    SKIP_WITHOUT_JSON();
     nb_scope *s = nb_scope_begin();
     nb_module *m[2];
     for (int k = 0; k < 2; k++) {
@@ -394,6 +398,7 @@ static void test_i8_state(void **state) {
 }
 
 static void test_strict_mismatch(void **state) {
+    SKIP_WITHOUT_JSON();
     nb_module *a = net_new(784, 128, 10, false);
     assert_int_equal(nb_save_state_dict(a, tpath("net.safetensors")), 0);
     nb_module *b = net_new(784, 256, 10, true); /* fc1 wider, fc2's input wider, fc3 new */
@@ -438,6 +443,7 @@ static void test_strict_mismatch(void **state) {
 }
 
 static void test_dtype_conversion(void **state) {
+    SKIP_WITHOUT_JSON();
     nb_manual_seed(3);
     nb_module *a = mlp(5, 7, 2);
     nb_named_tensor es[16];
@@ -527,6 +533,7 @@ static void run_epoch(trainer *t, int64_t *pos) {
 static char self_path[PATH_MAX]; /* this program, for the resume test's second process */
 
 static void test_checkpoint_resume(void **state) {
+    SKIP_WITHOUT_JSON();
     /* straight: two epochs */
     nb_manual_seed(42);
     trainer a = trainer_new();
@@ -626,6 +633,7 @@ static void test_checkpoint_resume(void **state) {
 
 /* ---------------- atomic writes ---------------- */
 static void test_atomic_writes(void **state) {
+    SKIP_WITHOUT_JSON();
     nb_manual_seed(5);
     nb_module *a = net_new(64, 32, 8, false), *b = net_new(64, 32, 8, false);
     const char *path = tpath("atomic.safetensors");
@@ -798,6 +806,7 @@ static int count_entries(const char *dir) {
 /* A writer killed (SIGKILL) in the middle of a save leaves nothing behind: the folder holds the
    old file, intact, and no temporary (the data goes to an O_TMPFILE file, named only at commit). */
 static void test_killed_writer_leaves_nothing(void **state) {
+    SKIP_WITHOUT_JSON();
     char dir[300], path[400];
     snprintf(dir, sizeof dir, "%s/killed", tmpdir);
     assert_int_equal(mkdir(dir, 0755), 0);
@@ -868,6 +877,7 @@ static size_t st_bytes(unsigned char *out, const char *json, size_t data) {
 }
 
 static void test_safetensors_hostile(void **state) {
+    SKIP_WITHOUT_JSON();
     static unsigned char buf[1 << 16];
     struct { const char *json; size_t data; const char *why; } cases[] = {
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "beyond the 4 bytes" },
@@ -995,6 +1005,7 @@ static double max_abs_diff(nb_tensor *a, nb_tensor *b) {
 }
 
 static void test_interop_torch(void **state) {
+    SKIP_WITHOUT_JSON();
     if (!interop_dir) skip();
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_load_npy(ipath("x.npy"));

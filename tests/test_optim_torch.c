@@ -345,6 +345,7 @@ static void remove_checkpoint(bool sharded, const char *path) {
    a new one (state, steps and NAdam's f32 mu_product through the file, or through a sharded
    checkpoint's folder) reaches torch's 100-step parameters and state. */
 static void test_resume(void **state) {
+    SKIP_WITHOUT_JSON();
     const resume_case *rc = *state;
     const char *name = rc->name;
     char cs[96], pre[96], path[256];

@@ -1,12 +1,13 @@
 /* The nabla command's models: fits a built-in or a user's JSON config to the data (its input
    shape and class count), and saves and loads state dicts whose metadata carry that config and
-   the class names ("nabla.config", "nabla.classes"). */
+   the class names ("nabla.config", "nabla.classes"). A build without jansson has none of it. */
 #include "cli_model.h"
 #include "cli_data.h"
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef NABLA_HAVE_JSON
+#include <jansson.h>
 
 static char **copy_names(char *const *names, int64_t n) {
     char **out = calloc((size_t)(n > 0 ? n : 1), sizeof *out);
@@ -167,6 +168,33 @@ int cli_model_load(const char *path, const char *fallback, cli_model *m, const c
     else nb_module_train(m->module, false);
     return rc;
 }
+
+#else
+/* Without jansson no config is read or edited and no state dict saved or loaded. */
+static int without_json(const char *cmd) {
+    fprintf(stderr, "nabla %s: nabla was built without jansson (NABLA_WITH_JSON=OFF), the JSON parser of model configs "
+                    "and safetensors files\n", cmd);
+    return -1;
+}
+
+int cli_model_build(const char *spec, nb_shape sample, int64_t classes, char *const *names, cli_model *m,
+                    const char *cmd) {
+    (void)spec; (void)sample; (void)classes; (void)names;
+    memset(m, 0, sizeof *m);
+    return without_json(cmd);
+}
+
+int cli_model_save(const cli_model *m, const char *path, const char *cmd) {
+    (void)m; (void)path;
+    return without_json(cmd);
+}
+
+int cli_model_load(const char *path, const char *fallback, cli_model *m, const char *cmd) {
+    (void)path; (void)fallback;
+    memset(m, 0, sizeof *m);
+    return without_json(cmd);
+}
+#endif
 
 void cli_model_free(cli_model *m) {
     if (!m) return;

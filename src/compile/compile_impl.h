@@ -35,6 +35,8 @@ bool nb__is_pure(int op);
 /* Two nodes with the same op, inputs and arguments compute the same value, unless an input's
    storage is written in place somewhere (then their order matters) or the op draws randoms. */
 int nb__pass_cse(cgraph *g);
+/* Readers of a view that shows its root exactly read the root; returns how many views. */
+int nb__pass_identity_views(cgraph *g);
 /* Keeps what the result, the leaf gradients, in-place writes and random draws need. */
 int nb__pass_dce(cgraph *g);
 /* A value computed only from constants, on storage no one writes in place, is its trace-time

@@ -54,7 +54,7 @@ int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note) {
         g->removed_dce += rc;
     }
     if (!(off & NB_PASS_FOLD)) g->folded = nb__pass_fold(g);
-    if (!(off & NB_PASS_CSE)) g->removed_cse = nb__pass_cse(g);
+    if (!(off & NB_PASS_CSE)) g->removed_cse = nb__pass_cse(g) + nb__pass_identity_views(g);
     if (!(off & NB_PASS_DCE)) {
         if ((rc = nb__pass_dce(g)) < 0) goto oom;
         g->removed_dce += rc;
@@ -219,6 +219,8 @@ char *nb__graph_print(const cgraph *g, const char *title) {
             if (n->rgroup >= 0) nb__text_printf(&b, ", row group of %%%d", g->nodes[n->rgroup].out);
         }
         if (o->share >= 0) nb__text_printf(&b, "%s in place of %%%d", n->op == NODE_FUSED ? "," : "  #", o->share);
+        else if (o->loc == LOC_VIEW && o->base == o->root && !nb__is_view(n->op) && !(n->op >= 0 && (nb__ops[n->op].flags & NB_F_INPLACE)))
+            nb__text_printf(&b, "%s made in %%%d (an assign there elided)", n->op == NODE_FUSED ? "," : "  #", o->root);
         if (n->deferred && n->op == NB_OP_OPTIM_UPDATE) nb__text_printf(&b, "  # inside the GEMM of its gradient, per piece");
         nb__text_printf(&b, "\n");
     }

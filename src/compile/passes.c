@@ -175,6 +175,29 @@ int nb__pass_cse(cgraph *g) {
     return removed;
 }
 
+/* A view that shows its root exactly (the same offset, sizes, strides and dtype: a permute of a
+   permute, say, as the backward of a linear layer's weight makes) is its root: its readers read
+   the root, so later passes see the value itself (a product a fused loop may run on in place).
+   Returns the number of views bypassed; the dead-code pass removes their nodes. */
+int nb__pass_identity_views(cgraph *g) {
+    int bypassed = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cnode *n = &g->nodes[i];
+        if (n->dead || !nb__is_view(n->op)) continue;
+        int v = n->out, r = g->v[v].root;
+        const cval *x = &g->v[v], *rv = &g->v[r];
+        if (r == v || x->dtype != rv->dtype || !nb__shape_eq(&x->shape, &rv->shape)) continue;
+        int64_t off = 0;
+        for (int w = v; w != r; w = g->v[w].base) off += g->v[w].delta;
+        bool same = off == 0;
+        for (int d = 0; d < x->shape.ndim && same; d++) same = x->shape.dim[d] == 1 || x->stride[d] == rv->stride[d];
+        if (!same) continue;
+        replace_value(g, v, r);
+        bypassed++;
+    }
+    return bypassed;
+}
+
 red_kind nb__reduction_of(const cnode *n, const cval *x) {
     int nd = x->shape.ndim;
     int64_t mask = n->args.i[0], all = nd ? ((int64_t)1 << nd) - 1 : 0;

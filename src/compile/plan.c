@@ -26,6 +26,72 @@ static int cmp_buffer(const void *a, const void *b) {
     return x->first - y->first;
 }
 
+/* Value v's element offset from its root. */
+static int64_t root_offset(const cgraph *g, int v) {
+    int64_t off = 0;
+    for (int w = v; g->v[w].base >= 0; w = g->v[w].base) off += g->v[w].delta;
+    return off;
+}
+
+/* Whether value u may touch elements [lo, hi) of its root (any, unless u is dense). */
+static bool may_overlap(const cgraph *g, int u, int64_t lo, int64_t hi) {
+    const cval *x = &g->v[u];
+    if (!contiguous_meta(x)) return true;
+    int64_t off = root_offset(g, u);
+    return off < hi && lo < off + nb__shape_numel(&x->shape);
+}
+
+/* Destination passing: an assign that copies a value made for it alone into a dense stretch of a
+   tensor from outside the graph (a DDP bucket's slot) has the value made there instead, by the
+   kernels that make it (a product, and the loop run in place on it), and the copy goes. It may
+   when nothing from the value's first kernel to the assign reads or writes that stretch. */
+static void place_assigned(cgraph *g, const int *order, int end) {
+    for (int p = 0; p < end; p++) {
+        cnode *a = &g->nodes[order[p]];
+        if (a->op != NB_OP_ASSIGN || a->nin != 2) continue;
+        int dst = a->in[0], src = a->in[1], root = g->v[dst].root;
+        const cval *d = &g->v[dst], *s = &g->v[src];
+        if (g->v[root].kind != VAL_CAPTURE || d->loc != LOC_VIEW || s->loc != LOC_ARENA || s->last != p) continue;
+        if (s->dtype != d->dtype || !nb__shape_eq(&s->shape, &d->shape) || !contiguous_meta(d) || !contiguous_meta(s)) continue;
+        /* the buffer: src and the values it works in place on, each dense, dead after the assign,
+           shared by nothing else and seen through no view */
+        /* another capture on the same storage would be a root of its own, unseen by the checks below */
+        bool ok = g->v[root].t != NULL;
+        for (int i = 0; i < g->nv && ok; i++)
+            ok = i == root || g->v[i].kind != VAL_CAPTURE || !g->v[i].t || g->v[i].t->storage != g->v[root].t->storage;
+        int chain[8], nc = 0;
+        for (int w = src; w >= 0 && nc < 8; w = g->v[w].share) chain[nc++] = w;
+        int owner = chain[nc - 1];
+        ok = ok && g->v[owner].share < 0;
+        for (int i = 0; i < g->nv && ok; i++) {
+            const cval *w = &g->v[i];
+            bool member = false;
+            for (int c = 0; c < nc; c++) member = member || chain[c] == i;
+            if (member) ok = w->loc == LOC_ARENA && w->last <= p && contiguous_meta(w) && w->dtype == s->dtype &&
+                             nb__shape_numel(&w->shape) == nb__shape_numel(&s->shape);
+            else
+                for (int c = 0; c < nc && ok; c++)
+                    ok = w->share != chain[c] && !(w->loc == LOC_VIEW && w->root == chain[c]);
+        }
+        /* nothing in between touches the slot (a view reads nothing) */
+        int64_t lo = root_offset(g, dst), hi = lo + nb__shape_numel(&d->shape);
+        for (int q = g->v[owner].first + 1; q < p && ok; q++) {
+            const cnode *x = &g->nodes[order[q]];
+            for (int k = 0; k < x->nin && ok && !nb__is_view(x->op); k++)
+                ok = g->v[x->in[k]].root != root || !may_overlap(g, x->in[k], lo, hi);
+        }
+        if (!ok) continue;
+        for (int c = 0; c < nc; c++) {
+            cval *w = &g->v[chain[c]];
+            w->loc = LOC_VIEW;
+            w->base = root;
+            w->root = root;
+            w->delta = lo;
+        }
+        a->dead = true; /* its result, a view of dst, keeps its place */
+    }
+}
+
 /* Places every value a node makes: the result in a fresh tensor per run, views on their base,
    the rest in one arena where values whose lifetimes do not overlap share bytes, and a fused
    kernel's result on an operand that dies there when the shapes agree (in place). */
@@ -104,6 +170,7 @@ int nb__plan_memory(cgraph *g, bool reuse) {
                 break;
             }
         }
+    if (reuse) place_assigned(g, order, end);
     /* gather arena buffers: each sharing chain is one buffer */
     buffer *bufs = malloc(sizeof(buffer) * ((size_t)g->nv + 1));
     if (!bufs) { free(order); return -1; }

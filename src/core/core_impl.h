@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include "threadpool.h"
+#include "portable.h"
 
 struct nb_node;
 
@@ -97,6 +98,10 @@ bool nb__has_error(void);
    function that compares the count before and after its calls sees its own failures, where
    nb__has_error would also see an earlier error the caller never cleared. */
 uint64_t nb__error_count(void);
+/* Records the error of a feature that reads or writes JSON in a build without jansson
+   (NABLA_WITH_JSON=OFF): "fn: nabla was built without jansson (...), the JSON parser of what". */
+#define NB__NO_JSON(fn, what) \
+    nb__error("%s: nabla was built without jansson (NABLA_WITH_JSON=OFF), the JSON parser of %s", fn, what)
 
 /* ---- tensors (src/core/tensor.c) ---- */
 /* A fresh contiguous tensor with new storage (uninitialised). Owned by the caller, not a scope. */
@@ -169,22 +174,7 @@ void nb__text_printf(nb_text *b, const char *fmt, ...) __attribute__((format(pri
 /* ---- conversion helpers (src/core/dtype.c) ---- */
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);
-/* bf16 is the top half of an f32: widening is a shift */
-static inline float nb__bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-/* Rounds to the nearest bf16, ties to even (as torch and oneDNN do); NaN stays a quiet NaN.
-   Inline: autocast converts every operand of a product with it. */
-static inline uint16_t nb__f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t rounded = (x + 0x7fff + ((x >> 16) & 1)) >> 16, nan = (x >> 16) | 0x40; /* NaN: quieted */
-    /* a select, not a branch, so that loops over it vectorise */
-    return (uint16_t)((x & 0x7fffffff) > 0x7f800000 ? nan : rounded);
-}
+/* nb__bf16_to_f32 and nb__f32_to_bf16, inline: src/core/portable.h (shared with the CUDA kernels) */
 /* Reads element i (of a dense array of dtype) as a double. */
 double nb__load(const void *p, nb_dtype dtype, int64_t i);
 /* Writes v as element i of a dense array of dtype. */

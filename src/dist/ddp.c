@@ -66,18 +66,18 @@ typedef struct {
     nb_ddp_stats stats;
 } ddp_module;
 
-/* Graph mode: a traced backward records the reducer's work as host calls (nb__host_call), which
-   every replay runs at the same points. A launch packs one bucket and starts its allreduce; the
-   finish waits for every bucket and writes the averages into the gradients. Input 0 of each is
-   a bucket's flat buffer (written, and a tensor even when no gradient is); input k + 1 is the
-   gradient of params[param[k]]. */
+/* Graph mode: a traced backward records the reducer's work as ops and host calls
+   (nb__host_call), which every replay runs at the same points. Each gradient is divided by the
+   world size into its bucket slot by traced ops (an nb_assign the compiler turns into the
+   gradient's kernels writing there); a launch then sets the bucket's used flags and starts its
+   allreduce; the finish waits for every bucket, whose slots the gradients handed to the leaves
+   are views of (bucket_views). The host calls' inputs are bucket buffers only, which they write. */
 typedef struct ddp_call {
     ddp_module *d;
     int bucket;         /* a launch: its bucket; the finish: -1 */
     bool early;         /* a launch during backward (not at its end) */
-    int n;
-    int *param;
-    int *input_of;      /* per parameter of the bucket (a launch) or of d (the finish): its input, or -1 */
+    bool *has_grad;     /* per parameter of the bucket (a launch) or of d (the finish): whether
+                           the traced step made its gradient */
     struct ddp_call *next;
 } ddp_call;
 
@@ -218,6 +218,15 @@ static int build_index(ddp_module *d) {
     return 0;
 }
 
+/* Writes parameter p's used flag into its bucket: 1 when this rank made its gradient. */
+static void set_flag(ddp_module *d, ddp_param *p, bool used) {
+    ddp_bucket *b = &d->buckets[p->bucket];
+    size_t es = nb_dtype_size(b->dtype);
+    char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
+    if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
+    else *(double *)flag = used ? 1.0 : 0.0;
+}
+
 /* Writes gradient g of parameter p divided by the world size (zeros when g is NULL) and its used
    flag into p's bucket: the sum over the ranks is then the average, as torch's reducer divides before it
    sums (exact on a power-of-two world; on others each rank's share is rounded once more). */
@@ -238,9 +247,7 @@ static void pack_grad(ddp_module *d, ddp_param *p, nb_tensor *g) {
     }
     if (in_place && used) nb__dist_scale(dst, dst, n, b->dtype, nb_dist_world_size());
     if (!used) memset(dst, 0, (size_t)n * es);
-    char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
-    if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
-    else *(double *)flag = used ? 1.0 : 0.0;
+    set_flag(d, p, used);
 }
 
 /* Packs parameter p's gradient as it is now, in eager mode, and counts it ready. */
@@ -386,64 +393,98 @@ static int wait_buckets(ddp_module *d) {
 /* ---- graph mode: the reducer as host calls ---- */
 
 
-/* A launch at replay: packs its bucket from the gradients it was given and starts the allreduce. */
+/* A launch at replay: the graph packed the gradients it makes; the others are zeros with a
+   cleared flag. Starts the bucket's allreduce. */
 static int launch_call(void *ctx, nb_tensor *const *t, int n) {
-    (void)n;
+    (void)t; (void)n;
     ddp_call *c = ctx;
     ddp_module *d = c->d;
     ddp_bucket *b = &d->buckets[c->bucket];
     if (d->broken || !b->buf) return broken_error();
-    /* still in flight from a replay that failed before its finish: MPI may still write the
-       buffer, so it is waited for (the group breaks if that fails) before packing again */
-    if (b->launched && wait_buckets(d) < 0) return -1;
-    for (int j = 0; j < b->count; j++)
-        pack_grad(d, &d->params[b->first + j], c->input_of[j] >= 0 ? t[c->input_of[j]] : NULL);
+    for (int j = 0; j < b->count; j++) {
+        ddp_param *p = &d->params[b->first + j];
+        if (!c->has_grad[j]) pack_grad(d, p, NULL);
+        else set_flag(d, p, true);
+    }
     if (start_bucket(d, b, c->early) < 0) return -1;
     nudge(d);
     return 0;
 }
 
-/* The finish at replay: waits for every bucket, then writes each average into its gradient. */
+/* At the start of a replay's forward: a bucket still in flight from a replay that failed before
+   its finish is waited for (the group breaks if that fails), since this replay's kernels write
+   the buckets before any launch could. */
+static int settle_call(void *ctx, nb_tensor *const *t, int n) {
+    (void)t; (void)n;
+    ddp_module *d = ctx;
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].launched) return wait_buckets(d);
+    return d->broken ? broken_error() : 0;
+}
+
+/* The finish at replay: waits for every bucket and checks that no parameter got a gradient on
+   another rank only. The averages need no copying: the trace made each gradient the graph hands
+   its leaf a view of the parameter's slot (bucket_views), as eager DDP's unpack does. */
 static int finish_call(void *ctx, nb_tensor *const *t, int n) {
-    (void)n;
+    (void)t; (void)n;
     ddp_call *c = ctx;
     ddp_module *d = c->d;
     if (wait_buckets(d) < 0) return -1;
     for (int i = 0; i < d->nparams; i++) {
         ddp_param *p = &d->params[i];
         double used;
-        const char *slot = slot_of(d, p, &used);
-        int k = c->input_of[i];
-        if (k < 0) {
-            if (used == 0) continue;
+        slot_of(d, p, &used);
+        if (!c->has_grad[i] && used != 0) {
             nb__error("nb_ddp: \"%s\" got a gradient on another rank, but this rank's compiled step makes none (the "
                       "ranks traced different graphs)", p->name);
             return -1;
         }
-        nb_tensor *g = t[k];
-        size_t bytes = (size_t)nb_numel(g) * nb_dtype_size(nb_dtype_of(g));
-        if (!nb_is_contiguous(g) || nb_dtype_of(g) != d->buckets[p->bucket].dtype || g->storage->device.type != NB_CPU) {
-            char dd[200];
-            nb__error("nb_ddp: the gradient of \"%s\" in the compiled step is %s: a dense host tensor of the bucket's "
-                      "dtype is needed", p->name, nb__describe(g, dd, sizeof dd));
-            return -1;
-        }
-        memcpy(nb__data(g), slot, bytes);
     }
     d->stats.backwards++;
     return 0;
 }
 
-/* Records a host call of fn over input 0 (flat) and the gradients of params[first..first+count)
-   that exist now. */
+/* The buffers of buckets [first, first + count) as host-call inputs (malloc'ed), or NULL. */
+static nb_tensor **bucket_buffers(ddp_module *d, int first, int count) {
+    nb_tensor **t = malloc(sizeof *t * (size_t)(count > 0 ? count : 1));
+    if (t)
+        for (int b = 0; b < count; b++) t[b] = d->buckets[first + b].flat;
+    return t;
+}
+
+/* Traced: divides each gradient of bucket b that the step made by the world size into its slot
+   of the bucket, by ops (the eager pack_grad's arithmetic). */
+static int record_pack(ddp_module *d, int bucket) {
+    ddp_bucket *b = &d->buckets[bucket];
+    bool prev = nb_set_grad_enabled(false);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *world = nb_full(NB_SHAPE(), (double)nb_dist_world_size(), b->dtype);
+    int rc = world ? 0 : -1;
+    for (int j = 0; j < b->count && rc == 0; j++) {
+        ddp_param *p = &d->params[b->first + j];
+        nb_tensor *g = nb_grad_of(p->t);
+        if (!g) continue;
+        nb_tensor *slot = nb_slice(b->flat, 0, p->offset, p->offset + nb_numel(p->t), 1);
+        slot = slot ? nb_view(slot, nb_shape_of(p->t)) : NULL;
+        nb_tensor *q = slot ? nb_div(g, world) : NULL;
+        if (!q || nb_assign(slot, q) < 0) rc = -1;
+    }
+    nb_scope_end(s);
+    nb_set_grad_enabled(prev);
+    return rc;
+}
+
+/* Records a host call of fn over the bucket's buffer (a launch) or every bucket's (the finish,
+   bucket -1), noting which of its parameters have a gradient now. */
 static int record_call(ddp_module *d, int bucket, bool early, nb_host_fn fn) {
     int first = bucket >= 0 ? d->buckets[bucket].first : 0;
     int count = bucket >= 0 ? d->buckets[bucket].count : d->nparams;
+    if (bucket >= 0 && record_pack(d, bucket) < 0) return -1;
     ddp_call *c = calloc(1, sizeof *c);
-    nb_tensor **t = malloc(sizeof *t * ((size_t)count + 1));
-    if (c) c->input_of = malloc(sizeof(int) * (size_t)(count ? count : 1));
-    if (!c || !t || !c->input_of) {
-        if (c) free(c->input_of);
+    nb_tensor **t = bucket >= 0 ? bucket_buffers(d, bucket, 1) : bucket_buffers(d, 0, d->nbuckets);
+    if (c) c->has_grad = malloc(sizeof(bool) * (size_t)(count ? count : 1));
+    if (!c || !t || !c->has_grad) {
+        if (c) free(c->has_grad);
         free(c);
         free(t);
         nb__error("nb_ddp: out of memory recording the gradient reduction of a compiled step");
@@ -454,15 +495,8 @@ static int record_call(ddp_module *d, int bucket, bool early, nb_host_fn fn) {
     c->early = early;
     c->next = d->calls;
     d->calls = c; /* d owns it from now: a graph that recorded it may replay it */
-    t[0] = d->buckets[bucket >= 0 ? bucket : 0].flat;
-    int n = 1;
-    for (int j = 0; j < count; j++) {
-        nb_tensor *g = nb_grad_of(d->params[first + j].t);
-        c->input_of[j] = g ? n : -1;
-        if (g) t[n++] = g;
-    }
-    c->n = n;
-    int rc = nb__host_call(fn, c, t, n);
+    for (int j = 0; j < count; j++) c->has_grad[j] = nb_grad_of(d->params[first + j].t) != NULL;
+    int rc = nb__host_call(fn, c, t, bucket >= 0 ? 1 : d->nbuckets);
     free(t);
     return rc;
 }
@@ -473,9 +507,36 @@ static void free_calls(ddp_module *d) {
     while (d->calls) {
         ddp_call *c = d->calls;
         d->calls = c->next;
-        free(c->input_of);
+        free(c->has_grad);
         free(c);
     }
+}
+
+/* Traced, after the finish: every parameter with a gradient gets, as its gradient, a view of its
+   slot of the bucket, made by traced ops on the bucket's buffer (which the finish writes), so
+   each replay hands the leaves the averages in place and what reads them (the optimizer's
+   update) reads the bucket after the finish: one copy fewer than writing them back. */
+static int bucket_views(ddp_module *d) {
+    bool prev = nb_set_grad_enabled(false);
+    int rc = 0;
+    for (int i = 0; i < d->nparams && rc == 0; i++) {
+        ddp_param *p = &d->params[i];
+        if (!nb_grad_of(p->t)) continue;
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *slot = nb_slice(d->buckets[p->bucket].flat, 0, p->offset, p->offset + nb_numel(p->t), 1);
+        nb_tensor *g = slot ? nb_view(slot, nb_shape_of(p->t)) : NULL;
+        if (g) nb_set_grad(p->t, g);
+        else rc = -1;
+        nb_scope_end(s);
+    }
+    nb_set_grad_enabled(prev);
+    if (rc < 0) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "out of memory");
+        nb_error_clear();
+        nb__error("nb_ddp: making the averaged gradients of a compiled step: %s", msg);
+    }
+    return rc;
 }
 
 static int on_backward_finished(int rc, void *ctx) {
@@ -486,7 +547,7 @@ static int on_backward_finished(int rc, void *ctx) {
         /* the buckets not started during backward, then the finish, all as host calls */
         for (int b = d->next_launch; b < d->nbuckets && !d->record_failed; b++)
             if (record_launch(d, b, false) < 0) d->record_failed = true;
-        bool failed = d->record_failed || record_call(d, -1, false, finish_call) < 0;
+        bool failed = d->record_failed || record_call(d, -1, false, finish_call) < 0 || bucket_views(d) < 0;
         d->record_failed = false;
         return failed ? -1 : rc;
     }
@@ -601,6 +662,15 @@ static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x) {
         nb__error("nb_ddp: a ZeRO-1 training step cannot be compiled yet (nb_compile would replay it without its "
                   "parameter broadcast); run it eagerly, or use plain DDP (NB_SHARD_NONE) under nb_compile");
         return NULL;
+    }
+    if (nb_is_grad_enabled() && nb__tracing() && d->nbuckets > 0) {
+        nb_tensor **t = bucket_buffers(d, 0, d->nbuckets);
+        int rc = t ? nb__host_call(settle_call, d, t, d->nbuckets) : -1;
+        free(t);
+        if (rc < 0) {
+            if (!nb__has_error()) nb__error("nb_ddp: out of memory recording a compiled step");
+            return NULL;
+        }
     }
     if (nb_is_grad_enabled()) {
         d->armed = true;

@@ -5,11 +5,14 @@
    jansson keeps integers as exact 64-bit json_int_t (offsets and shapes of large files lose
    nothing to doubles), parses a buffer of a given length without a terminating NUL
    (json_loadb), rejects duplicate keys (JSON_REJECT_DUPLICATES) and bounds nesting depth, and
-   keeps object keys in insertion order for the writer. */
+   keeps object keys in insertion order for the writer. A build without jansson
+   (NABLA_WITH_JSON=OFF) reads and writes no file: its open_common and save_named say so. */
 #include "io_impl.h"
 
 #include <errno.h>
+#ifdef NABLA_HAVE_JSON
 #include <jansson.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +65,7 @@ void nb_safetensors_close(nb_safetensors *f) {
     free(f);
 }
 
+#ifdef NABLA_HAVE_JSON
 static int cmp_offset(const void *a, const void *b) {
     const st_entry *x = a, *y = b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
@@ -240,6 +244,15 @@ static nb_safetensors *open_common(nb_safetensors *f, const char *fn, const char
     }
     return f;
 }
+#else
+/* Without jansson no header can be read, so every file and buffer is refused. */
+static nb_safetensors *open_common(nb_safetensors *f, const char *fn, const char *path) {
+    (void)path;
+    NB__NO_JSON(fn, "safetensors headers");
+    nb_safetensors_close(f);
+    return NULL;
+}
+#endif
 
 nb_safetensors *nb_safetensors_open(const char *path) {
     nb_safetensors *f = calloc(1, sizeof *f);
@@ -334,6 +347,7 @@ nb_tensor *nb_safetensors_get(const nb_safetensors *f, const char *name) {
 const nb_metadata *nb_safetensors_metadata(const nb_safetensors *f) { return f ? f->md : NULL; }
 
 /* ---------- the writer ---------- */
+#ifdef NABLA_HAVE_JSON
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Writes tensors with the public function fn named in messages. */
@@ -435,6 +449,14 @@ done:
     nb_scope_end(s);
     return rc;
 }
+#else
+/* Without jansson no header can be written: every save fails before touching the file. */
+static int save_named(const char *fn, const char *path, const nb_named_tensor *ts, int n, const nb_metadata *md) {
+    (void)path; (void)ts; (void)n; (void)md;
+    NB__NO_JSON(fn, "safetensors headers");
+    return -1;
+}
+#endif
 
 int nb_save_safetensors(const char *path, const nb_named_tensor *tensors, int n, const nb_metadata *md) {
     return save_named("nb_save_safetensors", path, tensors, n, md);

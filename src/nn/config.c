@@ -46,10 +46,14 @@
                           and "shortcut".
    Every field is checked: a wrong type, a missing required field or an unknown one (a typo) is
    an error naming the layer by index and type and the field:
-   nb_nn_from_config: layer 3 (conv2d): field "kernel" must be a positive integer, got "x". */
+   nb_nn_from_config: layer 3 (conv2d): field "kernel" must be a positive integer, got "x".
+   A build without jansson (NABLA_WITH_JSON=OFF) leaves the config reader out: nb_nn_from_config
+   says so; the residual block, the summary and the built-in configs' text remain. */
 #include "nn_impl.h"
 #include "../ops/pool_opts.h"
+#ifdef NABLA_HAVE_JSON
 #include <jansson.h>
+#endif
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -136,6 +140,7 @@ nb_module *nb_nn_residual(nb_module *body, nb_module *shortcut, bool relu) {
     return make_residual("nb_nn_residual", body, shortcut, relu ? nb_relu : NULL);
 }
 
+#ifdef NABLA_HAVE_JSON
 /* ---------- global average pooling (Keras' GlobalAveragePooling2D: [N, C, H, W] -> [N, C]) ---------- */
 static nb_tensor *global_avg_pool_forward(nb_module *self, nb_tensor *x) {
     int nd = nb_ndim(x);
@@ -957,6 +962,13 @@ done:
     json_decref(root);
     return result;
 }
+#else
+nb_module *nb_nn_from_config(const char *json, nb_shape sample_shape) {
+    (void)json; (void)sample_shape;
+    NB__NO_JSON(CFG, "model configs");
+    return NULL;
+}
+#endif
 
 /* ---------- summary ---------- */
 /* n with thousands separators: 1,234,567. */

@@ -10,135 +10,16 @@
    reads outside its tensors. Inputs may have any strides; outputs are contiguous. */
 #include "../../core/threadpool.h"
 #include "../kernel.h"
+#include "../ctc_recursion.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct ctc_job {
-    const char *lp, *g, *tg;
-    nb_dtype dt, tdt;
-    int64_t lst[3], gst, tst; /* element strides: log_probs (T, N, C), the gradient [N], within a target */
-    char *out;
-    int64_t T, N, C, blank;
-    bool zero_inf, backward;
-    const int64_t *il, *tl, *off; /* per sequence: the lengths and the element offset of its first label */
-    const unsigned char *feasible; /* il >= tl + the repeats that need a blank between them */
-    double *work;
-    int64_t *labels;
-    size_t work_slot, labels_slot; /* per thread */
-} ctc_job;
-
-static inline double lp_at(const ctc_job *j, int64_t t, int64_t b, int64_t c) {
-    int64_t i = t * j->lst[0] + b * j->lst[1] + c * j->lst[2];
-    return j->dt == NB_F32 ? (double)((const float *)j->lp)[i] : ((const double *)j->lp)[i];
-}
-
-/* Element i of an i64 or i32 array (read as integers: a label near 2^63 is not rounded through a double). */
-static inline int64_t int_at(const void *p, nb_dtype dt, int64_t i) {
-    return dt == NB_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
-
-static inline void store(const ctc_job *j, int64_t i, double v) {
-    if (j->dt == NB_F32) ((float *)j->out)[i] = (float)v;
-    else ((double *)j->out)[i] = v;
-}
-
-/* log(e^a + e^b + e^c) as torch writes it (a max of -inf taken as 0, so -inf - -inf never occurs). */
-static inline double log_add3(double a, double b, double c) {
-    double m = a;
-    if (b > m) m = b;
-    if (c > m) m = c;
-    if (m == -INFINITY) m = 0;
-    return log(exp(a - m) + exp(b - m) + exp(c - m)) + m;
-}
-
-/* The negative log likelihood of sequence b, whose L = 2 tl + 1 states carry labels lab, over its
-   first il > 0 steps. With table, alpha keeps every step's row (il x L, for the backward); else
-   two rows alternate. */
-static double sequence_nll(const ctc_job *j, int64_t b, const int64_t *lab, int64_t L, int64_t il, double *alpha, bool table) {
-    double *prev = alpha;
-    for (int64_t s = 0; s < L; s++) prev[s] = -INFINITY;
-    prev[0] = lp_at(j, 0, b, j->blank);
-    if (L > 1) prev[1] = lp_at(j, 0, b, lab[1]);
-    for (int64_t t = 1; t < il; t++) {
-        double *cur = alpha + (table ? t : t & 1) * L;
-        for (int64_t s = 0; s < L; s++) {
-            double a2 = s > 0 ? prev[s - 1] : -INFINITY;
-            double a3 = s > 1 && lab[s - 2] != lab[s] ? prev[s - 2] : -INFINITY; /* skip a blank between two labels */
-            cur[s] = log_add3(prev[s], a2, a3) + lp_at(j, t, b, lab[s]);
-        }
-        prev = cur;
-    }
-    if (L == 1) return -prev[0]; /* an empty target: blanks only */
-    return -log_add3(prev[L - 1], prev[L - 2], -INFINITY);
-}
-
-/* d loss / d log_probs of step t: row[c] holds log sum alpha beta over the states labelled c. */
-static void gradient_row(const ctc_job *j, int64_t t, int64_t b, const double *row, double nll, double gr) {
-    for (int64_t c = 0; c < j->C; c++) {
-        double v = row[c] == -INFINITY ? 0 : -exp(row[c] + nll - lp_at(j, t, b, c));
-        store(j, (t * j->N + b) * j->C + c, v * gr);
-    }
-}
-
-static void sequence_backward(const ctc_job *j, int64_t b, const int64_t *lab, int64_t L, int64_t il, double *work) {
-    double gr = j->dt == NB_F32 ? (double)((const float *)j->g)[b * j->gst] : ((const double *)j->g)[b * j->gst];
-    for (int64_t t = il; t < j->T; t++) /* steps past the input's length take no part */
-        for (int64_t c = 0; c < j->C; c++) store(j, (t * j->N + b) * j->C + c, 0);
-    if (il == 0) return;
-    double nll = j->feasible[b] ? sequence_nll(j, b, lab, L, il, work, true) : INFINITY;
-    if (nll == INFINITY) { /* no alignment: torch's NaN, or 0 where zero_infinity dropped the loss */
-        for (int64_t t = 0; t < il; t++)
-            for (int64_t c = 0; c < j->C; c++) store(j, (t * j->N + b) * j->C + c, j->zero_inf ? 0 : NAN);
-        return;
-    }
-    const double *alpha = work;
-    double *next = work + il * L, *cur = next + L, *row = cur + L;
-    /* the last step: beta starts in the final blank and the final label */
-    int64_t t = il - 1;
-    for (int64_t s = 0; s < L; s++) cur[s] = -INFINITY;
-    for (int64_t c = 0; c < j->C; c++) row[c] = -INFINITY;
-    cur[L - 1] = lp_at(j, t, b, j->blank);
-    row[j->blank] = alpha[t * L + L - 1] + cur[L - 1];
-    if (L > 1) {
-        cur[L - 2] = lp_at(j, t, b, lab[L - 2]);
-        row[lab[L - 2]] = alpha[t * L + L - 2] + cur[L - 2]; /* a label, never the blank: no sum needed */
-    }
-    gradient_row(j, t, b, row, nll, gr);
-    for (t = il - 2; t >= 0; t--) {
-        double *swap = next;
-        next = cur;
-        cur = swap;
-        for (int64_t c = 0; c < j->C; c++) row[c] = -INFINITY;
-        for (int64_t s = L - 1; s >= 0; s--) {
-            double b2 = s < L - 1 ? next[s + 1] : -INFINITY;
-            double b3 = s < L - 2 && lab[s + 2] != lab[s] ? next[s + 2] : -INFINITY;
-            cur[s] = log_add3(next[s], b2, b3) + lp_at(j, t, b, lab[s]);
-            double ab = alpha[t * L + s] + cur[s], *r = &row[lab[s]];
-            if (*r == -INFINITY) *r = ab;
-            else {
-                double m = *r > ab ? *r : ab;
-                *r = log(exp(*r - m) + exp(ab - m)) + m;
-            }
-        }
-        gradient_row(j, t, b, row, nll, gr);
-    }
-}
+typedef nb_ctc_job ctc_job;
 
 static void sequence(const ctc_job *j, int64_t b, int slot) {
-    double *work = j->work + (size_t)slot * j->work_slot;
-    int64_t *lab = j->labels + (size_t)slot * j->labels_slot;
-    int64_t il = j->il[b], L = 2 * j->tl[b] + 1;
-    if (j->feasible[b] && il > 0)
-        for (int64_t s = 0; s < L; s++)
-            lab[s] = s & 1 ? int_at(j->tg, j->tdt, j->off[b] + (s / 2) * j->tst) : j->blank;
-    if (j->backward) {
-        sequence_backward(j, b, lab, L, il, work);
-        return;
-    }
-    double nll = il == 0 ? (j->tl[b] == 0 ? 0 : INFINITY) : j->feasible[b] ? sequence_nll(j, b, lab, L, il, work, false) : INFINITY;
-    store(j, b, j->zero_inf && nll == INFINITY ? 0 : nll);
+    nb__ctc_sequence(j, b, j->work + (size_t)slot * j->work_slot, j->labels + (size_t)slot * j->labels_slot);
 }
 
 static void sequence_range(void *ctx, int64_t lo, int64_t hi, int slot) {
@@ -146,12 +27,12 @@ static void sequence_range(void *ctx, int64_t lo, int64_t hi, int slot) {
 }
 
 static int64_t length_at(const nb_tensor *t, int64_t b) {
-    return int_at(nb__data(t), t->dtype, t->shape.ndim ? b * t->stride[0] : 0);
+    return ctc_int_at(nb__data(t), t->dtype, t->shape.ndim ? b * t->stride[0] : 0);
 }
 
 /* Reads and checks the lengths and labels (inference checked shapes and dtypes) into meta
    (4 N values: il, tl, off, then N feasibility bytes); sizes the scratch. */
-static int prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work_slot, size_t *labels_slot) {
+int nb__cpu_ctc_prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work_slot, size_t *labels_slot) {
     const nb_tensor *tg = in[1];
     int64_t *il = meta, *tl = meta + j->N, *off = meta + 2 * j->N;
     unsigned char *feasible = (unsigned char *)(meta + 3 * j->N);
@@ -180,7 +61,7 @@ static int prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work
         off[b] = padded ? b * tg->stride[0] : pos * tg->stride[0];
         int64_t need = tl[b];
         for (int64_t k = 0; k < tl[b]; k++) {
-            int64_t v = int_at(nb__data(tg), tg->dtype, off[b] + k * j->tst);
+            int64_t v = ctc_int_at(nb__data(tg), tg->dtype, off[b] + k * j->tst);
             if (v < 0 || v >= j->C || v == j->blank) {
                 char where[128];
                 if (padded) snprintf(where, sizeof where, "targets[%lld, %lld]", (long long)b, (long long)k);
@@ -189,7 +70,7 @@ static int prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work
                 else nb__error("nb_ctc_loss: %s is %lld, outside the %lld classes of log_probs", where, (long long)v, (long long)j->C);
                 return -1;
             }
-            if (k > 0 && v == int_at(nb__data(tg), tg->dtype, off[b] + (k - 1) * j->tst)) need++;
+            if (k > 0 && v == ctc_int_at(nb__data(tg), tg->dtype, off[b] + (k - 1) * j->tst)) need++;
         }
         if (!padded) pos += tl[b];
         /* too few steps for the labels and the blanks that must separate repeats: p = 0 without a
@@ -223,7 +104,7 @@ static int prepare(nb_tensor *const *in, ctc_job *j, int64_t *meta, size_t *work
 
 /* in: log_probs [T, N, C], targets, input_lengths, target_lengths (and the gradient [N] for the
    backward); i[0] the blank, i[1] zero_infinity. */
-static int run(bool backward, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
+nb_ctc_job nb__cpu_ctc_job(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, bool backward) {
     const nb_tensor *lp = in[0];
     ctc_job j = { .lp = nb__data(lp), .dt = lp->dtype, .tg = nb__data(in[1]), .tdt = in[1]->dtype, .out = nb__data(out),
                   .T = lp->shape.dim[0], .N = lp->shape.dim[1], .C = lp->shape.dim[2], .blank = args->i[0],
@@ -233,6 +114,11 @@ static int run(bool backward, nb_tensor *out, nb_tensor *const *in, const nb_op_
         j.g = nb__data(in[4]);
         j.gst = in[4]->stride[0];
     }
+    return j;
+}
+
+static int run(bool backward, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
+    ctc_job j = nb__cpu_ctc_job(out, in, args, backward);
     if (j.N == 0) return 0;
     int64_t *meta = malloc((size_t)j.N * (3 * sizeof(int64_t) + 1));
     if (!meta) {
@@ -240,7 +126,7 @@ static int run(bool backward, nb_tensor *out, nb_tensor *const *in, const nb_op_
         return -1;
     }
     size_t work_slot, labels_slot;
-    if (prepare(in, &j, meta, &work_slot, &labels_slot) < 0) {
+    if (nb__cpu_ctc_prepare(in, &j, meta, &work_slot, &labels_slot) < 0) {
         free(meta);
         return -1;
     }

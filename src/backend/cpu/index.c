@@ -207,8 +207,8 @@ static void bcast_strides(const nb_tensor *t, const nb_shape *to, int64_t *st) {
     for (int d = 0; d < to->ndim; d++) st[d] = d < lead || t->shape.dim[d - lead] == 1 ? 0 : t->stride[d - lead];
 }
 
-/* The n index tensors broadcast together: their shape in *b. Shapes were checked by inference. */
-static void index_shape(nb_tensor *const *idx, int n, nb_shape *b) {
+/* Shapes were checked by inference. */
+void nb__cpu_index_shape(nb_tensor *const *idx, int n, nb_shape *b) {
     *b = idx[0]->shape;
     for (int k = 1; k < n; k++) {
         const nb_shape *s = &idx[k]->shape;
@@ -222,11 +222,8 @@ static void index_shape(nb_tensor *const *idx, int n, nb_shape *b) {
     }
 }
 
-/* For each position of the indices' broadcast shape b (row-major), the element offset, by
-   `stride`, of x[i0, ..., in-1] over x's leading n axes; a negative index counts from the end.
-   Every index is checked before anything is written. A malloc'ed array (freed by the caller),
-   or NULL with the error recorded. */
-static int64_t *index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
+/* Every index is checked before anything is written. */
+int64_t *nb__cpu_index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
                               const nb_shape *b, int64_t count) {
     int64_t *offs = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
     if (!offs) {
@@ -288,9 +285,9 @@ int nb__cpu_index(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     nb_tensor *x = in[0];
     int n = nin - 1;
     nb_shape b;
-    index_shape(in + 1, n, &b);
+    nb__cpu_index_shape(in + 1, n, &b);
     int64_t count = nb__shape_numel(&b);
-    int64_t *offs = index_offsets("index", &x->shape, x->stride, in + 1, n, &b, count);
+    int64_t *offs = nb__cpu_index_offsets("index", &x->shape, x->stride, in + 1, n, &b, count);
     if (!offs) return -1;
     nb_tensor tail = trailing_view(x, n, x->stride, 0);
     size_t es = nb_dtype_size(x->dtype), row = (size_t)tail.numel * es;
@@ -349,9 +346,9 @@ int nb__cpu_index_put(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op
     int n = nin - 2;
     bool accumulate = args->i[0] != 0;
     nb_shape b;
-    index_shape(in + 2, n, &b);
+    nb__cpu_index_shape(in + 2, n, &b);
     int64_t count = nb__shape_numel(&b);
-    int64_t *offs = index_offsets("index_put", &x->shape, out->stride, in + 2, n, &b, count);
+    int64_t *offs = nb__cpu_index_offsets("index_put", &x->shape, out->stride, in + 2, n, &b, count);
     if (!offs) return -1;
     nb__cpu_copy(out, &x, 1, NULL);
     /* values read as broadcast to b + x's trailing axes */

@@ -7,14 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct pool_geom {
-    int64_t N, C, H, W, OH, OW;
-    int64_t k[2], s[2], p[2], d[2]; /* kernel, stride, padding, dilation */
-    bool adaptive, exclude_padding;
-    int64_t xs[4]; /* strides of the input being read (x or g) */
-} pool_geom;
+typedef nb_pool_geom pool_geom;
 
-static pool_geom make_geom(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive) {
+nb_pool_geom nb__cpu_pool_geometry(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive) {
     pool_geom g;
     memset(&g, 0, sizeof g);
     g.N = x->dim[0]; g.C = x->dim[1]; g.H = x->dim[2]; g.W = x->dim[3];
@@ -283,7 +278,7 @@ static void plane_range(void *c, int64_t lo, int64_t hi, int slot) {
 }
 
 static int max_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mode) {
-    pool_geom g = make_geom(&x->shape, &out->shape, args, false);
+    pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, false);
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, L = g.OH * g.OW;
     if (out->numel == 0) return 0;
@@ -309,7 +304,7 @@ int nb__cpu_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, co
 int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *dy = in[0], *x = in[1];
-    pool_geom g = make_geom(&x->shape, &dy->shape, args, false);
+    pool_geom g = nb__cpu_pool_geometry(&x->shape, &dy->shape, args, false);
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, HW = g.H * g.W;
     if (out->numel == 0) return 0;
@@ -323,7 +318,7 @@ int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, c
 }
 
 static int avg_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool adaptive) {
-    pool_geom g = make_geom(&x->shape, &out->shape, args, adaptive);
+    pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, adaptive);
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, L = g.OH * g.OW;
     if (out->numel == 0) return 0;
@@ -335,7 +330,7 @@ static int avg_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool a
 }
 
 static int avg_pool_backward(nb_tensor *out, nb_tensor *dy, const nb_op_args *args, bool adaptive) {
-    pool_geom g = make_geom(&out->shape, &dy->shape, args, adaptive);
+    pool_geom g = nb__cpu_pool_geometry(&out->shape, &dy->shape, args, adaptive);
     int64_t planes = g.N * g.C, HW = g.H * g.W;
     if (out->numel == 0) return 0;
     memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));
