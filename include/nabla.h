@@ -17,5 +17,6 @@
 #include "nabla/dist.h"
 #include "nabla/onnx.h"
 #include "nabla/hf.h"
+#include "nabla/cuda.h"
 
 #endif

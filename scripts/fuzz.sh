@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-20}"
-CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DNABLA_FUZZ=ON -DNABLA_BUILD_TESTS=OFF \
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DNABLA_FUZZ=ON -DNABLA_CUDA=OFF -DNABLA_BUILD_TESTS=OFF \
   -DNABLA_BUILD_BENCH=OFF -DNABLA_BUILD_EXAMPLES=OFF >/dev/null
 shopt -s nullglob
 if [ -n "${FUZZ_TARGETS:-}" ]; then

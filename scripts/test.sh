@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Quickstart, step 2: build and run every test, in Release and under ASan + UBSan; then the build
-# without optional dependencies and the aarch64 build under qemu-user (scripts/test_configs.sh);
+# Quickstart, step 2: build and run every test, in Release (with the CUDA backend compiled and
+# linked when nvcc is found; its GPU tests report skipped without a GPU) and under ASan + UBSan
+# (without CUDA); then the build without optional dependencies and the aarch64 build under qemu-user (scripts/test_configs.sh);
 # then fuzz the file parsers for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,7 @@ jobs="$(nproc)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNABLA_SANITIZE=ON -DNABLA_BUILD_BENCH=OFF >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNABLA_SANITIZE=ON -DNABLA_BUILD_BENCH=OFF -DNABLA_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
 scripts/test_configs.sh

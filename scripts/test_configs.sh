@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The two builds beside the default one (run by scripts/test.sh after scripts/deps.sh):
 #   build-nodeps  no optional dependency at all (no OpenBLAS, oneDNN, zlib, libpng, jansson, JIT,
-#                 MPI or ONNX):
+#                 MPI, ONNX or CUDA):
 #                 nabla's own GEMM and convolutions, the interpreter, and test_build_config
 #                 checking the "built without ..." errors;
-#   build-arm     aarch64 with Debian's cross compiler, also without optional dependencies,
+#   build-arm     aarch64 with Debian's cross compiler, also without optional dependencies (CUDA too),
 #                 its tests run under qemu-user: the core, ops, autograd, nn, conv, io,
 #                 summary, data-free examples and graph-mode differential tests.
 # Usage: scripts/test_configs.sh [nodeps] [arm]   (default: both)
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 want="${*:-nodeps arm}"
 no_deps=(-DNABLA_WITH_BLAS=OFF -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JIT=OFF
-         -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF -DNABLA_WITH_JSON=OFF)
+         -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF -DNABLA_WITH_JSON=OFF -DNABLA_CUDA=OFF)
 if [[ " $want " == *" nodeps "* ]]; then
   cmake -S . -B build-nodeps -DCMAKE_BUILD_TYPE=Release "${no_deps[@]}" >/dev/null
   cmake --build build-nodeps -j"$jobs"

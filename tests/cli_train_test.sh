@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # numbers are checked whole and in range, never cast: each of these is refused with exit 2
 for args in "--epochs 1e30" "--epochs 0" "--epochs 2.5" "--batch-size 99999999999999999999" "--seed -1" \
             "--lr nan" "--lr inf" "--val-split 1" "--val-split -0.1" "--workers 1000" "--threads 0" \
-            "--log-every x" "--device cuda" "--model resnet50" "--epochs" "--bogus" "--limit ''" \
+            "--log-every x" "--device cuda:99" "--device tpu" "--model resnet50" "--epochs" "--bogus" "--limit ''" \
             "--resume a --overwrite" "--autocast fp16" "--autocast"; do
   set +e; eval "\"$nabla\" train $args" >out.txt 2>err.txt; rc=$?; set -e
   [ "$rc" -eq 2 ] || fail "train $args: exit $rc, expected 2"
@@ -19,6 +19,18 @@ for args in "--epochs 1e30" "--epochs 0" "--epochs 2.5" "--batch-size 9999999999
   [ ! -e runs ] || fail "train $args: made a run folder"
 done
 echo "bad arguments: refused with a message"
+
+# --device cuda without a GPU (or in a build without CUDA): exit 2, saying why
+set +e; "$nabla" train --device cuda --epochs 1 --limit 600 --quiet >out.txt 2>err.txt; rc=$?; set -e
+if [ "$rc" -eq 2 ]; then
+  grep -q "no CUDA device is available (" err.txt || fail "--device cuda without a GPU: $(cat err.txt)"
+  [ ! -e runs ] || fail "--device cuda without a GPU made a run folder"
+  echo "--device cuda: refused without a GPU ($(cat err.txt))"
+else
+  [ "$rc" -eq 0 ] || fail "--device cuda: exit $rc: $(cat err.txt)"
+  rm -rf runs
+  echo "--device cuda: trained on the GPU"
+fi
 
 # two runs with the default log folder get two folders, and runs/mlp/latest names the second
 "$nabla" train --epochs 1 --limit 600 --quiet

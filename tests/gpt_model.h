@@ -41,7 +41,8 @@ typedef struct {
 
 static nb_tensor *gpt_model_forward(nb_module *self, nb_tensor *idx) {
     gpt_model *g = (gpt_model *)self;
-    nb_tensor *x = nb_add(nb_forward(g->tok, idx), nb_forward(g->pos, nb_arange(0, (double)nb_dim(idx, 1), 1, NB_I64)));
+    nb_tensor *pos = nb_to(nb_arange(0, (double)nb_dim(idx, 1), 1, NB_I64), nb_device_of(idx)); /* on idx's device */
+    nb_tensor *x = nb_add(nb_forward(g->tok, idx), nb_forward(g->pos, pos));
     return nb_forward(g->head, nb_forward(g->ln_f, nb_forward(g->blocks, x)));
 }
 static const nb_module_class GPT_MODEL = { .name = "GPT", .forward = gpt_model_forward };

@@ -5,9 +5,11 @@
    loader delivers batches there, and compiled graphs run through its lowering; host_call (a
    function of the program's own as an op) runs at every replay of a cpu graph. */
 #include "test_util.h"
+#include <unistd.h>
 
 #include "ext_backend.h"
 #include "train_step.h"
+#include "gpt_model.h"
 
 static const nb_device cpu = { NB_CPU, 0 }, ext0 = { NB_EXT, 0 }, ext1 = { NB_EXT, 1 };
 
@@ -54,7 +56,7 @@ static void test_registry_and_device_queries(void **state) {
     assert_int_equal(nb_device_count(NB_EXT), 2);
     assert_true(nb_device_available(ext1));
     assert_false(nb_device_available((nb_device){ NB_EXT, 2 }));
-    assert_false(nb_device_available((nb_device){ NB_CUDA, 0 }));
+    assert_false(nb_device_available((nb_device){ NB_CUDA, nb_cuda_device_count() })); /* one past the last GPU */
     long before = syncs;
     assert_int_equal(nb_synchronize(ext1), 0);
     assert_int_equal(syncs, before + 1);
@@ -249,6 +251,104 @@ static void test_module_to_moves_parameters_and_optimizer_state(void **state) {
     nb_module_free(b);
 }
 
+/* A checkpoint saved from a device and loaded into a model on a device resumes bit-identically
+   (what test_cuda checks on a GPU, here on the test backend). */
+static void test_checkpoint_saves_from_and_loads_to_the_device(void **state) {
+    (void)state;
+    SKIP_WITHOUT_JSON(); /* checkpoints are safetensors files */
+    char path[] = "/tmp/nb_backend_ckXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    nb_module *a = small_model(), *b = small_model();
+    nb_optimizer *oa = nb_optim_adam(a, (nb_adam_opts){ .lr = 0.01 });
+    nb_optimizer *ob = nb_optim_adam(b, (nb_adam_opts){ .lr = 0.01 });
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_to(nb_randn(NB_SHAPE(5, 6), NB_F32), ext0);
+    int64_t yv[] = { 0, 1, 2, 1, 0 };
+    nb_tensor *y = nb_to(nb_from_data(yv, NB_SHAPE(5), NB_I64), ext0);
+    assert_non_null(nb_module_to(a, ext0));
+    eager_step(a, oa, x, y);
+    eager_step(a, oa, x, y);
+    assert_int_equal(nb_checkpoint_save(&(nb_checkpoint){ .model = a, .optimizer = oa, .global_step = 2 }, path), 0);
+    eager_step(a, oa, x, y); /* the run that goes on */
+    assert_non_null(nb_module_to(b, ext0));
+    nb_checkpoint ck = { .model = b, .optimizer = ob };
+    int lrc = nb_checkpoint_load(&ck, path);
+    if (lrc < 0) fprintf(stderr, "load: %s\n", nb_error());
+    assert_int_equal(lrc, 0);
+    assert_int_equal(ck.global_step, 2);
+    eager_step(b, ob, x, y); /* the resumed run */
+    nb_named_tensor pa[8], pb[8];
+    int n = nb_module_named_parameters(a, pa, 8);
+    assert_int_equal(nb_module_named_parameters(b, pb, 8), n);
+    for (int i = 0; i < n; i++) {
+        assert_true(on(pb[i].tensor, ext0));
+        assert_close(pb[i].tensor, pa[i].tensor, 0);
+    }
+    nb_scope_end(s);
+    unlink(path);
+    nb_optim_free(oa);
+    nb_optim_free(ob);
+    nb_module_free(a);
+    nb_module_free(b);
+}
+
+/* The test models (an MLP, a CNN, a char GPT) train on a device as on the cpu: the same bits
+   after 5 steps of AdamW, since the test backend runs the cpu's kernels (test_cuda checks the
+   same on a GPU within 1e-4): nothing in nn, ops or optim makes a cpu tensor a device op needs. */
+static void test_models_train_on_the_device(void **state) {
+    (void)state;
+    ext_backend_register(false); /* every kernel */
+    for (int kind = 0; kind < 3; kind++) {
+        nb_module *m[2];
+        for (int d = 0; d < 2; d++) {
+            nb_manual_seed(11);
+            m[d] = kind == 0   ? nb_nn_sequential(nb_nn_linear(12, 16), nb_nn_relu(), nb_nn_linear(16, 5), NULL)
+                   : kind == 1 ? nb_nn_sequential(nb_nn_conv2d(1, 4, 3, (nb_conv2d_opts){ .padding = 1 }), nb_nn_relu(),
+                                                  nb_nn_max_pool2d(2, (nb_pool_opts){ 0 }), nb_nn_flatten(),
+                                                  nb_nn_linear(4 * 4 * 4, 5), NULL)
+                               : gpt_model_new(5, 8, 16, 2, 2);
+            assert_non_null(m[d]);
+        }
+        assert_non_null(nb_module_to(m[1], ext0));
+        nb_optimizer *o[2] = { nb_optim_adamw(m[0], (nb_adamw_opts){ .lr = 0.01 }),
+                               nb_optim_adamw(m[1], (nb_adamw_opts){ .lr = 0.01 }) };
+        for (int step = 0; step < 5; step++) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *x = kind == 0 ? nb_randn(NB_SHAPE(6, 12), NB_F32)
+                           : kind == 1 ? nb_randn(NB_SHAPE(6, 1, 8, 8), NB_F32)
+                                       : nb_randint(0, 5, NB_SHAPE(3, 8));
+            nb_tensor *y = kind == 2 ? nb_randint(0, 5, NB_SHAPE(24)) : nb_randint(0, 5, NB_SHAPE(6));
+            double loss[2];
+            for (int d = 0; d < 2; d++) {
+                nb_device dev = d ? ext0 : cpu;
+                nb_tensor *logits = nb_forward(m[d], nb_to(x, dev));
+                if (kind == 2) logits = nb_reshape(logits, NB_SHAPE(24, 5));
+                nb_optim_zero_grad(o[d]);
+                nb_tensor *l = nb_cross_entropy(logits, nb_to(y, dev), (nb_ce_opts){ 0 });
+                if (!l) fprintf(stderr, "model %d on %s: %s\n", kind, d ? "ext" : "cpu", nb_error());
+                assert_non_null(l);
+                assert_int_equal(nb_backward(l), 0);
+                assert_int_equal(nb_optim_step(o[d]), 0);
+                loss[d] = nb_item(l);
+            }
+            assert_true(loss[0] == loss[1]);
+            nb_scope_end(s);
+        }
+        nb_named_tensor p0[64], p1[64];
+        int n = nb_module_named_parameters(m[0], p0, 64);
+        assert_int_equal(nb_module_named_parameters(m[1], p1, 64), n);
+        nb_scope *s = nb_scope_begin(); /* assert_close's temporaries */
+        for (int i = 0; i < n; i++) assert_close(p1[i].tensor, p0[i].tensor, 0);
+        nb_scope_end(s);
+        for (int d = 0; d < 2; d++) {
+            nb_optim_free(o[d]);
+            nb_module_free(m[d]);
+        }
+    }
+}
+
 static nb_tensor *double_it(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     (void)ctx;
@@ -388,8 +488,11 @@ static void test_loader_delivers_batches_on_the_device(void **state) {
         assert_int_equal(got, 2);
         nb_data_loader_free(l);
     }
-    assert_null(nb_data_loader_new(ds, (nb_loader_opts){ .device = { NB_CUDA, 0 } }));
-    ASSERT_ERROR_CONTAINS("nb_data_loader_new: device cuda:0 is not available");
+    nb_device gone = { NB_CUDA, nb_cuda_device_count() }; /* one past the last GPU (cuda:0 without one) */
+    char want[96], dv[32];
+    snprintf(want, sizeof want, "nb_data_loader_new: device %s is not available", nb_device_str(gone, dv, sizeof dv));
+    assert_null(nb_data_loader_new(ds, (nb_loader_opts){ .device = gone }));
+    ASSERT_ERROR_CONTAINS(want);
     nb_dataset_free(ds);
     nb_scope_end(s);
 }
@@ -402,6 +505,8 @@ int main(void) {
         cmocka_unit_test_setup(test_missing_kernels_and_mixed_devices, clear_error_setup),
         cmocka_unit_test_setup(test_autograd_on_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_module_to_moves_parameters_and_optimizer_state, clear_error_setup),
+        cmocka_unit_test_setup(test_checkpoint_saves_from_and_loads_to_the_device, clear_error_setup),
+        cmocka_unit_test_setup(test_models_train_on_the_device, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_refuse_other_devices, clear_error_setup),
         cmocka_unit_test_setup(test_compiled_graphs_run_on_the_backends_lowering, clear_error_setup),
         cmocka_unit_test_setup(test_host_call_runs_at_every_replay, clear_error_setup),

@@ -194,8 +194,8 @@ static void test_error_messages(void **state) {
     ASSERT_ERROR_CONTAINS("nb_index_select: index 5 is out of range for axis 1 of size 3");
     assert_null(nb_index_select(a, 1, nb_ones(NB_SHAPE(2), NB_F32)));
     ASSERT_ERROR_CONTAINS("nb_index_select: indices must be i64 or i32, got [2] f32");
-    assert_null(nb_to(a, nb_device_parse("cuda:0")));
-    ASSERT_ERROR_CONTAINS("nb_to: device cuda:0 is not available");
+    assert_null(nb_to(a, nb_device_parse("cuda:63"))); /* no machine has 64 GPUs for nabla */
+    ASSERT_ERROR_CONTAINS("nb_to: device cuda:63 is not available");
     nb_device bad = nb_device_parse("tpu");
     assert_int_equal(bad.index, -1);
     ASSERT_ERROR_CONTAINS("nb_device_parse: unknown device \"tpu\"");

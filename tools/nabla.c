@@ -129,9 +129,9 @@ static double accuracy_of(const int64_t *confusion, int64_t k, int64_t *right, i
 
 /* The saved model's accuracy on a data set: 0 and *acc, or -1 with a message. */
 static int test_accuracy(nb_module *m, nb_dataset *ds, int64_t k, double *acc, int64_t *right, int64_t *all,
-                         const char *cmd) {
+                         const char *cmd, nb_device dev) {
     int64_t *conf = calloc((size_t)(k * k), sizeof *conf);
-    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500 }) : NULL;
+    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500, .device = dev }) : NULL;
     int rc = -1;
     if (!l) fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "out of memory");
     else if (confusion_of(m, l, k, conf, cmd) == 0) {
@@ -235,6 +235,7 @@ static int train_ranks(train_opts o, int rank, int world) {
     nb_summary_writer *w = NULL;
     int rc = 1;
     char logdir[512], out[640], svg[640];
+    nb_device dev = nb_device_parse(o.device); /* checked by the parser */
     nb_manual_seed(o.seed);
     if (cli_data_open(spec, true, &train_src, "train") < 0) return 1;
     if (o.test) {
@@ -261,6 +262,16 @@ static int train_ranks(train_opts o, int rank, int world) {
         goto done;
     }
     if (cli_model_build(o.model, train_src.sample, classes, train_src.names, &cm, "train") < 0) goto done;
+    if (dev.type != NB_CPU) { /* --device cuda: the parameters there (the optimizer's state follows them), batches too */
+        if (world > 1) {
+            fprintf(stderr, "nabla train: --device %s with several ranks: not supported yet (NCCL is not built)\n", o.device);
+            goto done;
+        }
+        if (!nb_module_to(cm.module, dev)) {
+            fprintf(stderr, "nabla train: --device %s: %s\n", o.device, nb_error());
+            goto done;
+        }
+    }
     if (world > 1) {
         /* rank 0's initial weights everywhere; gradients averaged over the ranks in backward */
         cm.module = nb_ddp(cm.module, (nb_ddp_opts){ 0 });
@@ -292,9 +303,10 @@ static int train_ranks(train_opts o, int rank, int world) {
         }
     }
     loader = nb_data_loader_new(aug_ds ? aug_ds : train_ds, (nb_loader_opts){ .batch_size = o.batch, .shuffle = true,
-                                                                               .num_workers = o.workers, .seed = o.seed + 1 });
+                                                                               .num_workers = o.workers, .seed = o.seed + 1,
+                                                                               .device = dev });
     /* every rank validates on the whole split, so all of them pick the same best epoch */
-    if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1 });
+    if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1, .device = dev });
     if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
     else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr });
     else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr });
@@ -376,7 +388,7 @@ static int train_ranks(train_opts o, int rank, int world) {
     nb_module_train(mod, false);
     double test_acc = 0;
     int64_t right = 0, all = 0;
-    if (test_ds && test_accuracy(mod, test_ds, classes, &test_acc, &right, &all, "train") < 0) goto done;
+    if (test_ds && test_accuracy(mod, test_ds, classes, &test_acc, &right, &all, "train", dev) < 0) goto done;
     rc = cli_plot_run(logdir, svg) < 0 ? 1 : 0;
     if (rc == 0 && !o.quiet) {
         if (test_ds) printf("test accuracy %.4f (%lld of %lld, the saved model)\n", test_acc, (long long)right, (long long)all);

@@ -1,6 +1,7 @@
 /* The parser of `nabla train`'s options: every number is checked whole and in range, so
    `--epochs 1e30` or `--batch-size 99999999999999999999` is an error, never a wrapped cast. */
 #include "train_args.h"
+#include <nabla.h>
 #include <errno.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -42,7 +43,7 @@ void train_usage(FILE *f) {
                "  --threads N              compute threads (default: NABLA_NUM_THREADS, else the cores)\n"
                "  --autocast bf16|off      products and convolutions in bf16 with f32 accumulation, the\n"
                "                           rest in f32, as torch.autocast (default off)\n"
-               "  --device cpu             where to train (only cpu in this build)\n"
+               "  --device cpu             where to train: cpu, cuda or cuda:N (docs/cuda.md)\n"
                "  --nproc N                train data-parallel on N processes of this machine (runs\n"
                "                           mpirun; `mpirun -n N nabla train ...` does the same on a\n"
                "                           cluster); --batch-size is then the global batch, split evenly\n"
@@ -205,8 +206,19 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
             }
             o->autocast_bf16 = !strcmp(v, "bf16");
         } else if (!strcmp(a, "--device")) {
-            if (strcmp(v, "cpu")) {
-                fprintf(err, "nabla train: --device %s: this build of nabla trains on the cpu only\n", v);
+            nb_device_type type = !strcmp(v, "cpu") ? NB_CPU : !strncmp(v, "cuda", 4) ? NB_CUDA : NB_EXT;
+            nb_device dev = type == NB_EXT ? (nb_device){ NB_EXT, -1 } : nb_device_parse(v);
+            nb_error_clear();
+            if (dev.index < 0) {
+                fprintf(err, "nabla train: --device is cpu, cuda or cuda:N, got \"%s\"\n", v);
+                return 2;
+            }
+            if (type == NB_CUDA && !nb_device_available(dev)) {
+                if (nb_cuda_device_count() == 0)
+                    fprintf(err, "nabla train: --device %s: no CUDA device is available (%s)\n", v, nb_cuda_why_unavailable());
+                else
+                    fprintf(err, "nabla train: --device %s: this machine has %d CUDA device%s\n", v, nb_cuda_device_count(),
+                            nb_cuda_device_count() == 1 ? "" : "s");
                 return 2;
             }
             o->device = v;

@@ -34,6 +34,8 @@ typedef struct nb_backend {
     bool (*supports)(nb_op_id op, nb_dtype dtype);
     /* How many devices of this type the machine has (0: none usable). */
     int (*device_count)(void);
+    /* Why device_count is 0 (the driver's words), for the "not available" error; may be NULL. */
+    const char *(*why_none)(void);
     /* Device memory, behind the backend's own caching; NULL for the host's (nabla's allocator). */
     void *(*alloc)(size_t bytes, int index);
     void (*free)(void *p, size_t bytes, int index);
@@ -71,5 +73,7 @@ int nb__tensor_move(nb_tensor *t, nb_device dev);
 
 /* The cpu backend (src/backend/cpu/backend.c). */
 extern const nb_backend nb__cpu_backend;
+/* The cuda backend (src/backend/cuda/backend.c), in a build with CUDA (NABLA_HAVE_CUDA). */
+extern const nb_backend nb__cuda_backend;
 
 #endif

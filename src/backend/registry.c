@@ -5,7 +5,14 @@
 
 #define DEVICE_TYPES (NB_EXT + 1)
 
-static const nb_backend *_Atomic registry[DEVICE_TYPES] = { [NB_CPU] = &nb__cpu_backend };
+/* the cuda backend is registered when it is built: a pointer to its table, no CUDA call (the
+   runtime starts when a cuda device is first asked for) */
+static const nb_backend *_Atomic registry[DEVICE_TYPES] = {
+    [NB_CPU] = &nb__cpu_backend,
+#ifdef NABLA_HAVE_CUDA
+    [NB_CUDA] = &nb__cuda_backend,
+#endif
+};
 
 const nb_backend *nb__backend_get(nb_device_type type) {
     return (unsigned)type < DEVICE_TYPES ? atomic_load_explicit(&registry[type], memory_order_acquire) : NULL;
@@ -41,8 +48,9 @@ const nb_backend *nb__backend_for(const char *fn, nb_device dev) {
     }
     int n = count_of(b);
     if (dev.index >= n) {
-        nb__error("%s: device %s is not available: the %s backend sees %d device%s", fn, nb_device_str(dev, dv, sizeof dv),
-                  b->name, n, n == 1 ? "" : "s");
+        const char *why = n == 0 && b->why_none ? b->why_none() : "";
+        nb__error("%s: device %s is not available: the %s backend sees %d device%s%s%s%s", fn, nb_device_str(dev, dv, sizeof dv),
+                  b->name, n, n == 1 ? "" : "s", *why ? " (" : "", why, *why ? ")" : "");
         return NULL;
     }
     return b;
@@ -93,7 +101,7 @@ nb_tensor *nb__tensor_new_on(nb_shape shape, nb_dtype dtype, nb_device dev) {
     if (!b || !nb__tensor_size(shape, dtype, &numel, &nbytes)) return NULL;
     char sh[160], dv[32];
     void *data = b->alloc(nbytes ? nbytes : 1, dev.index);
-    if (!data) {
+    if (!data) { /* a backend's own message (a device's free and total bytes) comes first and stays */
         nb__error("nb_empty: out of memory on %s allocating %zu bytes for %s %s", nb_device_str(dev, dv, sizeof dv), nbytes,
                   nb_shape_str(shape, sh, sizeof sh), nb_dtype_name(dtype));
         return NULL;

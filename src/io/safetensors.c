@@ -557,7 +557,9 @@ int nb__load_named(const char *fn, const char *path, const nb_safetensors *f, co
             int r = -1;
             if (tmp) {
                 nb__convert(nb__data(tmp), t->dtype, src, (nb_dtype)e->dt->dtype, t->numel);
-                r = nb_assign(t, tmp);
+                /* a target on a device (a model moved to cuda) takes the values there */
+                nb_tensor *there = t->storage->device.type == NB_CPU ? tmp : nb_to(tmp, t->storage->device);
+                r = there ? nb_assign(t, there) : -1;
             }
             nb_scope_end(s);
             if (r < 0) {

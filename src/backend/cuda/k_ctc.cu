@@ -4,7 +4,7 @@
 #include "k_common.cuh"
 #include "../ctc_recursion.h"
 
-__global__ void ctc_kernel(nb_ctc_job j) {
+static __global__ void ctc_kernel(nb_ctc_job j) {
     NBC_GRID_LOOP(b, j.N) nb__ctc_sequence(&j, b, j.work + b * (int64_t)j.work_slot, j.labels + b * (int64_t)j.labels_slot);
 }
 

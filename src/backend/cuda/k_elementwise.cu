@@ -183,7 +183,7 @@ extern "C" int nbc_unary(int op, const nbc_view *out, const nbc_view *x, double 
 /* One kernel for every pair of dtypes (no cross product of instantiations): the same dtype moves
    bytes; i64 to i32 and to i8 keep the low bits, as the cpu's exact casts (a double would round
    beyond 2^53); every other pair goes through a double, as the cpu's cast table does. */
-__global__ void cast_kernel(nbc_view out, nbc_view x) {
+static __global__ void cast_kernel(nbc_view out, nbc_view x) {
     NBC_GRID_LOOP(i, out.numel) {
         int64_t o = nbc_offset(out, i), s = nbc_offset_as(out, x, i);
         if (out.dtype == x.dtype) {
@@ -234,7 +234,7 @@ extern "C" int nbc_fill(const nbc_view *out, double v) {
     });
 }
 
-__global__ void arange_kernel(nbc_view out, double start, double step) {
+static __global__ void arange_kernel(nbc_view out, double start, double step) {
     NBC_GRID_LOOP(i, out.numel)
         nbc_store_cast(out.data, out.dtype, i, start + (double)i * step);
 }
@@ -254,7 +254,7 @@ static __device__ __forceinline__ double u53(uint32_t hi, uint32_t lo) {
 /* Counter block b gives 4 f32 or 2 f64 uniforms, or one Box-Muller pair: the cpu's rand_range
    per block, so element i has the cpu's value (normals up to the last bits of the device's
    double log, cos and sin). */
-__global__ void rand_kernel(void *p, int64_t n, int64_t blocks, uint64_t seed, uint64_t offset, bool f64, bool normal) {
+static __global__ void rand_kernel(void *p, int64_t n, int64_t blocks, uint64_t seed, uint64_t offset, bool f64, bool normal) {
     NBC_GRID_LOOP(b, blocks) {
         uint32_t w[4];
         nb__philox_block(seed, offset + (uint64_t)b, w);
