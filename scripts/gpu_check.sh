@@ -68,6 +68,8 @@ if [ -n "${GPU_CHECK_FORCE_DEPS:-}" ] || ! { [ -e /usr/include/jansson.h ] && ha
     missing+=("jansson/cmocka (not installed; carry .deps made by scripts/gpu_check.sh --fetch-deps)")
   fi
 fi
+# PyTorch runs with the library path it was given: a toolkit library put first could shadow its own
+torch_ld_path="${LD_LIBRARY_PATH:-}"
 export CMAKE_PREFIX_PATH="$deps_prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export LD_LIBRARY_PATH="$deps_prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # the pip packages of PyTorch's CUDA (nvidia-cublas, nvidia-cudnn-cu13) hold the libraries, and
@@ -154,10 +156,14 @@ fi
 : >"$out/bench_torch.jsonl"
 : >"$out/bench.log"
 if $gpu; then
-  (cd "$root" && timeout "$(cap 110)" "$build/bench_cuda") >"$out/bench_nabla.jsonl" 2>>"$out/bench.log" ||
-    echo "bench_cuda: exit $?" >>"$out/bench.log"
-  (cd "$root" && PYTHONUNBUFFERED=1 timeout "$(cap 110)" python3 bench/bench_cuda_torch.py) >"$out/bench_torch.jsonl" \
-    2>>"$out/bench.log" || echo "bench_cuda_torch.py: exit $?" >>"$out/bench.log"
+  # section by section, nabla then PyTorch, so a short budget still leaves both sides of a row
+  for section in matmul mlp gpt2; do
+    (cd "$root" && timeout "$(cap 45)" "$build/bench_cuda" "$section") >>"$out/bench_nabla.jsonl" 2>>"$out/bench.log" ||
+      echo "bench_cuda $section: exit $?" >>"$out/bench.log"
+    (cd "$root" && LD_LIBRARY_PATH="$torch_ld_path" PYTHONUNBUFFERED=1 timeout "$(cap 45)" \
+      python3 bench/bench_cuda_torch.py "$section") >>"$out/bench_torch.jsonl" 2>>"$out/bench.log" ||
+      echo "bench_cuda_torch.py $section: exit $?" >>"$out/bench.log"
+  done
 else
   echo "benchmarks left out: no GPU ran the tests" >>"$out/bench.log"
 fi

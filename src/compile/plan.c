@@ -44,7 +44,10 @@ static bool may_overlap(const cgraph *g, int u, int64_t lo, int64_t hi) {
 /* Destination passing: an assign that copies a value made for it alone into a dense stretch of a
    tensor from outside the graph (a DDP bucket's slot) has the value made there instead, by the
    kernels that make it (a product, and the loop run in place on it), and the copy goes. It may
-   when nothing from the value's first kernel to the assign reads or writes that stretch. */
+   when nothing from the value's first kernel to the assign reads or writes that stretch (the
+   first kernel included: it must not read what it would write), and no other captured tensor
+   shares the storage. As the other passes, it takes the graph's inputs not to alias its
+   captures: an input that is a view of the captured tensor is not seen. */
 static void place_assigned(cgraph *g, const int *order, int end) {
     for (int p = 0; p < end; p++) {
         cnode *a = &g->nodes[order[p]];
@@ -73,9 +76,10 @@ static void place_assigned(cgraph *g, const int *order, int end) {
                 for (int c = 0; c < nc && ok; c++)
                     ok = w->share != chain[c] && !(w->loc == LOC_VIEW && w->root == chain[c]);
         }
-        /* nothing in between touches the slot (a view reads nothing) */
+        /* nothing from the first kernel (which must not read the slot it would write) to the
+           assign touches the slot; a view reads nothing */
         int64_t lo = root_offset(g, dst), hi = lo + nb__shape_numel(&d->shape);
-        for (int q = g->v[owner].first + 1; q < p && ok; q++) {
+        for (int q = g->v[owner].first; q < p && ok; q++) {
             const cnode *x = &g->nodes[order[q]];
             for (int k = 0; k < x->nin && ok && !nb__is_view(x->op); k++)
                 ok = g->v[x->in[k]].root != root || !may_overlap(g, x->in[k], lo, hi);

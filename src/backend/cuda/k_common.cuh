@@ -37,6 +37,7 @@ static inline int nbc_launched(void) { return (int)cudaGetLastError(); }
 /* The element offset, by v's strides, of the element with row-major index i over shape_of's shape:
    an operand read as broadcast to the output's shape (its strides, the output's shape). */
 __device__ __forceinline__ int64_t nbc_offset_as(const nbc_view &shape_of, const nbc_view &v, int64_t i) {
+    if (shape_of.ndim == 1 && i < shape_of.shape[0]) return i * v.stride[0]; /* no division */
     int64_t off = 0;
     for (int d = shape_of.ndim - 1; d >= 0; d--) {
         int64_t n = shape_of.shape[d];
@@ -44,6 +45,33 @@ __device__ __forceinline__ int64_t nbc_offset_as(const nbc_view &shape_of, const
         i /= n;
     }
     return off;
+}
+
+/* Whether v's strides walk shape_of's shape densely in row-major order (size-1 axes aside). */
+static inline bool nbc_dense_as(const nbc_view &shape_of, const nbc_view &v) {
+    if (v.ndim != shape_of.ndim) return false;
+    int64_t next = 1;
+    for (int d = shape_of.ndim - 1; d >= 0; d--) {
+        if (v.shape[d] != shape_of.shape[d] || (shape_of.shape[d] != 1 && v.stride[d] != next)) return false;
+        next *= shape_of.shape[d];
+    }
+    return true;
+}
+
+/* When the output and every operand (views broadcast to its shape) walk its shape densely, all
+   become 1-D views of out.numel elements, so each element's offset is its index, without the
+   division per axis of a strided walk. The launchers of elementwise kernels call it on their
+   copies of the views. */
+static inline void nbc_flatten_dense(nbc_view *out, nbc_view *const *in, int n) {
+    if (!nbc_dense_as(*out, *out)) return;
+    for (int k = 0; k < n; k++)
+        if (!nbc_dense_as(*out, *in[k])) return;
+    for (int k = -1; k < n; k++) {
+        nbc_view *v = k < 0 ? out : in[k];
+        v->ndim = 1;
+        v->shape[0] = out->numel;
+        v->stride[0] = 1;
+    }
 }
 
 /* The element offset in v of its element with row-major index i. */

@@ -86,9 +86,12 @@ __global__ void binary_kernel(int op, bool logical, nbc_view out, nbc_view a, nb
 extern "C" int nbc_binary(int op, const nbc_view *out, const nbc_view *a, const nbc_view *b) {
     if (out->numel == 0) return 0;
     bool logical = a->dtype == NB_BOOL;
+    nbc_view o = *out, x = *a, y = *b;
+    nbc_view *ins[] = { &x, &y };
+    nbc_flatten_dense(&o, ins, 2);
     return nbc_by_num_dtype(a->dtype, [&](auto t) {
         typedef decltype(t) T;
-        binary_kernel<T><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(op, logical, *out, *a, *b);
+        binary_kernel<T><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(op, logical, o, x, y);
         return nbc_launched();
     });
 }
@@ -104,8 +107,11 @@ template <typename T> __global__ void where_kernel(nbc_view out, nbc_view c, nbc
 
 extern "C" int nbc_where(const nbc_view *out, const nbc_view *cond, const nbc_view *a, const nbc_view *b) {
     if (out->numel == 0) return 0;
+    nbc_view o = *out, c = *cond, x = *a, y = *b;
+    nbc_view *ins[] = { &c, &x, &y };
+    nbc_flatten_dense(&o, ins, 3);
     return nbc_by_size(out->dtype, [&](auto t) {
-        where_kernel<decltype(t)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(*out, *cond, *a, *b);
+        where_kernel<decltype(t)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(o, c, x, y);
         return nbc_launched();
     });
 }
@@ -173,8 +179,11 @@ template <typename T> __global__ void unary_kernel(int op, nbc_view out, nbc_vie
 
 extern "C" int nbc_unary(int op, const nbc_view *out, const nbc_view *x, double s0, double s1) {
     if (out->numel == 0) return 0;
+    nbc_view o = *out, v = *x;
+    nbc_view *ins[] = { &v };
+    nbc_flatten_dense(&o, ins, 1);
     return nbc_by_num_dtype(x->dtype, [&](auto t) {
-        unary_kernel<decltype(t)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(op, *out, *x, s0, s1);
+        unary_kernel<decltype(t)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(op, o, v, s0, s1);
         return nbc_launched();
     });
 }
@@ -203,7 +212,10 @@ static __global__ void cast_kernel(nbc_view out, nbc_view x) {
 
 extern "C" int nbc_cast(const nbc_view *out, const nbc_view *x) {
     if (out->numel == 0) return 0;
-    cast_kernel<<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(*out, *x);
+    nbc_view o = *out, v = *x;
+    nbc_view *ins[] = { &v };
+    nbc_flatten_dense(&o, ins, 1);
+    cast_kernel<<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(o, v);
     return nbc_launched();
 }
 
