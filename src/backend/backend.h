@@ -65,6 +65,10 @@ nb_tensor *nb__tensor_new_on(nb_shape shape, nb_dtype dtype, nb_device dev);
 /* Copies src's elements into dst: both contiguous, of one dtype and element count, on any two
    devices. */
 int nb__copy_between(nb_tensor *dst, const nb_tensor *src);
+/* t itself (retained) when dense, else a dense copy on its own device made by its backend's copy
+   kernel (kernels may not go back through dispatch); owned by the caller. NULL with an error
+   naming fn when the backend has no copy kernel. */
+nb_tensor *nb__dense_on_device(const char *fn, nb_tensor *t);
 /* A copy of t on dev (dense), owned by the caller; no autograd record. */
 nb_tensor *nb__to_device(nb_tensor *t, nb_device dev);
 /* Moves t's elements to dev in place: t keeps its identity (so a module's parameter stays the

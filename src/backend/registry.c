@@ -137,13 +137,12 @@ int nb__copy_between(nb_tensor *dst, const nb_tensor *src) {
     return b->copy(dst, src);
 }
 
-/* A dense copy of t on its own device, owned by the caller (t itself, retained, when dense). */
-static nb_tensor *dense_on_own_device(nb_tensor *t) {
+nb_tensor *nb__dense_on_device(const char *fn, nb_tensor *t) {
     if (nb_is_contiguous(t)) return nb_retain(t);
     const nb_backend *b = nb__backend_of(t);
     nb_kernel_fn copy = b ? b->kernels[NB_OP_COPY] : NULL;
     if (!copy) {
-        nb__error("nb_to: the %s backend cannot make a strided tensor dense (no copy kernel)", b ? b->name : "?");
+        nb__error("%s: the %s backend cannot make a strided tensor dense (no copy kernel)", fn, b ? b->name : "?");
         return NULL;
     }
     nb_tensor *d = nb__tensor_new_on(t->shape, t->dtype, t->storage->device);
@@ -156,7 +155,7 @@ static nb_tensor *dense_on_own_device(nb_tensor *t) {
 }
 
 nb_tensor *nb__to_device(nb_tensor *t, nb_device dev) {
-    nb_tensor *src = dense_on_own_device(t);
+    nb_tensor *src = nb__dense_on_device("nb_to", t);
     nb_tensor *out = src ? nb__tensor_new_on(t->shape, t->dtype, dev) : NULL;
     if (out && nb__copy_between(out, src) < 0) {
         nb_release(out);

@@ -3,6 +3,7 @@
    when their strides allow; integers use a plain loop. */
 #include "iter.h"
 #include "gemm.h"
+#include "../gemm_layout.h"
 #include "dnnl_conv.h"
 #ifdef NABLA_HAVE_DNNL
 #include <dnnl.h>
@@ -41,24 +42,6 @@ int nb__gemm_path(void) {
     return p;
 }
 
-/* Whether a rows x cols matrix with element strides (rs, cs) can be handed to BLAS, and how. */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int64_t *ld) {
-    int64_t min_cols = cols > 1 ? cols : 1, min_rows = rows > 1 ? rows : 1;
-    /* row-major: (i, j) at i * ld + j */
-    if ((cs == 1 || cols == 1) && (rows == 1 || rs >= min_cols)) {
-        *trans = false;
-        *ld = rows == 1 ? min_cols : rs;
-        return true;
-    }
-    /* transposed: (i, j) at j * ld + i */
-    if ((rs == 1 || rows == 1) && (cols == 1 || cs >= min_rows)) {
-        *trans = true;
-        *ld = cols == 1 ? min_rows : cs;
-        return true;
-    }
-    return false;
-}
-
 nb_inner_fn nb__cpu_copy_fn(size_t esize);
 
 /* A contiguous copy of t made by the backend itself (kernels may not go back through dispatch). */
@@ -69,19 +52,6 @@ static nb_tensor *dense_copy(nb_tensor *t) {
     nb__iter_init(&it, c, &t, 1);
     nb__iter_run(&it, nb__cpu_copy_fn(nb_dtype_size(t->dtype)), NULL);
     return c;
-}
-
-/* Element offset of batch b of t, broadcasting t's batch axes against out's. */
-static int64_t batch_offset(const nb_tensor *t, const nb_shape *bshape, int64_t b) {
-    int tb = t->shape.ndim - 2, lead = bshape->ndim - tb;
-    int64_t off = 0;
-    for (int d = bshape->ndim - 1; d >= 0; d--) {
-        int64_t i = b % bshape->dim[d];
-        b /= bshape->dim[d];
-        int td = d - lead;
-        if (td >= 0 && t->shape.dim[td] != 1) off += i * t->stride[td];
-    }
-    return off;
 }
 
 /* Integer products wrap around as torch's do: computed in the unsigned type UT (no undefined
@@ -188,8 +158,8 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
     int64_t bi = unit / p->chunks, ci = unit % p->chunks;
     int64_t n = p->n, m = p->m, k = p->k;
     int64_t es = (int64_t)p->es, ei = (int64_t)p->es_in;
-    char *A = p->pa + batch_offset(a, p->bshape, bi) * ei;
-    char *B = p->pb + batch_offset(b, p->bshape, bi) * ei;
+    char *A = p->pa + nb__batch_offset(a, p->bshape, bi) * ei;
+    char *B = p->pb + nb__batch_offset(b, p->bshape, bi) * ei;
     char *C = p->pc + bi * n * m * es;
     int64_t lo = ci * p->chunk, len = lo + p->chunk <= (p->split_rows ? n : m) ? p->chunk : (p->split_rows ? n : m) - lo;
     int64_t rows = n, cols = m;
@@ -245,7 +215,7 @@ static void gemm_unit(const gemm_plan *p, int64_t unit) {
         /* integers: a plain loop over this piece, strides straight from the tensors */
         int64_t ars = a->stride[na - 2], acs = a->stride[na - 1], brs = b->stride[nbd - 2], bcs = b->stride[nbd - 1];
         int64_t r0 = p->split_rows ? lo : 0, c0 = p->split_rows ? 0 : lo;
-        char *A0 = p->pa + batch_offset(a, p->bshape, bi) * es, *B0 = p->pb + batch_offset(b, p->bshape, bi) * es;
+        char *A0 = p->pa + nb__batch_offset(a, p->bshape, bi) * es, *B0 = p->pb + nb__batch_offset(b, p->bshape, bi) * es;
         char *C0 = p->pc + bi * n * m * es;
         if (p->out->dtype == NB_I64)
             matmul_int64_t((const int64_t *)A0 + r0 * ars, (const int64_t *)B0 + c0 * bcs, (int64_t *)C0 + r0 * m + c0, rows,
@@ -295,15 +265,15 @@ int nb__cpu_matmul_epilogue(nb_tensor *out, nb_tensor *const *in, nb_gemm_epilog
     bool ta = false, tb = false;
     int64_t lda = 1, ldb = 1;
     bool is_float = a->dtype == NB_F32 || a->dtype == NB_F64 || a->dtype == NB_BF16;
-    if (is_float && !blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
+    if (is_float && !nb__blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
         if (!(ac = dense_copy(a))) return -1;
         a = ac;
-        blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda);
+        nb__blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda);
     }
-    if (is_float && !blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb)) {
+    if (is_float && !nb__blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb)) {
         if (!(bc = dense_copy(b))) { nb_release(ac); return -1; }
         b = bc;
-        blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb);
+        nb__blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb);
     }
     size_t es = nb_dtype_size(out->dtype);
     char *pa = nb__data(a), *pb = nb__data(b), *pc = nb__data(out);

@@ -1,64 +1,19 @@
 /* Matrix products on cuda: f32 and f64 through cuBLAS's strided-batched GEMMs (TF32 only when
    nb_cuda_set_allow_tf32 allows it), autocast's bf16 operands through cublasGemmStridedBatchedEx
-   with f32 accumulation, integers through k_rt.cu. Batch axes broadcast as the cpu's
-   (src/backend/cpu/linalg.c); transposed operands are read in place when their strides allow. */
+   with f32 accumulation, integers through k_rt.cu. Batch axes broadcast and transposed
+   operands are read in place as the cpu's do (src/backend/gemm_layout.h, shared with it). */
 #include "cuda_impl.h"
 #include "libs.h"
+#include "../gemm_layout.h"
 #include "rt_kernels.h"
 #include <limits.h>
 
-/* Whether a rows x cols matrix with element strides (rs, cs) can be handed to BLAS, and how (as
-   the cpu's blas_layout: row-major, or transposed). */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int64_t *ld) {
-    int64_t min_cols = cols > 1 ? cols : 1, min_rows = rows > 1 ? rows : 1;
-    if ((cs == 1 || cols == 1) && (rows == 1 || rs >= min_cols)) {
-        *trans = false;
-        *ld = rows == 1 ? min_cols : rs;
-        return true;
-    }
-    if ((rs == 1 || rows == 1) && (cols == 1 || cs >= min_rows)) {
-        *trans = true;
-        *ld = cols == 1 ? min_rows : cs;
-        return true;
-    }
-    return false;
-}
-
-/* Element offset of batch b of t, broadcasting t's batch axes against bshape. */
-static int64_t batch_offset(const nb_tensor *t, const nb_shape *bshape, int64_t b) {
-    int tb = t->shape.ndim - 2, lead = bshape->ndim - tb;
-    int64_t off = 0;
-    for (int d = bshape->ndim - 1; d >= 0; d--) {
-        int64_t i = b % bshape->dim[d];
-        b /= bshape->dim[d];
-        int td = d - lead;
-        if (td >= 0 && t->shape.dim[td] != 1) off += i * t->stride[td];
-    }
-    return off;
-}
-
 /* Whether t's batch offsets are b * *step for every batch b (one strided-batched call). */
 static bool affine_batches(const nb_tensor *t, const nb_shape *bshape, int64_t batches, int64_t *step) {
-    *step = batches > 1 ? batch_offset(t, bshape, 1) : 0;
+    *step = batches > 1 ? nb__batch_offset(t, bshape, 1) : 0;
     for (int64_t b = 2; b < batches; b++)
-        if (batch_offset(t, bshape, b) != b * *step) return false;
+        if (nb__batch_offset(t, bshape, b) != b * *step) return false;
     return true;
-}
-
-/* A contiguous copy of t on its device, made by the backend's copy kernel; NULL with an error. */
-static nb_tensor *dense_copy(const char *fn, nb_tensor *t) {
-    nb_kernel_fn copy = nb__cuda_backend.kernels[NB_OP_COPY];
-    if (!copy) {
-        nb__error("%s: not supported on cuda yet for an operand whose strides cuBLAS cannot read (no copy kernel)", fn);
-        return NULL;
-    }
-    nb_tensor *c = nb__tensor_new_on(t->shape, t->dtype, t->storage->device);
-    nb_op_args args = { .dtype = t->dtype, .device = t->storage->device };
-    if (c && copy(c, &t, 1, &args) < 0) {
-        nb_release(c);
-        return NULL;
-    }
-    return c;
 }
 
 static int blas_fail(const char *fn, int st) {
@@ -84,8 +39,8 @@ static int run_matmul(const char *fn, nb_tensor *out, nb_tensor *const *in, bool
     }
     if (!bf16 && out->dtype != NB_F32 && out->dtype != NB_F64) { /* integers: k_rt.cu, a launch per batch */
         for (int64_t bi = 0; bi < batches; bi++) {
-            char *A = (char *)nb__data(a) + batch_offset(a, &bshape, bi) * (int64_t)es;
-            char *B = (char *)nb__data(b) + batch_offset(b, &bshape, bi) * (int64_t)es;
+            char *A = (char *)nb__data(a) + nb__batch_offset(a, &bshape, bi) * (int64_t)es;
+            char *B = (char *)nb__data(b) + nb__batch_offset(b, &bshape, bi) * (int64_t)es;
             char *C = (char *)nb__data(out) + bi * n * m * (int64_t)es;
             int e = nbc_matmul_int(out->dtype, A, B, C, n, k, m, a->stride[na - 2], a->stride[na - 1], b->stride[nbd - 2],
                                    b->stride[nbd - 1], stream);
@@ -99,15 +54,15 @@ static int run_matmul(const char *fn, nb_tensor *out, nb_tensor *const *in, bool
     bool ta = false, tb = false;
     int64_t lda = 1, ldb = 1, sa = 0, sb = 0;
     int rc = -1;
-    if (!blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
-        if (!(ac = dense_copy(fn, a))) goto done;
+    if (!nb__blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
+        if (!(ac = nb__dense_on_device(fn, a))) goto done;
         a = ac;
-        blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda);
+        nb__blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda);
     }
-    if (!blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb)) {
-        if (!(bc = dense_copy(fn, b))) goto done;
+    if (!nb__blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb)) {
+        if (!(bc = nb__dense_on_device(fn, b))) goto done;
         b = bc;
-        blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb);
+        nb__blas_layout(k, m, b->stride[nbd - 2], b->stride[nbd - 1], &tb, &ldb);
     }
     if (n > INT_MAX || m > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX) {
         nb__error("%s: not supported on cuda yet: a product with a side or row stride over %d elements", fn, INT_MAX);
@@ -119,8 +74,8 @@ static int run_matmul(const char *fn, nb_tensor *out, nb_tensor *const *in, bool
     int64_t calls = one_call ? 1 : batches, per_call = one_call ? batches : 1;
     cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     for (int64_t c = 0; c < calls; c++) {
-        const char *A = (const char *)nb__data(a) + (one_call ? 0 : batch_offset(a, &bshape, c)) * (int64_t)ea;
-        const char *B = (const char *)nb__data(b) + (one_call ? 0 : batch_offset(b, &bshape, c)) * (int64_t)ea;
+        const char *A = (const char *)nb__data(a) + (one_call ? 0 : nb__batch_offset(a, &bshape, c)) * (int64_t)ea;
+        const char *B = (const char *)nb__data(b) + (one_call ? 0 : nb__batch_offset(b, &bshape, c)) * (int64_t)ea;
         char *C = (char *)nb__data(out) + (one_call ? 0 : c * n * m) * (int64_t)es;
         cublasStatus_t st;
         if (bf16) {

@@ -111,24 +111,6 @@ static int pick_algo(const char *fn, cudnnHandle_t h, conv_descs *d, int kind, n
     return -1;
 }
 
-/* t itself when dense, else a dense copy by the backend's copy kernel (*owned set). */
-static nb_tensor *dense(const char *fn, nb_tensor *t, nb_tensor **owned) {
-    *owned = NULL;
-    if (nb_is_contiguous(t)) return t;
-    nb_kernel_fn copy = nb__cuda_backend.kernels[NB_OP_COPY];
-    if (!copy) {
-        nb__error("%s: not supported on cuda yet for a strided operand (no copy kernel)", fn);
-        return NULL;
-    }
-    nb_tensor *c = nb__tensor_new_on(t->shape, t->dtype, t->storage->device);
-    nb_op_args args = { .dtype = t->dtype, .device = t->storage->device };
-    if (c && copy(c, &t, 1, &args) < 0) {
-        nb_release(c);
-        return NULL;
-    }
-    return *owned = c;
-}
-
 static bool has_zero(const nb_shape *s) {
     for (int d = 0; d < s->ndim; d++)
         if (s->dim[d] == 0) return true;
@@ -148,7 +130,7 @@ static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *
     const double one_d = 1.0, zero_d = 0.0;
     const float one_f = 1.0f, zero_f = 0.0f;
     const void *one = dbl ? (const void *)&one_d : (const void *)&one_f, *zero = dbl ? (const void *)&zero_d : (const void *)&zero_f;
-    nb_tensor *own[3] = { NULL, NULL, NULL }, *t[3] = { NULL, NULL, NULL };
+    nb_tensor *t[3] = { NULL, NULL, NULL }; /* the operands, dense (owned) */
     conv_descs d = { 0 };
     void *work = NULL;
     size_t wbytes = 0;
@@ -156,7 +138,7 @@ static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *
     cudnnHandle_t h = nb__cudnn(fn);
     if (!h) return -1;
     for (int i = 0; i < nin && i < 3; i++)
-        if (!(t[i] = dense(fn, in[i], &own[i]))) goto done;
+        if (!(t[i] = nb__dense_on_device(fn, in[i]))) goto done;
     bool empty_sum = has_zero(xs) || has_zero(ws) || has_zero(ys);
     if (!(empty_sum && kind != FWD) && make_descs(fn, &d, xs, ws, ys, a, out->dtype, empty_sum) < 0) goto done;
     if (empty_sum) { /* nothing to sum: zeros (and the bias) */
@@ -196,7 +178,7 @@ static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *
 done:
     if (work) nbc_scratch_free(work, wbytes); /* stream order: the next user of the block waits for this call */
     descs_free(&d);
-    for (int i = 0; i < 3; i++) nb_release(own[i]);
+    for (int i = 0; i < 3; i++) nb_release(t[i]);
     return rc;
 }
 
