@@ -218,12 +218,16 @@ static int build_index(ddp_module *d) {
     return 0;
 }
 
+/* Where parameter p's used flag lies in its bucket (after the gradients). */
+static char *flag_of(const ddp_module *d, const ddp_param *p) {
+    const ddp_bucket *b = &d->buckets[p->bucket];
+    return (char *)b->buf + (size_t)(b->numel + p->flag) * nb_dtype_size(b->dtype);
+}
+
 /* Writes parameter p's used flag into its bucket: 1 when this rank made its gradient. */
 static void set_flag(ddp_module *d, ddp_param *p, bool used) {
-    ddp_bucket *b = &d->buckets[p->bucket];
-    size_t es = nb_dtype_size(b->dtype);
-    char *flag = (char *)b->buf + (size_t)(b->numel + p->flag) * es;
-    if (b->dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
+    char *flag = flag_of(d, p);
+    if (d->buckets[p->bucket].dtype == NB_F32) *(float *)flag = used ? 1.0f : 0.0f;
     else *(double *)flag = used ? 1.0 : 0.0;
 }
 
@@ -308,15 +312,11 @@ static void on_grad_ready(nb_tensor *leaf, bool got, void *ctx) {
     if (!nb__tracing()) nudge(d);
 }
 
-/* Parameter p's slot in its bucket (after the allreduce: the average), and in *used the sum over
-   the ranks of its used flag (0: no rank had a gradient). */
-static const char *slot_of(const ddp_module *d, const ddp_param *p, double *used) {
-    const ddp_bucket *b = &d->buckets[p->bucket];
-    size_t es = nb_dtype_size(b->dtype);
-    const char *base = b->buf;
-    *used = b->dtype == NB_F32 ? *(const float *)(base + (size_t)(b->numel + p->flag) * es)
-                               : *(const double *)(base + (size_t)(b->numel + p->flag) * es);
-    return base + (size_t)p->offset * es;
+/* The sum over the ranks of parameter p's used flag, after the allreduce (0: no rank had a
+   gradient). */
+static double ranks_with_grad(const ddp_module *d, const ddp_param *p) {
+    const char *flag = flag_of(d, p);
+    return d->buckets[p->bucket].dtype == NB_F32 ? *(const float *)flag : *(const double *)flag;
 }
 
 /* Gives every parameter that had a gradient on some rank a view of its slot of the reduced
@@ -331,9 +331,7 @@ static int unpack(ddp_module *d) {
     for (int i = 0; i < d->nparams && rc == 0; i++) {
         ddp_param *p = &d->params[i];
         ddp_bucket *b = &d->buckets[p->bucket];
-        double used;
-        slot_of(d, p, &used);
-        if (used == 0) continue; /* no rank had a gradient: it keeps none */
+        if (ranks_with_grad(d, p) == 0) continue; /* no rank had a gradient: it keeps none */
         nb_scope *s = nb_scope_begin();
         nb_shape shape = nb_shape_of(p->t);
         int64_t stride[NB_MAX_DIMS];
@@ -392,7 +390,6 @@ static int wait_buckets(ddp_module *d) {
 
 /* ---- graph mode: the reducer as host calls ---- */
 
-
 /* A launch at replay: the graph packed the gradients it makes; the others are zeros with a
    cleared flag. Starts the bucket's allreduce. */
 static int launch_call(void *ctx, nb_tensor *const *t, int n) {
@@ -432,9 +429,7 @@ static int finish_call(void *ctx, nb_tensor *const *t, int n) {
     if (wait_buckets(d) < 0) return -1;
     for (int i = 0; i < d->nparams; i++) {
         ddp_param *p = &d->params[i];
-        double used;
-        slot_of(d, p, &used);
-        if (!c->has_grad[i] && used != 0) {
+        if (!c->has_grad[i] && ranks_with_grad(d, p) != 0) {
             nb__error("nb_ddp: \"%s\" got a gradient on another rank, but this rank's compiled step makes none (the "
                       "ranks traced different graphs)", p->name);
             return -1;
