@@ -3,7 +3,8 @@
 every header it reaches: a backend knows nothing of autograd, ops or layers, and of the compiler
 only the graph IR its lowering runs (src/compile/ir.h); the compiler reaches no backend's own
 files (it finds a lowering through the registry); the ops know no layer (nabla/nn.h); core knows
-nothing above it; nothing below src/onnx/ reaches it. Prints each breach with the include chain that
+nothing above it; nothing below src/onnx/ reaches it; and, by calls, the compiler's files stand on its IR (ir.c) without
+a circle, and a backend's lowering calls only the IR's functions of the compiler. Prints each breach with the include chain that
 makes it and exits 1."""
 import os
 import re
@@ -101,6 +102,70 @@ for dirpath, _, files in os.walk(os.path.join(root, "src", "compile")):
                 if "nb__cpu_" in line:
                     print(f"{rel(path)}:{no} names a cpu backend symbol (the compiler is device-neutral): {line.strip()}")
                     bad += 1
+# Calls, not only includes: the compiler's own functions (nb__ names defined in src/compile/) form
+# layers too. The IR's store and queries (ir.c, and layout.c for the fused loop's layout: what
+# ir.h declares) are the bottom: they call no other compiler file, the tracer, passes, planning
+# and pipeline above them call each other without a cycle, and a backend's lowering calls only
+# the IR's functions of the compiler.
+IR_FILES = {"ir.c", "layout.c"}
+comment_re = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+define_re = re.compile(r"^[A-Za-z_][\w \*]*?\b(nb__\w+)\(([^;{}]|\n)*?\)\s*\{", re.M)
+call_re = re.compile(r"\b(nb__\w+)\s*\(")
+
+
+def code_of(path):
+    with open(path, encoding="utf-8") as fh:
+        return comment_re.sub(" ", fh.read())
+
+
+compile_dir = os.path.join(root, "src", "compile")
+compile_files = sorted(f for f in os.listdir(compile_dir) if f.endswith(".c"))
+defined_in = {}
+for f in compile_files:
+    for m in define_re.finditer(code_of(os.path.join(compile_dir, f))):
+        defined_in[m.group(1)] = f
+calls = {f: {} for f in compile_files}  # file -> {file it calls: a function it calls there}
+for f in compile_files:
+    for name in call_re.findall(code_of(os.path.join(compile_dir, f))):
+        g = defined_in.get(name)
+        if g and g != f:
+            calls[f].setdefault(g, name)
+for f in sorted(IR_FILES & set(compile_files)):
+    for g, name in sorted(calls[f].items()):
+        if g not in IR_FILES:
+            print(f"src/compile/{f} calls {name} of src/compile/{g} (the IR calls nothing above it)")
+            bad += 1
+state = {}
+
+
+def visit(f, path):
+    state[f] = 1
+    for g in sorted(calls[f]):
+        if state.get(g) == 1:
+            cycle = path[path.index(g):] + [g]
+            print("src/compile/ calls in a circle: " + " -> ".join(cycle))
+            return 1
+        if not state.get(g) and visit(g, path + [g]):
+            return 1
+    state[f] = 2
+    return 0
+
+
+for f in compile_files:
+    if not state.get(f) and visit(f, [f]):
+        bad += 1
+        break  # one circle is enough to name; the others show once it is cut
+for dirpath, _, files in os.walk(os.path.join(root, "src", "backend")):
+    for fn in sorted(files):
+        if not fn.endswith((".c", ".h", ".cu", ".inc")):
+            continue
+        path = os.path.join(dirpath, fn)
+        for name in sorted(set(call_re.findall(code_of(path)))):
+            g = defined_in.get(name)
+            if g and g not in IR_FILES:
+                print(f"{rel(path)} calls {name} of src/compile/{g} (a lowering calls only the IR's functions, ir.h)")
+                bad += 1
+
 if checked == 0:
     print("no sources found under", root)
     sys.exit(1)

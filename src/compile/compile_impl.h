@@ -8,7 +8,8 @@
 #include "../ops/ops_impl.h"
 #include "ir.h"
 
-/* ---- the tracer (trace.c), the pipeline and printer (graph.c), planning and binding (plan.c) ---- */
+/* ---- the tracer (trace.c), the pipeline and printer (graph.c), planning and binding (plan.c);
+   the IR's store and queries are ir.h's (ir.c) ---- */
 /* Runs fn under the tracer into a new graph, computing shapes only (no kernel runs but those of
    values folding may need); the shape-only result goes to *result. NULL on error. */
 cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb_tensor **result);
@@ -17,8 +18,6 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
 int nb__optimize(cgraph *g, const nb_graph_opts *opts, char **note);
 /* Prints the graph, one op per line, into a new string (malloc'ed). */
 char *nb__graph_print(const cgraph *g, const char *title);
-/* Frees a graph, what its lowering built for it, and the tensors it holds. */
-void nb__graph_free(cgraph *g);
 /* Makes the arena values' headers views of arena (at least g->arena_bytes of u8), releasing
    those on an arena bound before; a NULL arena only unbinds. 0, or -1 with an error. */
 int nb__graph_bind(cgraph *g, nb_tensor *arena);
@@ -27,11 +26,6 @@ int nb__graph_bind(cgraph *g, nb_tensor *arena);
 nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n);
 
 /* ---- the device-neutral passes (passes.c, fuse.c) and planning (plan.c) ---- */
-/* Whether op draws random numbers (its node must run again at every replay). */
-bool nb__is_random(int op);
-/* Whether op's result depends on its inputs' values alone (no in-place write, no random draw, no
-   uninitialised buffer): folding may compute it at trace time, CSE may share it. */
-bool nb__is_pure(int op);
 /* Two nodes with the same op, inputs and arguments compute the same value, unless an input's
    storage is written in place somewhere (then their order matters) or the op draws randoms. */
 int nb__pass_cse(cgraph *g);
@@ -57,8 +51,6 @@ int nb__make_headers(cgraph *g);
    kernel's result on an operand that dies there when the shapes agree (in place). A row group
    the lowering formed counts as one span. */
 int nb__plan_memory(cgraph *g, bool reuse);
-/* Copies t's shape, dtype, strides and offset into v. */
-void nb__set_meta(cval *v, const nb_tensor *t);
 
 /* ---- the symbolic batch size of dynamic_batch (symbolic.c) ---- */
 /* A variant's template: its raw graph with every size fitted as a*B + c and every scalar

@@ -28,11 +28,6 @@ static bool fusable(const cgraph *g, const cnode *n) {
 /* Ops cheap enough to recompute for every element of a broadcast result (ops.def's CHEAP). */
 static bool cheap(int op) { return op >= 0 && nb__ops[op].fuse == NB_FUSE_CHEAP; }
 
-bool nb__private_product(const cgraph *g, int v, const nb_shape *shape) {
-    const cval *x = &g->v[v];
-    return x->kind == VAL_NODE && !x->is_const && x->uses == 1 && x->base < 0 && x->node >= 0 &&
-           g->nodes[x->node].op == NB_OP_MATMUL && x->dtype == NB_F32 && nb__shape_eq(&x->shape, shape);
-}
 
 #define MAX_GROUP 48
 
@@ -115,11 +110,6 @@ oom:
     return NULL;
 }
 
-void nb__kernel_free(fkernel *k) {
-    if (!k) return;
-    free(k->in); free(k->in_dtype); free(k->code); free(k->scal); free(k->label); free(k->st); free(k->cls);
-    free(k);
-}
 
 /* Merges chains of elementwise f32 ops into one kernel each: a producer joins its consumer when
    the consumer alone uses its result, the shapes agree, and no in-place write between the two

@@ -1,45 +1,16 @@
 /* Graph mode's pipeline and printer: the device-neutral passes run in order over a traced graph,
    then the lowering of the backend it runs on (its passes, memory planning between, its build);
-   the tensors of one run (the part of every executor that is not the backend's); and the text
-   form of a graph. The tracer, the passes, fusion, loop layout and planning are trace.c,
-   passes.c, fuse.c, layout.c and plan.c. */
+   and the text form of a graph. The IR's store, its queries and a run's tensors are ir.c; the
+   tracer, the passes, fusion, loop layout and planning are trace.c, passes.c, fuse.c, layout.c
+   and plan.c. */
 #include "compile_impl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ growth helpers */
 
-int nb__grow(void **p, int *cap, int need, size_t elem) {
-    if (need <= *cap) return 0;
-    int c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q) return -1;
-    memset((char *)q + (size_t)*cap * elem, 0, (size_t)(c - *cap) * elem);
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
-int nb__new_value(cgraph *g) {
-    if (nb__grow((void **)&g->v, &g->capv, g->nv + 1, sizeof(cval)) < 0) return -1;
-    cval *v = &g->v[g->nv];
-    memset(v, 0, sizeof *v);
-    v->base = -1;
-    v->root = g->nv;
-    v->share = -1;
-    v->node = -1;
-    return g->nv++;
-}
-
-void nb__set_meta(cval *v, const nb_tensor *t) {
-    v->shape = t->shape;
-    v->dtype = t->dtype;
-    memcpy(v->stride, t->stride, sizeof v->stride);
-    v->toff = t->offset;
-}
 
 
 /* ------------------------------------------------------------------ the pipeline */
@@ -86,88 +57,9 @@ oom:
     return -1;
 }
 
-/* ------------------------------------------------------------------ the run's tensors */
-
-int nb__frame_begin(cgraph *g, nb_tensor *const *inputs, nb_graph_frame *f) {
-    if (g->arena_bytes > 0 && !g->arena) {
-        nb__error("nb_compiled_run: the graph has no arena bound");
-        return -1;
-    }
-    /* the gradients the last run handed to the leaves go before this run makes new ones, as
-       the eager step's zero_grad drops them before its backward, so two sets never live at
-       once (a caller that kept one has its own reference). The graph never reads them: what
-       it reads of a leaf's gradient is the tensor it captured */
-    for (int k = 0; k < g->ngrads; k++) {
-        const cval *lv = &g->v[g->grad_leaf[k]];
-        nb_tensor *leaf = lv->kind == VAL_INPUT ? inputs[lv->input] : lv->t;
-        if (g->v[g->v[g->grad_val[k]].root].loc != LOC_FRESH || !leaf->grad) continue;
-        nb_tensor *old = leaf->grad;
-        leaf->grad = NULL;
-        nb_release(old);
-    }
-    f->vt = g->nv <= 256 ? f->small : nb__alloc(sizeof(nb_tensor *) * (size_t)g->nv);
-    f->own = f->vt ? (bool *)nb__alloc((size_t)g->nv) : NULL;
-    if (!f->own) {
-        if (f->vt && f->vt != f->small) nb__free(f->vt, sizeof(nb_tensor *) * (size_t)g->nv);
-        nb__error("nb_compiled_run: out of memory");
-        return -1;
-    }
-    memset(f->own, 0, (size_t)g->nv);
-    nb_tensor **vt = f->vt;
-    int rc = 0;
-    for (int i = 0; i < g->nv; i++) {
-        cval *v = &g->v[i];
-        vt[i] = NULL;
-        if (rc) continue;
-        switch (v->loc) {
-        case LOC_EXTERNAL: vt[i] = v->kind == VAL_INPUT ? inputs[v->input] : v->t; break;
-        case LOC_ARENA:
-        case LOC_OWN: vt[i] = g->hdr[i]; break;
-        case LOC_FRESH:
-            if (!(vt[i] = nb__tensor_new_on(v->shape, v->dtype, g->device))) rc = -1;
-            f->own[i] = true;
-            break;
-        case LOC_NONE: break;
-        case LOC_VIEW:
-            if (g->hdr[i]) vt[i] = g->hdr[i];
-            else if (vt[v->base]) {
-                nb_tensor *b = vt[v->base];
-                if (!(vt[i] = nb__tensor_view(b, v->shape, v->stride, b->offset + v->delta))) rc = -1;
-                else { vt[i]->dtype = v->dtype; f->own[i] = true; }
-            }
-            break;
-        }
-    }
-    if (rc < 0) {
-        nb__frame_end(g, inputs, f, false);
-        return -1;
-    }
-    return 0;
-}
-
-nb_tensor *nb__frame_end(cgraph *g, nb_tensor *const *inputs, nb_graph_frame *f, bool ok) {
-    nb_tensor **vt = f->vt, *result = NULL;
-    if (ok) {
-        for (int k = 0; k < g->ngrads; k++) {
-            const cval *lv = &g->v[g->grad_leaf[k]];
-            nb_tensor *leaf = lv->kind == VAL_INPUT ? inputs[lv->input] : lv->t, *gr = vt[g->grad_val[k]];
-            if (leaf->grad == gr) continue;
-            nb_tensor *old = leaf->grad;
-            leaf->grad = nb_retain(gr);
-            if (old) nb_release(old);
-        }
-        result = nb_retain(vt[g->out]);
-    }
-    for (int i = 0; i < g->nv; i++)
-        if (f->own[i] && vt[i]) nb_release(vt[i]);
-    nb__free(f->own, (size_t)g->nv);
-    if (vt != f->small) nb__free(vt, sizeof(nb_tensor *) * (size_t)g->nv);
-    return result;
-}
+/* ------------------------------------------------------------------ running and printing */
 
 nb_tensor *nb__graph_run(cgraph *g, nb_tensor *const *inputs, int n) { return g->lower->run(g, inputs, n); }
-
-/* ------------------------------------------------------------------ printing and freeing */
 
 static const char *meta_str(const cval *v, char *buf, size_t size) {
     char sh[160];
@@ -233,24 +125,3 @@ char *nb__graph_print(const cgraph *g, const char *title) {
     return b.s;
 }
 
-void nb__graph_free(cgraph *g) {
-    if (!g) return;
-    if (g->lower && g->lower->release) g->lower->release(g); /* first: it may keep state per node or kernel */
-    if (g->hdr)
-        for (int i = 0; i < g->nv; i++)
-            if (g->hdr[i]) nb_release(g->hdr[i]);
-    free(g->hdr);
-    if (g->arena) nb_release(g->arena);
-    for (int i = 0; i < g->nv; i++)
-        if (g->v[i].t) nb_release(g->v[i].t);
-    for (int i = 0; i < g->nn; i++) {
-        free(g->nodes[i].in);
-        nb__kernel_free(g->nodes[i].fk);
-    }
-    free(g->v);
-    free(g->nodes);
-    free(g->grad_leaf);
-    free(g->grad_val);
-    free(g->dump_before);
-    free(g);
-}

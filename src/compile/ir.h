@@ -125,12 +125,24 @@ typedef struct cgraph {
     void *dl;               /* the lowering's: the loaded kernel library */
 } cgraph;
 
-/* ---- helpers over the IR (src/compile/), for the passes and the lowerings ---- */
+/* ---- the IR's store and queries (ir.c; the fused loop's layout is layout.c): the only functions
+   of the compiler that a backend's lowering calls (tests/layering_test.py holds it) ---- */
 /* Grows the array *p of *cap elements of elem bytes to hold need, zeroing the new part; -1 when
    memory runs out. */
 int nb__grow(void **p, int *cap, int need, size_t elem);
 /* A new value of g, with no base, share or node yet; its index, or -1 when memory runs out. */
 int nb__new_value(cgraph *g);
+/* Copies t's shape, dtype, strides and offset into v. */
+void nb__set_meta(cval *v, const nb_tensor *t);
+/* Whether op draws random numbers (ops.def's NB_F_RANDOM: its node must run again at every replay). */
+bool nb__is_random(int op);
+/* Whether op's result depends on its inputs' values alone (no in-place write, no random draw, no
+   uninitialised buffer): folding may compute it at trace time, CSE may share it. */
+bool nb__is_pure(int op);
+/* Whether op writes into its input 0 (or, with NB_F_WRITES_ALL, any input) in place. */
+bool nb__is_inplace(int op);
+/* How many of node n's inputs it writes in place: input 0, every input (host_call), or none. */
+int nb__inputs_written(const cnode *n);
 /* Counts each value's uses by live nodes, the result and the gradients handed to leaves. */
 void nb__count_uses(cgraph *g);
 /* Whether value v is a gradient the graph hands to a leaf. */
@@ -169,5 +181,7 @@ int nb__frame_begin(cgraph *g, nb_tensor *const *inputs, nb_graph_frame *f);
 /* Ends a run: when ok, hands the leaves their gradients and returns the result (retained); frees
    what the run made. NULL when !ok. */
 nb_tensor *nb__frame_end(cgraph *g, nb_tensor *const *inputs, nb_graph_frame *f, bool ok);
+/* Frees a graph, what its lowering built for it, and the tensors it holds. */
+void nb__graph_free(cgraph *g);
 
 #endif

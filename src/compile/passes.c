@@ -1,21 +1,13 @@
-/* Graph mode's analysis helpers and its first passes: mutations and uses, dead-code elimination,
-   constant folding and common sub-expressions. */
+/* Graph mode's first passes: mutations, dead-code elimination, constant folding, common
+   sub-expressions and identity views (the IR's queries they use are ir.c's). */
 #include "compile_impl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ analysis helpers */
+/* ------------------------------------------------------------------ mutations */
 
-static bool is_inplace(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_INPLACE); }
-bool nb__is_view(int op) { return op >= 0 && (nb__ops[op].flags & NB_F_VIEW); }
-
-/* How many of node n's inputs it writes in place: input 0, every input (host_call), or none. */
-static int inputs_written(const cnode *n) {
-    if (!is_inplace(n->op)) return 0;
-    return nb__ops[n->op].flags & NB_F_WRITES_ALL ? n->nin : 1;
-}
 
 /* Roots that some in-place op writes. */
 static void mark_mutations(cgraph *g) {
@@ -23,43 +15,13 @@ static void mark_mutations(cgraph *g) {
     for (int i = 0; i < g->nn; i++) {
         const cnode *n = &g->nodes[i];
         if (n->dead) continue;
-        for (int k = 0, w = inputs_written(n); k < w; k++) g->v[g->v[n->in[k]].root].mutated_root = true;
+        for (int k = 0, w = nb__inputs_written(n); k < w; k++) g->v[g->v[n->in[k]].root].mutated_root = true;
     }
 }
 
-/* Whether an in-place op between trace positions lo and hi (exclusive) writes root r. */
-bool nb__written_between(const cgraph *g, int r, int lo, int hi) {
-    for (int i = 0; i < g->nn; i++) {
-        const cnode *n = &g->nodes[i];
-        if (n->dead || n->pos <= lo || n->pos >= hi) continue;
-        for (int k = 0, w = inputs_written(n); k < w; k++)
-            if (g->v[n->in[k]].root == r) return true;
-    }
-    return false;
-}
 
-bool nb__is_grad_value(const cgraph *g, int v) {
-    for (int k = 0; k < g->ngrads; k++)
-        if (g->grad_val[k] == v) return true;
-    return false;
-}
 
-/* Counts each value's uses by live nodes, the result and the gradients handed to leaves. */
-void nb__count_uses(cgraph *g) {
-    for (int i = 0; i < g->nv; i++) g->v[i].uses = 0;
-    for (int i = 0; i < g->nn; i++) {
-        if (g->nodes[i].dead) continue;
-        for (int k = 0; k < g->nodes[i].nin; k++) g->v[g->nodes[i].in[k]].uses++;
-    }
-    g->v[g->out].uses++;
-    for (int k = 0; k < g->ngrads; k++) g->v[g->grad_val[k]].uses++;
-}
 
-int nb__live_count(const cgraph *g) {
-    int n = 0;
-    for (int i = 0; i < g->nn; i++) n += !g->nodes[i].dead;
-    return n;
-}
 
 /* ------------------------------------------------------------------ dead-code elimination */
 
@@ -86,7 +48,7 @@ int nb__pass_dce(cgraph *g) {
         cnode *n = &g->nodes[i];
         /* in-place writes are the point of a training step; random ops advance the generator
            as the eager code did, so later draws match */
-        if (!n->dead && (is_inplace(n->op) || (n->op >= 0 && nb__is_random(n->op))) && !live[i]) {
+        if (!n->dead && (nb__is_inplace(n->op) || (n->op >= 0 && nb__is_random(n->op))) && !live[i]) {
             live[i] = true;
             stack[sp++] = i;
         }
@@ -198,12 +160,3 @@ int nb__pass_identity_views(cgraph *g) {
     return bypassed;
 }
 
-red_kind nb__reduction_of(const cnode *n, const cval *x) {
-    int nd = x->shape.ndim;
-    int64_t mask = n->args.i[0], all = nd ? ((int64_t)1 << nd) - 1 : 0;
-    if (nd == 0) return RED_NONE;
-    if ((mask & all) == all) return RED_ALL;
-    if ((mask & all) == ((int64_t)1 << (nd - 1))) return RED_ROWS;
-    if (nd >= 2 && (mask & all) == all - ((int64_t)1 << (nd - 1))) return RED_COLS;
-    return RED_NONE;
-}

@@ -8,11 +8,7 @@
 
 /* ------------------------------------------------------------------ tracing */
 
-bool nb__is_random(int op) { return op == NB_OP_RAND || op == NB_OP_RANDN; }
 
-bool nb__is_pure(int op) {
-    return op >= 0 && !(nb__ops[op].flags & NB_F_INPLACE) && !nb__is_random(op) && op != NB_OP_EMPTY;
-}
 
 /* Open addressing from a pointer to a value id. */
 typedef struct {

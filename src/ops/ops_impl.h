@@ -34,6 +34,8 @@ enum {
     NB_F_INDEX2 = 1 << 12,   /* inputs 2 and on hold indices (index_put: x, values, indices...) */
     NB_F_WRITES_ALL = 1 << 13, /* with NB_F_INPLACE: may write every input, not input 0 alone */
     NB_F_OPAQUE = 1 << 14,   /* args.i hold pointers (host_call's function and context), not sizes */
+    NB_F_RANDOM = 1 << 15,   /* draws from the generator: runs again at every replay, never shared or folded */
+    NB_F_UNINIT = 1 << 16,   /* leaves its output uninitialised (empty): never folded or shared */
 };
 
 /* What inference decides about the output. For views it also sets strides and offset. */
