@@ -12,7 +12,8 @@ static bool is_index_dtype(nb_dtype d) { return d == NB_I64 || d == NB_I32; }
 
 /* ctc_loss(log_probs [T, N, C], targets [N, S] or [M], input_lengths, target_lengths ([N], or
    0-d where N is 1)) -> [N]; ctc_loss_backward(the same, g [N]) -> [T, N, C]. i[0]: the blank. */
-int nb__infer_ctc_loss(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+int nb__infer_ctc_loss(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     nb_tensor *lp = in[0], *tg = in[1];
     char d[200], d2[200];
     if (lp->shape.ndim != 3) {

@@ -229,7 +229,7 @@ nb_tensor *nb__dispatch(nb_op_id op, nb_tensor *const *in, int nin, const nb_op_
 
     nb_meta meta; /* inference fills shape and dtype; views also strides and offset */
     meta.offset = 0;
-    if (def->infer(def->name, conv, nin, &args, &meta) < 0) goto done;
+    if (def->infer(op, conv, nin, &args, &meta) < 0) goto done;
     /* one check of every inferred shape: its element count and byte size fit in 64 bits (the
        op's name is formatted only for the message, off the per-op path) */
     if (!nb__shape_check(NULL, &meta.shape, nb__esize(meta.dtype), NULL)) {

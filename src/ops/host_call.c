@@ -4,7 +4,8 @@
    before what reads them (DDP's gradient allreduce between backward and the optimizer step). */
 #include "ops_impl.h"
 
-int nb__infer_host_call(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+int nb__infer_host_call(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     if (nin < 1) {
         nb__error("nb_%s: needs at least one tensor", fn);
         return -1;

@@ -90,26 +90,28 @@ int nb__resolve_shape(const char *fn, const nb_tensor *t, nb_shape *shape) {
     return 0;
 }
 
-static int infer_create(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
-    (void)in; (void)nin; (void)fn;
+static int infer_create(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)in; (void)nin;
     out->shape = args->shape;
     out->dtype = args->dtype;
     return 0;
 }
 
-static int infer_binary(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_binary(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin; (void)args;
     out->dtype = in[0]->dtype;
     return nb__broadcast_shapes(fn, &in[0]->shape, &in[1]->shape, &out->shape);
 }
 
-static int infer_compare(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
-    int rc = infer_binary(fn, in, nin, args, out);
+static int infer_compare(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    int rc = infer_binary(op, in, nin, args, out);
     out->dtype = NB_BOOL;
     return rc;
 }
 
-static int infer_where(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_where(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin; (void)args;
     if (in[0]->dtype != NB_BOOL) {
         char d[200];
@@ -122,14 +124,15 @@ static int infer_where(const char *fn, nb_tensor *const *in, int nin, nb_op_args
     return nb__broadcast_shapes(fn, &in[0]->shape, &ab, &out->shape);
 }
 
-static int infer_unary(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
-    (void)fn; (void)nin; (void)args;
+static int infer_unary(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin; (void)args;
     out->shape = in[0]->shape;
     out->dtype = in[0]->dtype;
     return 0;
 }
 
-static int infer_cast(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_cast(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     if ((unsigned)args->dtype >= NB_DTYPE_COUNT) {
         nb__error("nb_%s: invalid dtype %d", fn, (int)args->dtype);
@@ -140,7 +143,8 @@ static int infer_cast(const char *fn, nb_tensor *const *in, int nin, nb_op_args 
     return 0;
 }
 
-static int infer_view(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_view(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0];
     if (nb__resolve_shape(fn, t, &args->shape) < 0) return -1;
@@ -156,7 +160,8 @@ static int infer_view(const char *fn, nb_tensor *const *in, int nin, nb_op_args 
     return 0;
 }
 
-static int infer_permute(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_permute(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0];
     int nd = t->shape.ndim;
@@ -180,7 +185,8 @@ static int infer_permute(const char *fn, nb_tensor *const *in, int nin, nb_op_ar
     return 0;
 }
 
-static int infer_expand(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_expand(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0];
     nb_shape *s = &args->shape;
@@ -229,7 +235,8 @@ static int64_t slice_len(int64_t n, int64_t *start, int64_t *end, int64_t step) 
     return e == s ? 0 : (e - s - 1) / step + 1; /* no e - s + step: it overflows for a huge step */
 }
 
-static int infer_slice(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_slice(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0];
     int nd = t->shape.ndim;
@@ -255,8 +262,8 @@ static int infer_slice(const char *fn, nb_tensor *const *in, int nin, nb_op_args
     return 0;
 }
 
-static int infer_detach(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
-    (void)fn; (void)nin; (void)args;
+static int infer_detach(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    (void)nin; (void)args;
     out->shape = in[0]->shape;
     memcpy(out->stride, in[0]->stride, sizeof out->stride);
     out->offset = in[0]->offset;
@@ -264,7 +271,8 @@ static int infer_detach(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
     return 0;
 }
 
-static int infer_slice_backward(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_slice_backward(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     int a = (int)args->i[0];
     nb_shape expect = args->shape;
@@ -281,15 +289,16 @@ static int infer_slice_backward(const char *fn, nb_tensor *const *in, int nin, n
 }
 
 /* args: i[0] = bit mask of reduced axes, i[1] = keepdim. */
-static int infer_reduce(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_reduce(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0];
     int nd = t->shape.ndim;
     int64_t mask = args->i[0];
     bool keep = args->i[1] != 0;
-    /* the table entry's own name tells which reduction this is */
-    bool is_sum = fn == nb__ops[NB_OP_SUM].name;
-    bool is_arg = fn == nb__ops[NB_OP_ARGMAX].name || fn == nb__ops[NB_OP_ARGMIN].name;
+    /* the op tells which reduction this is */
+    bool is_sum = op == NB_OP_SUM;
+    bool is_arg = op == NB_OP_ARGMAX || op == NB_OP_ARGMIN;
     out->shape.ndim = 0;
     for (int d = 0; d < nd; d++) {
         if (mask & ((int64_t)1 << d)) {
@@ -308,7 +317,8 @@ static int infer_reduce(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
     return 0;
 }
 
-static int infer_softmax(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_softmax(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     int a = nb__axis((int)args->i[0], in[0]->shape.ndim);
     if (a < 0) {
@@ -322,7 +332,8 @@ static int infer_softmax(const char *fn, nb_tensor *const *in, int nin, nb_op_ar
     return 0;
 }
 
-static int infer_matmul(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_matmul(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin; (void)args;
     const nb_tensor *a = in[0], *b = in[1];
     char da[200], db[200];
@@ -347,13 +358,14 @@ static int infer_matmul(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
 }
 
 /* autocast's product: bf16 operands (nb_matmul casts them), an f32 result */
-static int infer_matmul_bf16(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_matmul_bf16(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     if (in[0]->dtype != NB_BF16 || in[1]->dtype != NB_BF16) {
         char da[200], db[200];
         nb__error("nb_%s: both operands must be bf16, got %s and %s", fn, DESC(in[0], da), DESC(in[1], db));
         return -1;
     }
-    if (infer_matmul(fn, in, nin, args, out) < 0) return -1;
+    if (infer_matmul(op, in, nin, args, out) < 0) return -1;
     out->dtype = NB_F32;
     return 0;
 }
@@ -368,7 +380,8 @@ static int check_index(const char *fn, const nb_tensor *idx) {
 }
 
 /* index_select(t, idx) along i[0]: t's shape with that axis replaced by idx's length. */
-static int infer_index_select(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_index_select(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0], *idx = in[1];
     char d[200], di[200];
@@ -391,7 +404,8 @@ static int infer_index_select(const char *fn, nb_tensor *const *in, int nin, nb_
 }
 
 /* index_add(src, idx) into zeros of args->shape along i[0] (the backward of index_select). */
-static int infer_index_add(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_index_add(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     if (check_index(fn, in[1]) < 0) return -1;
     nb_shape expect = args->shape;
@@ -407,7 +421,8 @@ static int infer_index_add(const char *fn, nb_tensor *const *in, int nin, nb_op_
     return 0;
 }
 
-static int infer_gather(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_gather(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     const nb_tensor *t = in[0], *idx = in[1];
     char d[200], di[200];
@@ -433,7 +448,8 @@ static int infer_gather(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
     return 0;
 }
 
-static int infer_scatter_add(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_scatter_add(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     if (check_index(fn, in[1]) < 0) return -1;
     if (!nb__shape_eq(&in[0]->shape, &in[1]->shape)) {
@@ -484,7 +500,8 @@ static int infer_indexed(const char *fn, const nb_tensor *x, nb_tensor *const *i
 }
 
 /* index(x, i0, ..., in-1): x[i0, ..., in-1], advanced indexing on the leading axes. */
-static int infer_index(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_index(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)args;
     nb_shape b;
     if (nin < 2) {
@@ -497,7 +514,8 @@ static int infer_index(const char *fn, nb_tensor *const *in, int nin, nb_op_args
 }
 
 /* index_put(x, values, i0, ..., in-1): x with x[i0, ...] = values (i[0]: accumulate, +=). */
-static int infer_index_put(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_index_put(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     if (nin < 3) {
         nb__error("nb_%s: needs x, values and at least one index tensor", fn);
         return -1;
@@ -526,7 +544,8 @@ static int infer_index_put(const char *fn, nb_tensor *const *in, int nin, nb_op_
     return 0;
 }
 
-static int infer_cat(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_cat(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     char d0[200], d[200];
     if (nin < 1) {
         nb__error("nb_%s: needs at least one tensor", fn);
@@ -557,7 +576,8 @@ static int infer_cat(const char *fn, nb_tensor *const *in, int nin, nb_op_args *
 }
 
 /* assign(dst, src): src broadcast and converted into dst's elements, in place. */
-static int infer_assign(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_assign(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin; (void)args;
     nb_tensor *dst = in[0], *src = in[1];
     char dd[200], ds[200];
@@ -636,7 +656,8 @@ static int conv_out_shape(const char *fn, const nb_shape *x, nb_dtype xd, const 
     return 0;
 }
 
-static int infer_conv2d(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_conv2d(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     char d[200], db[200];
     if (nin != 2 && nin != 3) {
         nb__error("nb_%s: expected 2 or 3 inputs (x, w[, b]), got %d", fn, nin);
@@ -656,9 +677,10 @@ static int infer_conv2d(const char *fn, nb_tensor *const *in, int nin, nb_op_arg
 }
 
 /* conv2d_backward_input(g, w) -> [x shape]; conv2d_backward_weight(g, x) -> [w shape]. */
-static int infer_conv2d_backward(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_conv2d_backward(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
-    bool wants_input = strcmp(fn, "conv2d_backward_input") == 0;
+    bool wants_input = op == NB_OP_CONV2D_BACKWARD_INPUT;
     const nb_tensor *g = in[0], *other = in[1];
     nb_shape xs = wants_input ? args->shape : other->shape, ws = wants_input ? other->shape : args->shape;
     nb_shape ys;
@@ -716,15 +738,17 @@ static int pool_out_shape(const char *fn, const nb_shape *x, const nb_op_args *a
     return 0;
 }
 
-static int infer_pool2d(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_pool2d(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)nin;
     if (pool_out_shape(fn, &in[0]->shape, args, &out->shape) < 0) return -1;
-    out->dtype = strcmp(fn, "max_pool2d_indices") == 0 ? NB_I64 : in[0]->dtype;
+    out->dtype = op == NB_OP_MAX_POOL2D_INDICES ? NB_I64 : in[0]->dtype;
     return 0;
 }
 
 /* *_pool2d_backward(g[, x]) -> [x shape] */
-static int infer_pool2d_backward(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+static int infer_pool2d_backward(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     nb_shape ys;
     char d[200], sh[160];
     if (pool_out_shape(fn, &args->shape, args, &ys) < 0) return -1;

@@ -86,9 +86,10 @@ nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *runni
 /* batch_norm(x, w, b) -> x's shape; batch_norm_stats(x) -> [2, C] (mean; biased variance);
    batch_norm_reduce(g, x) -> [2, C] (sum of g; sum of g * normalised x);
    batch_norm_backward(g, x, w) -> x's shape. f[0] is eps. */
-int nb__infer_batch_norm(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+int nb__infer_batch_norm(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     (void)args;
-    bool grad = !strcmp(fn, "batch_norm_reduce") || !strcmp(fn, "batch_norm_backward");
+    bool grad = op == NB_OP_BATCH_NORM_REDUCE || op == NB_OP_BATCH_NORM_BACKWARD;
     nb_tensor *x = in[grad ? 1 : 0];
     char d[200], d2[200];
     if (x->shape.ndim < 2) {
@@ -108,7 +109,7 @@ int nb__infer_batch_norm(const char *fn, nb_tensor *const *in, int nin, nb_op_ar
             return -1;
         }
     out->dtype = x->dtype;
-    if (!strcmp(fn, "batch_norm_stats") || !strcmp(fn, "batch_norm_reduce")) out->shape = (nb_shape){ 2, { 2, c } };
+    if (op == NB_OP_BATCH_NORM_STATS || op == NB_OP_BATCH_NORM_REDUCE) out->shape = (nb_shape){ 2, { 2, c } };
     else out->shape = x->shape;
     return 0;
 }

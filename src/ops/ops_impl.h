@@ -46,7 +46,7 @@ typedef struct nb_meta {
     int64_t offset;
 } nb_meta;
 
-typedef int (*nb_infer_fn)(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+typedef int (*nb_infer_fn)(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 typedef int (*nb_backward_fn)(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 
 /* How the graph compiler fuses an op (the fuse column of ops.def). */
@@ -115,22 +115,22 @@ bool nb__check_input(const char *fn, const nb_tensor *t);
 int nb__axis_of(const char *fn, const nb_tensor *t, int axis);
 
 /* Inference of ops defined outside infer.c: the optimizer update (src/ops/optim_ops.c). */
-int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_optim_update(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 /* Inference of host_call (src/ops/host_call.c): the result is input 0, written in place. */
-int nb__infer_host_call(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_host_call(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 /* Inference and backward of the scans and the sort (src/ops/scan_ops.c). */
-int nb__infer_scan(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
-int nb__infer_argsort(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_scan(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_argsort(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 int nb__bwd_cumsum(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 int nb__bwd_cumprod(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 /* Inference of the batch-norm ops and the backward of batch_norm (src/ops/nn_layers.c):
    batch_norm(x, w, b) and batch_norm_stats(x) over x [N, C, ...], batch_norm_reduce(g, x) and
    batch_norm_backward(g, x, w). */
-int nb__infer_batch_norm(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_batch_norm(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 int nb__bwd_batch_norm(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 /* Inference of the CTC loss ops and the backward of ctc_loss (src/ops/ctc_loss.c): ctc_loss(log_probs,
    targets, input_lengths, target_lengths) -> [N] and ctc_loss_backward(the same, g [N]) -> log_probs' shape. */
-int nb__infer_ctc_loss(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
+int nb__infer_ctc_loss(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out);
 int nb__bwd_ctc_loss(nb_node *node, nb_tensor *grad_out, nb_tensor **grad_in);
 
 

@@ -17,7 +17,8 @@
    Every state tensor has the parameter's shape and dtype except NAdam's mu_product. */
 #include "ops_impl.h"
 
-int nb__infer_optim_update(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+int nb__infer_optim_update(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     char d0[200], d[200];
     if (nin < 4) {
         nb__error("nb_%s: needs a parameter, its gradient, a step count and coefficients", fn);

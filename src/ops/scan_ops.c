@@ -9,7 +9,8 @@
 /* ---- the primitives' inference and backward ---- */
 /* i[0]: the axis (made non-negative); i[1]: reverse (cumsum). The output is the input's shape
    and dtype. */
-int nb__infer_scan(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+int nb__infer_scan(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    const char *fn = nb__ops[op].name;
     int a = nb__axis((int)args->i[0], in[0]->shape.ndim);
     if (a < 0) {
         char d[200];
@@ -29,8 +30,8 @@ int nb__infer_scan(const char *fn, nb_tensor *const *in, int nin, nb_op_args *ar
 }
 
 /* i[0]: the axis; i[1]: descending. The output holds i64 indices. */
-int nb__infer_argsort(const char *fn, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
-    if (nb__infer_scan(fn, in, nin, args, out) < 0) return -1;
+int nb__infer_argsort(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
+    if (nb__infer_scan(op, in, nin, args, out) < 0) return -1;
     out->dtype = NB_I64;
     return 0;
 }
