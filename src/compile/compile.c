@@ -137,11 +137,6 @@ static void variant_free(variant *v) {
     free(v);
 }
 
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void take_counters(nb_compiled *c, const cgraph *g) {
     nb_compiled_stats *s = &c->stats;
@@ -220,7 +215,7 @@ static nb_tensor *install(nb_compiled *c, variant *v, cgraph *g, nb_symgraph *sy
         return NULL;
     }
     if (fitted >= 0) retitle(g, fitted);
-    g->compile_seconds = seconds() - t0;
+    g->compile_seconds = nb__now() - t0;
     if (bind_arena(c, g) < 0) {
         free(note);
         nb__graph_free(g);
@@ -300,7 +295,7 @@ static nb_tensor *trace_new(nb_compiled *c, variant *v, nb_tensor *const *in, in
     nb_symgraph *sym = NULL;
     bool tried = false;
     if (c->opts.dynamic_batch && (!v || !v->sym_tried)) sym = make_template(c, in, n, g, &tried);
-    return install(c, v, g, sym, tried, -1, result, in, n, seconds());
+    return install(c, v, g, sym, tried, -1, result, in, n, nb__now());
 }
 
 /* A new batch size of variant v made from its template without running the function: the
@@ -309,7 +304,7 @@ static nb_tensor *instantiate_new(nb_compiled *c, variant *v, nb_tensor *const *
     *made = false;
     int64_t b = nb__sym_batch(v->sym, in, n);
     if (b < 0) return NULL;
-    double t0 = seconds();
+    double t0 = nb__now();
     cgraph *g = NULL;
     int rc = nb__sym_instantiate(v->sym, b, in, &g);
     if (rc != 0) {

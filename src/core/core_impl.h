@@ -20,11 +20,11 @@ struct nb_node;
    static TLS block". tests/dlclose_test.c loads and unloads it. */
 #define NB_TLS _Thread_local
 
-/* Bytes per element, inlined for the hot paths. */
-static inline size_t nb__esize(nb_dtype d) {
-    static const unsigned char sizes[NB_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 1, 1, 1 };
-    return sizes[d];
-}
+/* Bytes per element, inlined for the hot paths (portable.h's table, which the device code reads too). */
+static inline size_t nb__esize(nb_dtype d) { return nb__dtype_bytes((int)d); }
+
+/* Seconds on the monotonic clock: the one clock of step times, timeouts and waits. */
+double nb__now(void);
 
 /* A double converted to i8 as torch's cpu cast does: truncated toward zero to an int32, whose
    low byte is kept (wrapping: 200.7 gives -56). Where no int32 holds the value (beyond +-2^31,

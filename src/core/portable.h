@@ -1,6 +1,6 @@
 /* The bit-exact pieces that the library's C and the CUDA backend's device code (src/backend/cuda)
    both compile, in one copy: the f16 and bf16 conversions and the Philox rounds of the random
-   generator. Plain C that nvcc also reads: NB_PORTABLE gives each function its host and device
+   generator, and the bytes of each dtype. Plain C that nvcc also reads: NB_PORTABLE gives each function its host and device
    forms there. Includes nothing of nabla's. */
 #ifndef NB_CORE_PORTABLE_H
 #define NB_CORE_PORTABLE_H
@@ -13,6 +13,18 @@
 #else
 #define NB_PORTABLE static inline
 #endif
+
+/* Bytes per element of dtype d (nb_dtype's order: f32, f64, f16, bf16, i64, i32, u8, bool, i8);
+   the one table of them. 0 for a value out of range, which callers check first. */
+NB_PORTABLE unsigned nb__dtype_bytes(int d) {
+    switch (d) {
+    case 0: case 5: return 4;
+    case 1: case 4: return 8;
+    case 2: case 3: return 2;
+    case 6: case 7: case 8: return 1;
+    default: return 0;
+    }
+}
 
 /* f16 bits to f32, exactly (subnormals normalised). */
 NB_PORTABLE float nb__half_to_float(uint16_t h) {

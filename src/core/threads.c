@@ -1,11 +1,12 @@
 /* The thread count of the kernels (nabla's thread pool, threadpool.c): nb_set_num_threads, else
    NABLA_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use; the denormal
-   mode; and OpenMP held to one thread around the dependencies built on it (Debian's oneDNN and
+   mode; the monotonic clock (nb__now); and OpenMP held to one thread around the dependencies built on it (Debian's oneDNN and
    OpenBLAS's OpenMP build), which run on the pool's threads, never on teams of their own. */
 #define _GNU_SOURCE
 #include "core_impl.h"
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #ifdef NABLA_HAVE_DNNL
 #include <omp.h>
 #endif
@@ -68,6 +69,12 @@ int nb__threads(void) {
 }
 
 int nb_get_num_threads(void) { return nb__threads(); }
+
+double nb__now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 /* OpenMP's team size for the calling thread. Only dependencies use OpenMP: oneDNN's
    convolutions, and OpenBLAS's OpenMP build, which sizes a team from the calling thread's

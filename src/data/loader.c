@@ -65,11 +65,6 @@ struct nb_data_loader {
     int nslots;
 };
 
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Makes batch b of the current epoch (indices copied by the caller) as owned references. Errors
    are left in this thread's error state. */
@@ -345,7 +340,7 @@ bool nb_data_loader_next(nb_data_loader *l, nb_batch *out) {
         end_epoch(l);
         return false;
     }
-    double t0 = now_seconds();
+    double t0 = nb__now();
     int64_t b = l->next_return;
     char *err = NULL;
     nb_batch got = { 0 };
@@ -378,7 +373,7 @@ bool nb_data_loader_next(nb_data_loader *l, nb_batch *out) {
         if (l->idle_workers > 0) pthread_cond_signal(&l->work);
         pthread_mutex_unlock(&l->lock);
     }
-    l->stats.wait_seconds += now_seconds() - t0;
+    l->stats.wait_seconds += nb__now() - t0;
     if (err) {
         nb__error("%s", err);
         free(err);

@@ -74,11 +74,7 @@ static struct {
 static void progress_stop(void);
 #endif
 
-double nb__dist_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+double nb__dist_now(void) { return nb__now(); }
 
 static double timeout_seconds(void) {
     if (G.timeout > 0) return G.timeout;

@@ -216,11 +216,6 @@ static void progress(int verbose, bool tty, int epoch, int epochs, int64_t done,
     fflush(stdout);
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The module's state entries (malloc'ed, however many there are); NULL with an error. */
 static nb_named_tensor *state_entries(nb_module *mod, int *count) {
@@ -373,12 +368,12 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         return NULL;
     }
     uint64_t errors0 = nb__error_count(); /* failures of this run, not an older uncleared error */
-    double run_t0 = now_s();
+    double run_t0 = nb__now();
     for (int epoch = o.initial_epoch + 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
             if (o.callbacks[c].on_epoch_begin) o.callbacks[c].on_epoch_begin(m, epoch, o.callbacks[c].user);
         totals t = { 0 };
-        double t0 = now_s();
+        double t0 = nb__now();
         int64_t done = 0;
         nb_batch b;
         const char *names[MAX_METRICS];
@@ -407,7 +402,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
                 if (o.callbacks[c].on_batch_end && !o.callbacks[c].on_batch_end(m, step, l, o.callbacks[c].user)) stop = true;
             if (tty && done % 20 == 0) {
                 int k = metric_values(m, &t, "", names, values);
-                progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, false, 0, 0);
+                progress(o.verbose, tty, epoch, epochs, done, total, nb__now() - t0, names, values, k, false, 0, 0);
             }
         }
         if (nb_data_loader_failed(train)) failed = true;
@@ -421,7 +416,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             }
             k += metric_values(m, &v, "val_", names + k, values + k);
         }
-        progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, true, now_s() - run_t0,
+        progress(o.verbose, tty, epoch, epochs, done, total, nb__now() - t0, names, values, k, true, nb__now() - run_t0,
                  epoch - o.initial_epoch);
         if (history_add(h, names, values, k) < 0) {
             nb__error("nb_model_fit: out of memory");

@@ -321,13 +321,8 @@ static bool dense(const nbc_view *v) {
     return true;
 }
 
-static size_t elem_size(int dtype) {
-    static const unsigned char sizes[] = { 4, 8, 2, 2, 8, 4, 1, 1, 1 };
-    return dtype >= 0 && dtype <= NB_I8 ? sizes[dtype] : 1;
-}
-
 extern "C" int nbc_download(void *dst, const nbc_view *v) {
-    size_t bytes = (size_t)v->numel * elem_size(v->dtype);
+    size_t bytes = (size_t)v->numel * (size_t)nb__dtype_bytes(v->dtype);
     if (bytes == 0) return 0;
     const void *src = v->data;
     void *packed = NULL;
