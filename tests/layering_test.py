@@ -69,6 +69,16 @@ for below in ("src/core/", "src/backend/", "src/autograd/", "src/ops/", "src/nn/
               "src/io/", "src/data/", "src/summary/"):
     rules.append((below, ["src/hf/"], "Hugging Face models and tokenizers sit above the layers they use"))
 
+# The areas above ops (nabla/nn.h and up), each knowing only the areas under it: layers know no
+# optimizer, data, file or run; optimizers no data or file; the data pipeline and the file formats
+# no layer or optimizer; the summary writer none of them; distributed training stands on all of
+# these but on no model format above it (ONNX, Hugging Face).
+ABOVE_OPS = ["src/nn/", "src/optim/", "src/data/", "src/io/", "src/summary/", "src/model/", "src/dist/",
+             "src/onnx/", "src/hf/", "src/compile/"]
+for area, may in (("src/nn/", []), ("src/optim/", ["src/nn/"]), ("src/data/", []), ("src/io/", []),
+                  ("src/summary/", []), ("src/dist/", ["src/nn/", "src/optim/", "src/data/", "src/io/"])):
+    rules.append((area, [a for a in ABOVE_OPS if a != area and a not in may],
+                  "an area knows only the areas under it (docs/design.md, the layers)"))
 # the graph IR is the contract between the compiler and a backend's lowering: a backend may read it
 # (ir.h reaches only the backend interface and core)
 allowed = {"src/compile/ir.h"}
@@ -102,6 +112,17 @@ for dirpath, _, files in os.walk(os.path.join(root, "src", "compile")):
                 if "nb__cpu_" in line:
                     print(f"{rel(path)}:{no} names a cpu backend symbol (the compiler is device-neutral): {line.strip()}")
                     bad += 1
+# An area's own header (src/*/*_impl.h and the other internal headers) names the public headers it
+# needs, never the umbrella nabla.h, so what an area stands on is visible in one place.
+for dirpath, _, files in os.walk(os.path.join(root, "src")):
+    for fn in sorted(files):
+        if fn.endswith(".h"):
+            path = os.path.join(dirpath, fn)
+            with open(path, encoding="utf-8") as fh:
+                for name in include_re.findall(fh.read()):
+                    if resolve(name, dirpath) == os.path.join(root, "include", "nabla.h"):
+                        print(f"{rel(path)} includes the umbrella nabla.h (an internal header names what it needs)")
+                        bad += 1
 # Calls, not only includes: the compiler's own functions (nb__ names defined in src/compile/) form
 # layers too. The IR's store and queries (ir.c, and layout.c for the fused loop's layout: what
 # ir.h declares) are the bottom: they call no other compiler file, the tracer, passes, planning

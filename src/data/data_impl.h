@@ -4,7 +4,9 @@
 #define NB_DATA_IMPL_H
 
 #include "../core/core_impl.h"
-#include "nabla.h"
+#include "nabla/data.h"
+#include "nabla/io.h"
+#include "nabla/ops.h"
 #include <stdlib.h>
 
 struct nb_dataset {

@@ -4,7 +4,9 @@
 #define NB_IO_IMPL_H
 
 #include "../core/core_impl.h"
-#include "nabla.h"
+#include "nabla/autograd.h"
+#include "nabla/io.h"
+#include "nabla/ops.h"
 #include <stdio.h>
 
 /* A file being written atomically: an unnamed file (O_TMPFILE) in path's folder, linked in on

@@ -3,8 +3,9 @@
 #define NB_NN_IMPL_H
 
 #include "../core/core_impl.h"
-#include "nabla.h"
+#include "nabla/autograd.h"
 #include "nabla/nn.h"
+#include "nabla/ops.h"
 
 typedef struct nb_module_state nb_module_state;
 

@@ -3,7 +3,7 @@
 #ifndef NB_SUMMARY_IMPL_H
 #define NB_SUMMARY_IMPL_H
 
-#include "nabla.h"
+#include "nabla/summary.h"
 
 /* A histogram as TensorBoard's HistogramProto holds it: n (limit, count) buckets. */
 typedef struct nb_histo {
