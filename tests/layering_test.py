@@ -123,12 +123,6 @@ for dirpath, _, files in os.walk(os.path.join(root, "src")):
                     if resolve(name, dirpath) == os.path.join(root, "include", "nabla.h"):
                         print(f"{rel(path)} includes the umbrella nabla.h (an internal header names what it needs)")
                         bad += 1
-# Calls, not only includes: the compiler's own functions (nb__ names defined in src/compile/) form
-# layers too. The IR's store and queries (ir.c, and layout.c for the fused loop's layout: what
-# ir.h declares) are the bottom: they call no other compiler file, the tracer, passes, planning
-# and pipeline above them call each other without a cycle, and a backend's lowering calls only
-# the IR's functions of the compiler.
-IR_FILES = {"ir.c", "layout.c"}
 comment_re = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 define_re = re.compile(r"^[A-Za-z_][\w \*]*?\b(nb__\w+)\(([^;{}]|\n)*?\)\s*\{", re.M)
 call_re = re.compile(r"\b(nb__\w+)\s*\(")
@@ -139,6 +133,22 @@ def code_of(path):
         return comment_re.sub(" ", fh.read())
 
 
+# An nb__ function is declared in the header named for its area, never by hand in the .c file that
+# calls it (a prototype there goes stale unseen when the definition changes).
+proto_re = re.compile(r"^(?:extern\s+)?(?:const\s+)?[A-Za-z_]\w*[\s\*]+(nb__\w+)\([^;{]*\)\s*;", re.M)
+for dirpath, _, files in os.walk(os.path.join(root, "src")):
+    for fn in sorted(files):
+        if fn.endswith(".c"):
+            path = os.path.join(dirpath, fn)
+            for m in proto_re.finditer(code_of(path)):
+                print(f"{rel(path)} declares {m.group(1)} itself (its prototype belongs in its area's header)")
+                bad += 1
+# Calls, not only includes: the compiler's own functions (nb__ names defined in src/compile/) form
+# layers too. The IR's store and queries (ir.c, and layout.c for the fused loop's layout: what
+# ir.h declares) are the bottom: they call no other compiler file, the tracer, passes, planning
+# and pipeline above them call each other without a cycle, and a backend's lowering calls only
+# the IR's functions of the compiler.
+IR_FILES = {"ir.c", "layout.c"}
 compile_dir = os.path.join(root, "src", "compile")
 compile_files = sorted(f for f in os.listdir(compile_dir) if f.endswith(".c"))
 defined_in = {}

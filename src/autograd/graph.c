@@ -41,8 +41,6 @@ static const char *node_print_name(const struct nb_node *n) {
     return buf;
 }
 
-void nb__set_node_name(const char *(*name)(const struct nb_node *));
-
 static void node_release_hook(struct nb_node *n) { nb__node_unref(n); }
 
 __attribute__((constructor)) static void graph_init(void) {

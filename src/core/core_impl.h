@@ -154,6 +154,8 @@ nb_tensor *nb__own(nb_tensor *t);
 bool nb__scope_open(void);
 /* Sets the hook that frees a graph node when the last tensor referring to it goes. */
 void nb__set_node_release(void (*release)(struct nb_node *));
+/* Sets how the printer names a tensor's grad_fn (autograd sets it: core knows no node's insides). */
+void nb__set_node_name(const char *(*name)(const struct nb_node *));
 /* Describes t as "[64, 784] f32" into buf. */
 const char *nb__describe(const nb_tensor *t, char *buf, size_t size);
 

@@ -135,7 +135,6 @@ static const char *torch_dtype(nb_dtype d) {
 }
 
 static const char *(*node_name)(const struct nb_node *);
-void nb__set_node_name(const char *(*name)(const struct nb_node *));
 void nb__set_node_name(const char *(*name)(const struct nb_node *)) { node_name = name; }
 
 size_t nb_format(const nb_tensor *t, char *buf, size_t size) {

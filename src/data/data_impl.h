@@ -36,6 +36,10 @@ static inline int64_t *nb__alloc_i64(int64_t n) {
 /* The rank and world size a loader takes when its opts leave world_size zero: set by
    nb_dist_init and nb_dist_finalize (src/dist, the layer above); (0, 1) until then. */
 void nb__data_set_dist_default(int rank, int world_size);
+/* Fills order[0..n) with a permutation drawn from key (Fisher-Yates; draw.c). */
+void nb__data_permutation(int64_t *order, int64_t n, uint64_t key);
+/* Runs transform t on sample x with the sample's key (transform.c); an owned tensor or NULL. */
+nb_tensor *nb__transform_run(nb_transform *t, nb_tensor *x, uint64_t key);
 /* Reads a whole file into a malloc'd buffer; NULL with an error naming the function and path. */
 void *nb__read_file(const char *who, const char *path, size_t *size);
 

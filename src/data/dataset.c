@@ -1,5 +1,5 @@
 /* Datasets: the handle a user's dataset sits behind, in-memory tensors, subsets, seeded random
-   splits, concatenation, mapping with a transform, batch collation and the data keys. */
+   splits, concatenation, mapping with a transform and batch collation (the data keys are draw.c's). */
 #include "data_impl.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -8,19 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- keys ---- */
-uint64_t nb_data_key(uint64_t key, uint64_t a) {
-    uint32_t w[4];
-    nb__philox(key, a, w);
-    return (uint64_t)w[0] | (uint64_t)w[1] << 32;
-}
-
-double nb_data_uniform(uint64_t key, uint64_t i) {
-    uint32_t w[4];
-    nb__philox(key, i, w);
-    return (double)(((uint64_t)w[0] << 21) ^ (w[1] >> 11)) * (1.0 / 9007199254740992.0);
-}
 
 /* ---- the handle ---- */
 nb_dataset *nb_dataset_new(const nb_dataset_class *cls, void *self) {
@@ -325,17 +312,6 @@ nb_dataset *nb_data_subset(nb_dataset *ds, const int64_t *indices, int64_t n) {
     return out;
 }
 
-/* Fills order[0..n) with a permutation drawn from key (Fisher-Yates). */
-void nb__data_permutation(int64_t *order, int64_t n, uint64_t key);
-void nb__data_permutation(int64_t *order, int64_t n, uint64_t key) {
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(nb_data_key(key, (uint64_t)i) % (uint64_t)(i + 1));
-        int64_t t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-}
 
 int nb_data_random_split(nb_dataset *ds, const int64_t *lengths, int n, uint64_t seed, nb_dataset **out) {
     if (!ds || !lengths || !out || n <= 0) { nb__error("nb_data_random_split: dataset, lengths or out is NULL"); return -1; }
@@ -445,7 +421,6 @@ typedef struct {
 
 static int64_t map_len(void *self) { return nb_dataset_len(((map_ds *)self)->base); }
 
-nb_tensor *nb__transform_run(nb_transform *t, nb_tensor *x, uint64_t key);
 
 static int map_get(void *self, int64_t index, uint64_t key, nb_batch *out) {
     map_ds *m = self;
@@ -500,7 +475,6 @@ static int map_get_batch(void *self, const int64_t *idx, int64_t n, uint64_t key
     return rc;
 }
 
-void nb__transform_free(nb_transform *t);
 
 static void map_free(void *self) {
     map_ds *m = self;

@@ -15,9 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-void nb__data_permutation(int64_t *order, int64_t n, uint64_t key);
 
 /* The default shard of a loader (opts.world_size 0), as nb_dist_init set it. */
 static _Atomic int dist_rank = 0, dist_world = 1;

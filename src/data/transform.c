@@ -329,7 +329,6 @@ static nb_tensor *run_leaf(nb_transform *t, nb_tensor *x, uint64_t key) {
 }
 
 /* Runs t on x inside the caller's scope; leaf i of a compose draws from nb_data_key(key, i). */
-nb_tensor *nb__transform_run(nb_transform *t, nb_tensor *x, uint64_t key);
 nb_tensor *nb__transform_run(nb_transform *t, nb_tensor *x, uint64_t key) {
     if (t->kind != TF_COMPOSE) return run_leaf(t, x, nb_data_key(key, 0));
     for (int i = 0; i < t->n && x; i++) x = run_leaf(t->items[i], x, nb_data_key(key, (uint64_t)i));

@@ -3,15 +3,12 @@
    cosine annealing with warm restarts and cyclic rates; a sequence of schedules handing over at
    milestones; and the reduction on a plateau of a metric. */
 #include "../core/core_impl.h"
-#include "nabla.h"
 #include "nabla/optim.h"
+#include "optim_impl.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-double nb__optim_momentum(const nb_optimizer *o, bool *has);
-bool nb__optim_has_sgd_momentum(const nb_optimizer *o);
-void nb__optim_set_momentum(nb_optimizer *o, double m);
 
 typedef enum {
     S_STEP, S_MULTISTEP, S_EXPONENTIAL, S_COSINE, S_LINEAR, S_ONE_CYCLE, S_LAMBDA, S_WARM_RESTARTS, S_CYCLIC,

@@ -12,7 +12,6 @@
 #include "gemm.h"
 #include <string.h>
 
-nb_inner_fn nb__cpu_copy_fn(size_t esize);
 
 /* t itself (a new reference) when contiguous, else a contiguous copy made by the backend. */
 static nb_tensor *dense(nb_tensor *t) {

@@ -331,7 +331,6 @@ COPY_FN(copy2, uint16_t)
 COPY_FN(copy4, uint32_t)
 COPY_FN(copy8, uint64_t)
 
-nb_inner_fn nb__cpu_copy_fn(size_t esize);
 nb_inner_fn nb__cpu_copy_fn(size_t esize) {
     switch (esize) {
     case 1: return copy1;

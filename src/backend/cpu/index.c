@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-nb_inner_fn nb__cpu_copy_fn(size_t esize);
-
 static int64_t index_at(const nb_tensor *idx, int64_t i) {
     const char *p = nb__data(idx);
     int64_t off = 0, r = i;
@@ -198,8 +196,6 @@ int nb__cpu_slice_backward(nb_tensor *out, nb_tensor *const *in, int nin, const 
 }
 
 /* ---------- index / index_put: advanced indexing on the leading axes ---------- */
-int nb__cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
-
 /* Strides (in elements) that read t as broadcast to shape `to`: 0 on the axes it lacks or has of
    size 1. */
 static void bcast_strides(const nb_tensor *t, const nb_shape *to, int64_t *st) {

@@ -43,6 +43,12 @@ nb_tensor *nb__cpu_round_bf16(nb_tensor *t);
    keeping a transposed view transposed (the copy runs in its storage's order). */
 nb_tensor *nb__cpu_widen_bf16(nb_tensor *t);
 
+/* The inner loop that copies elements of esize bytes (elementwise.c), for the kernels that move
+   data: products, convolutions, index ops. */
+nb_inner_fn nb__cpu_copy_fn(size_t esize);
+/* The copy kernel (the `copy` op: out = in[0], any dtype). */
+int nb__cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
+
 /* The fused optimizer update in three parts, so a graph can run it on the pieces of the GEMM that
    makes the gradient: read the step and coefficients into *a (and mark the tensors written), update
    elements [lo, hi), then store the new step count. */

@@ -42,7 +42,6 @@ int nb__gemm_path(void) {
     return p;
 }
 
-nb_inner_fn nb__cpu_copy_fn(size_t esize);
 
 /* A contiguous copy of t made by the backend itself (kernels may not go back through dispatch). */
 static nb_tensor *dense_copy(nb_tensor *t) {
