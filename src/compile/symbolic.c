@@ -367,6 +367,10 @@ static cgraph *probe(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int n, con
         else if (!s->batched[made]) st[made] = nb_retain(in[made]);
         else if (!(st[made] = stand_in(in[made], b))) break;
     }
+    /* the function may fail at another size (a reshape to a fixed batch): no error of the call, so
+       the handler never sees it (quiet) */
+    nb__error_ctx quiet;
+    nb__error_quiet(&quiet);
     if (made == n) {
         nb_tensor *result = NULL;
         g = nb__trace(fn, ctx, st, n, &result);
@@ -376,11 +380,11 @@ static cgraph *probe(nb_graph_fn fn, void *ctx, nb_tensor *const *in, int n, con
     for (int k = 0; k < made; k++) nb_release(st[k]);
     if (st != stack) free(st);
     if (!g) {
-        /* the function may fail at another size (a reshape to a fixed batch): no error of the call */
         const char *msg = nb__error_count() != errors && !had_error ? nb_error() : NULL;
         snprintf(why, size, "the trace at batch %lld failed%s%s", (long long)b, msg ? ": " : "", msg ? msg : "");
         if (!had_error) nb_error_clear();
     }
+    nb__error_pop(&quiet);
     return g;
 }
 
@@ -578,6 +582,8 @@ int nb__sym_instantiate(const nb_symgraph *s, int64_t b, nb_tensor *const *in, c
     nb_tensor **vt = calloc((size_t)(g->nv ? g->nv : 1), sizeof *vt);
     if (!vt) goto oom;
     bool skip = false, failed = false;
+    nb__error_ctx quiet; /* a failure here is dropped (below): the handler never sees it */
+    nb__error_quiet(&quiet);
     for (int i = 0; i < g->nn && !skip && !failed; i++) {
         const cnode *x = &g->nodes[i];
         if (!g->v[x->out].foldable) continue;
@@ -591,6 +597,7 @@ int nb__sym_instantiate(const nb_symgraph *s, int64_t b, nb_tensor *const *in, c
     if (failed && !had_error) /* a kernel that fails here fails the same way in the trace, which
                                  reports it in the call's own terms: leave it to the trace */
         nb_error_clear();
+    nb__error_pop(&quiet);
     if (skip || failed) goto skip;
     *out = g;
     return 0;

@@ -272,7 +272,14 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     nb_scope *s = nb_scope_begin();
     nb__trace_set(record, &tr);
     nb__trace_set_before(before);
+    /* the function's own error is told as the traced function's (quiet: reworded below, then told) */
+    bool had_error = nb__has_error();
+    nb__error_ctx quiet;
+    nb__error_quiet(&quiet);
     nb_tensor *r = tr.failed ? NULL : fn(inputs, n, ctx);
+    if (!r && !had_error && nb__has_error())
+        nb__error_reword("nb_compiled_run: the traced function returned NULL: %s", nb_error());
+    nb__error_pop(&quiet);
     nb__trace_set(NULL, NULL);
     nb__trace_set_before(NULL);
     unsigned host_reads = nb__host_reads - reads;
@@ -317,12 +324,6 @@ cgraph *nb__trace(nb_graph_fn fn, void *ctx, nb_tensor *const *inputs, int n, nb
     }
     if (!r) {
         if (!nb__has_error()) nb__error("nb_compiled_run: the traced function returned NULL");
-        else {
-            char msg[600];
-            snprintf(msg, sizeof msg, "%s", nb_error());
-            nb_error_clear();
-            nb__error("nb_compiled_run: the traced function returned NULL: %s", msg);
-        }
         goto fail;
     }
     if (host_reads) {

@@ -98,6 +98,28 @@ bool nb__has_error(void);
    function that compares the count before and after its calls sees its own failures, where
    nb__has_error would also see an earlier error the caller never cleared. */
 uint64_t nb__error_count(void);
+/* A context that errors recorded inside it are told in: while pushed, a message that nb__error
+   records becomes "<context>: <message>", the message's own leading "<strip>: " (the inner
+   function's name, which the context replaces) dropped; contexts nest, the outermost first. The
+   handler of nb_set_error_handler fires once, with the whole text, so a caller never clears an
+   error to record it again with a prefix. Lives on the caller's stack between push and pop. */
+typedef struct nb__error_ctx {
+    char text[400];
+    const char *strip;
+    bool quiet;
+    struct nb__error_ctx *outer;
+} nb__error_ctx;
+/* Pushes context c (formatted from fmt); strip may be NULL. Pop it before the function returns. */
+void nb__error_push(nb__error_ctx *c, const char *strip, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Pushes a quiet context: an error recorded inside it fires the handler only when the last quiet
+   context is popped, if it is still recorded then, so the caller may first reword it
+   (nb__error_reword) or drop it (a probe that may fail) without the handler seeing it twice. */
+void nb__error_quiet(nb__error_ctx *c);
+/* Pops context c, the innermost one. */
+void nb__error_pop(nb__error_ctx *c);
+/* Rewords this thread's recorded error in place (nb_error() may be one of the arguments), without
+   firing the handler: for use inside a quiet context. No effect when none is recorded. */
+void nb__error_reword(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Records the error of a feature that reads or writes JSON in a build without jansson
    (NABLA_WITH_JSON=OFF): "fn: nabla was built without jansson (...), the JSON parser of what". */
 #define NB__NO_JSON(fn, what) \

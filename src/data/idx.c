@@ -223,9 +223,12 @@ typedef struct {
 #include <pthread.h>
 static void *read_job_main(void *arg) {
     read_job *j = arg;
+    nb__error_ctx quiet; /* the caller tells the error (the handler fires there, once) */
+    nb__error_quiet(&quiet);
     j->t = read_idx("nb_data_idx", j->path);
     if (!j->t && nb_error()) snprintf(j->err, sizeof j->err, "%s", nb_error());
     nb_error_clear();
+    nb__error_pop(&quiet);
     return NULL;
 }
 

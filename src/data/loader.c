@@ -138,6 +138,9 @@ static void *worker_main(void *arg) {
 
         nb_batch out = { 0 };
         char *err = NULL;
+        /* a failure is handed to the loop, which tells it (quiet: the handler fires there, once) */
+        nb__error_ctx quiet;
+        nb__error_quiet(&quiet);
         nb_error_clear();
         if (!idx) {
             nb__error("nb_data_loader: out of memory in a worker");
@@ -146,6 +149,7 @@ static void *worker_main(void *arg) {
             err = format_failure(b, idx, n);
         }
         nb_error_clear();
+        nb__error_pop(&quiet);
 
         pthread_mutex_lock(&l->lock);
         if (gen == l->gen && !l->stop) {
@@ -344,12 +348,16 @@ bool nb_data_loader_next(nb_data_loader *l, nb_batch *out) {
     if (l->nthreads == 0) {
         int64_t n = batch_size(l, b);
         const int64_t *idx = l->order + b * l->opts.batch_size;
-        /* Keep an error the caller already had; otherwise wrap the dataset's message. */
+        /* Keep an error the caller already had; otherwise wrap the dataset's message (quiet: the
+           handler fires once, for the wrapped message) */
         bool had = nb__has_error();
+        nb__error_ctx quiet;
+        nb__error_quiet(&quiet);
         if (make_batch(l, idx, n, l->key, &got) < 0) {
             err = format_failure(b, idx, n);
             if (!had) nb_error_clear();
         }
+        nb__error_pop(&quiet);
         l->next_return++;
     } else {
         pthread_mutex_lock(&l->lock);

@@ -59,13 +59,12 @@ static int open_shard(hf_weights *w, const char *path) {
     atomic_init(&s->m->refs, 1);
     w->n++;
     if (nb__map_open_cow(&s->m->map, w->fn, path) < 0) return -1;
+    nb__error_ctx ec; /* the reader's errors name the shard */
+    nb__error_push(&ec, "nb_safetensors_open_memory", "%s: %s", w->fn, path);
     s->st = nb_safetensors_open_memory(s->m->map.data, s->m->map.size);
+    nb__error_pop(&ec);
     if (!s->st) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "unreadable");
-        nb_error_clear();
-        const char *why = strncmp(msg, "nb_safetensors_open_memory: ", 28) == 0 ? msg + 28 : msg;
-        nb__error("%s: %s: %s", w->fn, path, why);
+        if (!nb__has_error()) nb__error("%s: %s: unreadable", w->fn, path);
         return -1;
     }
     s->taken = calloc((size_t)nb_safetensors_count(s->st) + 1, 1);
@@ -188,13 +187,11 @@ nb_tensor *nb__hf_take(hf_weights *w, const char *name, nb_shape shape, nb_dtype
     }
     nb_dtype fd;
     nb_shape fs;
-    if (nb_safetensors_info(sh->st, i, &fd, &fs) < 0) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "%s", nb_error());
-        nb_error_clear();
-        nb__error("%s: %s: %s", w->fn, sh->path, msg);
-        return NULL;
-    }
+    nb__error_ctx ec;
+    nb__error_push(&ec, NULL, "%s: %s", w->fn, sh->path);
+    int info = nb_safetensors_info(sh->st, i, &fd, &fs);
+    nb__error_pop(&ec);
+    if (info < 0) return NULL;
     if (!nb__shape_eq(&fs, &shape)) {
         nb__error("%s: \"%s\" in %s is %s, but the config makes it %s", w->fn, name, sh->path,
                   nb_shape_str(fs, got, sizeof got), want);

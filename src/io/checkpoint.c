@@ -133,17 +133,11 @@ int nb_checkpoint_load(nb_checkpoint *ck, const char *path) {
         if (!nb__has_error()) nb__error("%s: %s is NULL (loading '%s')", fn, ck ? "model" : "checkpoint", path ? path : "(null)");
         return -1;
     }
-    bool had = nb__has_error();
+    nb__error_ctx ec; /* the reader's errors are told as this function's */
+    nb__error_push(&ec, "nb_safetensors_open", "%s", fn);
     nb_safetensors *f = nb_safetensors_open(path);
-    if (!f) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "");
-        if (!had && strncmp(msg, "nb_safetensors_open: ", 21) == 0) {
-            nb_error_clear();
-            nb__error("%s: %s", fn, msg + 21);
-        }
-        return -1;
-    }
+    nb__error_pop(&ec);
+    if (!f) return -1;
     int rc = -1, nm = 0, no = 0, groups = 0;
     nb_named_tensor *all = NULL, *es = NULL;
     double *lrs = NULL;

@@ -282,16 +282,11 @@ nb_tensor *nb_npy_parse(const void *data, size_t size) {
 nb_tensor *nb_load_npy(const char *path) {
     nb__map m;
     if (nb__map_open(&m, "nb_load_npy", path) < 0) return NULL;
-    bool had = nb__has_error();
+    nb__error_ctx ec; /* the parser's errors name the file */
+    nb__error_push(&ec, "nb_npy_parse", "nb_load_npy: '%s'", path);
     nb_tensor *t = nb_npy_parse(m.data, m.size);
+    nb__error_pop(&ec);
     nb__map_close(&m);
-    if (!t && !had) {
-        /* name the file in the message */
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "");
-        nb_error_clear();
-        nb__error("nb_load_npy: '%s': %s", path, strncmp(msg, "nb_npy_parse: ", 14) == 0 ? msg + 14 : msg);
-    }
     return t;
 }
 

@@ -668,18 +668,11 @@ int nb_load_state_dict(nb_module *m, const char *path, nb_load_opts opts) {
         if (!nb__has_error()) nb__error("nb_load_state_dict: module is NULL (loading '%s')", path ? path : "(null)");
         return -1;
     }
-    bool had = nb__has_error();
+    nb__error_ctx ec; /* the reader's errors are told as this function's */
+    nb__error_push(&ec, "nb_safetensors_open", "nb_load_state_dict");
     nb_safetensors *f = nb_safetensors_open(path);
-    if (!f) {
-        /* name this function: re-record the reader's message */
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "");
-        if (!had && strncmp(msg, "nb_safetensors_open: ", 21) == 0) {
-            nb_error_clear();
-            nb__error("nb_load_state_dict: %s", msg + 21);
-        }
-        return -1;
-    }
+    nb__error_pop(&ec);
+    if (!f) return -1;
     int rc = load_from(m, f, path, opts);
     nb_safetensors_close(f);
     return rc;

@@ -248,18 +248,19 @@ static void bw_call_drop(void *p) {
     free(c);
 }
 
+/* Pushes the context that errors inside hook i of c are told in, as "nb_backward: the backward hook
+   (handle H) of module M (Class) failed: ...". */
+static void hook_context(nb__error_ctx *ec, const bw_call *c, int i) {
+    nb__error_push(ec, NULL, "nb_backward: the %s (handle %d) of module %s (%s) failed",
+                   c->hooks[i].kind == HOOK_BACKWARD ? "backward hook" : "backward pre-hook", c->hooks[i].handle,
+                   nb__layer_name(c->m), c->m->cls->name);
+}
+
 /* r, what hook i of c returned for gradient g (NULL: keep g), as the gradient to pass on; NULL
    with an error when the hook failed or r does not fit. */
 static nb_tensor *bw_result(bw_call *c, int i, const char *what, nb_tensor *g, nb_tensor *r, uint64_t errors0) {
     const char *kind = c->hooks[i].kind == HOOK_BACKWARD ? "backward hook" : "backward pre-hook";
-    if (nb__error_count() != errors0) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "?");
-        nb_error_clear();
-        nb__error("nb_backward: the %s (handle %d) of module %s (%s) failed: %s", kind, c->hooks[i].handle,
-                  nb__layer_name(c->m), c->m->cls->name, msg);
-        return NULL;
-    }
+    if (nb__error_count() != errors0) return NULL; /* told in the hook's context (hook_context) */
     if (!r || r == g) return g;
     if (!nb__shape_eq(&r->shape, &g->shape) || r->dtype != g->dtype) {
         char d1[200], d2[200];
@@ -285,7 +286,10 @@ static int bw_output_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gi
     for (int i = 0; i < c->n && g; i++) {
         if (c->hooks[i].kind != HOOK_BACKWARD_PRE) continue;
         uint64_t errors0 = nb__error_count();
+        nb__error_ctx ec;
+        hook_context(&ec, c, i);
         nb_tensor *r = c->hooks[i].bw_pre_fn(c->m, g, c->hooks[i].ctx);
+        nb__error_pop(&ec);
         g = bw_result(c, i, "grad_output", g, r, errors0);
     }
     if (!g) return -1;
@@ -295,7 +299,10 @@ static int bw_output_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gi
         for (int i = 0; i < c->n; i++) {
             if (c->hooks[i].kind != HOOK_BACKWARD) continue;
             uint64_t errors0 = nb__error_count();
+            nb__error_ctx ec;
+            hook_context(&ec, c, i);
             nb_tensor *r = c->hooks[i].bw_fn(c->m, NULL, g, c->hooks[i].ctx);
+            nb__error_pop(&ec);
             if (!bw_result(c, i, "grad_input", g, NULL, errors0)) return -1;
             if (r) {
                 nb__error("nb_backward: the backward hook (handle %d) of module %s (%s) returned a gradient, but the "
@@ -318,7 +325,10 @@ static int bw_input_backward(nb_function_ctx *ctx, nb_tensor *g, nb_tensor **gin
     for (int i = 0; i < c->n && g; i++) {
         if (c->hooks[i].kind != HOOK_BACKWARD) continue;
         uint64_t errors0 = nb__error_count();
+        nb__error_ctx ec;
+        hook_context(&ec, c, i);
         nb_tensor *r = c->hooks[i].bw_fn(c->m, g, c->grad_output, c->hooks[i].ctx);
+        nb__error_pop(&ec);
         g = bw_result(c, i, "grad_input", g, r, errors0);
     }
     nb_release(c->grad_output);
@@ -458,14 +468,14 @@ nb_module *nb_module_to(nb_module *m, nb_device device) {
     nb_tensor **moved = NULL;
     nb_device *from = NULL;
     int n = 0, cap = 0;
+    nb__error_ctx quiet;
+    nb__error_quiet(&quiet);
     int rc = move_tree(m, device, &moved, &from, &n, &cap);
     if (rc < 0) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s", nb_error());
         for (int i = n - 1; i >= 0; i--) nb__tensor_move(moved[i], from[i]); /* back where each was */
-        nb_error_clear();
-        nb__error("%s (the module is left where it was)", msg);
+        nb__error_reword("%s (the module is left where it was)", nb_error());
     }
+    nb__error_pop(&quiet);
     free(moved);
     free(from);
     return rc < 0 ? NULL : m;
