@@ -502,6 +502,52 @@ static void test_size_overflow(void **state) {
     nb_scope_end(s);
 }
 
+/* Enum values from outside their enum (a dtype of 42 or -1, one past the last) are errors naming
+   the entry and the value, before any table is indexed with them (nb_empty read past the
+   dtype-size table, and -1 crashed). */
+static void test_enum_ranges(void **state) {
+    (void)state;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
+    const int bad[] = { -1, 42, NB_DTYPE_COUNT }; /* -1 first: it crashed nb_empty */
+    char want[64];
+    for (int k = 0; k < 3; k++) {
+        nb_dtype d = (nb_dtype)bad[k];
+        snprintf(want, sizeof want, "dtype %d is not an nb_dtype value", bad[k]);
+#define EXPECT_BAD(call, fn)                                                                          \
+        do {                                                                                          \
+            assert_null(call);                                                                        \
+            if (!nb_error() || strncmp(nb_error(), fn ": ", strlen(fn) + 2)) fail_msg("%s: %s", fn, nb_error()); \
+            ASSERT_ERROR_CONTAINS(want);                                                              \
+        } while (0)
+        EXPECT_BAD(nb_empty(NB_SHAPE(2), d), "nb_empty");
+        EXPECT_BAD(nb_zeros(NB_SHAPE(2), d), "nb_zeros");
+        EXPECT_BAD(nb_full(NB_SHAPE(2), 1, d), "nb_full");
+        EXPECT_BAD(nb_randn(NB_SHAPE(2), d), "nb_randn");
+        EXPECT_BAD(nb_arange(0, 3, 1, d), "nb_arange");
+        EXPECT_BAD(nb_from_data((float[]){ 1, 2 }, NB_SHAPE(2), d), "nb_from_data");
+        EXPECT_BAD(nb_eye(2, 2, d), "nb_eye");
+        EXPECT_BAD(nb_linspace(0, 1, 3, d), "nb_linspace");
+        EXPECT_BAD(nb_cast(x, d), "nb_cast");
+        assert_int_equal(nb_autocast(d), NB_F32); /* the previous setting, unchanged */
+        ASSERT_ERROR_CONTAINS(want);
+        assert_int_equal(nb_autocast_dtype(), NB_F32);
+#undef EXPECT_BAD
+    }
+    /* a device type, a reduction and a padding mode */
+    assert_null(nb_to(x, (nb_device){ (nb_device_type)-1, 0 }));
+    ASSERT_ERROR_CONTAINS("nb_to: device type -1 is not an nb_device_type value");
+    assert_null(nb_mse_loss(x, x, (nb_reduction)42));
+    ASSERT_ERROR_CONTAINS("nb_mse_loss: reduction 42 is not an nb_reduction value");
+    assert_null(nb_cross_entropy(x, nb_zeros(NB_SHAPE(2), NB_I64), (nb_ce_opts){ .reduction = (nb_reduction)-1 }));
+    ASSERT_ERROR_CONTAINS("nb_cross_entropy: reduction -1 is not an nb_reduction value");
+    assert_null(nb_pad(x, (int64_t[]){ 1, 1 }, 2, (nb_pad_mode)-1, 0));
+    ASSERT_ERROR_CONTAINS("nb_pad: mode -1 is not an nb_pad_mode value");
+    assert_null(nb_interpolate(nb_ones(NB_SHAPE(1, 1, 2, 2), NB_F32), (nb_interp_opts){ .size = { 4, 4 }, .mode = (nb_interp_mode)7 }));
+    ASSERT_ERROR_CONTAINS("nb_interpolate: mode 7 is not an nb_interp_mode value");
+    nb_scope_end(s);
+}
+
 /* Non-finite values print as torch 1.13 prints them: the column width comes from the nonzero
    finite values only, so inf, -inf and nan are padded to it, never widen it. */
 static void test_print_nonfinite(void **state) {
@@ -568,6 +614,7 @@ int main(void) {
         cmocka_unit_test_setup(test_assign, clear_error_setup),
         cmocka_unit_test_setup(test_i8, clear_error_setup),
         cmocka_unit_test_setup(test_size_overflow, clear_error_setup),
+        cmocka_unit_test_setup(test_enum_ranges, clear_error_setup),
         cmocka_unit_test_setup(test_print_nonfinite, clear_error_setup),
         cmocka_unit_test_setup(test_signed_zeros, clear_error_setup),
     };

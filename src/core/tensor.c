@@ -129,7 +129,7 @@ static nb_tensor *tensor_header(void) {
 }
 
 bool nb__tensor_size(nb_shape shape, nb_dtype dtype, int64_t *numel, size_t *nbytes) {
-    if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return false; }
+    if (!nb__dtype_ok("nb_empty", dtype)) return false;
     size_t esize = nb_dtype_size(dtype);
     if (!nb__shape_check("nb_empty", &shape, esize, numel)) return false;
     if (*numel > 0 && (uint64_t)*numel > ((uint64_t)1 << 46) / esize) { /* past any machine's memory */

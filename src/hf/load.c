@@ -34,6 +34,7 @@ nb_module *nb_hf_load(const char *dir, nb_hf_opts opts) {
         return NULL;
     }
     nb_dtype dt = opts.dtype;
+    if (!nb__dtype_ok(fn, dt)) return NULL;
     if (dt != NB_F32 && dt != NB_F64) {
         nb__error("%s: dtype %s is not supported (f32 or f64: nabla computes products in those)", fn, nb_dtype_name(dt));
         return NULL;
