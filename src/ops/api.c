@@ -153,6 +153,12 @@ nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi) {
         nb__error("nb_clamp: lower bound %g is above upper bound %g", lo, hi);
         return NULL;
     }
+    /* a NaN bound makes every element NaN, as torch: an integer input becomes f32 to hold it */
+    if ((lo != lo || hi != hi) && t && !nb__is_float(t->dtype)) {
+        COMPOSITE_BEGIN
+        result_ = call1(NB_OP_CLAMP, nb_cast(t, NB_F32), &(nb_op_args){ .f = { lo, hi } });
+        COMPOSITE_END
+    }
     return call1(NB_OP_CLAMP, t, &(nb_op_args){ .f = { lo, hi } });
 }
 
@@ -244,7 +250,16 @@ nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim) {
         nb__error("nb_logsumexp: input is NULL");
         return NULL;
     }
+    int a = nb__axis_of("logsumexp", t, axis);
+    if (a < 0) return NULL;
     COMPOSITE_BEGIN
+    if (t->shape.ndim && t->shape.dim[a] == 0) {
+        /* an empty axis sums no exponentials: log 0 = -inf, as torch (max would be an error); the
+           sum keeps the result in t's graph, whose gradient is empty */
+        nb_tensor *x = nb__is_float(t->dtype) ? t : nb_cast(t, NB_F32);
+        result_ = nb_add_scalar(nb_sum(x, a, keepdim), -INFINITY);
+        COMPOSITE_END
+    }
     /* shift by the detached max (so the gradient is softmax); an all -inf row shifts by 0 */
     nb_tensor *m = nb_detach(nb_max(t, axis, true));
     if (m) m = nb_where(nb_eq(nb_abs(m), nb_full((nb_shape){ 0, { 0 } }, INFINITY, m->dtype)), nb_zeros_like(m), m);

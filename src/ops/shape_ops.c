@@ -304,13 +304,17 @@ nb_tensor *nb_linspace(double start, double end, int64_t steps, nb_dtype dtype) 
         return NULL;
     }
     nb_dtype hd = dtype == NB_F32 ? NB_F32 : nb__is_float(dtype) && dtype != NB_F64 ? NB_F32 : nb__is_float(dtype) ? NB_F64 : NB_I64;
+    if (hd == NB_I64 && !(fabs(start) < 0x1p63 && fabs(end) < 0x1p63)) { /* torch refuses these too */
+        nb__error("nb_linspace: start %g or end %g does not fit in %s", start, end, nb_dtype_name(dtype));
+        return NULL;
+    }
     size_t es = nb_dtype_size(hd);
     void *buf = malloc(es * (size_t)(steps ? steps : 1));
     if (!buf) {
         nb__error("nb_linspace: out of memory for %lld values", (long long)steps);
         return NULL;
     }
-    int64_t half = steps / 2;
+    int64_t half = steps == 1 ? 1 : steps / 2; /* one step is start, as torch and NumPy */
     if (hd == NB_F32) {
         float s0 = (float)start, s1 = (float)end, step = steps > 1 ? (s1 - s0) / (float)(steps - 1) : 0;
         for (int64_t i = 0; i < steps; i++) ((float *)buf)[i] = i < half ? s0 + step * (float)i : s1 - step * (float)(steps - i - 1);

@@ -166,8 +166,10 @@ template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double 
     case NBC_ABS: return negative(x) ? w_neg(x) : x;
     case NBC_SIGN: return (T)((x > 0) - negative(x));
     case NBC_RELU: return negative(x) ? (T)0 : x; /* NaN stays NaN, -0 stays -0 */
-    /* the bounds compare in double, so an integer is held to a fractional bound exactly */
-    case NBC_CLAMP: return (double)x < s0 ? as_scalar<T>(s0) : (double)x > s1 ? as_scalar<T>(s1) : x;
+    /* the bounds compare in double, so an integer is held to a fractional bound exactly; a NaN
+       bound gives NaN, as torch (nb_clamp makes an integer input float first) */
+    case NBC_CLAMP:
+        return s0 != s0 || s1 != s1 ? as_scalar<T>(s0 + s1) : (double)x < s0 ? as_scalar<T>(s0) : (double)x > s1 ? as_scalar<T>(s1) : x;
     default: return float_unary(op, x, s0);
     }
 }
