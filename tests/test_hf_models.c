@@ -289,6 +289,9 @@ static void test_gpt2_sampling(void **state) {
     /* bad options and inputs */
     assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 100 }));
     ASSERT_ERROR_CONTAINS("pass the model's 80 positions");
+    /* a count near INT64_MAX is refused, not added to the prompt's length (signed overflow) */
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = INT64_MAX }));
+    ASSERT_ERROR_CONTAINS("pass the model's 80 positions");
     assert_null(nb_generate(m, nb_cast(ids, NB_F32), (nb_generate_opts){ .max_new_tokens = 1 }));
     ASSERT_ERROR_CONTAINS("ids must be i64");
     assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .top_p = 2 }));
