@@ -131,6 +131,13 @@ static void test_minilm_embeddings(void **state) {
     assert_true(max_of(nb_abs(nb_sub(e1, nb_slice(e, 0, 3, 4, 1)))) < 1e-5);
     assert_null(nb_hf_embed(m, tok, lines, n, (nb_hf_embed_opts){ .batch_size = -1 }));
     ASSERT_ERROR_CONTAINS("batch_size -1 is negative");
+    /* max_tokens: the two special tokens at least, the model's 512 positions at most */
+    static const int64_t bad_max[] = { 1, -3, 513, INT64_MAX };
+    for (int i = 0; i < 4; i++) {
+        assert_null(nb_hf_embed(m, tok, lines, 2, (nb_hf_embed_opts){ .max_tokens = bad_max[i] }));
+        ASSERT_ERROR_CONTAINS("is outside 2 to 512");
+    }
+    assert_non_null(nb_hf_embed(m, tok, lines, 2, (nb_hf_embed_opts){ .max_tokens = 2 }));
     printf("all-MiniLM-L6-v2: %d sentences, largest cosine distance to sentence-transformers %.2e (floor 1e-5)\n", n,
            worst);
     assert_true(worst <= 1e-5);
@@ -296,6 +303,15 @@ static void test_gpt2_sampling(void **state) {
     ASSERT_ERROR_CONTAINS("ids must be i64");
     assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .top_p = 2 }));
     ASSERT_ERROR_CONTAINS("bad options");
+    /* NaN passes every comparison that a range test makes with < and > */
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .temperature = NAN }));
+    ASSERT_ERROR_CONTAINS("temperature nan");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .temperature = INFINITY }));
+    ASSERT_ERROR_CONTAINS("temperature inf");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .temperature = 1, .top_p = NAN }));
+    ASSERT_ERROR_CONTAINS("top_p nan");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .stop = &stop, .nstop = -1 }));
+    ASSERT_ERROR_CONTAINS("nstop -1");
     nb_scope_end(s);
     nb_module_free(m);
 }
@@ -404,6 +420,27 @@ static void test_broken_checkpoints(void **state) {
         edit_config(d, edits[i][0], edits[i][1]);
         expect_load_error(d, edits[i][2]);
     }
+    /* every float field of every kind is finite and in its range, named when it is not (GPT-2
+       loaded with layer_norm_epsilon -1 and generated from NaN logits) */
+    static const char *const floats[][4] = {
+        { "tiny", "\"layer_norm_eps\": 1e-12", "\"layer_norm_eps\": -1", "\"layer_norm_eps\" is -1; it must be a finite number above 0" },
+        { "gpt2", "\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": -1", "\"layer_norm_epsilon\" is -1; it must be a finite number above 0" },
+        { "gpt2", "\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": 0", "\"layer_norm_epsilon\" is 0;" },
+        { "gpt2", "\"attn_pdrop\": 0.1", "\"attn_pdrop\": 1.5", "\"attn_pdrop\" is 1.5; it must be in [0, 1)" },
+        { "gpt2", "\"resid_pdrop\": 0.1", "\"resid_pdrop\": -0.5", "\"resid_pdrop\" is -0.5;" },
+        { "llama", "\"rms_norm_eps\": 1e-06", "\"rms_norm_eps\": -1", "\"rms_norm_eps\" is -1; it must be a finite number above 0" },
+        { "llama", "\"rope_theta\": 10000.0", "\"rope_theta\": 0.5", "\"rope_theta\" is 0.5; it must be a finite number above 1" },
+        { "mistral", "\"attention_dropout\": 0.0", "\"attention_dropout\": 1", "\"attention_dropout\" is 1; it must be in [0, 1)" },
+        { "mistral", "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -2e-05", "\"rms_norm_eps\" is -2e-05;" },
+    };
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        snprintf(src, sizeof src, "%s/%s", ref, floats[i][0]);
+        snprintf(d, sizeof d, "%s/float_edit%zu", tmp, i);
+        copy_dir(src, d);
+        edit_config(d, floats[i][1], floats[i][2]);
+        expect_load_error(d, floats[i][3]);
+    }
+    snprintf(src, sizeof src, "%s/llama", ref);
     /* a list of end tokens (Llama 3's): all of them, less those outside the vocabulary */
     snprintf(d, sizeof d, "%s/llama_eos", tmp);
     copy_dir(src, d);
