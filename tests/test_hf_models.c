@@ -316,6 +316,101 @@ static void test_gpt2_sampling(void **state) {
     nb_module_free(m);
 }
 
+/* The distribution nb_generate samples, computed here on its own from the model's logits l of
+   the prompt's last position: softmax(l / temperature), cut to the top_k most likely tokens (ties
+   to the lower id), then to the smallest prefix of those whose share of their mass reaches top_p,
+   renormalised. */
+static void expected_distribution(const float *l, int V, double temperature, int top_k, double top_p, double *p) {
+    int order[512];
+    double w[512], mx = -INFINITY, kept = 0;
+    for (int j = 0; j < V; j++) mx = l[j] > mx ? l[j] : mx;
+    for (int j = 0; j < V; j++) {
+        w[j] = exp(((double)l[j] - mx) / temperature);
+        order[j] = j;
+    }
+    for (int i = 1; i < V; i++) /* by weight, descending; insertion keeps equal weights in id order */
+        for (int k = i; k > 0 && w[order[k]] > w[order[k - 1]]; k--) {
+            int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    int keep = top_k > 0 && top_k < V ? top_k : V;
+    for (int i = 0; i < keep; i++) kept += w[order[i]];
+    if (top_p > 0 && top_p < 1) {
+        double cum = 0;
+        for (int i = 0; i < keep; i++) {
+            cum += w[order[i]];
+            if (cum >= top_p * kept) {
+                keep = i + 1;
+                kept = cum;
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < V; j++) p[j] = 0;
+    for (int i = 0; i < keep; i++) p[order[i]] = w[order[i]] / kept;
+}
+
+/* Sampling draws from that distribution: 20000 draws (rows of one prompt, one new token each)
+   per setting, held to a total-variation distance of 2.5 times its expected noise
+   (sum_j sqrt(p_j (1 - p_j) / N) / 2 bounds the mean). Putting the cut-off tail's mass on the last
+   kept token, say, is a distance of the tail's share (0.3 to 0.9 here). */
+static void test_gpt2_sampling_distribution(void **state) {
+    (void)state;
+    nb_module *m = load_sub("gpt2");
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *one = nb_slice(load_ref("gpt2_ids.npy"), 0, 0, 1, 1);
+    const int64_t T = nb_dim(one, 1), R = 4000;
+    nb_tensor *logits = nb_forward(m, one);
+    assert_non_null(logits);
+    const int V = (int)nb_dim(logits, 2);
+    assert_true(V <= 512);
+    float l[512];
+    assert_int_equal(nb_copy_to(nb_contiguous(nb_cast(nb_slice(logits, 1, T - 1, T, 1), NB_F32)), l, sizeof(float) * (size_t)V), 0);
+    nb_tensor *rows = nb_contiguous(nb_expand(one, NB_SHAPE(R, T)));
+    static const struct { double temperature; int top_k; double top_p; } settings[] = {
+        { 0.05, 0, 0 },   /* temperature alone: a few tokens hold most of the mass */
+        { 0.1, 8, 0 },    /* top-k */
+        { 0.1, 0, 0.6 },  /* top-p */
+        { 0.2, 30, 0.5 }, /* both */
+    };
+    for (size_t c = 0; c < sizeof settings / sizeof settings[0]; c++) {
+        double p[512], f[512] = { 0 };
+        expected_distribution(l, V, settings[c].temperature, settings[c].top_k, settings[c].top_p, p);
+        int64_t n = 0, tok[4000];
+        for (int rep = 0; rep < 5; rep++) {
+            nb_scope *rs = nb_scope_begin();
+            nb_tensor *g = nb_generate(m, rows, (nb_generate_opts){ .max_new_tokens = 1, .temperature = settings[c].temperature,
+                                                                    .top_k = settings[c].top_k, .top_p = settings[c].top_p,
+                                                                    .seed = 100 * c + (uint64_t)rep });
+            if (!g) fail_msg("nb_generate: %s", nb_error());
+            assert_int_equal(nb_copy_to(nb_contiguous(nb_slice(g, 1, T, T + 1, 1)), tok, sizeof tok), 0);
+            for (int64_t i = 0; i < R; i++) {
+                assert_true(tok[i] >= 0 && tok[i] < V);
+                f[tok[i]] += 1;
+            }
+            n += R;
+            nb_scope_end(rs);
+        }
+        double tv = 0, noise = 0, tail = 0;
+        for (int j = 0; j < V; j++) {
+            f[j] /= (double)n;
+            tv += fabs(f[j] - p[j]) / 2;
+            noise += sqrt(p[j] * (1 - p[j]) / (double)n) / 2;
+            if (p[j] == 0 && (settings[c].top_k || settings[c].top_p)) tail += 1;
+        }
+        printf("sampling T %g, top_k %d, top_p %g: total variation %.4f from the exact distribution over %lld draws "
+               "(bound %.4f; %d of %d tokens cut off)\n", settings[c].temperature, settings[c].top_k, settings[c].top_p, tv,
+               (long long)n, 2.5 * noise, (int)tail, V);
+        if (tv > 2.5 * noise) fail_msg("the sampled distribution is %.4f from the exact one (bound %.4f)", tv, 2.5 * noise);
+        /* no draw outside the kept tokens */
+        for (int j = 0; j < V; j++)
+            if (p[j] == 0 && f[j] > 0) fail_msg("token %d was drawn %.0f times, but the cut leaves it out", j, f[j] * (double)n);
+    }
+    nb_scope_end(s);
+    nb_module_free(m);
+}
+
 /* ---- broken checkpoints, made from copies of the tiny one ---- */
 
 static void copy_dir(const char *from, const char *to) {
@@ -467,6 +562,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_gpt2, setup),
         cmocka_unit_test_setup(test_gpt2_ragged, setup),
         cmocka_unit_test_setup(test_gpt2_sampling, setup),
+        cmocka_unit_test_setup(test_gpt2_sampling_distribution, setup),
         cmocka_unit_test_setup(test_llama, setup),
         cmocka_unit_test_setup(test_mistral, setup),
         cmocka_unit_test_setup(test_broken_checkpoints, setup),
