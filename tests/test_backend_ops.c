@@ -496,9 +496,38 @@ static bool gradient_checked_elsewhere(const char *op) {
     return false;
 }
 
-static int gradcheck_call(const call *c) {
+/* The layouts a gradient check runs in: every operand dense; the inputs of two or more axes as
+   transposed views of leaves stored the other way round (4-d ones channels-last, permuted back
+   to [N, C, H, W]), with an upstream gradient expanded
+   along its first axis (stride 0); the upstream gradient a transposed view. A backward formula or
+   kernel that reads its operands as if dense fails the second or the third. */
+enum { LAYOUT_DENSE, LAYOUT_STRIDED_EXPANDED, LAYOUT_TRANSPOSED_GRAD, LAYOUTS };
+static const char *const layout_names[LAYOUTS] = { "dense", "strided inputs, expanded gradient", "transposed gradient" };
+
+/* The upstream gradient for out in the layout: values 0.5 + 0.25 (e % 7) of its dense order. */
+static nb_tensor *upstream_grad(nb_tensor *out, int layout) {
+    nb_shape sh = nb_shape_of(out), small = sh;
+    bool expand = layout == LAYOUT_STRIDED_EXPANDED && sh.ndim >= 1 && sh.dim[0] > 1;
+    bool transpose = layout == LAYOUT_TRANSPOSED_GRAD && sh.ndim >= 2;
+    if (expand) small.dim[0] = 1;
+    if (transpose) {
+        small.dim[sh.ndim - 1] = sh.dim[sh.ndim - 2];
+        small.dim[sh.ndim - 2] = sh.dim[sh.ndim - 1];
+    }
+    int64_t n = 1;
+    for (int d = 0; d < small.ndim; d++) n *= small.dim[d];
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t e = 0; e < n; e++) v[e] = 0.5 + 0.25 * (double)(e % 7);
+    nb_tensor *g = nb_to(nb_cast(nb_from_data(v, small, NB_F64), nb_dtype_of(out)), nb_device_of(out));
+    free(v);
+    if (expand) g = nb_expand(g, sh);
+    if (transpose) g = nb_transpose(g, -1, -2);
+    return g;
+}
+
+static int gradcheck_call(const call *c, int layout) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *in[8];
+    nb_tensor *in[8], *leaf[8] = { 0 };
     double *vals[8] = { 0 };
     for (int i = 0; i < c->nin; i++) {
         in[i] = c->in[i];
@@ -507,33 +536,45 @@ static int gradcheck_call(const call *c) {
         vals[i] = malloc(sizeof(double) * (size_t)(n ? n : 1));
         nb_copy_to(nb_cast(c->in[i], NB_F64), vals[i], sizeof(double) * (size_t)n);
         for (int64_t e = 0; e < n; e++) vals[i][e] = nice_value(vals[i][e], e, i);
-        in[i] = nb_set_requires_grad(nb_from_data(vals[i], nb_shape_of(c->in[i]), NB_F64), true);
+        nb_tensor *dense = nb_from_data(vals[i], nb_shape_of(c->in[i]), NB_F64);
+        /* views need strides they can view: they keep dense inputs */
+        if (layout == LAYOUT_STRIDED_EXPANDED && nb_ndim(dense) == 4 && !(nb__ops[c->op].flags & NB_F_VIEW)) {
+            /* the same values, seen through a channels-last leaf [N, H, W, C] permuted to [N, C, H, W] */
+            leaf[i] = nb_set_requires_grad(nb_contiguous(nb_permute(dense, (int[]){ 0, 2, 3, 1 })), true);
+            in[i] = nb_permute(leaf[i], (int[]){ 0, 3, 1, 2 });
+        } else if (layout == LAYOUT_STRIDED_EXPANDED && nb_ndim(dense) >= 2 && !(nb__ops[c->op].flags & NB_F_VIEW)) {
+            /* the same values, seen through a transposed view of a leaf stored the other way */
+            leaf[i] = nb_set_requires_grad(nb_contiguous(nb_transpose(dense, -1, -2)), true);
+            in[i] = nb_transpose(leaf[i], -1, -2);
+        } else in[i] = leaf[i] = nb_set_requires_grad(dense, true);
     }
     int bad = 0;
     nb_tensor *out = nb__own(nb__dispatch(c->op, in, c->nin, &c->args));
     if (!out) {
-        fprintf(stderr, "gradcheck %s (%s): forward failed: %s\n", nb__ops[c->op].name, c->case_name, nb_error());
+        fprintf(stderr, "gradcheck %s (%s, %s): forward failed: %s\n", nb__ops[c->op].name, c->case_name, layout_names[layout],
+                nb_error());
         bad = 1;
         goto done;
     }
     bool coarse = nb_dtype_of(out) != NB_F64; /* the result passes through f32 (a cast) */
-    nb_tensor *w = nb_empty(nb_shape_of(out), NB_F64);
-    double *pw = nb_data_ptr(nb_to(w, (nb_device){ NB_CPU, 0 }));
-    for (int64_t e = 0; e < nb_numel(w); e++) pw[e] = 0.5 + 0.25 * (double)(e % 7);
-    w = nb_to(w, nb_device_of(out));
-    if (nb_backward(nb_sum_all(nb_mul(nb_cast(out, NB_F64), w))) < 0) {
-        fprintf(stderr, "gradcheck %s (%s): backward failed: %s\n", nb__ops[c->op].name, c->case_name, nb_error());
+    nb_tensor *g = upstream_grad(out, layout);
+    /* the weights of the finite differences: the gradient's values, dense, in f64 */
+    nb_tensor *w = nb_contiguous(nb_cast(g, NB_F64));
+    if (nb_backward_with(out, g) < 0) {
+        fprintf(stderr, "gradcheck %s (%s, %s): backward failed: %s\n", nb__ops[c->op].name, c->case_name, layout_names[layout],
+                nb_error());
         bad = 1;
         goto done;
     }
     const double eps = coarse ? 1e-2 : 1e-6, tol = coarse ? 1e-2 : 1e-5;
     for (int i = 0; i < c->nin && !bad; i++) {
         if (!vals[i]) continue;
-        nb_tensor *g = nb_grad_of(in[i]);
-        int64_t n = nb_numel(in[i]);
+        /* the leaf's gradient against differences in the leaf's own elements (its views see them) */
+        nb_tensor *gl = nb_grad_of(leaf[i]);
+        int64_t n = nb_numel(leaf[i]);
         double *ga = calloc((size_t)(n ? n : 1), sizeof(double));
-        if (g) nb_copy_to(nb_cast(g, NB_F64), ga, sizeof(double) * (size_t)n);
-        double *p = nb_data_ptr(in[i]);
+        if (gl) nb_copy_to(nb_contiguous(nb_cast(gl, NB_F64)), ga, sizeof(double) * (size_t)n);
+        double *p = nb_data_ptr(leaf[i]);
         for (int64_t e = 0; e < n && !bad; e++) {
             double orig = p[e];
             p[e] = orig + eps;
@@ -543,8 +584,8 @@ static int gradcheck_call(const call *c) {
             p[e] = orig;
             double numeric = (up - down) / (2 * eps);
             if (fabs(numeric - ga[e]) > tol * (1e-3 + fabs(numeric)) && fabs(numeric - ga[e]) > 1e-7) {
-                fprintf(stderr, "gradcheck %s (%s): input %d element %lld: analytic %.10g, numeric %.10g\n", nb__ops[c->op].name,
-                        c->case_name, i, (long long)e, ga[e], numeric);
+                fprintf(stderr, "gradcheck %s (%s, %s): input %d element %lld: analytic %.10g, numeric %.10g\n",
+                        nb__ops[c->op].name, c->case_name, layout_names[layout], i, (long long)e, ga[e], numeric);
                 bad = 1;
             }
         }
@@ -570,7 +611,7 @@ static void test_every_backward_by_finite_differences(void **state) {
         bool any = false;
         for (int i = 0; i < c->nin; i++) any = any || float_data_input(c, i);
         if (!any) continue;
-        failures += gradcheck_call(c);
+        for (int layout = 0; layout < LAYOUTS; layout++) failures += gradcheck_call(c, layout);
         checked++;
         gradchecked[c->op] = true;
     }

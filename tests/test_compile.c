@@ -888,6 +888,12 @@ static nb_tensor *host_vector_fn(nb_tensor *const *in, int n, void *ctx) {
     return nb_add(in[0], nb_from_data(v, NB_SHAPE(4), NB_F32));
 }
 
+/* The first half of the rows: a size floor(B / 2), which no a*B + c gives at every batch size. */
+static nb_tensor *half_rows_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return nb_mul_scalar(nb_slice(in[0], 0, 0, nb_dim(in[0], 0) / 2, 1), 2);
+}
+
 /* Functions whose graph the fit cannot describe fall back to a trace per new size, with the
    reason in the note, and stay right. */
 static void check_fallback(nb_graph_fn fn, const int64_t *bs, int nb, int traces, const char *why) {
@@ -919,6 +925,33 @@ static void test_dynamic_batch_falls_back(void **state) {
     check_fallback(parity_fn, (const int64_t[]){ 1, 2, 3, 4 }, 4, 7, "ops"); /* from batch 1: 3 probes */
     check_fallback(unbiased_fn, (const int64_t[]){ 6, 3, 10, 6 }, 4, 5, "no c*B^k");
     check_fallback(host_vector_fn, (const int64_t[]){ 3, 5 }, 2, 4, "another captured tensor");
+    /* sizes not linear in the batch: B / 2 rows */
+    for (int64_t b0 = 2; b0 <= 9; b0++) { /* whichever sizes the probes take, the fit cannot hold */
+        nb_compiled *c = nb_compile(half_rows_fn, NULL, (nb_graph_opts){ .dynamic_batch = true });
+        const int64_t sizes[] = { b0, 7, 12, 3, 16, 5 };
+        for (int i = 0; i < 6; i++) {
+            nb_tensor *x = nb_randn(NB_SHAPE(sizes[i], 3), NB_F32);
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *r = nb_compiled_run(c, &x, 1), *want = half_rows_fn(&x, 1, NULL);
+            if (!r) fail_msg("batch %lld after %lld: %s", (long long)sizes[i], (long long)b0, nb_error());
+            char a[64], b[64];
+            if (strcmp(nb_shape_str(nb_shape_of(r), a, sizeof a), nb_shape_str(nb_shape_of(want), b, sizeof b)))
+                fail_msg("batch %lld after %lld: compiled gives %s, eager %s", (long long)sizes[i], (long long)b0, a, b);
+            if (!(max_rel(r, want) <= 1e-6)) fail_msg("batch %lld after %lld: compiled differs from eager", (long long)sizes[i], (long long)b0);
+            nb_scope_end(s);
+            nb_release(x);
+        }
+        /* every size traced (the first's two probes besides), none instantiated from a fit */
+        nb_compiled_stats st = nb_compiled_get_stats(c);
+        assert_int_equal(st.instantiations, 0);
+        /* 3, 5, 7: one later size was traced already (a probe of 3 or 5, or 7 itself) */
+        assert_int_equal(st.traces, 6 + 2 - (b0 == 3 || b0 == 5 || b0 == 7));
+        const char *note = nb_compiled_note(c);
+        if (!note || !strstr(note, "made by nb_slice") || !strstr(note, "no whole-number a*B + c"))
+            fail_msg("batch %lld: note %s", (long long)b0, note ? note : "(none)");
+        assert_null(nb_error());
+        nb_compiled_free(c);
+    }
 }
 
 /* Reaches a second parameter only at batch sizes of 2 mod 3; both gradients are dropped first. */

@@ -131,6 +131,13 @@ static void test_minilm_embeddings(void **state) {
     assert_true(max_of(nb_abs(nb_sub(e1, nb_slice(e, 0, 3, 4, 1)))) < 1e-5);
     assert_null(nb_hf_embed(m, tok, lines, n, (nb_hf_embed_opts){ .batch_size = -1 }));
     ASSERT_ERROR_CONTAINS("batch_size -1 is negative");
+    /* max_tokens: the two special tokens at least, the model's 512 positions at most */
+    static const int64_t bad_max[] = { 1, -3, 513, INT64_MAX };
+    for (int i = 0; i < 4; i++) {
+        assert_null(nb_hf_embed(m, tok, lines, 2, (nb_hf_embed_opts){ .max_tokens = bad_max[i] }));
+        ASSERT_ERROR_CONTAINS("is outside 2 to 512");
+    }
+    assert_non_null(nb_hf_embed(m, tok, lines, 2, (nb_hf_embed_opts){ .max_tokens = 2 }));
     printf("all-MiniLM-L6-v2: %d sentences, largest cosine distance to sentence-transformers %.2e (floor 1e-5)\n", n,
            worst);
     assert_true(worst <= 1e-5);
@@ -289,10 +296,117 @@ static void test_gpt2_sampling(void **state) {
     /* bad options and inputs */
     assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 100 }));
     ASSERT_ERROR_CONTAINS("pass the model's 80 positions");
+    /* a count near INT64_MAX is refused, not added to the prompt's length (signed overflow) */
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = INT64_MAX }));
+    ASSERT_ERROR_CONTAINS("pass the model's 80 positions");
     assert_null(nb_generate(m, nb_cast(ids, NB_F32), (nb_generate_opts){ .max_new_tokens = 1 }));
     ASSERT_ERROR_CONTAINS("ids must be i64");
     assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .top_p = 2 }));
     ASSERT_ERROR_CONTAINS("bad options");
+    /* NaN passes every comparison that a range test makes with < and > */
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .temperature = NAN }));
+    ASSERT_ERROR_CONTAINS("temperature nan");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .temperature = INFINITY }));
+    ASSERT_ERROR_CONTAINS("temperature inf");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .temperature = 1, .top_p = NAN }));
+    ASSERT_ERROR_CONTAINS("top_p nan");
+    assert_null(nb_generate(m, ids, (nb_generate_opts){ .max_new_tokens = 1, .stop = &stop, .nstop = -1 }));
+    ASSERT_ERROR_CONTAINS("nstop -1");
+    nb_scope_end(s);
+    nb_module_free(m);
+}
+
+/* The distribution nb_generate samples, computed here on its own from the model's logits l of
+   the prompt's last position: softmax(l / temperature), cut to the top_k most likely tokens (ties
+   to the lower id), then to the smallest prefix of those whose share of their mass reaches top_p,
+   renormalised. */
+static void expected_distribution(const float *l, int V, double temperature, int top_k, double top_p, double *p) {
+    int order[512];
+    double w[512], mx = -INFINITY, kept = 0;
+    for (int j = 0; j < V; j++) mx = l[j] > mx ? l[j] : mx;
+    for (int j = 0; j < V; j++) {
+        w[j] = exp(((double)l[j] - mx) / temperature);
+        order[j] = j;
+    }
+    for (int i = 1; i < V; i++) /* by weight, descending; insertion keeps equal weights in id order */
+        for (int k = i; k > 0 && w[order[k]] > w[order[k - 1]]; k--) {
+            int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    int keep = top_k > 0 && top_k < V ? top_k : V;
+    for (int i = 0; i < keep; i++) kept += w[order[i]];
+    if (top_p > 0 && top_p < 1) {
+        double cum = 0;
+        for (int i = 0; i < keep; i++) {
+            cum += w[order[i]];
+            if (cum >= top_p * kept) {
+                keep = i + 1;
+                kept = cum;
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < V; j++) p[j] = 0;
+    for (int i = 0; i < keep; i++) p[order[i]] = w[order[i]] / kept;
+}
+
+/* Sampling draws from that distribution: 20000 draws (rows of one prompt, one new token each)
+   per setting, held to a total-variation distance of 2.5 times its expected noise
+   (sum_j sqrt(p_j (1 - p_j) / N) / 2 bounds the mean). Putting the cut-off tail's mass on the last
+   kept token, say, is a distance of the tail's share (0.3 to 0.9 here). */
+static void test_gpt2_sampling_distribution(void **state) {
+    (void)state;
+    nb_module *m = load_sub("gpt2");
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *one = nb_slice(load_ref("gpt2_ids.npy"), 0, 0, 1, 1);
+    const int64_t T = nb_dim(one, 1), R = 4000;
+    nb_tensor *logits = nb_forward(m, one);
+    assert_non_null(logits);
+    const int V = (int)nb_dim(logits, 2);
+    assert_true(V <= 512);
+    float l[512];
+    assert_int_equal(nb_copy_to(nb_contiguous(nb_cast(nb_slice(logits, 1, T - 1, T, 1), NB_F32)), l, sizeof(float) * (size_t)V), 0);
+    nb_tensor *rows = nb_contiguous(nb_expand(one, NB_SHAPE(R, T)));
+    static const struct { double temperature; int top_k; double top_p; } settings[] = {
+        { 0.05, 0, 0 },   /* temperature alone: a few tokens hold most of the mass */
+        { 0.1, 8, 0 },    /* top-k */
+        { 0.1, 0, 0.6 },  /* top-p */
+        { 0.2, 30, 0.5 }, /* both */
+    };
+    for (size_t c = 0; c < sizeof settings / sizeof settings[0]; c++) {
+        double p[512], f[512] = { 0 };
+        expected_distribution(l, V, settings[c].temperature, settings[c].top_k, settings[c].top_p, p);
+        int64_t n = 0, tok[4000];
+        for (int rep = 0; rep < 5; rep++) {
+            nb_scope *rs = nb_scope_begin();
+            nb_tensor *g = nb_generate(m, rows, (nb_generate_opts){ .max_new_tokens = 1, .temperature = settings[c].temperature,
+                                                                    .top_k = settings[c].top_k, .top_p = settings[c].top_p,
+                                                                    .seed = 100 * c + (uint64_t)rep });
+            if (!g) fail_msg("nb_generate: %s", nb_error());
+            assert_int_equal(nb_copy_to(nb_contiguous(nb_slice(g, 1, T, T + 1, 1)), tok, sizeof tok), 0);
+            for (int64_t i = 0; i < R; i++) {
+                assert_true(tok[i] >= 0 && tok[i] < V);
+                f[tok[i]] += 1;
+            }
+            n += R;
+            nb_scope_end(rs);
+        }
+        double tv = 0, noise = 0, tail = 0;
+        for (int j = 0; j < V; j++) {
+            f[j] /= (double)n;
+            tv += fabs(f[j] - p[j]) / 2;
+            noise += sqrt(p[j] * (1 - p[j]) / (double)n) / 2;
+            if (p[j] == 0 && (settings[c].top_k || settings[c].top_p)) tail += 1;
+        }
+        printf("sampling T %g, top_k %d, top_p %g: total variation %.4f from the exact distribution over %lld draws "
+               "(bound %.4f; %d of %d tokens cut off)\n", settings[c].temperature, settings[c].top_k, settings[c].top_p, tv,
+               (long long)n, 2.5 * noise, (int)tail, V);
+        if (tv > 2.5 * noise) fail_msg("the sampled distribution is %.4f from the exact one (bound %.4f)", tv, 2.5 * noise);
+        /* no draw outside the kept tokens */
+        for (int j = 0; j < V; j++)
+            if (p[j] == 0 && f[j] > 0) fail_msg("token %d was drawn %.0f times, but the cut leaves it out", j, f[j] * (double)n);
+    }
     nb_scope_end(s);
     nb_module_free(m);
 }
@@ -401,6 +515,27 @@ static void test_broken_checkpoints(void **state) {
         edit_config(d, edits[i][0], edits[i][1]);
         expect_load_error(d, edits[i][2]);
     }
+    /* every float field of every kind is finite and in its range, named when it is not (GPT-2
+       loaded with layer_norm_epsilon -1 and generated from NaN logits) */
+    static const char *const floats[][4] = {
+        { "tiny", "\"layer_norm_eps\": 1e-12", "\"layer_norm_eps\": -1", "\"layer_norm_eps\" is -1; it must be a finite number above 0" },
+        { "gpt2", "\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": -1", "\"layer_norm_epsilon\" is -1; it must be a finite number above 0" },
+        { "gpt2", "\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": 0", "\"layer_norm_epsilon\" is 0;" },
+        { "gpt2", "\"attn_pdrop\": 0.1", "\"attn_pdrop\": 1.5", "\"attn_pdrop\" is 1.5; it must be in [0, 1)" },
+        { "gpt2", "\"resid_pdrop\": 0.1", "\"resid_pdrop\": -0.5", "\"resid_pdrop\" is -0.5;" },
+        { "llama", "\"rms_norm_eps\": 1e-06", "\"rms_norm_eps\": -1", "\"rms_norm_eps\" is -1; it must be a finite number above 0" },
+        { "llama", "\"rope_theta\": 10000.0", "\"rope_theta\": 0.5", "\"rope_theta\" is 0.5; it must be a finite number above 1" },
+        { "mistral", "\"attention_dropout\": 0.0", "\"attention_dropout\": 1", "\"attention_dropout\" is 1; it must be in [0, 1)" },
+        { "mistral", "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -2e-05", "\"rms_norm_eps\" is -2e-05;" },
+    };
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        snprintf(src, sizeof src, "%s/%s", ref, floats[i][0]);
+        snprintf(d, sizeof d, "%s/float_edit%zu", tmp, i);
+        copy_dir(src, d);
+        edit_config(d, floats[i][1], floats[i][2]);
+        expect_load_error(d, floats[i][3]);
+    }
+    snprintf(src, sizeof src, "%s/llama", ref);
     /* a list of end tokens (Llama 3's): all of them, less those outside the vocabulary */
     snprintf(d, sizeof d, "%s/llama_eos", tmp);
     copy_dir(src, d);
@@ -427,6 +562,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_gpt2, setup),
         cmocka_unit_test_setup(test_gpt2_ragged, setup),
         cmocka_unit_test_setup(test_gpt2_sampling, setup),
+        cmocka_unit_test_setup(test_gpt2_sampling_distribution, setup),
         cmocka_unit_test_setup(test_llama, setup),
         cmocka_unit_test_setup(test_mistral, setup),
         cmocka_unit_test_setup(test_broken_checkpoints, setup),

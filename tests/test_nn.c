@@ -419,6 +419,23 @@ static void test_bad_constructor_arguments(void **state) {
     expect_error("nb_nn_embedding:");
     assert_null(nb_nn_layer_norm(0));
     expect_error("nb_nn_layer_norm:");
+    /* enum options from outside their enum name the field and the value */
+    assert_null(nb_nn_conv2d(1, 1, 3, (nb_conv2d_opts){ .padding = 1, .padding_mode = (nb_pad_mode)42 }));
+    expect_error("nb_nn_conv2d: padding_mode 42 is not an nb_pad_mode value");
+    assert_null(nb_nn_conv3d(1, 1, 3, (nb_conv2d_opts){ .padding_mode = (nb_pad_mode)-1 }));
+    expect_error("nb_nn_conv3d: padding_mode -1 is not an nb_pad_mode value");
+    assert_null(nb_nn_transformer_encoder_layer(8, 2, (nb_transformer_opts){ .activation = (nb_transformer_activation)-1 }));
+    expect_error("nb_nn_transformer_encoder_layer: activation -1 is not an nb_transformer_activation value");
+    assert_null(nb_nn_lstm(3, 4, (nb_rnn_opts){ .nonlinearity = (nb_rnn_nonlinearity)42 }));
+    expect_error("nb_nn_lstm: nonlinearity 42 is not an nb_rnn_nonlinearity value");
+    assert_null(nb_nn_upsample((nb_interp_opts){ .size = { 2, 2 }, .mode = (nb_interp_mode)-1 }));
+    expect_error("nb_nn_upsample: mode -1 is not an nb_interp_mode value");
+    nb_model *model = nb_model_new(nb_nn_linear(3, 2));
+    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .optimizer = (nb_optim_kind)-1 }), -1);
+    expect_error("nb_model_compile: optimizer -1 is not an nb_optim_kind value");
+    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .loss = (nb_loss_kind)42 }), -1);
+    expect_error("nb_model_compile: loss 42 is not an nb_loss_kind value");
+    nb_model_free(model);
     assert_null(nb_module_new(NULL, sizeof(nb_module)));
     expect_error("nb_module_new:");
     static const nb_module_class C = { .name = "C" };
@@ -1015,7 +1032,7 @@ static void test_loss_errors(void **state) {
     assert_null(nb_cross_entropy(p23, nb_zeros(NB_SHAPE(2), NB_I64), (nb_ce_opts){ .reduction = NB_REDUCTION_BATCHMEAN }));
     ASSERT_ERROR_CONTAINS("nb_cross_entropy: reduction batchmean applies to nb_kl_div_loss only");
     assert_null(nb_huber_loss(p23, p23, (nb_reduction)7, 1.0));
-    ASSERT_ERROR_CONTAINS("nb_huber_loss: invalid reduction 7");
+    ASSERT_ERROR_CONTAINS("nb_huber_loss: reduction 7 is not an nb_reduction value");
     assert_non_null(nb_kl_div_loss(p23, p23, NB_REDUCTION_BATCHMEAN, false));
     assert_null(nb_kl_div_loss(p23, p32, NB_REDUCTION_BATCHMEAN, true));
     ASSERT_ERROR_CONTAINS("nb_kl_div_loss: input [2, 3] f32 and target [3, 2] f32 differ in shape");

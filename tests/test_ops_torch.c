@@ -602,6 +602,15 @@ static void test_int64_wraps(void **state) {
     expect_i64("sum long", nb_sum_all(nb_full(NB_SHAPE(40000), (double)M, NB_I64)), (int64_t[]){ -40000 }, 1);
     expect_i64("matmul", nb_matmul(nb_from_data((int64_t[]){ M, 2 }, NB_SHAPE(1, 2), NB_I64),
                                    nb_from_data((int64_t[]){ 2, M }, NB_SHAPE(2, 1), NB_I64)), (int64_t[]){ -4 }, 1);
+    /* running sums and products, and prod (made of cumprod) */
+    expect_i64("cumsum", nb_cumsum(nb_from_data((int64_t[]){ M, 1, 1, M }, NB_SHAPE(4), NB_I64), 0),
+               (int64_t[]){ M, m, m + 1, 0 }, 4);
+    const int64_t pv[] = { (int64_t)1 << 62, 4, 3, -1 };
+    expect_i64("cumprod", nb_cumprod(nb_from_data(pv, NB_SHAPE(4), NB_I64), 0), (int64_t[]){ (int64_t)1 << 62, 0, 0, 0 }, 4);
+    expect_i64("cumprod signs", nb_cumprod(nb_from_data((int64_t[]){ M, 3, m }, NB_SHAPE(3), NB_I64), 0),
+               (int64_t[]){ M, M - 2, m }, 3);
+    expect_i64("prod", nb_prod(nb_from_data((int64_t[]){ M, M, 2, m }, NB_SHAPE(2, 2), NB_I64), 1, false),
+               (int64_t[]){ 1, 0 }, 2);
     /* i32 wraps at its own width */
     int32_t big = INT32_MAX;
     nb_tensor *c = nb_from_data(&big, NB_SHAPE(1), NB_I32);

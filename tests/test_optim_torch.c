@@ -763,7 +763,7 @@ static void test_errors(void **state) {
     EXPECT_NULL(nb_optim_lbfgs(m, (nb_lbfgs_opts){ .closure = zero_closure, .max_iter = -1 }), "max_iter");
     EXPECT_NULL(nb_optim_lbfgs(m, (nb_lbfgs_opts){ .closure = zero_closure, .history_size = -2 }), "history_size");
     EXPECT_NULL(nb_optim_lbfgs(m, (nb_lbfgs_opts){ .closure = zero_closure, .lr = -1 }), "nb_optim_lbfgs");
-    EXPECT_NULL(nb_optim_lbfgs(m, (nb_lbfgs_opts){ .closure = zero_closure, .line_search = 7 }), "unknown line search");
+    EXPECT_NULL(nb_optim_lbfgs(m, (nb_lbfgs_opts){ .closure = zero_closure, .line_search = 7 }), "line_search 7 is not an nb_line_search value");
     /* LBFGS: one group; a NaN closure fails the step; parameters in two dtypes */
     nb_optimizer *o = nb_optim_lbfgs(m, (nb_lbfgs_opts){ .closure = nan_closure });
     assert_non_null(o);
@@ -787,7 +787,7 @@ static void test_errors(void **state) {
     EXPECT_NULL(nb_sched_cyclic(o, -0.1, 0.1, (nb_cyclic_opts){ 0 }), "nb_sched_cyclic: base_lr and max_lr");
     EXPECT_NULL(nb_sched_cyclic(o, 0.01, 0.1, (nb_cyclic_opts){ .step_size_up = -3 }), "step sizes");
     EXPECT_NULL(nb_sched_cyclic(o, 0.01, 0.1, (nb_cyclic_opts){ .gamma = -1 }), "gamma");
-    EXPECT_NULL(nb_sched_cyclic(o, 0.01, 0.1, (nb_cyclic_opts){ .mode = 9 }), "unknown mode 9");
+    EXPECT_NULL(nb_sched_cyclic(o, 0.01, 0.1, (nb_cyclic_opts){ .mode = 9 }), "mode 9 is not an nb_cyclic_mode value");
     EXPECT_NULL(nb_sched_reduce_on_plateau(o, (nb_plateau_opts){ .factor = 1.0 }), "nb_sched_reduce_on_plateau: factor must be in [0, 1)");
     EXPECT_NULL(nb_sched_reduce_on_plateau(o, (nb_plateau_opts){ .factor = -0.5 }), "factor");
     EXPECT_NULL(nb_sched_reduce_on_plateau(o, (nb_plateau_opts){ .threshold = -1 }), "threshold");

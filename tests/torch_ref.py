@@ -480,12 +480,20 @@ for op in ('neg', 'exp', 'log', 'sqrt', 'abs', 'tanh', 'sigmoid', 'relu', 'gelu'
     case(f'{op}_nonfinite', op, [In((8,), kind=('val', NONFINITE))])
 case('relu_nonfinite_t', 'relu', [T((2, 4), kind=('val', [NONFINITE[:4], NONFINITE[4:]]))])
 case('clamp_nonfinite', 'clamp', [In((8,), kind=('val', NONFINITE))], fa=[-1.0, 1.0])
+# a NaN bound makes every element NaN (and the gradient zero), an integer input a float result
+case('clamp_nan_lo', 'clamp', [In((2, 4))], fa=[float('nan'), 0.5])
+case('clamp_nan_hi', 'clamp', [T((3, 2))], fa=[-0.5, float('nan')])
+case('clamp_nan_int', 'clamp', [In((2, 3), kind='int')], fa=[float('nan'), 3.0], dtypes=('i64',))
 for op in ('add', 'sub', 'mul', 'div', 'maximum', 'minimum'):
     case(f'{op}_nonfinite', op, [In((8,), kind=('val', NONFINITE)), In((8,), kind=('val', NONFINITE[::-1]))])
 for op in ('max', 'min', 'sum', 'argmax', 'argmin', 'softmax', 'log_softmax', 'logsumexp'):
     ia = [0] if op in ('softmax', 'log_softmax') else [0, 0]
     case(f'{op}_nonfinite_nan', op, [In((8,), kind=('val', NONFINITE))], ia=ia)
     case(f'{op}_nonfinite_inf', op, [In((7,), kind=('val', NONFINITE[1:]))], ia=ia)
+# an empty axis: torch's logsumexp is -inf there (its max over the axis is an error)
+for tag, shape, ia in (('k0', (3, 0), [1, 0]), ('k1', (3, 0), [-1, 1]), ('rows', (0, 2), [0, 0])):
+    case(f'logsumexp_empty_{tag}', 'logsumexp', [In(shape)], ia=ia)
+case('logsumexp_empty_int', 'logsumexp', [In((0,), kind='int')], ia=[0, 0], dtypes=('i64',))
 
 # Matmul: every rank combination of torch.matmul, broadcast batch dims, transposed operands.
 MM = [
@@ -871,12 +879,15 @@ case('diagonal_3d_swapped_t', 'diagonal', [T((3, 2, 4))], ia=[-1, 2, 0])
 for n, m in ((3, 3), (2, 4), (0, 2)):
     case(f'eye_{n}x{m}', 'eye', [], ia=[n, m], dt='f32', dtypes=('f32',))
 case('eye_i64', 'eye', [], ia=[3, 2], dt='i64', dtypes=('f32',))
-for start, end, steps in ((0.0, 1.0, 11), (-3.0, 7.5, 8), (1.0, -1.0, 5), (2.5, 2.5, 1), (0.0, 1.0, 0), (0.1, 0.9, 1001)):
+for start, end, steps in ((0.0, 1.0, 11), (-3.0, 7.5, 8), (1.0, -1.0, 5), (2.5, 2.5, 1), (0.0, 1.0, 0), (0.1, 0.9, 1001),
+                         (0.0, 1.0, 1), (2.5, -7.0, 1)):
     # torch 1.13's integer linspace(-3, 7.5, 8) ends at 6, not at its end 7 (each half rounds its own
     # way); nabla's ends at 7, so that range is checked in the float dtypes only
     for d in ('f32', 'f64') if steps == 8 else ('f32', 'f64', 'i64'):
         case(f'linspace_{start}_{end}_{steps}_{d}'.replace('.', 'p').replace('-', 'm'), 'linspace', [], ia=[steps],
              fa=[start, end], dt=d, dtypes=('f32',))
+# ends that no int64 holds are an error, as torch's
+case('linspace_i64_overflow', 'linspace', [], ia=[3], fa=[0.0, 1e30], dt='i64', dtypes=('f32',), error=True)
 case('one_hot', 'one_hot', [In((2, 3), kind=('idx', 4), dtype='i64', grad=False)], ia=[4], dtypes=('f32',))
 case('one_hot_infer', 'one_hot', [In((5,), kind=('val', [0, 3, 1, 3, 2]), dtype='i64', grad=False)], ia=[-1],
      dtypes=('f32',))

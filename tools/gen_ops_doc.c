@@ -35,6 +35,19 @@ static const struct { const char *fn, *from, *backward; } composites[] = {
     { "nb_ctc_loss", "the ctc_loss primitive (one loss per sequence), then sum, or mean of the losses over their target lengths (cast, clamp, div)", "yes: ctc_loss_backward, not twice" },
 };
 
+/* Where a public function knowingly gives something other than PyTorch 1.13 (tests/torch_ref.py
+   compares everything else): what torch does, what nabla does, and why. */
+static const struct { const char *fn, *torch, *nabla; } deviations[] = {
+    { "nb_pow, nb_pow_scalar on i64", "i64 result, wrapping on overflow (3^40 gives -6289078614652622815)",
+      "f32 result (3^40 gives 1.2157665e19): the power is computed in floats" },
+    { "nb_clamp with lo > hi", "every element is hi", "an error naming both bounds" },
+    { "nb_mean (and nb_var, nb_std) of i64", "an error (mean needs a float input)", "the f32 mean" },
+    { "nb_cast of NaN, +-inf or out-of-range floats to i64", "INT64_MIN for all of them (x86)",
+      "NaN gives 0; the others saturate to INT64_MIN or INT64_MAX" },
+    { "nb_roll by INT64_MIN", "shifts by +2^63, not -2^63 (the shift's negation overflows): roll(arange(5), -2^63) is [2, 3, 4, 0, 1]",
+      "shifts by INT64_MIN modulo the axis: [3, 4, 0, 1, 2]" },
+};
+
 int main(void) {
     printf("# nabla ops\n\n");
     printf("Generated from the op table (`src/ops/ops.def`) by `tools/gen_ops_doc`; do not edit by hand.\n");
@@ -77,5 +90,10 @@ int main(void) {
            "those, and differentiate through them.\n\n| function | built from | backward |\n|---|---|---|\n");
     for (size_t i = 0; i < sizeof composites / sizeof composites[0]; i++)
         printf("| `%s` | %s | %s |\n", composites[i].fn, composites[i].from, composites[i].backward);
+    printf("\n## Where nabla differs from PyTorch\n\nEverything else is held to PyTorch 1.13's results (tests/torch_ref.py):"
+           " a NaN clamp bound gives NaN,\nlinspace with one step gives its start, logsumexp over an empty axis gives -inf, integers wrap.\n\n"
+           "| function | PyTorch 1.13 | nabla |\n|---|---|---|\n");
+    for (size_t i = 0; i < sizeof deviations / sizeof deviations[0]; i++)
+        printf("| `%s` | %s | %s |\n", deviations[i].fn, deviations[i].torch, deviations[i].nabla);
     return 0;
 }

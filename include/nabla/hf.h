@@ -102,7 +102,7 @@ NB_API nb_tensor *nb_hf_mean_pool(nb_tensor *hidden, nb_tensor *attention_mask, 
 /* Options of nb_hf_embed; zero fields take the defaults. */
 typedef struct nb_hf_embed_opts {
     const char *model_dir; /* where sentence_bert_config.json's max_seq_length is read, or NULL */
-    int64_t max_tokens;    /* longest input, special tokens included, at least 2 (0: max_seq_length,
+    int64_t max_tokens;    /* longest input, special tokens included, 2 to the model's positions (0: max_seq_length,
                               else the model's positions); longer texts are cut, keeping the closing token */
     int64_t pad_id;        /* the padding id (BERT's [PAD] is 0) */
     int64_t batch_size;    /* texts encoded together (0: 32, sentence-transformers' default) */

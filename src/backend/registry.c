@@ -36,6 +36,7 @@ static int count_of(const nb_backend *b) { return !b ? 0 : b->device_count ? b->
 
 const nb_backend *nb__backend_for(const char *fn, nb_device dev) {
     char dv[32];
+    if (!nb__enum_ok(fn, "device type", (int)dev.type, DEVICE_TYPES, "nb_device_type", "NB_CPU, NB_CUDA, NB_EXT")) return NULL;
     const nb_backend *b = nb__backend_get(dev.type);
     if (dev.index < 0) {
         nb__error("%s: invalid device (index %d)", fn, dev.index);

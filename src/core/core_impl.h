@@ -120,6 +120,13 @@ void nb__error_pop(nb__error_ctx *c);
 /* Rewords this thread's recorded error in place (nb_error() may be one of the arguments), without
    firing the handler: for use inside a quiet context. No effect when none is recorded. */
 void nb__error_reword(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The one range check of an enum value that a caller passed (a dtype, a reduction, a mode):
+   true when 0 <= value < count; else records "fn: what N is not an nb_TYPE value (names)" naming
+   every valid value, so no table is indexed with a value from outside the enum. names lists
+   the count values' names in order, separated by ", ". */
+bool nb__enum_ok(const char *fn, const char *what, long long value, int count, const char *type, const char *names);
+/* nb__enum_ok for an nb_dtype. */
+bool nb__dtype_ok(const char *fn, nb_dtype dtype);
 /* Records the error of a feature that reads or writes JSON in a build without jansson
    (NABLA_WITH_JSON=OFF): "fn: nabla was built without jansson (...), the JSON parser of what". */
 #define NB__NO_JSON(fn, what) \

@@ -1,5 +1,5 @@
-/* Thread-local first-error recording, the contexts errors are told in, and the optional error
-   handler. */
+/* Thread-local first-error recording, the contexts errors are told in, the optional error handler
+   and the range check of the enum values callers pass. */
 #include "core_impl.h"
 #include <stdio.h>
 #include <string.h>
@@ -104,6 +104,16 @@ void nb_error_clear(void) {
 void nb_set_error_handler(void (*handler)(const char *, void *), void *user) {
     error_handler = handler;
     error_handler_user = user;
+}
+
+bool nb__enum_ok(const char *fn, const char *what, long long value, int count, const char *type, const char *names) {
+    if (value >= 0 && value < count) return true;
+    nb__error("%s: %s %lld is not an %s value (%s)", fn, what, value, type, names);
+    return false;
+}
+
+bool nb__dtype_ok(const char *fn, nb_dtype dtype) {
+    return nb__enum_ok(fn, "dtype", (int)dtype, NB_DTYPE_COUNT, "nb_dtype", "f32, f64, f16, bf16, i64, i32, u8, bool, i8");
 }
 
 const char *nb_version(void) {

@@ -2,6 +2,7 @@
 #include "core_impl.h"
 #include "nabla/autograd.h" /* the gradient fields of a tensor are declared there */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +130,7 @@ static nb_tensor *tensor_header(void) {
 }
 
 bool nb__tensor_size(nb_shape shape, nb_dtype dtype, int64_t *numel, size_t *nbytes) {
-    if ((unsigned)dtype >= NB_DTYPE_COUNT) { nb__error("nb_empty: invalid dtype %d", (int)dtype); return false; }
+    if (!nb__dtype_ok("nb_empty", dtype)) return false;
     size_t esize = nb_dtype_size(dtype);
     if (!nb__shape_check("nb_empty", &shape, esize, numel)) return false;
     if (*numel > 0 && (uint64_t)*numel > ((uint64_t)1 << 46) / esize) { /* past any machine's memory */
@@ -251,6 +252,32 @@ static NB_TLS nb_tensor **pending;
 static NB_TLS int pending_n, pending_cap;
 static NB_TLS bool releasing;
 
+/* The queue is kept for the thread's next release, and freed when the thread ends: a key whose
+   value is set once the thread has a queue (a data-loader worker, a caller's own thread). */
+static pthread_key_t pending_key;
+static pthread_once_t pending_key_once = PTHREAD_ONCE_INIT;
+static bool pending_key_made;
+
+static void pending_free(void *arg) {
+    (void)arg;
+    nb__free(pending, sizeof(nb_tensor *) * (size_t)pending_cap);
+    pending = NULL;
+    pending_n = pending_cap = 0;
+}
+
+static void make_pending_key(void) { pending_key_made = pthread_key_create(&pending_key, pending_free) == 0; }
+
+/* At unload (dlclose, or the process's exit): the key goes, as its destructor's code would be
+   unmapped, and this thread's queue with it. Runs after the thread pool has joined its workers
+   and before the allocator hands its cached blocks back (priority 101, later). */
+__attribute__((destructor(102))) static void pending_unload(void) {
+    if (pending_key_made) {
+        pthread_key_delete(pending_key);
+        pending_key_made = false;
+    }
+    pending_free(NULL);
+}
+
 void nb_release(nb_tensor *t) {
     if (!t) return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
@@ -260,6 +287,10 @@ void nb_release(nb_tensor *t) {
             nb_tensor **grown = nb__alloc(sizeof(nb_tensor *) * (size_t)cap);
             if (!grown) { tensor_free(t); return; } /* no memory: fall back to recursion */
             if (pending) memcpy(grown, pending, sizeof(nb_tensor *) * (size_t)pending_n);
+            else { /* this thread's first queue: freed when the thread ends */
+                pthread_once(&pending_key_once, make_pending_key);
+                if (pending_key_made) pthread_setspecific(pending_key, &pending);
+            }
             nb__free(pending, sizeof(nb_tensor *) * (size_t)pending_cap);
             pending = grown;
             pending_cap = cap;

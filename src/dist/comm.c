@@ -740,8 +740,7 @@ static int check_tensor(const char *fn, nb_tensor *t, bool reduce, nb_reduce_op 
         return -1;
     }
     if (reduce) {
-        if ((unsigned)op > NB_REDUCE_MIN) {
-            nb__error("%s: %d is not an nb_reduce_op", fn, (int)op);
+        if (!nb__enum_ok(fn, "op", (int)op, NB_REDUCE_MIN + 1, "nb_reduce_op", "sum, avg, max, min")) {
             return -1;
         }
         if (!reducible(t->dtype)) {

@@ -756,8 +756,7 @@ nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
         nb__error("nb_ddp: the module is a DDP module already");
         return NULL; /* it is not taken over: freeing it would free the caller's DDP */
     }
-    if (opts.shard != NB_SHARD_NONE && opts.shard != NB_SHARD_OPTIMIZER && opts.shard != NB_SHARD_FULL) {
-        nb__error("nb_ddp: shard %d is not an nb_shard value", (int)opts.shard);
+    if (!nb__enum_ok("nb_ddp", "shard", (int)opts.shard, NB_SHARD_FULL + 1, "nb_shard", "none, optimizer, full")) {
         nb_module_free(m);
         return NULL;
     }

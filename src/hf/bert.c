@@ -148,7 +148,7 @@ nb_module *nb__hf_bert_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
         nb__hf_int(fn, cfg, "intermediate_size", 1, 1 << 20, &inter) < 0 ||
         nb__hf_int(fn, cfg, "max_position_embeddings", 1, 1 << 20, &positions) < 0 ||
         (json_object_get(cfg, "type_vocab_size") && nb__hf_int(fn, cfg, "type_vocab_size", 1, 1 << 20, &types) < 0) ||
-        nb__hf_num(fn, cfg, "layer_norm_eps", 1e-12, &eps) < 0)
+        nb__hf_num(fn, cfg, "layer_norm_eps", 1e-12, HF_POSITIVE, &eps) < 0)
         return NULL;
     if (hidden % heads) {
         nb__error("%s: config.json: hidden_size %lld is not a multiple of num_attention_heads %lld", fn, (long long)hidden,

@@ -126,14 +126,18 @@ nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
         nb__error("%s: ids must be i64 [batch, tokens] with at least one token", fn);
         return NULL;
     }
-    if (opts.max_new_tokens < 0 || opts.top_k < 0 || opts.top_p < 0 || opts.top_p > 1 || opts.temperature < 0 ||
-        (opts.nstop > 0 && !opts.stop)) {
-        nb__error("%s: bad options (max_new_tokens %lld, temperature %g, top_k %lld, top_p %g)", fn,
-                  (long long)opts.max_new_tokens, opts.temperature, (long long)opts.top_k, opts.top_p);
+    /* what `nabla generate` checks, and NaN, which no comparison would refuse: a NaN temperature
+       or top_p made every draw from NaN weights */
+    if (opts.max_new_tokens < 0 || opts.top_k < 0 || !(opts.top_p >= 0 && opts.top_p <= 1) ||
+        !(opts.temperature >= 0 && isfinite(opts.temperature)) || opts.nstop < 0 || (opts.nstop > 0 && !opts.stop)) {
+        nb__error("%s: bad options (max_new_tokens %lld >= 0, temperature %g finite and >= 0, top_k %lld >= 0, top_p %g in "
+                  "[0, 1], nstop %d >= 0 with stop %s)", fn, (long long)opts.max_new_tokens, opts.temperature,
+                  (long long)opts.top_k, opts.top_p, opts.nstop, opts.stop ? "given" : "NULL");
         return NULL;
     }
     int64_t B = nb_dim(ids, 0), T0 = nb_dim(ids, 1), N = opts.max_new_tokens;
-    if (T0 + N > lm->positions) {
+    /* N against the room left, not T0 + N against the total: N may be anything up to INT64_MAX */
+    if (N > lm->positions - T0) {
         nb__error("%s: %lld prompt tokens and %lld new ones pass the model's %lld positions", fn, (long long)T0,
                   (long long)N, (long long)lm->positions);
         return NULL;
@@ -144,6 +148,11 @@ nb_tensor *nb_generate(nb_module *m, nb_tensor *ids, nb_generate_opts opts) {
                       (long long)opts.prompt_lengths[b], (long long)T0);
             return NULL;
         }
+    int64_t cells;
+    if (nb__mul_overflows(B, T0 + N, &cells) || (uint64_t)cells > SIZE_MAX / sizeof(int64_t)) {
+        nb__error("%s: %lld rows of %lld tokens are too many to hold", fn, (long long)B, (long long)(T0 + N));
+        return NULL;
+    }
     int64_t L = lm->layers;
     hf_cache cache = { calloc((size_t)(2 * L), sizeof(nb_tensor *)), T0 + N };
     int64_t *all = malloc(sizeof(int64_t) * (size_t)(B * (T0 + N)));

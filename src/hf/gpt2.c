@@ -131,17 +131,12 @@ nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype 
     if (nb__hf_int(fn, cfg, "vocab_size", 1, INT32_MAX, &vocab) < 0 || nb__hf_int(fn, cfg, "n_embd", 1, 1 << 16, &embd) < 0 ||
         nb__hf_int(fn, cfg, "n_layer", 1, 1024, &layers) < 0 || nb__hf_int(fn, cfg, "n_head", 1, 1024, &heads) < 0 ||
         nb__hf_int(fn, cfg, "n_positions", 1, 1 << 20, &positions) < 0 ||
-        nb__hf_num(fn, cfg, "layer_norm_epsilon", 1e-5, &eps) < 0)
+        nb__hf_num(fn, cfg, "layer_norm_epsilon", 1e-5, HF_POSITIVE, &eps) < 0)
         return NULL;
     double pdrop[3]; /* GPT2Config's defaults: 0.1 each */
     static const char *const pdrop_keys[3] = { "embd_pdrop", "attn_pdrop", "resid_pdrop" };
-    for (int i = 0; i < 3; i++) {
-        if (nb__hf_num(fn, cfg, pdrop_keys[i], 0.1, &pdrop[i]) < 0) return NULL;
-        if (!(pdrop[i] >= 0 && pdrop[i] < 1)) {
-            nb__error("%s: config.json: \"%s\" is %g, outside [0, 1)", fn, pdrop_keys[i], pdrop[i]);
-            return NULL;
-        }
-    }
+    for (int i = 0; i < 3; i++)
+        if (nb__hf_num(fn, cfg, pdrop_keys[i], 0.1, HF_PROBABILITY, &pdrop[i]) < 0) return NULL;
     json_t *ni = json_object_get(cfg, "n_inner");
     inner = 4 * embd;
     if (ni && !json_is_null(ni) && nb__hf_int(fn, cfg, "n_inner", 1, 1 << 20, &inner) < 0) return NULL;

@@ -29,8 +29,11 @@ void nb__hf_weights_close(hf_weights *w);
 /* ---- config.json fields (errors name the file and the field) ---- */
 /* An integer field, which must be present and in [lo, hi]. 0 or -1. */
 int nb__hf_int(const char *fn, json_t *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out);
-/* A number field, or def when absent. 0 or -1. */
-int nb__hf_num(const char *fn, json_t *cfg, const char *key, double def, double *out);
+/* What a number field of config.json may hold: every one is finite, and besides */
+typedef enum { HF_POSITIVE, HF_PROBABILITY, HF_ABOVE_ONE } hf_range; /* > 0; in [0, 1); > 1 */
+/* A number field in range (an error naming the field and the value otherwise), or def when
+   absent. 0 or -1. */
+int nb__hf_num(const char *fn, json_t *cfg, const char *key, double def, hf_range range, double *out);
 /* A string field, or def when absent (borrowed from cfg). */
 const char *nb__hf_str(json_t *cfg, const char *key, const char *def);
 

@@ -22,7 +22,7 @@ int nb__hf_int(const char *fn, json_t *cfg, const char *key, int64_t lo, int64_t
     return 0;
 }
 
-int nb__hf_num(const char *fn, json_t *cfg, const char *key, double def, double *out) {
+int nb__hf_num(const char *fn, json_t *cfg, const char *key, double def, hf_range range, double *out) {
     json_t *v = json_object_get(cfg, key);
     if (!v || json_is_null(v)) {
         *out = def;
@@ -32,7 +32,15 @@ int nb__hf_num(const char *fn, json_t *cfg, const char *key, double def, double 
         nb__error("%s: config.json: \"%s\" is not a number", fn, key);
         return -1;
     }
-    *out = json_number_value(v);
+    double x = json_number_value(v);
+    /* a bad epsilon or theta loads and then computes NaN from every input: refused here */
+    bool ok = isfinite(x) && (range == HF_POSITIVE ? x > 0 : range == HF_PROBABILITY ? x >= 0 && x < 1 : x > 1);
+    if (!ok) {
+        nb__error("%s: config.json: \"%s\" is %g; it must be %s", fn, key, x,
+                  range == HF_POSITIVE ? "a finite number above 0" : range == HF_PROBABILITY ? "in [0, 1)" : "a finite number above 1");
+        return -1;
+    }
+    *out = x;
     return 0;
 }
 

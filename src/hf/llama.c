@@ -144,7 +144,7 @@ static int rope_scaling(const char *fn, json_t *cfg, nb_rope_opts *o) {
     const char *type = json_string_value(json_object_get(rs, "rope_type"));
     if (!type) type = json_string_value(json_object_get(rs, "type"));
     json_t *f = json_object_get(rs, "factor");
-    if (!type || strcmp(type, "linear") || !json_is_number(f) || !(json_number_value(f) > 0)) {
+    if (!type || strcmp(type, "linear") || !json_is_number(f) || !(json_number_value(f) > 0) || !isfinite(json_number_value(f))) {
         nb__error("%s: config.json: \"rope_scaling\" of type \"%s\" is not supported (null, or \"linear\" with a factor above 0)",
                   fn, type ? type : "(none)");
         return -1;
@@ -162,8 +162,9 @@ nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype
         nb__hf_int(fn, cfg, "num_hidden_layers", 1, 1024, &layers) < 0 ||
         nb__hf_int(fn, cfg, "num_attention_heads", 1, 1024, &heads) < 0 ||
         nb__hf_int(fn, cfg, "max_position_embeddings", 1, 1 << 24, &positions) < 0 ||
-        nb__hf_num(fn, cfg, "rms_norm_eps", 1e-6, &eps) < 0 || nb__hf_num(fn, cfg, "rope_theta", 10000, &theta) < 0 ||
-        nb__hf_num(fn, cfg, "attention_dropout", 0, &attn_drop) < 0)
+        nb__hf_num(fn, cfg, "rms_norm_eps", 1e-6, HF_POSITIVE, &eps) < 0 ||
+        nb__hf_num(fn, cfg, "rope_theta", 10000, HF_ABOVE_ONE, &theta) < 0 ||
+        nb__hf_num(fn, cfg, "attention_dropout", 0, HF_PROBABILITY, &attn_drop) < 0)
         return NULL;
     kv_heads = heads;
     json_t *kv = json_object_get(cfg, "num_key_value_heads");
@@ -183,11 +184,6 @@ nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype
     const char *act = nb__hf_str(cfg, "hidden_act", "silu");
     if (strcmp(act, "silu")) {
         nb__error("%s: config.json: \"hidden_act\" \"%s\" is not supported (silu)", fn, act);
-        return NULL;
-    }
-    if (!(eps > 0) || !(theta > 1) || !(attn_drop >= 0 && attn_drop < 1)) {
-        nb__error("%s: config.json: rms_norm_eps %g, rope_theta %g or attention_dropout %g is out of range", fn, eps, theta,
-                  attn_drop);
         return NULL;
     }
     int64_t window = 0;

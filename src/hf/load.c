@@ -34,6 +34,7 @@ nb_module *nb_hf_load(const char *dir, nb_hf_opts opts) {
         return NULL;
     }
     nb_dtype dt = opts.dtype;
+    if (!nb__dtype_ok(fn, dt)) return NULL;
     if (dt != NB_F32 && dt != NB_F64) {
         nb__error("%s: dtype %s is not supported (f32 or f64: nabla computes products in those)", fn, nb_dtype_name(dt));
         return NULL;
@@ -144,6 +145,13 @@ nb_tensor *nb_hf_embed(nb_module *m, nb_tokenizer *tok, const char *const *texts
     }
     if (opts.batch_size < 0) {
         nb__error("%s: batch_size %lld is negative", fn, (long long)opts.batch_size);
+        return NULL;
+    }
+    /* the special tokens need 2; past the model's positions the encoder would refuse the batch
+       (and the buffers below are sized by it) */
+    if (opts.max_tokens < 0 || opts.max_tokens == 1 || opts.max_tokens > nb__hf_positions(m)) {
+        nb__error("%s: max_tokens %lld is outside 2 to %lld, the model's positions (or 0: the default)", fn,
+                  (long long)opts.max_tokens, (long long)nb__hf_positions(m));
         return NULL;
     }
     int batch = opts.batch_size > 0 && opts.batch_size < n ? (int)opts.batch_size : opts.batch_size > 0 ? n : 32;

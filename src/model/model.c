@@ -48,9 +48,13 @@ int nb_model_compile(nb_model *m, nb_compile_opts o) {
         if (!nb__has_error()) nb__error("nb_model_compile: model is NULL");
         return -1;
     }
-    if (o.loss < NB_LOSS_SPARSE_CE_LOGITS || o.loss > NB_LOSS_BCE_LOGITS || o.optimizer < NB_OPTIM_ADAMW ||
-        o.optimizer > NB_OPTIM_ADAGRAD || !(o.lr >= 0)) {
-        nb__error("nb_model_compile: invalid optimizer %d, loss %d or learning rate %g", (int)o.optimizer, (int)o.loss, o.lr);
+    if (!nb__enum_ok("nb_model_compile", "optimizer", (int)o.optimizer, NB_OPTIM_ADAGRAD + 1, "nb_optim_kind",
+                     "NB_OPTIM_ADAMW, NB_OPTIM_ADAM, NB_OPTIM_SGD, NB_OPTIM_RMSPROP, NB_OPTIM_ADAGRAD") ||
+        !nb__enum_ok("nb_model_compile", "loss", (int)o.loss, NB_LOSS_BCE_LOGITS + 1, "nb_loss_kind",
+                     "NB_LOSS_SPARSE_CE_LOGITS, NB_LOSS_MSE, NB_LOSS_BCE_LOGITS"))
+        return -1;
+    if (!(o.lr >= 0)) {
+        nb__error("nb_model_compile: the learning rate %g is not a number >= 0", o.lr);
         return -1;
     }
     nb_optimizer *opt = o.optimizer_obj;

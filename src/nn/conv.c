@@ -126,6 +126,7 @@ static const nb_module_class CONV1D = { .name = "Conv1d", .forward = conv2d_forw
 
 static nb_module *make_conv(int dims, int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
     const char *fn = dims == 2 ? "nb_nn_conv2d" : "nb_nn_conv1d";
+    if (!nb__enum_ok(fn, "padding_mode", (int)opts.padding_mode, NB_PAD_CIRCULAR + 1, "nb_pad_mode", "constant, reflect, replicate, circular")) return NULL;
     int groups = opts.groups ? opts.groups : 1;
     int k[2], s[2], p[2], d[2];
     bool ok = in_channels > 0 && out_channels > 0 && groups > 0 && (unsigned)opts.padding_mode <= NB_PAD_CIRCULAR;
@@ -219,6 +220,8 @@ static int conv3d_repr(nb_module *self, char *buf, size_t size) {
 static const nb_module_class CONV3D = { .name = "Conv3d", .forward = conv3d_forward, .extra_repr = conv3d_repr };
 
 nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int kernel, nb_conv2d_opts opts) {
+    if (!nb__enum_ok("nb_nn_conv3d", "padding_mode", (int)opts.padding_mode, NB_PAD_CIRCULAR + 1, "nb_pad_mode", "constant, reflect, replicate, circular"))
+        return NULL;
     int groups = opts.groups ? opts.groups : 1, s = opts.stride ? opts.stride : 1, d = opts.dilation ? opts.dilation : 1;
     if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || s <= 0 || d <= 0 || opts.padding < 0 || groups <= 0 ||
         (unsigned)opts.padding_mode > NB_PAD_CIRCULAR) {
@@ -372,8 +375,10 @@ static int upsample_repr(nb_module *self, char *buf, size_t size) {
 static const nb_module_class UPSAMPLE = { .name = "Upsample", .forward = upsample_forward, .extra_repr = upsample_repr };
 
 nb_module *nb_nn_upsample(nb_interp_opts opts) {
-    if ((unsigned)opts.mode > NB_INTERP_BILINEAR || (opts.size[0] <= 0 && !(opts.scale_factor[0] > 0))) {
-        nb__error("nb_nn_upsample: give a positive size or scale_factor and a mode (nearest, linear, bilinear)");
+    if (!nb__enum_ok("nb_nn_upsample", "mode", (int)opts.mode, NB_INTERP_BILINEAR + 1, "nb_interp_mode", "nearest, linear, bilinear"))
+        return NULL;
+    if (opts.size[0] <= 0 && !(opts.scale_factor[0] > 0)) {
+        nb__error("nb_nn_upsample: give a positive size or scale_factor");
         return NULL;
     }
     for (int k = 1; k < 2; k++) { /* one value serves both axes, as torch's single size or factor */

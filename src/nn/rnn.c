@@ -183,6 +183,8 @@ static nb_module *make_rnn(const nb_module_class *cls, const char *fn, int gates
         nb__error("%s: dropout must be in [0, 1), got %g", fn, opts.dropout);
         return NULL;
     }
+    if (!nb__enum_ok(fn, "nonlinearity", (int)opts.nonlinearity, NB_RNN_RELU + 1, "nb_rnn_nonlinearity", "tanh, relu"))
+        return NULL;
     if (opts.nonlinearity != NB_RNN_TANH && (cls != &RNN || opts.nonlinearity != NB_RNN_RELU)) {
         nb__error("%s: nonlinearity %d is not tanh or relu (and only nb_nn_rnn takes relu)", fn, (int)opts.nonlinearity);
         return NULL;

@@ -151,6 +151,8 @@ static const nb_module_class DECODER = { .name = "TransformerDecoder", .forward 
 
 /* opts with torch's defaults filled in, or -1 with an error naming fn */
 static int resolve(const char *fn, int64_t d_model, int nhead, nb_transformer_opts *o) {
+    if (!nb__enum_ok(fn, "activation", (int)o->activation, NB_TRANSFORMER_GELU + 1, "nb_transformer_activation", "relu, gelu"))
+        return -1;
     if (o->dim_feedforward == 0) o->dim_feedforward = 2048;
     if (o->dropout == 0 && !o->no_dropout) o->dropout = 0.1;
     if (o->no_dropout) o->dropout = 0;

@@ -3,6 +3,7 @@
 #include "ops_impl.h"
 #include "shape_util.h"
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static nb_tensor *call1(nb_op_id op, nb_tensor *t, const nb_op_args *a) { return nb__call(op, &t, 1, a); }
@@ -28,14 +29,18 @@ int nb__axis_of(const char *fn, const nb_tensor *t, int axis) {
 
 /* ---- creation ---- */
 static const nb_device host = { NB_CPU, 0 };
-static nb_tensor *create_on(nb_op_id op, nb_shape shape, nb_dtype dtype, double value, nb_device dev) {
+static nb_tensor *create_on(nb_op_id op, const char *fn, nb_shape shape, nb_dtype dtype, double value, nb_device dev) {
+    if (!nb__dtype_ok(fn, dtype)) return NULL; /* before dispatch, which sizes the result by it */
     nb_op_args a = { .shape = shape, .dtype = dtype, .f = { value, 0 }, .device = dev };
     return nb__call(op, NULL, 0, &a);
 }
-static nb_tensor *create(nb_op_id op, nb_shape shape, nb_dtype dtype, double value) {
-    return create_on(op, shape, dtype, value, host);
+static nb_tensor *create(nb_op_id op, const char *fn, nb_shape shape, nb_dtype dtype, double value) {
+    return create_on(op, fn, shape, dtype, value, host);
 }
 static nb_tensor *create_float(nb_op_id op, const char *fn, nb_shape shape, nb_dtype dtype, nb_device dev) {
+    char name[32];
+    snprintf(name, sizeof name, "nb_%s", fn);
+    if (!nb__dtype_ok(name, dtype)) return NULL;
     if (!nb__is_float(dtype)) {
         nb__error("nb_%s: dtype must be a float type, got %s", fn, nb_dtype_name(dtype));
         return NULL;
@@ -46,19 +51,19 @@ static nb_tensor *create_float(nb_op_id op, const char *fn, nb_shape shape, nb_d
         nb_release(f);
         return nb__own(h);
     }
-    return create_on(op, shape, dtype, 0, dev);
+    return create_on(op, name, shape, dtype, 0, dev);
 }
 nb_tensor *nb__full_on(nb_shape shape, double value, nb_dtype dtype, nb_device dev) {
-    return create_on(NB_OP_FULL, shape, dtype, value, dev);
+    return create_on(NB_OP_FULL, "nb_full", shape, dtype, value, dev);
 }
 nb_tensor *nb__rand_on(nb_shape shape, nb_dtype dtype, nb_device dev) { return create_float(NB_OP_RAND, "rand", shape, dtype, dev); }
-nb_tensor *nb_empty(nb_shape shape, nb_dtype dtype) { return create(NB_OP_EMPTY, shape, dtype, 0); }
-nb_tensor *nb_zeros(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, 0); }
-nb_tensor *nb_ones(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, 1); }
-nb_tensor *nb_full(nb_shape shape, double value, nb_dtype dtype) { return create(NB_OP_FULL, shape, dtype, value); }
+nb_tensor *nb_empty(nb_shape shape, nb_dtype dtype) { return create(NB_OP_EMPTY, "nb_empty", shape, dtype, 0); }
+nb_tensor *nb_zeros(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, "nb_zeros", shape, dtype, 0); }
+nb_tensor *nb_ones(nb_shape shape, nb_dtype dtype) { return create(NB_OP_FULL, "nb_ones", shape, dtype, 1); }
+nb_tensor *nb_full(nb_shape shape, double value, nb_dtype dtype) { return create(NB_OP_FULL, "nb_full", shape, dtype, value); }
 nb_tensor *nb_rand(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RAND, "rand", shape, dtype, host); }
 nb_tensor *nb_randn(nb_shape shape, nb_dtype dtype) { return create_float(NB_OP_RANDN, "randn", shape, dtype, host); }
-nb_tensor *nb_scalar(double value) { return create(NB_OP_FULL, (nb_shape){ 0, { 0 } }, NB_F32, value); }
+nb_tensor *nb_scalar(double value) { return create(NB_OP_FULL, "nb_scalar", (nb_shape){ 0, { 0 } }, NB_F32, value); }
 nb_tensor *nb_zeros_like(const nb_tensor *t) { return nb_full_like(t, 0); }
 nb_tensor *nb_ones_like(const nb_tensor *t) { return nb_full_like(t, 1); }
 nb_tensor *nb_full_like(const nb_tensor *t, double value) {
@@ -70,6 +75,7 @@ nb_tensor *nb_full_like(const nb_tensor *t, double value) {
 }
 
 nb_tensor *nb__arange_on(double start, double end, double step, nb_dtype dtype, nb_device dev) {
+    if (!nb__dtype_ok("nb_arange", dtype)) return NULL;
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step)) {
         nb__error("nb_arange: invalid range start %g, end %g, step %g", start, end, step);
         return NULL;
@@ -90,6 +96,7 @@ nb_tensor *nb_from_data(const void *data, nb_shape shape, nb_dtype dtype) {
         nb__error("nb_from_data: data is NULL");
         return NULL;
     }
+    if (!nb__dtype_ok("nb_from_data", dtype)) return NULL;
     /* made outside dispatch, as data from the host rather than the result of an op: a traced
        function (nb_compile) then captures it as a constant with its values, where an `empty`
        op recorded before the copy would replay as uninitialised memory */
@@ -145,6 +152,12 @@ nb_tensor *nb_clamp(nb_tensor *t, double lo, double hi) {
     if (lo > hi) {
         nb__error("nb_clamp: lower bound %g is above upper bound %g", lo, hi);
         return NULL;
+    }
+    /* a NaN bound makes every element NaN, as torch: an integer input becomes f32 to hold it */
+    if ((lo != lo || hi != hi) && t && !nb__is_float(t->dtype)) {
+        COMPOSITE_BEGIN
+        result_ = call1(NB_OP_CLAMP, nb_cast(t, NB_F32), &(nb_op_args){ .f = { lo, hi } });
+        COMPOSITE_END
     }
     return call1(NB_OP_CLAMP, t, &(nb_op_args){ .f = { lo, hi } });
 }
@@ -237,7 +250,16 @@ nb_tensor *nb_logsumexp(nb_tensor *t, int axis, bool keepdim) {
         nb__error("nb_logsumexp: input is NULL");
         return NULL;
     }
+    int a = nb__axis_of("logsumexp", t, axis);
+    if (a < 0) return NULL;
     COMPOSITE_BEGIN
+    if (t->shape.ndim && t->shape.dim[a] == 0) {
+        /* an empty axis sums no exponentials: log 0 = -inf, as torch (max would be an error); the
+           sum keeps the result in t's graph, whose gradient is empty */
+        nb_tensor *x = nb__is_float(t->dtype) ? t : nb_cast(t, NB_F32);
+        result_ = nb_add_scalar(nb_sum(x, a, keepdim), -INFINITY);
+        COMPOSITE_END
+    }
     /* shift by the detached max (so the gradient is softmax); an all -inf row shifts by 0 */
     nb_tensor *m = nb_detach(nb_max(t, axis, true));
     if (m) m = nb_where(nb_eq(nb_abs(m), nb_full((nb_shape){ 0, { 0 } }, INFINITY, m->dtype)), nb_zeros_like(m), m);
@@ -467,6 +489,7 @@ nb_tensor *nb_cast(nb_tensor *t, nb_dtype dtype) {
         nb__error("nb_cast: input is NULL");
         return NULL;
     }
+    if (!nb__dtype_ok("nb_cast", dtype)) return NULL;
     if (t->dtype == dtype) return nb__own(nb_retain(t));
     return call1(NB_OP_CAST, t, &(nb_op_args){ .dtype = dtype });
 }
@@ -495,6 +518,7 @@ static _Thread_local nb_dtype autocast_dtype = NB_F32;
 
 nb_dtype nb_autocast(nb_dtype dtype) {
     nb_dtype prev = autocast_dtype;
+    if (!nb__dtype_ok("nb_autocast", dtype)) return prev;
     if (dtype != NB_F32 && dtype != NB_BF16) {
         nb__error("nb_autocast: the CPU autocasts to bf16 (or NB_F32 for off), not %s", nb_dtype_name(dtype));
         return prev;

@@ -293,6 +293,8 @@ nb_tensor *nb_interpolate(nb_tensor *x, nb_interp_opts opts) {
         if (!nb__has_error()) nb__error("nb_interpolate: input is NULL");
         return NULL;
     }
+    if (!nb__enum_ok("nb_interpolate", "mode", (int)opts.mode, NB_INTERP_BILINEAR + 1, "nb_interp_mode", "nearest, linear, bilinear"))
+        return NULL;
     char d[200];
     int nd = x->shape.ndim, spatial = nd - 2;
     bool linear = opts.mode == NB_INTERP_LINEAR || opts.mode == NB_INTERP_BILINEAR;

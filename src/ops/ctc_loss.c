@@ -109,7 +109,8 @@ nb_tensor *nb_ctc_loss(nb_tensor *log_probs, nb_tensor *targets, nb_tensor *inpu
     if (!lengths_ok(fn, "input_lengths", input_lengths, n, log_probs) || !lengths_ok(fn, "target_lengths", target_lengths, n, log_probs))
         return NULL;
     nb_reduction r = opts.reduction;
-    if (r != NB_REDUCTION_MEAN && r != NB_REDUCTION_SUM && r != NB_REDUCTION_NONE) {
+    if (!nb__reduction_ok(fn, r)) return NULL;
+    if (r == NB_REDUCTION_BATCHMEAN) {
         nb__error("%s: invalid reduction %d (expected mean, sum or none)", fn, (int)r);
         return NULL;
     }

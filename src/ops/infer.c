@@ -92,6 +92,9 @@ int nb__resolve_shape(const char *fn, const nb_tensor *t, nb_shape *shape) {
 
 static int infer_create(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
     (void)in; (void)nin;
+    char name[48];
+    snprintf(name, sizeof name, "nb_%s", nb__ops[op].name);
+    if (!nb__dtype_ok(name, args->dtype)) return -1; /* dispatch sizes the result by it next */
     out->shape = args->shape;
     out->dtype = args->dtype;
     return 0;
@@ -134,10 +137,9 @@ static int infer_unary(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *a
 static int infer_cast(nb_op_id op, nb_tensor *const *in, int nin, nb_op_args *args, nb_meta *out) {
     const char *fn = nb__ops[op].name;
     (void)nin;
-    if ((unsigned)args->dtype >= NB_DTYPE_COUNT) {
-        nb__error("nb_%s: invalid dtype %d", fn, (int)args->dtype);
-        return -1;
-    }
+    char name[48];
+    snprintf(name, sizeof name, "nb_%s", fn);
+    if (!nb__dtype_ok(name, args->dtype)) return -1;
     out->shape = in[0]->shape;
     out->dtype = args->dtype;
     return 0;

@@ -19,10 +19,12 @@ static nb_tensor *reduce(nb_tensor *loss, nb_reduction r) {
 }
 
 static bool valid_reduction(const char *fn, nb_reduction r) {
-    if (r == NB_REDUCTION_MEAN || r == NB_REDUCTION_SUM || r == NB_REDUCTION_NONE) return true;
-    if (r == NB_REDUCTION_BATCHMEAN) nb__error("%s: reduction batchmean applies to nb_kl_div_loss only (use mean, sum or none)", fn);
-    else nb__error("%s: invalid reduction %d (expected mean, sum or none)", fn, (int)r);
-    return false;
+    if (!nb__reduction_ok(fn, r)) return false;
+    if (r == NB_REDUCTION_BATCHMEAN) {
+        nb__error("%s: reduction batchmean applies to nb_kl_div_loss only (use mean, sum or none)", fn);
+        return false;
+    }
+    return true;
 }
 
 /* Brings [N, C, d1, ...] to [M, C] and [N, d1, ...] to [M]; checks shapes and classes. */

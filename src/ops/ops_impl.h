@@ -111,6 +111,10 @@ bool nb__autocast_bf16(const nb_tensor *a, const nb_tensor *b);
 nb_tensor *nb__bf16_operand(nb_tensor *t);
 /* Whether t is there; else the error "nb_<fn>: input is NULL" (unless an earlier one explains it). */
 bool nb__check_input(const char *fn, const nb_tensor *t);
+/* Whether r is an nb_reduction value (recording the error when not). */
+static inline bool nb__reduction_ok(const char *fn, nb_reduction r) {
+    return nb__enum_ok(fn, "reduction", (int)r, NB_REDUCTION_BATCHMEAN + 1, "nb_reduction", "mean, sum, none, batchmean");
+}
 /* axis made non-negative for t, or -1 with the error "nb_<fn>: axis ... is out of range for ...". */
 int nb__axis_of(const char *fn, const nb_tensor *t, int axis);
 

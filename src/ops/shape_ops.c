@@ -188,10 +188,8 @@ nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int npads, nb_pad_mode mode
     if (!nb__check_input("pad", t)) return NULL;
     int nd = t->shape.ndim;
     char d[200];
-    if ((unsigned)mode > NB_PAD_CIRCULAR) {
-        nb__error("nb_pad: invalid mode %d", (int)mode);
+    if (!nb__enum_ok("nb_pad", "mode", (int)mode, NB_PAD_CIRCULAR + 1, "nb_pad_mode", "constant, reflect, replicate, circular"))
         return NULL;
-    }
     if (npads < 0 || npads % 2 || npads > 2 * nd || (npads > 0 && !pads)) {
         nb__error("nb_pad: %d pad amounts for %s (pairs, at most two per dimension)", npads, nb__describe(t, d, sizeof d));
         return NULL;
@@ -281,6 +279,7 @@ nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int axis1, int axis2) {
 
 /* ---- creation ---- */
 nb_tensor *nb_eye(int64_t n, int64_t m, nb_dtype dtype) {
+    if (!nb__dtype_ok("nb_eye", dtype)) return NULL;
     if (n < 0 || m < 0) {
         nb__error("nb_eye: sizes must be non-negative, got %lld x %lld", (long long)n, (long long)m);
         return NULL;
@@ -295,6 +294,7 @@ nb_tensor *nb_eye(int64_t n, int64_t m, nb_dtype dtype) {
    (end - start) / (steps - 1), in the dtype's own arithmetic (double for integers, then
    truncated), so both ends are exact. */
 nb_tensor *nb_linspace(double start, double end, int64_t steps, nb_dtype dtype) {
+    if (!nb__dtype_ok("nb_linspace", dtype)) return NULL;
     if (steps < 0 || steps > ((int64_t)1 << 40)) {
         nb__error("nb_linspace: steps must be between 0 and 2^40, got %lld", (long long)steps);
         return NULL;
@@ -304,13 +304,17 @@ nb_tensor *nb_linspace(double start, double end, int64_t steps, nb_dtype dtype) 
         return NULL;
     }
     nb_dtype hd = dtype == NB_F32 ? NB_F32 : nb__is_float(dtype) && dtype != NB_F64 ? NB_F32 : nb__is_float(dtype) ? NB_F64 : NB_I64;
+    if (hd == NB_I64 && !(fabs(start) < 0x1p63 && fabs(end) < 0x1p63)) { /* torch refuses these too */
+        nb__error("nb_linspace: start %g or end %g does not fit in %s", start, end, nb_dtype_name(dtype));
+        return NULL;
+    }
     size_t es = nb_dtype_size(hd);
     void *buf = malloc(es * (size_t)(steps ? steps : 1));
     if (!buf) {
         nb__error("nb_linspace: out of memory for %lld values", (long long)steps);
         return NULL;
     }
-    int64_t half = steps / 2;
+    int64_t half = steps == 1 ? 1 : steps / 2; /* one step is start, as torch and NumPy */
     if (hd == NB_F32) {
         float s0 = (float)start, s1 = (float)end, step = steps > 1 ? (s1 - s0) / (float)(steps - 1) : 0;
         for (int64_t i = 0; i < steps; i++) ((float *)buf)[i] = i < half ? s0 + step * (float)i : s1 - step * (float)(steps - i - 1);

@@ -48,11 +48,9 @@ nb__lbfgs *nb__lbfgs_new(const nb_lbfgs_opts *o) {
                   "tolerance_change %g)", max_iter, max_eval, history, o->lr, tol_grad, tol_change);
         return NULL;
     }
-    if (o->line_search != NB_LINE_SEARCH_NONE && o->line_search != NB_LINE_SEARCH_STRONG_WOLFE) {
-        nb__error("nb_optim_lbfgs: unknown line search %d (NB_LINE_SEARCH_NONE or NB_LINE_SEARCH_STRONG_WOLFE)",
-                  (int)o->line_search);
+    if (!nb__enum_ok("nb_optim_lbfgs", "line_search", (int)o->line_search, NB_LINE_SEARCH_STRONG_WOLFE + 1, "nb_line_search",
+                     "NB_LINE_SEARCH_NONE, NB_LINE_SEARCH_STRONG_WOLFE"))
         return NULL;
-    }
     nb__lbfgs *l = calloc(1, sizeof *l);
     if (l) {
         l->old_dirs = calloc((size_t)history, sizeof(nb_tensor *));

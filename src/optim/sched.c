@@ -294,10 +294,9 @@ nb_scheduler *nb_sched_cyclic(nb_optimizer *opt, double base_lr, double max_lr, 
                   "%d, %d, %g)", fn, base_lr, max_lr, up, down, gamma);
         return NULL;
     }
-    if (o.mode != NB_CYCLIC_TRIANGULAR && o.mode != NB_CYCLIC_TRIANGULAR2 && o.mode != NB_CYCLIC_EXP_RANGE) {
-        nb__error("%s: unknown mode %d (NB_CYCLIC_TRIANGULAR, NB_CYCLIC_TRIANGULAR2 or NB_CYCLIC_EXP_RANGE)", fn, (int)o.mode);
+    if (!nb__enum_ok(fn, "mode", (int)o.mode, NB_CYCLIC_EXP_RANGE + 1, "nb_cyclic_mode",
+                     "NB_CYCLIC_TRIANGULAR, NB_CYCLIC_TRIANGULAR2, NB_CYCLIC_EXP_RANGE"))
         return NULL;
-    }
     nb_scheduler *s = make(fn, opt, S_CYCLIC);
     if (!s) return NULL;
     for (int g = 0; g < s->ngroups; g++) s->base_lr[g] = base_lr; /* as torch: the cycle starts at base_lr */

@@ -93,8 +93,13 @@ static inline int64_t nbf_sat_i64(double v) {
 /* halves to even, as torch.round (nearbyint in the default rounding mode) */
 #define nbf_round(x, s0, s1) _Generic((x), float: nearbyintf(x), double: nearbyint(x), default: (x))
 #define nbf_trunc(x, s0, s1) _Generic((x), float: truncf(x), double: trunc(x), default: (x))
-/* the bounds compare in double, so an integer is held to a fractional bound exactly */
-#define nbf_clamp(x, s0, s1) ((double)(x) < (s0) ? NBF_SCALAR(x, s0) : (double)(x) > (s1) ? NBF_SCALAR(x, s1) : (x))
+/* the bounds compare in double, so an integer is held to a fractional bound exactly; a NaN
+   bound gives NaN, as torch (nb_clamp makes an integer input float first) */
+#define nbf_clamp(x, s0, s1)                                                                        \
+    ((s0) != (s0) || (s1) != (s1) ? NBF_SCALAR(x, (s0) + (s1))                                      \
+     : (double)(x) < (s0)         ? NBF_SCALAR(x, s0)                                               \
+     : (double)(x) > (s1)         ? NBF_SCALAR(x, s1)                                               \
+                                  : (x))
 /* within a fused kernel every value is a float: copies and float casts pass it on */
 #define nbf_copy(x, s0, s1) (x)
 #define nbf_cast(x, s0, s1) (x)

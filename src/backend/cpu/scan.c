@@ -68,7 +68,8 @@ static void run_lanes(scan_job *j, int axis, lane_fn fn) {
     nb__parallel_for(threads, j->l[0].count, run_range, &r);
 }
 
-/* ---------- cumsum and cumprod: f32 and f64 accumulate in double, as torch's CPU kernel ---------- */
+/* ---------- cumsum and cumprod: f32 and f64 accumulate in double, as torch's CPU kernel; i64 in
+   uint64_t, so it wraps around as torch's does, with no undefined overflow (the same bits) ---------- */
 #define SCAN_LANE(NAME, T, ACC, INIT, OPX)                                                      \
     static void NAME(const scan_job *j, int64_t o, int slot) {                                \
         (void)slot;                                                                            \
@@ -84,10 +85,10 @@ static void run_lanes(scan_job *j, int axis, lane_fn fn) {
     }
 SCAN_LANE(cumsum_f32, float, double, 0, +)
 SCAN_LANE(cumsum_f64, double, double, 0, +)
-SCAN_LANE(cumsum_i64, int64_t, int64_t, 0, +)
+SCAN_LANE(cumsum_i64, int64_t, uint64_t, 0, +)
 SCAN_LANE(cumprod_f32, float, double, 1, *)
 SCAN_LANE(cumprod_f64, double, double, 1, *)
-SCAN_LANE(cumprod_i64, int64_t, int64_t, 1, *)
+SCAN_LANE(cumprod_i64, int64_t, uint64_t, 1, *)
 
 static int scan(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, lane_fn f32, lane_fn f64, lane_fn i64) {
     if (out->numel == 0) return 0;

@@ -42,7 +42,7 @@ static int run_matmul(const char *fn, nb_tensor *out, nb_tensor *const *in, bool
             char *A = (char *)nb__data(a) + nb__batch_offset(a, &bshape, bi) * (int64_t)es;
             char *B = (char *)nb__data(b) + nb__batch_offset(b, &bshape, bi) * (int64_t)es;
             char *C = (char *)nb__data(out) + bi * n * m * (int64_t)es;
-            int e = nbc_matmul_int(out->dtype, A, B, C, n, k, m, a->stride[na - 2], a->stride[na - 1], b->stride[nbd - 2],
+            int e = nb__k_matmul_int(out->dtype, A, B, C, n, k, m, a->stride[na - 2], a->stride[na - 1], b->stride[nbd - 2],
                                    b->stride[nbd - 1], stream);
             if (e) return nb__curt_fail(fn, "integer product kernel", (cudaError_t)e);
         }

@@ -149,7 +149,7 @@ static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *
         }
     } else {
         if (pick_algo(fn, h, &d, kind, out->dtype, &algo, &wbytes) < 0) goto done;
-        if (wbytes && !(work = nbc_scratch_alloc(wbytes))) goto done;
+        if (wbytes && !(work = nb__k_scratch_alloc(wbytes))) goto done;
         cudnnStatus_t st;
         if (kind == FWD)
             st = nb__cudnn_fn.cudnnConvolutionForward(h, one, d.x, nb__data(t[0]), d.w, nb__data(t[1]), d.conv,
@@ -176,7 +176,7 @@ static int run_conv(const char *fn, int kind, nb_tensor *out, nb_tensor *const *
     }
     rc = 0;
 done:
-    if (work) nbc_scratch_free(work, wbytes); /* stream order: the next user of the block waits for this call */
+    if (work) nb__k_scratch_free(work, wbytes); /* stream order: the next user of the block waits for this call */
     descs_free(&d);
     for (int i = 0; i < 3; i++) nb_release(t[i]);
     return rc;

@@ -8,10 +8,10 @@ static __global__ void ctc_kernel(nb_ctc_job j) {
     NBC_GRID_LOOP(b, j.N) nb__ctc_sequence(&j, b, j.work + b * (int64_t)j.work_slot, j.labels + b * (int64_t)j.labels_slot);
 }
 
-extern "C" int nbc_ctc(const struct nb_ctc_job *j) {
+extern "C" int nb__k_ctc(const struct nb_ctc_job *j) {
     if (j->N == 0) return 0;
     /* a sequence's recursion is long and serial: small blocks spread the sequences over the SMs */
     unsigned blocks = (unsigned)((j->N + 31) / 32);
-    ctc_kernel<<<blocks, 32, 0, nbc_queue()>>>(*j);
-    return nbc_launched();
+    ctc_kernel<<<blocks, 32, 0, nb__k_queue()>>>(*j);
+    return nb__k_launched();
 }

@@ -33,10 +33,10 @@ template <typename T> __device__ __forceinline__ T w_neg(T x) {
 
 /* A double scalar as an operand of type T (formulas.h's NBF_SCALAR). */
 template <typename T> __device__ __forceinline__ T as_scalar(double v) {
-    if constexpr (std::is_same<T, int64_t>::value) return nbc_sat_i64(v);
-    else if constexpr (std::is_same<T, int32_t>::value) return (int32_t)(uint32_t)(uint64_t)nbc_sat_i64(v);
-    else if constexpr (std::is_same<T, uint8_t>::value) return (uint8_t)(uint64_t)nbc_sat_i64(v);
-    else if constexpr (std::is_same<T, int8_t>::value) return (int8_t)(uint8_t)(uint64_t)nbc_sat_i64(v);
+    if constexpr (std::is_same<T, int64_t>::value) return nb__k_sat_i64(v);
+    else if constexpr (std::is_same<T, int32_t>::value) return (int32_t)(uint32_t)(uint64_t)nb__k_sat_i64(v);
+    else if constexpr (std::is_same<T, uint8_t>::value) return (uint8_t)(uint64_t)nb__k_sat_i64(v);
+    else if constexpr (std::is_same<T, int8_t>::value) return (int8_t)(uint8_t)(uint64_t)nb__k_sat_i64(v);
     else return (T)v;
 }
 
@@ -74,45 +74,45 @@ template <typename T> __device__ __forceinline__ uint8_t compare_op(int op, T x,
 }
 
 template <typename T>
-__global__ void binary_kernel(int op, bool logical, nbc_view out, nbc_view a, nbc_view b) {
+__global__ void binary_kernel(int op, bool logical, nb__k_view out, nb__k_view a, nb__k_view b) {
     const T *pa = (const T *)a.data, *pb = (const T *)b.data;
     NBC_GRID_LOOP(i, out.numel) {
-        T x = pa[nbc_offset_as(out, a, i)], y = pb[nbc_offset_as(out, b, i)];
-        if (op >= NBC_EQ) ((uint8_t *)out.data)[nbc_offset(out, i)] = compare_op(op, x, y);
-        else ((T *)out.data)[nbc_offset(out, i)] = binary_op(op, x, y, logical);
+        T x = pa[nb__k_offset_as(out, a, i)], y = pb[nb__k_offset_as(out, b, i)];
+        if (op >= NBC_EQ) ((uint8_t *)out.data)[nb__k_offset(out, i)] = compare_op(op, x, y);
+        else ((T *)out.data)[nb__k_offset(out, i)] = binary_op(op, x, y, logical);
     }
 }
 
-extern "C" int nbc_binary(int op, const nbc_view *out, const nbc_view *a, const nbc_view *b) {
+extern "C" int nb__k_binary(int op, const nb__k_view *out, const nb__k_view *a, const nb__k_view *b) {
     if (out->numel == 0) return 0;
     bool logical = a->dtype == NB_BOOL;
-    nbc_view o = *out, x = *a, y = *b;
-    nbc_view *ins[] = { &x, &y };
-    nbc_flatten_dense(&o, ins, 2);
-    return nbc_by_num_dtype(a->dtype, [&](auto t) {
+    nb__k_view o = *out, x = *a, y = *b;
+    nb__k_view *ins[] = { &x, &y };
+    nb__k_flatten_dense(&o, ins, 2);
+    return nb__k_by_num_dtype(a->dtype, [&](auto t) {
         typedef decltype(t) T;
-        binary_kernel<T><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(op, logical, o, x, y);
-        return nbc_launched();
+        binary_kernel<T><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(op, logical, o, x, y);
+        return nb__k_launched();
     });
 }
 
 /* ---------- where: moves elements by their size ---------- */
-template <typename T> __global__ void where_kernel(nbc_view out, nbc_view c, nbc_view a, nbc_view b) {
+template <typename T> __global__ void where_kernel(nb__k_view out, nb__k_view c, nb__k_view a, nb__k_view b) {
     NBC_GRID_LOOP(i, out.numel) {
-        bool take_a = ((const uint8_t *)c.data)[nbc_offset_as(out, c, i)] != 0;
-        ((T *)out.data)[nbc_offset(out, i)] =
-            take_a ? ((const T *)a.data)[nbc_offset_as(out, a, i)] : ((const T *)b.data)[nbc_offset_as(out, b, i)];
+        bool take_a = ((const uint8_t *)c.data)[nb__k_offset_as(out, c, i)] != 0;
+        ((T *)out.data)[nb__k_offset(out, i)] =
+            take_a ? ((const T *)a.data)[nb__k_offset_as(out, a, i)] : ((const T *)b.data)[nb__k_offset_as(out, b, i)];
     }
 }
 
-extern "C" int nbc_where(const nbc_view *out, const nbc_view *cond, const nbc_view *a, const nbc_view *b) {
+extern "C" int nb__k_where(const nb__k_view *out, const nb__k_view *cond, const nb__k_view *a, const nb__k_view *b) {
     if (out->numel == 0) return 0;
-    nbc_view o = *out, c = *cond, x = *a, y = *b;
-    nbc_view *ins[] = { &c, &x, &y };
-    nbc_flatten_dense(&o, ins, 3);
-    return nbc_by_size(out->dtype, [&](auto t) {
-        where_kernel<decltype(t)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(o, c, x, y);
-        return nbc_launched();
+    nb__k_view o = *out, c = *cond, x = *a, y = *b;
+    nb__k_view *ins[] = { &c, &x, &y };
+    nb__k_flatten_dense(&o, ins, 3);
+    return nb__k_by_size(out->dtype, [&](auto t) {
+        where_kernel<decltype(t)><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(o, c, x, y);
+        return nb__k_launched();
     });
 }
 
@@ -166,25 +166,27 @@ template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double 
     case NBC_ABS: return negative(x) ? w_neg(x) : x;
     case NBC_SIGN: return (T)((x > 0) - negative(x));
     case NBC_RELU: return negative(x) ? (T)0 : x; /* NaN stays NaN, -0 stays -0 */
-    /* the bounds compare in double, so an integer is held to a fractional bound exactly */
-    case NBC_CLAMP: return (double)x < s0 ? as_scalar<T>(s0) : (double)x > s1 ? as_scalar<T>(s1) : x;
+    /* the bounds compare in double, so an integer is held to a fractional bound exactly; a NaN
+       bound gives NaN, as torch (nb_clamp makes an integer input float first) */
+    case NBC_CLAMP:
+        return s0 != s0 || s1 != s1 ? as_scalar<T>(s0 + s1) : (double)x < s0 ? as_scalar<T>(s0) : (double)x > s1 ? as_scalar<T>(s1) : x;
     default: return float_unary(op, x, s0);
     }
 }
 
-template <typename T> __global__ void unary_kernel(int op, nbc_view out, nbc_view x, double s0, double s1) {
+template <typename T> __global__ void unary_kernel(int op, nb__k_view out, nb__k_view x, double s0, double s1) {
     NBC_GRID_LOOP(i, out.numel)
-        ((T *)out.data)[nbc_offset(out, i)] = unary_op(op, ((const T *)x.data)[nbc_offset_as(out, x, i)], s0, s1);
+        ((T *)out.data)[nb__k_offset(out, i)] = unary_op(op, ((const T *)x.data)[nb__k_offset_as(out, x, i)], s0, s1);
 }
 
-extern "C" int nbc_unary(int op, const nbc_view *out, const nbc_view *x, double s0, double s1) {
+extern "C" int nb__k_unary(int op, const nb__k_view *out, const nb__k_view *x, double s0, double s1) {
     if (out->numel == 0) return 0;
-    nbc_view o = *out, v = *x;
-    nbc_view *ins[] = { &v };
-    nbc_flatten_dense(&o, ins, 1);
-    return nbc_by_num_dtype(x->dtype, [&](auto t) {
-        unary_kernel<decltype(t)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(op, o, v, s0, s1);
-        return nbc_launched();
+    nb__k_view o = *out, v = *x;
+    nb__k_view *ins[] = { &v };
+    nb__k_flatten_dense(&o, ins, 1);
+    return nb__k_by_num_dtype(x->dtype, [&](auto t) {
+        unary_kernel<decltype(t)><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(op, o, v, s0, s1);
+        return nb__k_launched();
     });
 }
 
@@ -192,9 +194,9 @@ extern "C" int nbc_unary(int op, const nbc_view *out, const nbc_view *x, double 
 /* One kernel for every pair of dtypes (no cross product of instantiations): the same dtype moves
    bytes; i64 to i32 and to i8 keep the low bits, as the cpu's exact casts (a double would round
    beyond 2^53); every other pair goes through a double, as the cpu's cast table does. */
-static __global__ void cast_kernel(nbc_view out, nbc_view x) {
+static __global__ void cast_kernel(nb__k_view out, nb__k_view x) {
     NBC_GRID_LOOP(i, out.numel) {
-        int64_t o = nbc_offset(out, i), s = nbc_offset_as(out, x, i);
+        int64_t o = nb__k_offset(out, i), s = nb__k_offset_as(out, x, i);
         if (out.dtype == x.dtype) {
             switch (out.dtype) {
             case NB_F64: case NB_I64: ((uint64_t *)out.data)[o] = ((const uint64_t *)x.data)[s]; break;
@@ -206,17 +208,17 @@ static __global__ void cast_kernel(nbc_view out, nbc_view x) {
             ((int32_t *)out.data)[o] = (int32_t)((const int64_t *)x.data)[s];
         else if (x.dtype == NB_I64 && out.dtype == NB_I8)
             ((int8_t *)out.data)[o] = (int8_t)(uint8_t)((const int64_t *)x.data)[s];
-        else nbc_store_cast(out.data, out.dtype, o, nbc_load(x.data, x.dtype, s));
+        else nb__k_store_cast(out.data, out.dtype, o, nb__k_load(x.data, x.dtype, s));
     }
 }
 
-extern "C" int nbc_cast(const nbc_view *out, const nbc_view *x) {
+extern "C" int nb__k_cast(const nb__k_view *out, const nb__k_view *x) {
     if (out->numel == 0) return 0;
-    nbc_view o = *out, v = *x;
-    nbc_view *ins[] = { &v };
-    nbc_flatten_dense(&o, ins, 1);
-    cast_kernel<<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(o, v);
-    return nbc_launched();
+    nb__k_view o = *out, v = *x;
+    nb__k_view *ins[] = { &v };
+    nb__k_flatten_dense(&o, ins, 1);
+    cast_kernel<<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(o, v);
+    return nb__k_launched();
 }
 
 /* ---------- creation ---------- */
@@ -224,7 +226,7 @@ template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v) {
     NBC_GRID_LOOP(i, n) p[i] = v;
 }
 
-extern "C" int nbc_fill(const nbc_view *out, double v) {
+extern "C" int nb__k_fill(const nb__k_view *out, double v) {
     int64_t n = out->numel;
     if (n == 0) return 0;
     /* the element's bits, made once here as the cpu's full makes them */
@@ -234,27 +236,27 @@ extern "C" int nbc_fill(const nbc_view *out, double v) {
     case NB_F64: memcpy(&bits, &v, 8); break;
     case NB_F16: bits = nb__float_to_half((float)v); break;
     case NB_BF16: bits = nb__f32_to_bf16((float)v); break;
-    case NB_I64: bits = (uint64_t)nbc_sat_i64(v); break;
-    case NB_I32: bits = (uint32_t)(uint64_t)nbc_sat_i64(v); break;
+    case NB_I64: bits = (uint64_t)nb__k_sat_i64(v); break;
+    case NB_I32: bits = (uint32_t)(uint64_t)nb__k_sat_i64(v); break;
     case NB_BOOL: bits = v != 0; break;
-    default: bits = (uint8_t)(uint64_t)nbc_sat_i64(v); break; /* u8 and i8 wrap, as an integer scalar */
+    default: bits = (uint8_t)(uint64_t)nb__k_sat_i64(v); break; /* u8 and i8 wrap, as an integer scalar */
     }
-    return nbc_by_size(out->dtype, [&](auto t) {
+    return nb__k_by_size(out->dtype, [&](auto t) {
         typedef decltype(t) U;
-        fill_kernel<U><<<nbc_blocks(n), NBC_BLOCK, 0, nbc_queue()>>>((U *)out->data, n, (U)bits);
-        return nbc_launched();
+        fill_kernel<U><<<nb__k_blocks(n), NBC_BLOCK, 0, nb__k_queue()>>>((U *)out->data, n, (U)bits);
+        return nb__k_launched();
     });
 }
 
-static __global__ void arange_kernel(nbc_view out, double start, double step) {
+static __global__ void arange_kernel(nb__k_view out, double start, double step) {
     NBC_GRID_LOOP(i, out.numel)
-        nbc_store_cast(out.data, out.dtype, i, start + (double)i * step);
+        nb__k_store_cast(out.data, out.dtype, i, start + (double)i * step);
 }
 
-extern "C" int nbc_arange(const nbc_view *out, double start, double step) {
+extern "C" int nb__k_arange(const nb__k_view *out, double start, double step) {
     if (out->numel == 0) return 0;
-    arange_kernel<<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(*out, start, step);
-    return nbc_launched();
+    arange_kernel<<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*out, start, step);
+    return nb__k_launched();
 }
 
 /* Uniform in [0, 1) from 24 (f32) or 53 (f64) random bits, as the cpu kernel. */
@@ -290,29 +292,29 @@ static __global__ void rand_kernel(void *p, int64_t n, int64_t blocks, uint64_t 
     }
 }
 
-extern "C" int nbc_rand(const nbc_view *out, uint64_t seed, uint64_t offset, int normal) {
+extern "C" int nb__k_rand(const nb__k_view *out, uint64_t seed, uint64_t offset, int normal) {
     int64_t n = out->numel;
     if (n == 0) return 0;
     bool f64 = out->dtype == NB_F64;
     int64_t blocks = normal ? (n + 1) / 2 : f64 ? (n + 1) / 2 : (n + 3) / 4;
-    rand_kernel<<<nbc_blocks(blocks), NBC_BLOCK, 0, nbc_queue()>>>(out->data, n, blocks, seed, offset, f64, normal != 0);
-    return nbc_launched();
+    rand_kernel<<<nb__k_blocks(blocks), NBC_BLOCK, 0, nb__k_queue()>>>(out->data, n, blocks, seed, offset, f64, normal != 0);
+    return nb__k_launched();
 }
 
 /* ---------- transfers ---------- */
-extern "C" int nbc_zero(void *p, size_t bytes) {
+extern "C" int nb__k_zero(void *p, size_t bytes) {
     if (bytes == 0) return 0;
-    return (int)cudaMemsetAsync(p, 0, bytes, nbc_queue());
+    return (int)cudaMemsetAsync(p, 0, bytes, nb__k_queue());
 }
 
-extern "C" int nbc_upload(void *dst, const void *src, size_t bytes) {
+extern "C" int nb__k_upload(void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return 0;
-    int rc = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nbc_queue());
-    return rc ? rc : (int)cudaStreamSynchronize(nbc_queue());
+    int rc = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nb__k_queue());
+    return rc ? rc : (int)cudaStreamSynchronize(nb__k_queue());
 }
 
 /* Whether v's elements lie dense and row-major from v.data. */
-static bool dense(const nbc_view *v) {
+static bool dense(const nb__k_view *v) {
     int64_t want = 1;
     for (int d = v->ndim - 1; d >= 0; d--) {
         if (v->shape[d] != 1 && v->stride[d] != want) return false;
@@ -321,28 +323,28 @@ static bool dense(const nbc_view *v) {
     return true;
 }
 
-extern "C" int nbc_download(void *dst, const nbc_view *v) {
+extern "C" int nb__k_download(void *dst, const nb__k_view *v) {
     size_t bytes = (size_t)v->numel * (size_t)nb__dtype_bytes(v->dtype);
     if (bytes == 0) return 0;
     const void *src = v->data;
     void *packed = NULL;
     if (!dense(v)) { /* gather the elements into scratch memory first */
-        if (!(packed = nbc_scratch_alloc(bytes))) return (int)cudaErrorMemoryAllocation;
-        nbc_view p = *v;
+        if (!(packed = nb__k_scratch_alloc(bytes))) return (int)cudaErrorMemoryAllocation;
+        nb__k_view p = *v;
         p.data = packed;
         for (int64_t d = v->ndim - 1, st = 1; d >= 0; d--) {
             p.stride[d] = st;
             st *= v->shape[d];
         }
-        int rc = nbc_cast(&p, v);
+        int rc = nb__k_cast(&p, v);
         if (rc) {
-            nbc_scratch_free(packed, bytes);
+            nb__k_scratch_free(packed, bytes);
             return rc;
         }
         src = packed;
     }
-    int rc = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, nbc_queue());
-    if (!rc) rc = (int)cudaStreamSynchronize(nbc_queue());
-    if (packed) nbc_scratch_free(packed, bytes);
+    int rc = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, nb__k_queue());
+    if (!rc) rc = (int)cudaStreamSynchronize(nb__k_queue());
+    if (packed) nb__k_scratch_free(packed, bytes);
     return rc;
 }

@@ -4,7 +4,7 @@
 #include "k_common.cuh"
 #include <math.h>
 
-template <typename T> __global__ void optim_kernel(nbc_optim u) {
+template <typename T> __global__ void optim_kernel(nb__k_optim u) {
     T *p = (T *)u.t[0];
     const T *g = (const T *)u.t[1];
     T *s0 = (T *)u.t[2], *s1 = (T *)u.t[3], *s2 = (T *)u.t[4];
@@ -110,10 +110,10 @@ template <typename T> __global__ void optim_kernel(nbc_optim u) {
     }
 }
 
-extern "C" int nbc_optim_update(const nbc_optim *u) {
+extern "C" int nb__k_optim_update(const nb__k_optim *u) {
     if (u->n == 0) return 0;
-    return nbc_by_float_dtype(u->dtype, [&](auto z) {
-        optim_kernel<decltype(z)><<<nbc_blocks(u->n), NBC_BLOCK, 0, nbc_queue()>>>(*u);
-        return nbc_launched();
+    return nb__k_by_float_dtype(u->dtype, [&](auto z) {
+        optim_kernel<decltype(z)><<<nb__k_blocks(u->n), NBC_BLOCK, 0, nb__k_queue()>>>(*u);
+        return nb__k_launched();
     });
 }

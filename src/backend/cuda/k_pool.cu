@@ -8,7 +8,7 @@
 
 /* Output position o's window [lo, hi) along axis of an input of size n (nout outputs); span
    is the divisor's share (the window clipped to the padded input, as torch counts it). */
-static __device__ void window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, int64_t nout, int64_t *lo, int64_t *hi,
+static __device__ void window(const nb__k_pool_geom &g, int axis, int64_t o, int64_t n, int64_t nout, int64_t *lo, int64_t *hi,
                        int64_t *span) {
     if (g.adaptive) {
         *lo = o * n / nout;
@@ -25,7 +25,7 @@ static __device__ void window(const nbc_pool_geom &g, int axis, int64_t o, int64
 }
 
 /* A max pool's dilated window along an axis: first, first + d, ... (count of them) inside the input. */
-static __device__ void dilated_window(const nbc_pool_geom &g, int axis, int64_t o, int64_t n, int64_t *first, int64_t *count) {
+static __device__ void dilated_window(const nb__k_pool_geom &g, int axis, int64_t o, int64_t n, int64_t *first, int64_t *count) {
     int64_t a = o * g.s[axis] - g.p[axis], d = g.d[axis];
     int64_t t0 = a < 0 ? (-a + d - 1) / d : 0;
     int64_t t1 = a + (g.k[axis] - 1) * d < n ? g.k[axis] : (n - 1 - a) / d + 1;
@@ -37,7 +37,7 @@ static __device__ void dilated_window(const nbc_pool_geom &g, int axis, int64_t 
    largest, a later NaN replacing an earlier one (the cpu's loop); *any is whether the window
    holds any element of the input. */
 template <typename T>
-__device__ T window_max(const nbc_pool_geom &g, const T *x, int64_t xs2, int64_t xs3, int64_t oh, int64_t ow, int64_t *arg,
+__device__ T window_max(const nb__k_pool_geom &g, const T *x, int64_t xs2, int64_t xs3, int64_t oh, int64_t ow, int64_t *arg,
                         bool *any) {
     int64_t h0, hn, w0, wn;
     dilated_window(g, 0, oh, g.H, &h0, &hn);
@@ -57,7 +57,7 @@ __device__ T window_max(const nbc_pool_geom &g, const T *x, int64_t xs2, int64_t
 }
 
 /* The outputs [lo, hi] along an axis whose windows can hold input place i (the caller checks). */
-static __device__ void candidates(const nbc_pool_geom &g, int axis, int64_t i, int64_t n, int64_t nout, int64_t *lo, int64_t *hi) {
+static __device__ void candidates(const nb__k_pool_geom &g, int axis, int64_t i, int64_t n, int64_t nout, int64_t *lo, int64_t *hi) {
     if (g.adaptive) {
         *lo = i * nout / n - 1;
         *hi = ((i + 1) * nout + n - 1) / n;
@@ -71,11 +71,11 @@ static __device__ void candidates(const nbc_pool_geom &g, int axis, int64_t i, i
 }
 
 /* x's plane (n, c): plane index pl = n * C + c. */
-static __device__ __forceinline__ int64_t plane_offset(const nbc_view &v, int64_t pl, int64_t C) {
+static __device__ __forceinline__ int64_t plane_offset(const nb__k_view &v, int64_t pl, int64_t C) {
     return (pl / C) * v.stride[0] + (pl % C) * v.stride[1];
 }
 
-template <typename T> __global__ void max_pool_kernel(nbc_pool_geom g, nbc_view out, nbc_view x, bool indices) {
+template <typename T> __global__ void max_pool_kernel(nb__k_pool_geom g, nb__k_view out, nb__k_view x, bool indices) {
     NBC_GRID_LOOP(i, out.numel) {
         int64_t L = g.OH * g.OW, pl = i / L, oh = (i % L) / g.OW, ow = i % g.OW, arg;
         bool any;
@@ -85,7 +85,7 @@ template <typename T> __global__ void max_pool_kernel(nbc_pool_geom g, nbc_view 
     }
 }
 
-template <typename T> __global__ void max_pool_backward_kernel(nbc_pool_geom g, nbc_view dx, nbc_view dy, nbc_view x) {
+template <typename T> __global__ void max_pool_backward_kernel(nb__k_pool_geom g, nb__k_view dx, nb__k_view dy, nb__k_view x) {
     NBC_GRID_LOOP(i, dx.numel) {
         int64_t HW = g.H * g.W, pl = i / HW, ih = (i % HW) / g.W, iw = i % g.W, place = ih * g.W + iw;
         const T *xp = (const T *)x.data + plane_offset(x, pl, g.C);
@@ -105,7 +105,7 @@ template <typename T> __global__ void max_pool_backward_kernel(nbc_pool_geom g, 
     }
 }
 
-template <typename T> __global__ void avg_pool_kernel(nbc_pool_geom g, nbc_view out, nbc_view x) {
+template <typename T> __global__ void avg_pool_kernel(nb__k_pool_geom g, nb__k_view out, nb__k_view x) {
     NBC_GRID_LOOP(i, out.numel) {
         int64_t L = g.OH * g.OW, pl = i / L, oh = (i % L) / g.OW, ow = i % g.OW;
         const T *xp = (const T *)x.data + plane_offset(x, pl, g.C);
@@ -119,7 +119,7 @@ template <typename T> __global__ void avg_pool_kernel(nbc_pool_geom g, nbc_view 
     }
 }
 
-template <typename T> __global__ void avg_pool_backward_kernel(nbc_pool_geom g, nbc_view dx, nbc_view dy) {
+template <typename T> __global__ void avg_pool_backward_kernel(nb__k_pool_geom g, nb__k_view dx, nb__k_view dy) {
     NBC_GRID_LOOP(i, dx.numel) {
         int64_t HW = g.H * g.W, pl = i / HW, ih = (i % HW) / g.W, iw = i % g.W;
         const T *dyp = (const T *)dy.data + plane_offset(dy, pl, g.C);
@@ -143,34 +143,34 @@ template <typename T> __global__ void avg_pool_backward_kernel(nbc_pool_geom g, 
     }
 }
 
-extern "C" int nbc_max_pool2d(const nbc_pool_geom *g, const nbc_view *out, const nbc_view *x, int indices) {
+extern "C" int nb__k_max_pool2d(const nb__k_pool_geom *g, const nb__k_view *out, const nb__k_view *x, int indices) {
     if (out->numel == 0) return 0;
-    return nbc_by_float_dtype(x->dtype, [&](auto z) {
-        max_pool_kernel<decltype(z)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(*g, *out, *x, indices != 0);
-        return nbc_launched();
+    return nb__k_by_float_dtype(x->dtype, [&](auto z) {
+        max_pool_kernel<decltype(z)><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*g, *out, *x, indices != 0);
+        return nb__k_launched();
     });
 }
 
-extern "C" int nbc_max_pool2d_backward(const nbc_pool_geom *g, const nbc_view *dx, const nbc_view *dy, const nbc_view *x) {
+extern "C" int nb__k_max_pool2d_backward(const nb__k_pool_geom *g, const nb__k_view *dx, const nb__k_view *dy, const nb__k_view *x) {
     if (dx->numel == 0) return 0;
-    return nbc_by_float_dtype(x->dtype, [&](auto z) {
-        max_pool_backward_kernel<decltype(z)><<<nbc_blocks(dx->numel), NBC_BLOCK, 0, nbc_queue()>>>(*g, *dx, *dy, *x);
-        return nbc_launched();
+    return nb__k_by_float_dtype(x->dtype, [&](auto z) {
+        max_pool_backward_kernel<decltype(z)><<<nb__k_blocks(dx->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*g, *dx, *dy, *x);
+        return nb__k_launched();
     });
 }
 
-extern "C" int nbc_avg_pool2d(const nbc_pool_geom *g, const nbc_view *out, const nbc_view *x) {
+extern "C" int nb__k_avg_pool2d(const nb__k_pool_geom *g, const nb__k_view *out, const nb__k_view *x) {
     if (out->numel == 0) return 0;
-    return nbc_by_float_dtype(x->dtype, [&](auto z) {
-        avg_pool_kernel<decltype(z)><<<nbc_blocks(out->numel), NBC_BLOCK, 0, nbc_queue()>>>(*g, *out, *x);
-        return nbc_launched();
+    return nb__k_by_float_dtype(x->dtype, [&](auto z) {
+        avg_pool_kernel<decltype(z)><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*g, *out, *x);
+        return nb__k_launched();
     });
 }
 
-extern "C" int nbc_avg_pool2d_backward(const nbc_pool_geom *g, const nbc_view *dx, const nbc_view *dy) {
+extern "C" int nb__k_avg_pool2d_backward(const nb__k_pool_geom *g, const nb__k_view *dx, const nb__k_view *dy) {
     if (dx->numel == 0) return 0;
-    return nbc_by_float_dtype(dy->dtype, [&](auto z) {
-        avg_pool_backward_kernel<decltype(z)><<<nbc_blocks(dx->numel), NBC_BLOCK, 0, nbc_queue()>>>(*g, *dx, *dy);
-        return nbc_launched();
+    return nb__k_by_float_dtype(dy->dtype, [&](auto z) {
+        avg_pool_backward_kernel<decltype(z)><<<nb__k_blocks(dx->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*g, *dx, *dy);
+        return nb__k_launched();
     });
 }

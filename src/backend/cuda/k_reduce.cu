@@ -1,7 +1,7 @@
 /* CUDA kernels of the reductions (sum, max, min, argmax, argmin), softmax and log-softmax, and
    batch normalisation's four ops. One block per output (per row, per channel): each thread runs
    over its share of the reduced elements in a fixed order, then the block combines the threads'
-   results in a fixed tree (k_common.cuh's nbc_block_sum), never with atomics, so a run repeats
+   results in a fixed tree (k_common.cuh's nb__k_block_sum), never with atomics, so a run repeats
    its bits exactly. */
 #include "k_common.cuh"
 #include <math.h>
@@ -23,7 +23,7 @@ template <typename T> __device__ __forceinline__ bool better(T v, int64_t i, T m
 /* One block per output o (grid-stride over outputs): kept gives o's element offset in the input
    (the kept axes' shape and strides), red the offsets of the reduced elements from there. */
 template <typename T>
-__global__ void reduce_kernel(int op, nbc_view out, nbc_view kept, nbc_view red) {
+__global__ void reduce_kernel(int op, nb__k_view out, nb__k_view kept, nb__k_view red) {
     typedef typename sum_acc<T>::type A;
     __shared__ A sums[NBC_BLOCK];
     __shared__ T vals[NBC_BLOCK];
@@ -32,11 +32,11 @@ __global__ void reduce_kernel(int op, nbc_view out, nbc_view kept, nbc_view red)
     bool want_max = op == NBC_MAX || op == NBC_ARGMAX;
     int t = threadIdx.x;
     for (int64_t o = blockIdx.x; o < kept.numel; o += gridDim.x) {
-        const T *base = x + nbc_offset(kept, o);
+        const T *base = x + nb__k_offset(kept, o);
         if (op == NBC_SUM) {
             A s = 0;
-            for (int64_t r = t; r < red.numel; r += NBC_BLOCK) s += (A)base[nbc_offset(red, r)];
-            s = nbc_block_sum(s, sums);
+            for (int64_t r = t; r < red.numel; r += NBC_BLOCK) s += (A)base[nb__k_offset(red, r)];
+            s = nb__k_block_sum(s, sums);
             if (t == 0) {
                 if (out.dtype == NB_F32) ((float *)out.data)[o] = (float)s;
                 else if (out.dtype == NB_F64) ((double *)out.data)[o] = (double)s;
@@ -48,7 +48,7 @@ __global__ void reduce_kernel(int op, nbc_view out, nbc_view kept, nbc_view red)
         T m = 0;
         int64_t j = -1;
         for (int64_t r = t; r < red.numel; r += NBC_BLOCK) {
-            T v = base[nbc_offset(red, r)];
+            T v = base[nb__k_offset(red, r)];
             if (j < 0 || better(v, r, m, j, want_max)) { m = v; j = r; }
         }
         vals[t] = m;
@@ -69,11 +69,11 @@ __global__ void reduce_kernel(int op, nbc_view out, nbc_view kept, nbc_view red)
     }
 }
 
-extern "C" int nbc_reduce(int op, const nbc_view *out, const nbc_view *kept, const nbc_view *red) {
+extern "C" int nb__k_reduce(int op, const nb__k_view *out, const nb__k_view *kept, const nb__k_view *red) {
     if (kept->numel == 0) return 0;
-    return nbc_by_num_dtype(kept->dtype, [&](auto z) {
-        reduce_kernel<decltype(z)><<<nbc_blocks(kept->numel * NBC_BLOCK), NBC_BLOCK, 0, nbc_queue()>>>(op, *out, *kept, *red);
-        return nbc_launched();
+    return nb__k_by_num_dtype(kept->dtype, [&](auto z) {
+        reduce_kernel<decltype(z)><<<nb__k_blocks(kept->numel * NBC_BLOCK), NBC_BLOCK, 0, nb__k_queue()>>>(op, *out, *kept, *red);
+        return nb__k_launched();
     });
 }
 
@@ -87,13 +87,13 @@ template <typename T> __device__ __forceinline__ T exp_of(T x) {
    xs/ys the step along the axis, n its length. The cpu's three passes: the max, the exps and
    their sum in double, then the scaling (or the log-sum subtracted). */
 template <typename T>
-__global__ void softmax_kernel(nbc_view xrow, nbc_view yrow, int64_t n, int64_t xs, int64_t ys, bool log_out) {
+__global__ void softmax_kernel(nb__k_view xrow, nb__k_view yrow, int64_t n, int64_t xs, int64_t ys, bool log_out) {
     __shared__ double sums[NBC_BLOCK];
     __shared__ T maxes[NBC_BLOCK];
     int t = threadIdx.x;
     for (int64_t o = blockIdx.x; o < xrow.numel; o += gridDim.x) {
-        const T *x = (const T *)xrow.data + nbc_offset(xrow, o);
-        T *y = (T *)yrow.data + nbc_offset(yrow, o);
+        const T *x = (const T *)xrow.data + nb__k_offset(xrow, o);
+        T *y = (T *)yrow.data + nb__k_offset(yrow, o);
         T m = x[0];
         for (int64_t j = t; j < n; j += NBC_BLOCK) m = x[j * xs] > m ? x[j * xs] : m;
         maxes[t] = m;
@@ -111,7 +111,7 @@ __global__ void softmax_kernel(nbc_view xrow, nbc_view yrow, int64_t n, int64_t 
             s += e;
             y[j * ys] = e;
         }
-        s = nbc_block_sum(s, sums);
+        s = nb__k_block_sum(s, sums);
         if (log_out) {
             T ls = (T)log(s);
             for (int64_t j = t; j < n; j += NBC_BLOCK) y[j * ys] = x[j * xs] - m - ls;
@@ -122,12 +122,12 @@ __global__ void softmax_kernel(nbc_view xrow, nbc_view yrow, int64_t n, int64_t 
     }
 }
 
-extern "C" int nbc_softmax(const nbc_view *xrow, const nbc_view *yrow, int64_t n, int64_t xs, int64_t ys, int log_out) {
+extern "C" int nb__k_softmax(const nb__k_view *xrow, const nb__k_view *yrow, int64_t n, int64_t xs, int64_t ys, int log_out) {
     if (xrow->numel == 0 || n == 0) return 0;
-    return nbc_by_float_dtype(xrow->dtype, [&](auto z) {
-        softmax_kernel<decltype(z)><<<nbc_blocks(xrow->numel * NBC_BLOCK), NBC_BLOCK, 0, nbc_queue()>>>(*xrow, *yrow, n, xs, ys,
+    return nb__k_by_float_dtype(xrow->dtype, [&](auto z) {
+        softmax_kernel<decltype(z)><<<nb__k_blocks(xrow->numel * NBC_BLOCK), NBC_BLOCK, 0, nb__k_queue()>>>(*xrow, *yrow, n, xs, ys,
                                                                                                     log_out != 0);
-        return nbc_launched();
+        return nb__k_launched();
     });
 }
 
@@ -137,8 +137,8 @@ extern "C" int nbc_softmax(const nbc_view *xrow, const nbc_view *yrow, int64_t n
    (stride yc). w and b: the weight and bias, [C] (stride w.stride[0]). The moments about the
    channel's first value, in double: the cpu's formulas (src/backend/cpu/norm.c). */
 template <typename T>
-__global__ void batch_norm_kernel(int kind, nbc_view out, nbc_view x, int64_t xc, nbc_view g, int64_t gc, int64_t yc, nbc_view w,
-                                  nbc_view b, int64_t C, double eps) {
+__global__ void batch_norm_kernel(int kind, nb__k_view out, nb__k_view x, int64_t xc, nb__k_view g, int64_t gc, int64_t yc, nb__k_view w,
+                                  nb__k_view b, int64_t C, double eps) {
     __shared__ double sums[NBC_BLOCK];
     int t = threadIdx.x;
     bool grad = kind == NBC_BN_REDUCE || kind == NBC_BN_BACKWARD;
@@ -147,20 +147,20 @@ __global__ void batch_norm_kernel(int kind, nbc_view out, nbc_view x, int64_t xc
         const T *gp = grad ? (const T *)g.data + c * gc : NULL;
         double shift0 = (double)xp[0], sd = 0, sdd = 0, sg = 0, sgd = 0;
         for (int64_t r = t; r < x.numel; r += NBC_BLOCK) {
-            double d = (double)xp[nbc_offset(x, r)] - shift0;
+            double d = (double)xp[nb__k_offset(x, r)] - shift0;
             sd += d;
             sdd += d * d;
             if (grad) {
-                double gv = (double)gp[nbc_offset(g, r)];
+                double gv = (double)gp[nb__k_offset(g, r)];
                 sg += gv;
                 sgd += gv * d;
             }
         }
-        sd = nbc_block_sum(sd, sums);
-        sdd = nbc_block_sum(sdd, sums);
+        sd = nb__k_block_sum(sd, sums);
+        sdd = nb__k_block_sum(sdd, sums);
         if (grad) {
-            sg = nbc_block_sum(sg, sums);
-            sgd = nbc_block_sum(sgd, sums);
+            sg = nb__k_block_sum(sg, sums);
+            sgd = nb__k_block_sum(sgd, sums);
         }
         double M = (double)x.numel, shift = sd / M;
         double mean = shift0 + shift, var = sdd / M - shift * shift;
@@ -178,7 +178,7 @@ __global__ void batch_norm_kernel(int kind, nbc_view out, nbc_view x, int64_t xc
         if (kind == NBC_BN_FORWARD) {
             double alpha = invstd * wp[c * w.stride[0]];
             T a = (T)alpha, be = (T)(((const T *)b.data)[c * b.stride[0]] - mean * alpha);
-            for (int64_t r = t; r < x.numel; r += NBC_BLOCK) o[c * yc + nbc_offset(out, r)] = xp[nbc_offset(x, r)] * a + be;
+            for (int64_t r = t; r < x.numel; r += NBC_BLOCK) o[c * yc + nb__k_offset(out, r)] = xp[nb__k_offset(x, r)] * a + be;
             continue;
         }
         double dot = sgd - shift * sg; /* the sum of g * (x - mean) */
@@ -191,16 +191,16 @@ __global__ void batch_norm_kernel(int kind, nbc_view out, nbc_view x, int64_t xc
         }
         T mn = (T)mean, mean_g = (T)(sg / M), k = (T)(dot * invstd * invstd / M), scale = (T)(invstd * wp[c * w.stride[0]]);
         for (int64_t r = t; r < x.numel; r += NBC_BLOCK)
-            o[c * yc + nbc_offset(out, r)] = (gp[nbc_offset(g, r)] - mean_g - (xp[nbc_offset(x, r)] - mn) * k) * scale;
+            o[c * yc + nb__k_offset(out, r)] = (gp[nb__k_offset(g, r)] - mean_g - (xp[nb__k_offset(x, r)] - mn) * k) * scale;
     }
 }
 
-extern "C" int nbc_batch_norm(int kind, const nbc_view *out, const nbc_view *x, int64_t xc, const nbc_view *g, int64_t gc,
-                              int64_t yc, const nbc_view *w, const nbc_view *b, int64_t C, double eps) {
+extern "C" int nb__k_batch_norm(int kind, const nb__k_view *out, const nb__k_view *x, int64_t xc, const nb__k_view *g, int64_t gc,
+                              int64_t yc, const nb__k_view *w, const nb__k_view *b, int64_t C, double eps) {
     if (C == 0 || x->numel == 0) return 0;
-    return nbc_by_float_dtype(x->dtype, [&](auto z) {
-        batch_norm_kernel<decltype(z)><<<nbc_blocks(C * NBC_BLOCK), NBC_BLOCK, 0, nbc_queue()>>>(kind, *out, *x, xc, *g, gc, yc, *w,
+    return nb__k_by_float_dtype(x->dtype, [&](auto z) {
+        batch_norm_kernel<decltype(z)><<<nb__k_blocks(C * NBC_BLOCK), NBC_BLOCK, 0, nb__k_queue()>>>(kind, *out, *x, xc, *g, gc, yc, *w,
                                                                                              *b, C, eps);
-        return nbc_launched();
+        return nb__k_launched();
     });
 }

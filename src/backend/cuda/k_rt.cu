@@ -29,7 +29,7 @@ cudaError_t launch(const void *a, const void *b, void *c, int64_t n, int64_t k, 
 
 } // namespace
 
-extern "C" int nbc_matmul_int(int dtype, const void *a, const void *b, void *c, int64_t n, int64_t k, int64_t m,
+extern "C" int nb__k_matmul_int(int dtype, const void *a, const void *b, void *c, int64_t n, int64_t k, int64_t m,
                               int64_t ars, int64_t acs, int64_t brs, int64_t bcs, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     if (n * m == 0) return 0;

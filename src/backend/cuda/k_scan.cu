@@ -4,14 +4,14 @@
 #include "k_common.cuh"
 #include <type_traits>
 
-/* Lane o of x starts at nbc_offset(xl, o) (xl: the other axes' shape and strides) and steps xs;
+/* Lane o of x starts at nb__k_offset(xl, o) (xl: the other axes' shape and strides) and steps xs;
    out's likewise. mul: a product, else a sum; reverse: from the lane's end. */
 template <typename T>
-__global__ void scan_kernel(nbc_view yl, nbc_view xl, int64_t n, int64_t ys, int64_t xs, bool mul, bool reverse) {
+__global__ void scan_kernel(nb__k_view yl, nb__k_view xl, int64_t n, int64_t ys, int64_t xs, bool mul, bool reverse) {
     typedef typename std::conditional<std::is_floating_point<T>::value, double, uint64_t>::type A;
     NBC_GRID_LOOP(o, xl.numel) {
-        const T *x = (const T *)xl.data + nbc_offset(xl, o);
-        T *y = (T *)yl.data + nbc_offset(yl, o);
+        const T *x = (const T *)xl.data + nb__k_offset(xl, o);
+        T *y = (T *)yl.data + nb__k_offset(yl, o);
         A acc = mul ? (A)1 : (A)0;
         for (int64_t k = 0; k < n; k++) {
             int64_t i = reverse ? n - 1 - k : k;
@@ -21,25 +21,25 @@ __global__ void scan_kernel(nbc_view yl, nbc_view xl, int64_t n, int64_t ys, int
     }
 }
 
-extern "C" int nbc_scan(const nbc_view *yl, const nbc_view *xl, int64_t n, int64_t ys, int64_t xs, int mul, int reverse) {
+extern "C" int nb__k_scan(const nb__k_view *yl, const nb__k_view *xl, int64_t n, int64_t ys, int64_t xs, int mul, int reverse) {
     if (xl->numel == 0 || n == 0) return 0;
     switch (xl->dtype) {
-    case NB_F32: scan_kernel<float><<<nbc_blocks(xl->numel), NBC_BLOCK, 0, nbc_queue()>>>(*yl, *xl, n, ys, xs, mul, reverse); break;
-    case NB_F64: scan_kernel<double><<<nbc_blocks(xl->numel), NBC_BLOCK, 0, nbc_queue()>>>(*yl, *xl, n, ys, xs, mul, reverse); break;
-    case NB_I64: scan_kernel<int64_t><<<nbc_blocks(xl->numel), NBC_BLOCK, 0, nbc_queue()>>>(*yl, *xl, n, ys, xs, mul, reverse); break;
+    case NB_F32: scan_kernel<float><<<nb__k_blocks(xl->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*yl, *xl, n, ys, xs, mul, reverse); break;
+    case NB_F64: scan_kernel<double><<<nb__k_blocks(xl->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*yl, *xl, n, ys, xs, mul, reverse); break;
+    case NB_I64: scan_kernel<int64_t><<<nb__k_blocks(xl->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*yl, *xl, n, ys, xs, mul, reverse); break;
     default: return (int)cudaErrorInvalidValue;
     }
-    return nbc_launched();
+    return nb__k_launched();
 }
 
 /* dL/dx_i = P_i * S_i, P_i = x_0 ... x_{i-1}, S_i = g_i + x_{i+1} S_{i+1}: exact where x has zeros
    (src/backend/cpu/scan.c's CUMPROD_BWD_LANE). */
 template <typename T>
-__global__ void cumprod_backward_kernel(nbc_view yl, nbc_view xl, nbc_view gl, int64_t n, int64_t ys, int64_t xs, int64_t gs) {
+__global__ void cumprod_backward_kernel(nb__k_view yl, nb__k_view xl, nb__k_view gl, int64_t n, int64_t ys, int64_t xs, int64_t gs) {
     NBC_GRID_LOOP(o, xl.numel) {
-        const T *x = (const T *)xl.data + nbc_offset(xl, o);
-        const T *g = (const T *)gl.data + nbc_offset(gl, o);
-        T *y = (T *)yl.data + nbc_offset(yl, o);
+        const T *x = (const T *)xl.data + nb__k_offset(xl, o);
+        const T *g = (const T *)gl.data + nb__k_offset(gl, o);
+        T *y = (T *)yl.data + nb__k_offset(yl, o);
         double s = 0;
         for (int64_t i = n - 1; i >= 0; i--) {
             s = (double)g[i * gs] + (i + 1 < n ? (double)x[(i + 1) * xs] * s : 0);
@@ -53,12 +53,12 @@ __global__ void cumprod_backward_kernel(nbc_view yl, nbc_view xl, nbc_view gl, i
     }
 }
 
-extern "C" int nbc_cumprod_backward(const nbc_view *yl, const nbc_view *xl, const nbc_view *gl, int64_t n, int64_t ys, int64_t xs,
+extern "C" int nb__k_cumprod_backward(const nb__k_view *yl, const nb__k_view *xl, const nb__k_view *gl, int64_t n, int64_t ys, int64_t xs,
                                     int64_t gs) {
     if (xl->numel == 0 || n == 0) return 0;
-    return nbc_by_float_dtype(xl->dtype, [&](auto z) {
-        cumprod_backward_kernel<decltype(z)><<<nbc_blocks(xl->numel), NBC_BLOCK, 0, nbc_queue()>>>(*yl, *xl, *gl, n, ys, xs, gs);
-        return nbc_launched();
+    return nb__k_by_float_dtype(xl->dtype, [&](auto z) {
+        cumprod_backward_kernel<decltype(z)><<<nb__k_blocks(xl->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*yl, *xl, *gl, n, ys, xs, gs);
+        return nb__k_launched();
     });
 }
 
@@ -73,10 +73,10 @@ template <typename T> __device__ __forceinline__ bool sorts_before(T a, T b, boo
    kept in index order, is the cpu's): runs of width w merged pairwise between the lane's two
    index buffers in scratch (2 n int64s a lane), a tie taking the left run's element first. */
 template <typename T>
-__global__ void argsort_kernel(nbc_view yl, nbc_view xl, int64_t n, int64_t ys, int64_t xs, bool desc, int64_t *scratch) {
+__global__ void argsort_kernel(nb__k_view yl, nb__k_view xl, int64_t n, int64_t ys, int64_t xs, bool desc, int64_t *scratch) {
     NBC_GRID_LOOP(o, xl.numel) {
-        const T *x = (const T *)xl.data + nbc_offset(xl, o);
-        int64_t *y = (int64_t *)yl.data + nbc_offset(yl, o);
+        const T *x = (const T *)xl.data + nb__k_offset(xl, o);
+        int64_t *y = (int64_t *)yl.data + nb__k_offset(yl, o);
         int64_t *a = scratch + o * 2 * n, *b = a + n;
         for (int64_t i = 0; i < n; i++) a[i] = i;
         for (int64_t w = 1; w < n; w *= 2) {
@@ -95,16 +95,16 @@ __global__ void argsort_kernel(nbc_view yl, nbc_view xl, int64_t n, int64_t ys, 
     }
 }
 
-extern "C" int nbc_argsort(const nbc_view *yl, const nbc_view *xl, int64_t n, int64_t ys, int64_t xs, int descending) {
+extern "C" int nb__k_argsort(const nb__k_view *yl, const nb__k_view *xl, int64_t n, int64_t ys, int64_t xs, int descending) {
     if (xl->numel == 0 || n == 0) return 0;
     size_t bytes = sizeof(int64_t) * 2 * (size_t)n * (size_t)xl->numel;
-    int64_t *scratch = (int64_t *)nbc_scratch_alloc(bytes);
+    int64_t *scratch = (int64_t *)nb__k_scratch_alloc(bytes);
     if (!scratch) return (int)cudaErrorMemoryAllocation;
-    int rc = nbc_by_num_dtype(xl->dtype, [&](auto z) {
-        argsort_kernel<decltype(z)><<<nbc_blocks(xl->numel), NBC_BLOCK, 0, nbc_queue()>>>(*yl, *xl, n, ys, xs, descending != 0,
+    int rc = nb__k_by_num_dtype(xl->dtype, [&](auto z) {
+        argsort_kernel<decltype(z)><<<nb__k_blocks(xl->numel), NBC_BLOCK, 0, nb__k_queue()>>>(*yl, *xl, n, ys, xs, descending != 0,
                                                                                        scratch);
-        return nbc_launched();
+        return nb__k_launched();
     });
-    nbc_scratch_free(scratch, bytes); /* in stream order: the sort queued above still has it */
+    nb__k_scratch_free(scratch, bytes); /* in stream order: the sort queued above still has it */
     return rc;
 }

@@ -40,17 +40,17 @@ static int ctc(const char *fn, bool backward, nb_tensor *out, nb_tensor *const *
     j.labels_slot = labels_slot ? labels_slot : 1;
     if (__builtin_mul_overflow(j.work_slot, (size_t)j.N * sizeof(double), &work_bytes) ||
         __builtin_mul_overflow(j.labels_slot, (size_t)j.N * sizeof(int64_t), &labels_bytes) ||
-        !(work = nbc_scratch_alloc(work_bytes)) || !(labels = nbc_scratch_alloc(labels_bytes))) {
+        !(work = nb__k_scratch_alloc(work_bytes)) || !(labels = nb__k_scratch_alloc(labels_bytes))) {
         nb__error("nb_%s: cuda: out of device memory for the alignment tables (%lld x %zu values)", fn, (long long)j.N,
                   j.work_slot);
         goto done;
     }
     j.work = work;
     j.labels = labels;
-    rc = nb__cu_check(fn, nbc_ctc(&j));
+    rc = nb__cu_check(fn, nb__k_ctc(&j));
 done: /* scratch goes back in stream order, behind the kernel that uses it */
-    if (work) nbc_scratch_free(work, work_bytes);
-    if (labels) nbc_scratch_free(labels, labels_bytes);
+    if (work) nb__k_scratch_free(work, work_bytes);
+    if (labels) nb__k_scratch_free(labels, labels_bytes);
     nb__cu_scratch_free(meta_dev, meta_bytes);
     nb__cu_scratch_free(targets_dev, targets_bytes);
     for (int h = 1; h < k && h < 4; h++) nb_release(host[h]);

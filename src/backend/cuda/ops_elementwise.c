@@ -6,8 +6,8 @@
 
 /* ---------- binary ops and comparisons: inputs of one dtype (dispatch promotes them) ---------- */
 static int binary(const char *fn, int op, nb_tensor *out, nb_tensor *const *in) {
-    nbc_view o = nb__cu_view(out), a = nb__cu_view_as(in[0], &out->shape), b = nb__cu_view_as(in[1], &out->shape);
-    return nb__cu_check(fn, nbc_binary(op, &o, &a, &b));
+    nb__k_view o = nb__cu_view(out), a = nb__cu_view_as(in[0], &out->shape), b = nb__cu_view_as(in[1], &out->shape);
+    return nb__cu_check(fn, nb__k_binary(op, &o, &a, &b));
 }
 
 #define BINARY_ENTRY(NAME, OP)                                                                     \
@@ -32,17 +32,17 @@ BINARY_ENTRY(ge, NBC_GE)
 
 int nb__cuda_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
-    nbc_view o = nb__cu_view(out), c = nb__cu_view_as(in[0], &out->shape), a = nb__cu_view_as(in[1], &out->shape),
+    nb__k_view o = nb__cu_view(out), c = nb__cu_view_as(in[0], &out->shape), a = nb__cu_view_as(in[1], &out->shape),
              b = nb__cu_view_as(in[2], &out->shape);
-    return nb__cu_check("where", nbc_where(&o, &c, &a, &b));
+    return nb__cu_check("where", nb__k_where(&o, &c, &a, &b));
 }
 
 /* ---------- unary ops: args.f[0] and f[1] are their scalars (clamp's bounds) ---------- */
 #define UNARY_ENTRY(NAME, OP)                                                                      \
     int nb__cuda_##NAME(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { \
         (void)nin;                                                                                 \
-        nbc_view o = nb__cu_view(out), x = nb__cu_view_as(in[0], &out->shape);                     \
-        return nb__cu_check(#NAME, nbc_unary(OP, &o, &x, args->f[0], args->f[1]));                 \
+        nb__k_view o = nb__cu_view(out), x = nb__cu_view_as(in[0], &out->shape);                     \
+        return nb__cu_check(#NAME, nb__k_unary(OP, &o, &x, args->f[0], args->f[1]));                 \
     }
 UNARY_ENTRY(add_scalar, NBC_ADD_SCALAR)
 UNARY_ENTRY(mul_scalar, NBC_MUL_SCALAR)
@@ -72,22 +72,22 @@ UNARY_ENTRY(clamp, NBC_CLAMP)
 
 /* ---------- casts and copies ---------- */
 /* Writes src (any dtype, broadcast to dst's shape) into dst converted to dst's dtype. */
-static int convert(const char *fn, const nbc_view *dst, nb_tensor *src) {
+static int convert(const char *fn, const nb__k_view *dst, nb_tensor *src) {
     nb_shape s = { dst->ndim, { 0 } };
     for (int d = 0; d < dst->ndim; d++) s.dim[d] = dst->shape[d];
-    nbc_view x = nb__cu_view_as(src, &s);
-    return nb__cu_check(fn, nbc_cast(dst, &x));
+    nb__k_view x = nb__cu_view_as(src, &s);
+    return nb__cu_check(fn, nb__k_cast(dst, &x));
 }
 
 int nb__cuda_cast(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
-    nbc_view o = nb__cu_view(out);
+    nb__k_view o = nb__cu_view(out);
     return convert("cast", &o, in[0]);
 }
 
 int nb__cuda_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
-    nbc_view o = nb__cu_view(out);
+    nb__k_view o = nb__cu_view(out);
     return convert("copy", &o, in[0]);
 }
 
@@ -96,29 +96,29 @@ int nb__cuda_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
 int nb__cuda_assign(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
     nb_tensor *src = in[1];
-    nbc_view o = nb__cu_view(out);
+    nb__k_view o = nb__cu_view(out);
     atomic_fetch_add_explicit(&out->storage->version, 1, memory_order_relaxed);
     if (src->storage != out->storage) return convert("assign", &o, src);
     size_t bytes = (size_t)src->numel * nb_dtype_size(src->dtype);
-    void *tmp = nbc_scratch_alloc(bytes ? bytes : 1);
+    void *tmp = nb__k_scratch_alloc(bytes ? bytes : 1);
     if (!tmp) {
         nb__error("nb_assign: cuda: out of device memory for a %zu-byte copy of the source", bytes);
         return -1;
     }
-    nbc_view t = nb__cu_view_dense(tmp, src->dtype, &src->shape), s = nb__cu_view(src);
-    int rc = nb__cu_check("assign", nbc_cast(&t, &s));
+    nb__k_view t = nb__cu_view_dense(tmp, src->dtype, &src->shape), s = nb__cu_view(src);
+    int rc = nb__cu_check("assign", nb__k_cast(&t, &s));
     if (rc == 0) {
-        nbc_view tb = nb__cu_broadcast(t, &out->shape); /* the dense copy read as src would be */
-        rc = nb__cu_check("assign", nbc_cast(&o, &tb));
+        nb__k_view tb = nb__cu_broadcast(t, &out->shape); /* the dense copy read as src would be */
+        rc = nb__cu_check("assign", nb__k_cast(&o, &tb));
     }
-    nbc_scratch_free(tmp, bytes ? bytes : 1);
+    nb__k_scratch_free(tmp, bytes ? bytes : 1);
     return rc;
 }
 
 /* The region of out that src fills: shape src's, element offset `at`, strides out's (with the
    step along axis multiplied by step). */
-static nbc_view region(const nb_tensor *out, const nb_tensor *src, int axis, int64_t at, int64_t step) {
-    nbc_view r = nb__cu_view(out);
+static nb__k_view region(const nb_tensor *out, const nb_tensor *src, int axis, int64_t at, int64_t step) {
+    nb__k_view r = nb__cu_view(out);
     r.data = (char *)r.data + at * (int64_t)nb_dtype_size(out->dtype);
     r.numel = src->numel;
     for (int d = 0; d < src->shape.ndim; d++) r.shape[d] = src->shape.dim[d];
@@ -131,7 +131,7 @@ int nb__cuda_cat(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
     int64_t at = 0;
     for (int k = 0; k < nin; k++) {
         if (in[k]->numel > 0) {
-            nbc_view r = region(out, in[k], axis, at * out->stride[axis], 1);
+            nb__k_view r = region(out, in[k], axis, at * out->stride[axis], 1);
             if (convert("cat", &r, in[k]) < 0) return -1;
         }
         at += in[k]->shape.dim[axis];
@@ -142,25 +142,25 @@ int nb__cuda_cat(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args
 /* out = zeros with the slice [i[1] : : i[3]] along axis i[0] taken from the gradient in[0] */
 int nb__cuda_slice_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
-    if (nb__cu_check("slice_backward", nbc_zero(nb__data(out), (size_t)out->numel * nb_dtype_size(out->dtype))) < 0)
+    if (nb__cu_check("slice_backward", nb__k_zero(nb__data(out), (size_t)out->numel * nb_dtype_size(out->dtype))) < 0)
         return -1;
     if (in[0]->numel == 0) return 0;
     int axis = (int)args->i[0];
-    nbc_view r = region(out, in[0], axis, args->i[1] * out->stride[axis], args->i[3]);
+    nb__k_view r = region(out, in[0], axis, args->i[1] * out->stride[axis], args->i[3]);
     return convert("slice_backward", &r, in[0]);
 }
 
 /* ---------- creation ---------- */
 int nb__cuda_full(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin;
-    nbc_view o = nb__cu_view(out);
-    return nb__cu_check("full", nbc_fill(&o, args->f[0]));
+    nb__k_view o = nb__cu_view(out);
+    return nb__cu_check("full", nb__k_fill(&o, args->f[0]));
 }
 
 int nb__cuda_arange(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin;
-    nbc_view o = nb__cu_view(out);
-    return nb__cu_check("arange", nbc_arange(&o, args->f[0], args->f[1]));
+    nb__k_view o = nb__cu_view(out);
+    return nb__cu_check("arange", nb__k_arange(&o, args->f[0], args->f[1]));
 }
 
 /* The generator is counter-based (Philox, src/core/rng.c): the device draws from the counters the
@@ -171,14 +171,14 @@ int nb__cuda_rand(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     int64_t n = out->numel;
     uint64_t seed, offset;
     nb__rng_reserve((uint64_t)(out->dtype == NB_F64 ? 2 * n : n), &seed, &offset);
-    nbc_view o = nb__cu_view(out);
-    return nb__cu_check("rand", nbc_rand(&o, seed, offset, 0));
+    nb__k_view o = nb__cu_view(out);
+    return nb__cu_check("rand", nb__k_rand(&o, seed, offset, 0));
 }
 
 int nb__cuda_randn(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)in; (void)nin; (void)args;
     uint64_t seed, offset;
     nb__rng_reserve((uint64_t)((out->numel + 1) / 2) * 4, &seed, &offset); /* a Box-Muller pair a counter */
-    nbc_view o = nb__cu_view(out);
-    return nb__cu_check("randn", nbc_rand(&o, seed, offset, 1));
+    nb__k_view o = nb__cu_view(out);
+    return nb__cu_check("randn", nb__k_rand(&o, seed, offset, 1));
 }

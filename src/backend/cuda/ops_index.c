@@ -21,7 +21,7 @@ static int64_t *checked_indices(const char *fn, const nb_tensor *idx, int axis, 
     return v;
 }
 
-typedef int (*read_launch)(const nbc_view *out, const nbc_view *t, const nbc_view *idx, int axis);
+typedef int (*read_launch)(const nb__k_view *out, const nb__k_view *t, const nb__k_view *idx, int axis);
 
 /* index_select and gather: in t, idx; args.i[0] the axis of t that idx indexes */
 static int read_by_index(const char *fn, read_launch launch, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
@@ -30,18 +30,18 @@ static int read_by_index(const char *fn, read_launch launch, nb_tensor *out, nb_
     int64_t *v = checked_indices(fn, idx, axis, t->shape.ndim ? t->shape.dim[axis] : 1);
     if (!v) return -1;
     free(v);
-    nbc_view o = nb__cu_view(out), tv = nb__cu_view(t), iv = nb__cu_view(idx);
+    nb__k_view o = nb__cu_view(out), tv = nb__cu_view(t), iv = nb__cu_view(idx);
     return nb__cu_check(fn, launch(&o, &tv, &iv, axis));
 }
 
 int nb__cuda_index_select(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
-    return read_by_index("index_select", nbc_index_select, out, in, args);
+    return read_by_index("index_select", nb__k_index_select, out, in, args);
 }
 
 int nb__cuda_gather(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
-    return read_by_index("gather", nbc_gather, out, in, args);
+    return read_by_index("gather", nb__k_gather, out, in, args);
 }
 
 /* Runs an accumulating kernel on lists of keys (freeing keys): the lists go to the device,
@@ -60,11 +60,11 @@ static int with_lists(const char *fn, int64_t *keys, int64_t n, int64_t buckets,
     return rc;
 }
 
-typedef struct { nbc_view out, src, x; int axis; int64_t tailn; int accumulate; } list_job;
+typedef struct { nb__k_view out, src, x; int axis; int64_t tailn; int accumulate; } list_job;
 
 static int launch_index_add(void *ctx, const int64_t *start, const int64_t *list) {
     list_job *j = ctx;
-    return nbc_index_add(&j->out, &j->src, j->axis, start, list);
+    return nb__k_index_add(&j->out, &j->src, j->axis, start, list);
 }
 
 /* in: src, idx; out[..., idx[j], ...] += src[..., j, ...] over zeros; args.i[0]: the axis */
@@ -78,14 +78,14 @@ int nb__cuda_index_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb_o
     list_job j = { .out = nb__cu_view(out), .src = nb__cu_view(src), .axis = axis };
     if (out->shape.ndim == 0) { /* a 0-d source lands on the 0-d output whole */
         free(v);
-        return nb__cu_check("index_add", nbc_cast(&j.out, &j.src));
+        return nb__cu_check("index_add", nb__k_cast(&j.out, &j.src));
     }
     return with_lists("index_add", v, idx->numel, size, launch_index_add, &j);
 }
 
 static int launch_scatter_add(void *ctx, const int64_t *start, const int64_t *list) {
     list_job *j = ctx;
-    return nbc_scatter_add(&j->out, &j->src, start, list);
+    return nb__k_scatter_add(&j->out, &j->src, start, list);
 }
 
 /* in: src, idx (src's shape); out[e's position with idx[e] on axis] += src[e] over zeros */
@@ -135,8 +135,8 @@ static int64_t *index_offsets(const char *fn, const nb_shape *xs, const int64_t 
 }
 
 /* x's axes from n on: the part of x that one index position selects */
-static nbc_view tail_of(const nb_tensor *x, int n) {
-    nbc_view t = nb__cu_view(x);
+static nb__k_view tail_of(const nb_tensor *x, int n) {
+    nb__k_view t = nb__cu_view(x);
     t.ndim = x->shape.ndim - n;
     t.numel = 1;
     for (int d = 0; d < t.ndim; d++) {
@@ -156,12 +156,12 @@ int nb__cuda_index(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
     int64_t count;
     int64_t *offs = index_offsets("index", &x->shape, x->stride, in + 1, n, &b, &count);
     if (!offs) return -1;
-    nbc_view o = nb__cu_view(out), tail = tail_of(x, n);
+    nb__k_view o = nb__cu_view(out), tail = tail_of(x, n);
     int rc = 0;
     if (count > 0 && tail.numel > 0) {
         size_t bytes = sizeof(int64_t) * (size_t)count;
         void *dev = nb__cu_upload("index", offs, bytes);
-        rc = dev ? nb__cu_check("index", nbc_index(&o, &tail, dev)) : -1;
+        rc = dev ? nb__cu_check("index", nb__k_index(&o, &tail, dev)) : -1;
         nb__cu_scratch_free(dev, bytes);
     }
     free(offs);
@@ -170,7 +170,7 @@ int nb__cuda_index(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
 
 static int launch_index_put(void *ctx, const int64_t *start, const int64_t *list) {
     list_job *j = ctx;
-    return nbc_index_put(&j->out, &j->x, &j->src, start, list, j->tailn, j->accumulate);
+    return nb__k_index_put(&j->out, &j->x, &j->src, start, list, j->tailn, j->accumulate);
 }
 
 /* in: x, values, then the index tensors; out = x with out[i0, ...] = values (or +=, args.i[0]) */

@@ -20,7 +20,7 @@ static int write_back(const char *fn, nb_tensor *t, nb_tensor *h) {
         memcpy(nb__data(t), nb__data(h), bytes);
         return 0;
     }
-    return nb__cu_check(fn, nbc_upload(nb__data(t), nb__data(h), bytes));
+    return nb__cu_check(fn, nb__k_upload(nb__data(t), nb__data(h), bytes));
 }
 
 /* in: param, grad, step (i64, 0-d), coefficients (f64 [6]), state... (NAdam: then mu_product);
@@ -44,7 +44,7 @@ int nb__cuda_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const n
     nb_op_args a;
     nb__cpu_optim_begin(hin, nin, args, &a); /* reads step, coefficients, mu_product (and updates it) */
     if (nadam && write_back(fn, in[6], host[6]) < 0) goto done;
-    nbc_optim u;
+    nb__k_optim u;
     memset(&u, 0, sizeof u);
     u.kind = (int)a.i[0];
     u.dtype = (int)out->dtype;
@@ -56,7 +56,7 @@ int nb__cuda_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const n
         if (k != 2 && k != 3) u.t[j++] = nb__data(in[k]);
     memcpy(u.f, a.f, sizeof u.f);
     for (int k = 0; k < 5; k++) u.i[k] = a.i[k];
-    if (nb__cu_check(fn, nbc_optim_update(&u)) < 0) goto done;
+    if (nb__cu_check(fn, nb__k_optim_update(&u)) < 0) goto done;
     nb__cpu_optim_end(hin); /* the host copy's step + 1 */
     rc = write_back(fn, in[2], host[2]);
 done:

@@ -6,20 +6,20 @@
 
 /* args.i[0]: the mask of reduced axes. The input's kept and reduced axes as two views of it. */
 static int reduce(const char *fn, int op, nb_tensor *out, nb_tensor *t, const nb_op_args *args) {
-    nbc_view kept = nb__cu_view(t), red = nb__cu_view(t);
+    nb__k_view kept = nb__cu_view(t), red = nb__cu_view(t);
     kept.ndim = red.ndim = 0;
     kept.numel = red.numel = 1;
     for (int d = 0; d < t->shape.ndim; d++) {
-        nbc_view *v = args->i[0] & ((int64_t)1 << d) ? &red : &kept;
+        nb__k_view *v = args->i[0] & ((int64_t)1 << d) ? &red : &kept;
         v->shape[v->ndim] = t->shape.dim[d];
         v->stride[v->ndim++] = t->stride[d];
         v->numel *= t->shape.dim[d];
     }
     if (kept.numel == 0) return 0;
     if (red.numel == 0) /* over an empty axis: zeros, as the cpu */
-        return nb__cu_check(fn, nbc_zero(nb__data(out), (size_t)out->numel * nb_dtype_size(out->dtype)));
-    nbc_view o = nb__cu_view(out);
-    return nb__cu_check(fn, nbc_reduce(op, &o, &kept, &red));
+        return nb__cu_check(fn, nb__k_zero(nb__data(out), (size_t)out->numel * nb_dtype_size(out->dtype)));
+    nb__k_view o = nb__cu_view(out);
+    return nb__cu_check(fn, nb__k_reduce(op, &o, &kept, &red));
 }
 
 #define REDUCE_ENTRY(NAME, OP)                                                                     \
@@ -37,9 +37,9 @@ REDUCE_ENTRY(argmin, NBC_ARGMIN)
 static int softmax(const char *fn, nb_tensor *out, nb_tensor *x, const nb_op_args *args, int log_out) {
     if (x->numel == 0) return 0;
     int axis = (int)args->i[0], nd = x->shape.ndim;
-    nbc_view xrow = nb__cu_view_without(x, axis), yrow = nb__cu_view_without(out, axis);
+    nb__k_view xrow = nb__cu_view_without(x, axis), yrow = nb__cu_view_without(out, axis);
     int64_t n = nd ? x->shape.dim[axis] : 1, xs = nd ? x->stride[axis] : 0, ys = nd ? out->stride[axis] : 0;
-    return nb__cu_check(fn, nbc_softmax(&xrow, &yrow, n, xs, ys, log_out));
+    return nb__cu_check(fn, nb__k_softmax(&xrow, &yrow, n, xs, ys, log_out));
 }
 
 int nb__cuda_softmax(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
@@ -62,13 +62,13 @@ static int batch_norm(const char *fn, int kind, nb_tensor *out, nb_tensor *const
     if (C == 0) return 0;
     if (x->numel == 0) { /* no samples: the statistics are NaN, as torch's mean of nothing */
         if (kind != NBC_BN_STATS && kind != NBC_BN_REDUCE) return 0;
-        nbc_view o = nb__cu_view(out);
-        return nb__cu_check(fn, nbc_fill(&o, kind == NBC_BN_STATS ? NAN : 0));
+        nb__k_view o = nb__cu_view(out);
+        return nb__cu_check(fn, nb__k_fill(&o, kind == NBC_BN_STATS ? NAN : 0));
     }
     bool dense_out = kind == NBC_BN_FORWARD || kind == NBC_BN_BACKWARD;
-    nbc_view o = dense_out ? nb__cu_view_without(out, 1) : nb__cu_view(out);
-    nbc_view xv = nb__cu_view_without(x, 1), gv = nb__cu_view_without(g, 1), wv = nb__cu_view(w), bv = nb__cu_view(b);
-    return nb__cu_check(fn, nbc_batch_norm(kind, &o, &xv, x->stride[1], &gv, g->stride[1], dense_out ? out->stride[1] : 0,
+    nb__k_view o = dense_out ? nb__cu_view_without(out, 1) : nb__cu_view(out);
+    nb__k_view xv = nb__cu_view_without(x, 1), gv = nb__cu_view_without(g, 1), wv = nb__cu_view(w), bv = nb__cu_view(b);
+    return nb__cu_check(fn, nb__k_batch_norm(kind, &o, &xv, x->stride[1], &gv, g->stride[1], dense_out ? out->stride[1] : 0,
                                            &wv, &bv, C, args->f[0]));
 }
 

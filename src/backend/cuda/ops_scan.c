@@ -8,10 +8,10 @@
 static int scan(const char *fn, nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mul, bool sort) {
     if (out->numel == 0) return 0;
     int axis = (int)args->i[0], nd = x->shape.ndim;
-    nbc_view yl = nb__cu_view_without(out, axis), xl = nb__cu_view_without(x, axis);
+    nb__k_view yl = nb__cu_view_without(out, axis), xl = nb__cu_view_without(x, axis);
     int64_t n = nd ? x->shape.dim[axis] : 1, ys = nd ? out->stride[axis] : 0, xs = nd ? x->stride[axis] : 0;
-    if (sort) return nb__cu_check(fn, nbc_argsort(&yl, &xl, n, ys, xs, args->i[1] != 0));
-    return nb__cu_check(fn, nbc_scan(&yl, &xl, n, ys, xs, mul, args->i[1] != 0));
+    if (sort) return nb__cu_check(fn, nb__k_argsort(&yl, &xl, n, ys, xs, args->i[1] != 0));
+    return nb__cu_check(fn, nb__k_scan(&yl, &xl, n, ys, xs, mul, args->i[1] != 0));
 }
 
 int nb__cuda_cumsum(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
@@ -30,10 +30,10 @@ int nb__cuda_cumprod_backward(nb_tensor *out, nb_tensor *const *in, int nin, con
     if (out->numel == 0) return 0;
     int axis = (int)args->i[0], nd = out->shape.ndim;
     nb_tensor *x = in[0], *g = in[1];
-    nbc_view yl = nb__cu_view_without(out, axis), xl = nb__cu_view_without(x, axis), gl = nb__cu_view_without(g, axis);
+    nb__k_view yl = nb__cu_view_without(out, axis), xl = nb__cu_view_without(x, axis), gl = nb__cu_view_without(g, axis);
     int64_t n = nd ? out->shape.dim[axis] : 1;
     return nb__cu_check("cumprod_backward",
-                        nbc_cumprod_backward(&yl, &xl, &gl, n, nd ? out->stride[axis] : 0, nd ? x->stride[axis] : 0,
+                        nb__k_cumprod_backward(&yl, &xl, &gl, n, nd ? out->stride[axis] : 0, nd ? x->stride[axis] : 0,
                                              nd ? g->stride[axis] : 0));
 }
 

@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
-nbc_view nb__cu_view(const nb_tensor *t) {
-    nbc_view v;
+nb__k_view nb__cu_view(const nb_tensor *t) {
+    nb__k_view v;
     memset(&v, 0, sizeof v);
     v.data = nb__data(t);
     v.dtype = (int)t->dtype;
@@ -17,8 +17,8 @@ nbc_view nb__cu_view(const nb_tensor *t) {
     return v;
 }
 
-nbc_view nb__cu_broadcast(nbc_view v, const nb_shape *shape) {
-    nbc_view b = v;
+nb__k_view nb__cu_broadcast(nb__k_view v, const nb_shape *shape) {
+    nb__k_view b = v;
     int lead = shape->ndim - v.ndim;
     b.ndim = shape->ndim;
     b.numel = nb__shape_numel(shape);
@@ -30,10 +30,10 @@ nbc_view nb__cu_broadcast(nbc_view v, const nb_shape *shape) {
     return b;
 }
 
-nbc_view nb__cu_view_as(const nb_tensor *t, const nb_shape *shape) { return nb__cu_broadcast(nb__cu_view(t), shape); }
+nb__k_view nb__cu_view_as(const nb_tensor *t, const nb_shape *shape) { return nb__cu_broadcast(nb__cu_view(t), shape); }
 
-nbc_view nb__cu_view_without(const nb_tensor *t, int axis) {
-    nbc_view v = nb__cu_view(t);
+nb__k_view nb__cu_view_without(const nb_tensor *t, int axis) {
+    nb__k_view v = nb__cu_view(t);
     if (t->shape.ndim == 0) return v;
     v.ndim = 0;
     v.numel = 1;
@@ -46,8 +46,8 @@ nbc_view nb__cu_view_without(const nb_tensor *t, int axis) {
     return v;
 }
 
-nbc_view nb__cu_view_dense(void *data, nb_dtype dtype, const nb_shape *shape) {
-    nbc_view v;
+nb__k_view nb__cu_view_dense(void *data, nb_dtype dtype, const nb_shape *shape) {
+    nb__k_view v;
     memset(&v, 0, sizeof v);
     v.data = data;
     v.dtype = (int)dtype;
@@ -72,8 +72,8 @@ nb_tensor *nb__cu_to_host(const char *fn, const nb_tensor *t) {
         nb_release(h);
         return NULL;
     }
-    nbc_view v = nb__cu_view(t);
-    if (nb__cu_check(fn, nbc_download(nb__data(h), &v)) < 0) {
+    nb__k_view v = nb__cu_view(t);
+    if (nb__cu_check(fn, nb__k_download(nb__data(h), &v)) < 0) {
         nb_release(h);
         return NULL;
     }
@@ -96,20 +96,20 @@ int64_t *nb__cu_index_values(const char *fn, const nb_tensor *idx) {
 static size_t scratch_bytes(size_t bytes) { return bytes < 8 ? 8 : (bytes + 7) & ~(size_t)7; }
 
 void *nb__cu_upload(const char *fn, const void *src, size_t bytes) {
-    void *p = nbc_scratch_alloc(scratch_bytes(bytes));
+    void *p = nb__k_scratch_alloc(scratch_bytes(bytes));
     if (!p) {
         nb__error("nb_%s: cuda: out of device memory for %zu bytes of scratch", fn, bytes);
         return NULL;
     }
-    if (nb__cu_check(fn, nbc_upload(p, src, bytes)) < 0) {
-        nbc_scratch_free(p, scratch_bytes(bytes));
+    if (nb__cu_check(fn, nb__k_upload(p, src, bytes)) < 0) {
+        nb__k_scratch_free(p, scratch_bytes(bytes));
         return NULL;
     }
     return p;
 }
 
 void nb__cu_scratch_free(void *p, size_t bytes) {
-    if (p) nbc_scratch_free(p, scratch_bytes(bytes));
+    if (p) nb__k_scratch_free(p, scratch_bytes(bytes));
 }
 
 int64_t *nb__cu_bucket_lists(const char *fn, const int64_t *keys, int64_t n, int64_t buckets) {

@@ -1,4 +1,4 @@
-/* Helpers of the CUDA backend's C entry points (ops_*.c): nabla's tensors as the nbc_views the
+/* Helpers of the CUDA backend's C entry points (ops_*.c): nabla's tensors as the nb__k_views the
    device code reads, the one error path, and the trips to the host some ops make (reading and
    checking indices and lengths, sorting the writes that meet). */
 #ifndef NB_CUDA_OPS_UTIL_H
@@ -8,16 +8,16 @@
 #include "cuda_kernels.h"
 
 /* t as device code sees it: its first element, dtype, shape and strides. */
-nbc_view nb__cu_view(const nb_tensor *t);
+nb__k_view nb__cu_view(const nb_tensor *t);
 /* v read as broadcast to shape (which its shape broadcasts to): stride 0 on the axes it lacks or
    has of size 1. */
-nbc_view nb__cu_broadcast(nbc_view v, const nb_shape *shape);
+nb__k_view nb__cu_broadcast(nb__k_view v, const nb_shape *shape);
 /* t read as broadcast to shape: nb__cu_broadcast of t's view. */
-nbc_view nb__cu_view_as(const nb_tensor *t, const nb_shape *shape);
+nb__k_view nb__cu_view_as(const nb_tensor *t, const nb_shape *shape);
 /* t without axis (its lanes' or rows' first elements, one per position of the other axes). */
-nbc_view nb__cu_view_without(const nb_tensor *t, int axis);
+nb__k_view nb__cu_view_without(const nb_tensor *t, int axis);
 /* A dense view of shape over the device memory at data (the strides of a contiguous tensor). */
-nbc_view nb__cu_view_dense(void *data, nb_dtype dtype, const nb_shape *shape);
+nb__k_view nb__cu_view_dense(void *data, nb_dtype dtype, const nb_shape *shape);
 /* 0 when the launcher returned 0; otherwise records "nb_<fn>: cuda: <the error>" and returns -1. */
 int nb__cu_check(const char *fn, int rc);
 /* A dense host copy of t (on the device, or the host), owned by the caller; NULL with the error recorded. */
@@ -25,7 +25,7 @@ nb_tensor *nb__cu_to_host(const char *fn, const nb_tensor *t);
 /* idx's values (i64 or i32, any strides, on the device) as a malloc'ed int64_t array on the host,
    row-major; NULL with the error recorded. */
 int64_t *nb__cu_index_values(const char *fn, const nb_tensor *idx);
-/* Device scratch memory (nbc_scratch_alloc, bytes rounded up to 8, at least 8) holding a copy of
+/* Device scratch memory (nb__k_scratch_alloc, bytes rounded up to 8, at least 8) holding a copy of
    the host memory src; NULL with the error recorded. Give it back with nb__cu_scratch_free. */
 void *nb__cu_upload(const char *fn, const void *src, size_t bytes);
 /* Gives back scratch memory from nb__cu_upload (bytes as asked there). */

@@ -12,7 +12,7 @@ extern "C" {
 /* One integer product c[n, m] = a[n, k] b[k, m] (dtype: nabla's i64, i32, u8 or i8), any
    element strides for a and b, c dense with row length m; wraps around as two's complement, as
    the cpu does. On stream; returns a cudaError_t as int (0: queued). */
-int nbc_matmul_int(int dtype, const void *a, const void *b, void *c, int64_t n, int64_t k, int64_t m, int64_t ars,
+int nb__k_matmul_int(int dtype, const void *a, const void *b, void *c, int64_t n, int64_t k, int64_t m, int64_t ars,
                    int64_t acs, int64_t brs, int64_t bcs, void *stream);
 
 #ifdef __cplusplus

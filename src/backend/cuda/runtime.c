@@ -93,8 +93,8 @@ cudaStream_t nb__curt_stream_of(int index) {
     return devs[index].stream;
 }
 
-void *nbc_stream(void) {
-    if (current < 0 && nb__curt_use("nbc_stream", 0) < 0) return NULL;
+void *nb__k_stream(void) {
+    if (current < 0 && nb__curt_use("nb__k_stream", 0) < 0) return NULL;
     return devs[current].stream;
 }
 
@@ -215,12 +215,12 @@ void nb__curt_free(void *p, size_t bytes, int index) {
     }
 }
 
-void *nbc_scratch_alloc(size_t bytes) {
-    if (current < 0 && nb__curt_use("nbc_scratch_alloc", 0) < 0) return NULL;
+void *nb__k_scratch_alloc(size_t bytes) {
+    if (current < 0 && nb__curt_use("nb__k_scratch_alloc", 0) < 0) return NULL;
     return nb__curt_alloc(bytes, current);
 }
 
-void nbc_scratch_free(void *p, size_t bytes) {
+void nb__k_scratch_free(void *p, size_t bytes) {
     if (current >= 0) nb__curt_free(p, bytes, current);
 }
 
