@@ -50,6 +50,15 @@ int main(void) {
     snprintf(text, sizeof text, "%d.%d.%d", NB_VERSION_MAJOR, NB_VERSION_MINOR, NB_VERSION_PATCH);
     check(strcmp(text, nb_version()) == 0, "NB_VERSION_* differ from nb_version()");
 
+    nb_model_compile_opts mopts;          /* nb_model_compile's options, and their older name */
+    memset(&mopts, 0, sizeof mopts);
+    mopts.lr = 0.5;
+    nb_compile_opts old_name = mopts;
+    nb_graph_opts gopts;                  /* nb_compile's */
+    memset(&gopts, 0, sizeof gopts);
+    check(old_name.lr == 0.5 && nb_model_compile(NULL, mopts) < 0, "nb_model_compile(NULL) did not fail");
+    nb_error_clear();
+
     nb_scope *scope = nb_scope_begin();
     nb_tensor *s = nb_full(NB_SHAPE(), 2.5, NB_F32);
     check(nb_ndim(s) == 0 && nb_numel(s) == 1, "a tensor of NB_SHAPE() is not a 0-d scalar");
