@@ -200,6 +200,10 @@ NB_API bool nb_set_flush_denormal(bool on);
 /* Returns cached free buffers to the system: the shared lists' and this thread's (other threads'
    caches are kept until those threads exit). */
 NB_API void nb_empty_cache(void);
+/* How many tensors are alive now, in every thread: made and not yet freed (views and gradients
+   count). A training loop whose count grows step after step keeps what each step makes: see the
+   ownership rules (a scope per step) and NABLA_WARN_LEAKS (nb_optim_step). */
+NB_API int64_t nb_live_tensors(void);
 /* Allocator counters: bytes held from the system, bytes in use (exact when other threads are
    idle), and system allocations so far. */
 NB_API void nb_memory_stats(size_t *held_bytes, size_t *used_bytes, uint64_t *system_allocs);
