@@ -18,6 +18,11 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 "$work/prefix/bin/nabla" version
 { "$work/prefix/bin/nabla-info" 2>&1 || true; } | grep -q "^usage"
 "$work/prefix/bin/nabla-plot" --help >/dev/null
+# the manual page and the shell completions beside it
+grep -q '^\.TH NABLA 1' "$work/prefix/share/man/man1/nabla.1"
+grep -q 'complete .*-F _nabla nabla' "$work/prefix/share/bash-completion/completions/nabla"
+grep -q '^#compdef nabla' "$work/prefix/share/zsh/site-functions/_nabla"
+if command -v man >/dev/null; then MANPATH="$work/prefix/share/man" man nabla 2>/dev/null | grep -q "nabla train"; fi
 cat > "$work/first.c" <<'C'
 #include <nabla.h>
 #include <stdio.h>
