@@ -127,6 +127,13 @@ static void test_folders_paths_and_missing(void **state) {
 #else
     nb_error_clear();
 #endif
+    char *longname = malloc(3001); /* a Hub-shaped name whose cache path does not fit: said */
+    assert_non_null(longname);
+    memset(longname, 'a', 3000);
+    longname[3000] = 0;
+    assert_true(nb_hf_resolve(longname, got, sizeof got) < 0);
+    free(longname);
+    ASSERT_ERROR_CONTAINS("a model name of 3000 bytes");
     char small[8];
     assert_true(nb_hf_resolve(dir, small, sizeof small) < 0); /* too long for the buffer: said, not cut */
     ASSERT_ERROR_CONTAINS("longer than 7 bytes");

@@ -107,13 +107,18 @@ int nb__hf_resolve(const char *fn, const char *name, char *buf, size_t size) {
         return -1;
     }
     int n = snprintf(repo, sizeof repo, "%s/models--", root);
-    for (const char *p = name; n > 0 && (size_t)n < sizeof repo - 2 && *p; p++) {
+    if (n < 0 || (size_t)n + 2 * strlen(name) >= sizeof repo) {
+        nb__error("%s: a model name of %zu bytes (\"%.40s...\") makes a cache path under %s longer than %zu bytes", fn,
+                  strlen(name), name, root, sizeof repo - 1);
+        return -1;
+    }
+    for (const char *p = name; *p; p++) {
         if (*p == '/') {
             repo[n++] = '-';
             repo[n++] = '-';
         } else repo[n++] = *p;
     }
-    repo[n < (int)sizeof repo ? n : (int)sizeof repo - 1] = 0;
+    repo[n] = 0;
     snprintf(snaps, sizeof snaps, "%s/snapshots", repo);
     bool have = main_ref(repo, rev, sizeof rev);
     if (have) {
