@@ -37,4 +37,15 @@ expect 2 "--top-p got \"2\"" "$nabla" generate "$ref/gpt2" --prompt x --top-p 2
 expect 2 "give one of --text and --file" "$nabla" embed "$minilm"
 expect 1 "$out/none/config.json" "$nabla" generate "$out/none" --prompt x
 expect 1 "not an encoder" "$nabla" embed "$ref/gpt2" --text x
+# a model name in the Hugging Face cache: a fake cache whose snapshot links the reference gpt2's
+# files, as huggingface_hub links its blobs; and a name that is not there
+refabs=$(cd "$ref" && pwd)
+repo="$out/hf/hub/models--tiny-org--gpt2"
+mkdir -p "$repo/refs" "$repo/snapshots/0123abcd"
+printf 0123abcd > "$repo/refs/main"
+for f in "$refabs/gpt2"/*; do ln -s "$f" "$repo/snapshots/0123abcd/"; done
+HF_HOME="$out/hf" "$nabla" generate tiny-org/gpt2 --prompt "The licence" --max-new-tokens 30 > "$out/gen.txt"
+cmp "$out/gen.txt" "$ref/gpt2_cli.txt" || { echo "nabla generate (cached name): the text differs from transformers'"; exit 1; }
+expect 1 "$out/hf/hub/models--nobody--gpt9/snapshots" env HF_HOME="$out/hf" "$nabla" generate nobody/gpt9 --prompt x
+expect 1 "does not download" env HF_HOME="$out/hf" "$nabla" generate nobody/gpt9 --prompt x
 echo "hf_cli_test: ok"

@@ -85,7 +85,7 @@ static void test_fit_matches_explicit_loop(void **state) {
     nb_module_free(net);
 
     nb_model *model = nb_model_new(mlp());
-    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .optimizer = NB_OPTIM_ADAMW, .lr = 1e-3,
+    assert_int_equal(nb_model_compile(model, (nb_model_compile_opts){ .optimizer = NB_OPTIM_ADAMW, .lr = 1e-3,
                                                                  .loss = NB_LOSS_SPARSE_CE_LOGITS, .metrics = NB_METRIC_ACCURACY }), 0);
     nb_history *h = nb_model_fit(model, x_train, y_train, (nb_fit_opts){ .batch_size = 64, .epochs = 2, .seed = 5, .verbose = -1 });
     assert_non_null(h);
@@ -113,7 +113,7 @@ static void test_fit_matches_explicit_loop(void **state) {
 static void test_validation_split_and_history(void **state) {
     (void)state;
     nb_model *model = nb_model_new(mlp());
-    nb_model_compile(model, (nb_compile_opts){ .metrics = NB_METRIC_ACCURACY | NB_METRIC_TOP5_ACCURACY });
+    nb_model_compile(model, (nb_model_compile_opts){ .metrics = NB_METRIC_ACCURACY | NB_METRIC_TOP5_ACCURACY });
     nb_history *h = nb_model_fit(model, x_train, y_train,
                                  (nb_fit_opts){ .batch_size = 128, .epochs = 1, .validation_split = 0.25, .verbose = -1 });
     assert_non_null(h);
@@ -136,7 +136,7 @@ static bool stop_after_two(nb_model *m, int epoch, const char *const *names, con
 static void test_callbacks_and_early_stopping(void **state) {
     (void)state;
     nb_model *model = nb_model_new(mlp());
-    nb_model_compile(model, (nb_compile_opts){ 0 });
+    nb_model_compile(model, (nb_model_compile_opts){ 0 });
     nb_callback cb = { .on_epoch_end = stop_after_two };
     nb_tensor *x = nb_slice(x_train, 0, 0, 2000, 1), *y = nb_slice(y_train, 0, 0, 2000, 1);
     nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 5, .verbose = -1, .callbacks = &cb, .n_callbacks = 1 });
@@ -145,7 +145,7 @@ static void test_callbacks_and_early_stopping(void **state) {
     nb_history_free(h);
     /* a learning rate too large to improve: early stopping ends the run and restores the best */
     nb_model *bad = nb_model_new(mlp());
-    nb_model_compile(bad, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 50 });
+    nb_model_compile(bad, (nb_model_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 50 });
     char ckpt[] = "/tmp/nabla_best_XXXXXX";
     int fd = mkstemp(ckpt);
     assert_true(fd >= 0);
@@ -160,7 +160,7 @@ static void test_callbacks_and_early_stopping(void **state) {
     double best = INFINITY;
     for (int e = 0; e < ran; e++) best = fmin(best, nb_history_get(h, "val_loss", e));
     nb_model *reloaded = nb_model_new(mlp());
-    nb_model_compile(reloaded, (nb_compile_opts){ 0 });
+    nb_model_compile(reloaded, (nb_model_compile_opts){ 0 });
     assert_int_equal(nb_load_state_dict(nb_model_module(reloaded), ckpt, (nb_load_opts){ 0 }), 0);
     const char *names[2];
     double v_ckpt[2], v_restored[2];
@@ -190,7 +190,7 @@ static void test_ready_made_callbacks(void **state) {
     snprintf(ckpt, sizeof ckpt, "%s/best.safetensors", dir);
     snprintf(logdir, sizeof logdir, "%s/run", dir);
     nb_model *model = nb_model_new(mlp());
-    nb_model_compile(model, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 0.1, .metrics = NB_METRIC_ACCURACY });
+    nb_model_compile(model, (nb_model_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 0.1, .metrics = NB_METRIC_ACCURACY });
     nb_summary_writer *w = nb_summary_open(logdir);
     assert_non_null(w);
     nb_scope *s = nb_scope_begin();
@@ -237,7 +237,7 @@ static void test_lr_schedule_callback(void **state) {
     nb_optimizer *opt = nb_optim_sgd(net, (nb_sgd_opts){ .lr = 0.1 });
     nb_scheduler *sched = nb_sched_step_lr(opt, 1, 0.5);
     nb_model *model = nb_model_new(net);
-    nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt });
+    nb_model_compile(model, (nb_model_compile_opts){ .optimizer_obj = opt });
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_slice(x_train, 0, 0, 1000, 1), *y = nb_slice(y_train, 0, 0, 1000, 1);
     nb_history *h = nb_model_fit(model, x, y, (nb_fit_opts){ .epochs = 3, .verbose = -1, .lr_schedule = sched });
@@ -254,7 +254,7 @@ static void test_misuse(void **state) {
     nb_model *model = nb_model_new(mlp());
     assert_null(nb_model_fit(model, x_train, y_train, (nb_fit_opts){ .verbose = -1 }));
     ASSERT_ERROR_CONTAINS("nb_model_fit: the model is not compiled");
-    nb_model_compile(model, (nb_compile_opts){ 0 });
+    nb_model_compile(model, (nb_model_compile_opts){ 0 });
     nb_tensor *y = nb_slice(y_train, 0, 0, 10, 1);
     assert_null(nb_model_fit(model, x_train, y, (nb_fit_opts){ .verbose = -1 }));
     ASSERT_ERROR_CONTAINS("must have the same number of samples");
@@ -314,7 +314,7 @@ static void test_restore_best_many_entries(void **state) {
     for (int i = 0; i < LAYERS; i++) nb_nn_sequential_add(seq, nb_nn_linear(2, 2));
     nb_model *model = nb_model_new(seq);
     double calls = 0;
-    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 0.1,
+    assert_int_equal(nb_model_compile(model, (nb_model_compile_opts){ .optimizer = NB_OPTIM_SGD, .lr = 0.1,
                                                                  .loss_fn = growing_loss, .loss_ctx = &calls }), 0);
     nb_tensor *x = nb_randn(NB_SHAPE(8, 2), NB_F32), *y = nb_zeros(NB_SHAPE(8), NB_I64);
     weights_at best = { .epoch = 1 };
@@ -359,7 +359,7 @@ static void test_bad_labels_and_sizes(void **state) {
     (void)state;
     nb_manual_seed(12);
     nb_model *model = nb_model_new(nb_nn_linear(4, 3));
-    assert_int_equal(nb_model_compile(model, (nb_compile_opts){ .loss_fn = mean_loss, .metrics = NB_METRIC_ACCURACY }), 0);
+    assert_int_equal(nb_model_compile(model, (nb_model_compile_opts){ .loss_fn = mean_loss, .metrics = NB_METRIC_ACCURACY }), 0);
     nb_tensor *x = nb_randn(NB_SHAPE(10, 4), NB_F32);
     int64_t lab[10] = { 0, 1, 2, 0, 1, 7, 2, -1, 0, 1 };
     nb_tensor *y = nb_from_data(lab, NB_SHAPE(10), NB_I64);
@@ -393,7 +393,7 @@ static void test_bad_labels_and_sizes(void **state) {
     assert_int_equal(nb_dim(p, 0), 10);
     nb_release(p);
     /* NULL models: an error, not a bare failure */
-    assert_true(nb_model_compile(NULL, (nb_compile_opts){ 0 }) < 0);
+    assert_true(nb_model_compile(NULL, (nb_model_compile_opts){ 0 }) < 0);
     ASSERT_ERROR_CONTAINS("nb_model_compile: model is NULL");
     assert_null(nb_model_fit(NULL, x, y3, (nb_fit_opts){ 0 }));
     ASSERT_ERROR_CONTAINS("nb_model_fit: model is NULL");
@@ -412,7 +412,7 @@ static void test_bad_labels_and_sizes(void **state) {
 static void test_stale_error_is_not_a_failure(void **state) {
     (void)state;
     nb_model *m = nb_model_new(mlp());
-    assert_int_equal(nb_model_compile(m, (nb_compile_opts){ .metrics = NB_METRIC_ACCURACY }), 0);
+    assert_int_equal(nb_model_compile(m, (nb_model_compile_opts){ .metrics = NB_METRIC_ACCURACY }), 0);
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_slice(x_train, 0, 0, 256, 1), *y = nb_slice(y_train, 0, 0, 256, 1);
     nb_keep(x);

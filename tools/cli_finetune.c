@@ -76,8 +76,9 @@ static int64_t config_positions(const char *dir, char *type, size_t size) {
     snprintf(type, size, "unknown");
     return 0;
 #else
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    char folder[PATH_MAX / 2], path[PATH_MAX];
+    if (nb_hf_resolve(dir, folder, sizeof folder) < 0) nb_error_clear(); /* nb_hf_load has said why */
+    snprintf(path, sizeof path, "%s/config.json", folder);
     json_t *cfg = json_load_file(path, 0, NULL);
     const char *t = json_string_value(json_object_get(cfg, "model_type"));
     snprintf(type, size, "%s", t ? t : "unknown");

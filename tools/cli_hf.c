@@ -10,7 +10,8 @@
 
 static const char GENERATE_USAGE[] =
     "usage: nabla generate DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "  DIR              a Hugging Face checkpoint folder (config.json, model.safetensors, tokenizer files)\n"
+    "  DIR              a Hugging Face checkpoint folder (config.json, model.safetensors, tokenizer files),\n"
+    "                   or a model name (gpt2, ORG/NAME) in the Hugging Face cache (~/.cache/huggingface/hub)\n"
     "  --max-new-tokens N   tokens to add (default 50)\n"
     "  --temperature T  0 is greedy (the default); else sampling from softmax(logits / T)\n"
     "  --top-k K        sample among the K most likely tokens only\n"
@@ -20,7 +21,8 @@ static const char GENERATE_USAGE[] =
 
 static const char EMBED_USAGE[] =
     "usage: nabla embed DIR (--text TEXT | --file FILE) [-o OUT.npy] [--batch N]\n"
-    "  DIR         a sentence-transformers checkpoint folder (all-MiniLM-L6-v2's layout)\n"
+    "  DIR         a sentence-transformers checkpoint folder (all-MiniLM-L6-v2's layout), or its name\n"
+    "              (sentence-transformers/all-MiniLM-L6-v2) in the Hugging Face cache\n"
     "  --text T    one text; --file F: one text a line\n"
     "  -o OUT.npy  the embeddings [texts, hidden] as NPY (without -o they are printed, a row a line)\n"
     "  --batch N   texts encoded together, sorted by length first (default 32)\n";

@@ -8,6 +8,7 @@
 #include "cli_finetune.h"
 #include "cli_model.h"
 #include "cli_hf.h"
+#include "cli_completion.h"
 #include "cli_onnx.h"
 #include "cli_run.h"
 #include "train_args.h"
@@ -696,6 +697,8 @@ static void usage(FILE *f) {
                "  generate DIR --prompt T   a Hugging Face causal LM continues T (nabla generate --help)\n"
                "  embed DIR --text T    sentence embeddings of a Hugging Face encoder (nabla embed --help)\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
+               "  completion bash|zsh   a shell completion script (nabla completion --help)\n"
+               "  manpage               this command's manual page, as troff\n"
                "  version               the library version\n");
 }
 
@@ -725,6 +728,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cli_generate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed")) return cli_embed_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "completion") || !strcmp(cmd, "manpage")) return cli_completion_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());
         return 0;

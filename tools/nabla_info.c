@@ -72,6 +72,13 @@ static int info_onnx(const char *path, FILE *out) {
     return 0;
 }
 
+/* The name the user typed: built into the nabla command this is its info subcommand. */
+#ifdef NABLA_INFO_NO_MAIN
+#define INFO_NAME "nabla info"
+#else
+#define INFO_NAME "nabla-info"
+#endif
+
 /* Whether path ends in suffix. */
 static bool ends_with(const char *path, const char *suffix) {
     size_t n = strlen(path), k = strlen(suffix);
@@ -80,9 +87,11 @@ static bool ends_with(const char *path, const char *suffix) {
 
 /* Prints each file's summary to out; 0, or 1 when a file could not be read (its error on err). */
 int nabla_info_main(int argc, char **argv, FILE *out, FILE *err) {
-    if (argc < 2) {
-        fprintf(err, "usage: %s FILE...   (a .safetensors state dict or checkpoint, a .npy array or a .onnx model)\n", argv[0]);
-        return 2;
+    bool help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+    if (argc < 2 || help) {
+        fprintf(help ? out : err, "usage: %s FILE...   (a .safetensors state dict or checkpoint, a .npy array or a .onnx model)\n",
+                INFO_NAME);
+        return help ? 0 : 2;
     }
     int rc = 0;
     for (int i = 1; i < argc; i++) {

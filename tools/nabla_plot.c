@@ -7,8 +7,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The name the user typed: built into the nabla command this is its plot subcommand. */
+#ifdef NABLA_PLOT_NO_MAIN
+#define PLOT_NAME "nabla plot"
+#else
+#define PLOT_NAME "nabla-plot"
+#endif
+
 static void usage(FILE *f) {
-    fputs("usage: nabla-plot LOGDIR|EVENTFILE... [-o curves.svg] [--smooth 0.6] [--csv out.csv]\n"
+    fputs("usage: " PLOT_NAME " LOGDIR|EVENTFILE... [-o curves.svg] [--smooth 0.6] [--csv out.csv]\n"
           "                  [--tag TEXT] [--title TEXT] [--text] [--watch SECONDS]\n"
           "  -o FILE        write the curves of every scalar tag, one panel per tag, as SVG\n"
           "  --smooth W     TensorBoard's smoothing weight in [0, 1) (default 0: none)\n"
@@ -41,10 +48,10 @@ static int read_all(nb_scalar_log **logs, char **names, int n) {
     for (int r = 0; r < n; r++) {
         logs[r] = nb_scalar_log_read(names[r]);
         if (!logs[r]) {
-            fprintf(stderr, "nabla-plot: %s\n", nb_error());
+            fprintf(stderr, PLOT_NAME ": %s\n", nb_error());
             return -1;
         }
-        if (nb_scalar_log_note(logs[r])) fprintf(stderr, "nabla-plot: stopped early: %s\n", nb_scalar_log_note(logs[r]));
+        if (nb_scalar_log_note(logs[r])) fprintf(stderr, PLOT_NAME ": stopped early: %s\n", nb_scalar_log_note(logs[r]));
     }
     return 0;
 }
@@ -73,7 +80,7 @@ int nabla_plot_main(int argc, char **argv) {
         else if (!strcmp(a, "--watch") && has_next) watch = atof(argv[++i]), text = true;
         else if (!strcmp(a, "--text")) text = true;
         else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "nabla-plot: unknown or incomplete option '%s'\n", a);
+            fprintf(stderr, PLOT_NAME ": unknown or incomplete option '%s'\n", a);
             usage(stderr);
             free(runs);
             return 2;
@@ -85,7 +92,7 @@ int nabla_plot_main(int argc, char **argv) {
         return 2;
     }
     if (!(smooth >= 0 && smooth < 1)) {
-        fprintf(stderr, "nabla-plot: --smooth must be in [0, 1), got %g\n", smooth);
+        fprintf(stderr, PLOT_NAME ": --smooth must be in [0, 1), got %g\n", smooth);
         free(runs);
         return 2;
     }
@@ -118,12 +125,12 @@ int nabla_plot_main(int argc, char **argv) {
     if (rc == 0 && svg) {
         if (nb_plot_svg((const nb_scalar_log *const *)logs, (const char *const *)labels, n, svg,
                         (nb_plot_opts){ .smooth = smooth, .title = title, .tag_filter = tag }) != 0) {
-            fprintf(stderr, "nabla-plot: %s\n", nb_error());
+            fprintf(stderr, PLOT_NAME ": %s\n", nb_error());
             rc = 1;
         }
     }
     if (rc == 0 && csv && nb_plot_csv((const nb_scalar_log *const *)logs, (const char *const *)labels, n, csv) != 0) {
-        fprintf(stderr, "nabla-plot: %s\n", nb_error());
+        fprintf(stderr, PLOT_NAME ": %s\n", nb_error());
         rc = 1;
     }
     if (rc == 0 && text) {

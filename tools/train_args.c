@@ -163,7 +163,10 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         if (!strcmp(a, "--model")) {
             size_t len = strlen(v);
             struct stat st;
-            o->hf_model = !one_of(v, "mlp|cnn|resnet") && stat(v, &st) == 0 && S_ISDIR(st.st_mode);
+            char dir[4096]; /* a folder, or a model name in the Hugging Face cache */
+            o->hf_model = !one_of(v, "mlp|cnn|resnet") && nb_hf_resolve(v, dir, sizeof dir) == 0 && stat(dir, &st) == 0 &&
+                          S_ISDIR(st.st_mode);
+            nb_error_clear();
             if (!o->hf_model && !one_of(v, "mlp|cnn|resnet") && !(len > 5 && !strcmp(v + len - 5, ".json"))) {
                 fprintf(err, "nabla train: --model is mlp, cnn, resnet, a FILE.json or a Hugging Face checkpoint folder, "
                              "got \"%s\"\n", v);

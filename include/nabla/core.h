@@ -40,10 +40,40 @@ typedef struct nb_device { nb_device_type type; int index; } nb_device;
 /* A shape is a value: ndim dimensions, up to NB_MAX_DIMS. */
 typedef struct nb_shape { int ndim; int64_t dim[NB_MAX_DIMS]; } nb_shape;
 
-/* NB_SHAPE(64, 784) builds an nb_shape from its dimensions; NB_SHAPE() is a 0-d (scalar) shape. */
-#define NB__NARGS(...) NB__NARGS_(0, ##__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define NB__NARGS_(z, a, b, c, d, e, f, g, h, n, ...) n
-#define NB_SHAPE(...) ((nb_shape){ NB__NARGS(__VA_ARGS__), { __VA_ARGS__ } })
+/* NB_SHAPE(64, 784) builds an nb_shape from its dimensions; NB_SHAPE() is a 0-d (scalar) shape.
+   It means the same in strict C11/C17, GNU C and C++, without GNU's `, ##__VA_ARGS__` (which
+   strict C reads as one empty dimension, a 1-d shape [0]): in C an empty list is told apart by
+   the preprocessor (NB__IS_EMPTY) and the count is the length of an array literal of the
+   dimensions; in C++ it is a function template. More than NB_MAX_DIMS dimensions is a compile-time
+   diagnostic ("excess elements", or a static assertion in C++). */
+#ifdef __cplusplus
+extern "C++" {
+template <typename... D> inline nb_shape nb__shape_of(D... dims) {
+    static_assert(sizeof...(D) <= NB_MAX_DIMS, "NB_SHAPE: more than NB_MAX_DIMS dimensions");
+    const int64_t d[] = {0, static_cast<int64_t>(dims)...};
+    nb_shape s = {};
+    s.ndim = static_cast<int>(sizeof...(D));
+    for (int i = 0; i < s.ndim; i++) s.dim[i] = d[i + 1];
+    return s;
+}
+}
+#define NB_SHAPE(...) nb__shape_of(__VA_ARGS__)
+#else
+/* Whether the argument list is empty, in standard C (Jens Gustedt's four-comma test): 1 or 0. */
+#define NB__ARG16(_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, ...) _15
+#define NB__HAS_COMMA(...) NB__ARG16(__VA_ARGS__, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0)
+#define NB__COMMA_IF_CALLED(...) ,
+#define NB__IS_EMPTY(...) NB__IS_EMPTY_(NB__HAS_COMMA(__VA_ARGS__), NB__HAS_COMMA(NB__COMMA_IF_CALLED __VA_ARGS__), \
+                                        NB__HAS_COMMA(__VA_ARGS__ ()), NB__HAS_COMMA(NB__COMMA_IF_CALLED __VA_ARGS__ ()))
+#define NB__IS_EMPTY_(a, b, c, d) NB__HAS_COMMA(NB__PASTE5(NB__EMPTY_CASE_, a, b, c, d))
+#define NB__PASTE5(a, b, c, d, e) a##b##c##d##e
+#define NB__EMPTY_CASE_0001 ,
+#define NB__SHAPE_PICK(empty) NB__SHAPE_PICK_(empty)
+#define NB__SHAPE_PICK_(empty) NB__SHAPE_##empty
+#define NB__SHAPE_1(...) ((nb_shape){ 0, { 0 } })
+#define NB__SHAPE_0(...) ((nb_shape){ (int)(sizeof((int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t)), { __VA_ARGS__ } })
+#define NB_SHAPE(...) NB__SHAPE_PICK(NB__IS_EMPTY(__VA_ARGS__))(__VA_ARGS__)
+#endif
 
 /* Opaque, reference-counted tensor. */
 typedef struct nb_tensor nb_tensor;
@@ -170,6 +200,10 @@ NB_API bool nb_set_flush_denormal(bool on);
 /* Returns cached free buffers to the system: the shared lists' and this thread's (other threads'
    caches are kept until those threads exit). */
 NB_API void nb_empty_cache(void);
+/* How many tensors are alive now, in every thread: made and not yet freed (views and gradients
+   count). A training loop whose count grows step after step keeps what each step makes: see the
+   ownership rules (a scope per step) and NABLA_WARN_LEAKS (nb_optim_step). */
+NB_API int64_t nb_live_tensors(void);
 /* Allocator counters: bytes held from the system, bytes in use (exact when other threads are
    idle), and system allocations so far. */
 NB_API void nb_memory_stats(size_t *held_bytes, size_t *used_bytes, uint64_t *system_allocs);

@@ -86,6 +86,14 @@ typedef struct nb_hf_opts {
     nb_dtype dtype; /* the parameters' dtype: NB_F32 (0) or NB_F64 */
 } nb_hf_opts;
 
+/* The folder a model name stands for, into buf (size bytes): name itself when it is a file or
+   folder (or a path), else, for a Hub id such as "gpt2" or "sentence-transformers/all-MiniLM-L6-v2",
+   its snapshot in the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else
+   $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub): models--ORG--NAME/snapshots/REV,
+   REV the revision refs/main names, else the newest snapshot. nb_hf_load, nb_tokenizer_load,
+   nb_hf_save's src_dir and nb_hf_embed's model_dir take such names too. nabla never downloads:
+   0, or -1 with an error saying where it looked. */
+NB_API int nb_hf_resolve(const char *name, char *buf, size_t size);
 /* Builds the architecture config.json names, with Hugging Face's parameter names, and binds the
    checkpoint's weights, in eval mode. nb_forward(m, ids [B, T] i64) gives an encoder's last
    hidden states [B, T, hidden], a causal LM's logits [B, T, vocab]. NULL with an error naming the file and the field or key: an

@@ -24,8 +24,9 @@ typedef enum nb_loss_kind { NB_LOSS_SPARSE_CE_LOGITS = 0, NB_LOSS_MSE, NB_LOSS_B
 enum { NB_METRIC_ACCURACY = 1 << 0, NB_METRIC_TOP5_ACCURACY = 1 << 1 };
 
 /* What nb_model_compile sets; zero fields are the defaults (AdamW, cross entropy, lr 0: the chosen
-   optimizer's PyTorch default, 1e-3 for AdamW). */
-typedef struct nb_compile_opts {
+   optimizer's PyTorch default, 1e-3 for AdamW). Not the options of graph mode's nb_compile, which
+   are nb_graph_opts (nabla/compile.h). */
+typedef struct nb_model_compile_opts {
     nb_optim_kind optimizer;
     double lr;
     nb_loss_kind loss;
@@ -34,7 +35,9 @@ typedef struct nb_compile_opts {
                                     optimizer and lr (the model frees it once compile succeeds) */
     nb_tensor *(*loss_fn)(nb_tensor *pred, nb_tensor *target, void *ctx); /* a loss of the caller's */
     void *loss_ctx;
-} nb_compile_opts;
+} nb_model_compile_opts;
+/* The older name of nb_model_compile_opts, kept so that code written for it compiles. */
+typedef nb_model_compile_opts nb_compile_opts;
 
 /* Hooks called by fit; any may be NULL. Returning false from on_epoch_end or on_batch_end stops
    training after that epoch or batch. logs: the metric names and values so far. */
@@ -79,7 +82,7 @@ NB_API nb_model *nb_model_new(nb_module *module);
 /* The wrapped module (borrowed). */
 NB_API nb_module *nb_model_module(nb_model *m);
 /* Chooses the optimizer, loss and metrics (again: replaces and frees the earlier optimizer); 0 or <0. */
-NB_API int nb_model_compile(nb_model *m, nb_compile_opts opts);
+NB_API int nb_model_compile(nb_model *m, nb_model_compile_opts opts);
 /* Trains on tensors x [N, ...] and y [N, ...] (validation in batches of 256); returns the per-epoch
    history (free it), or NULL with an error. Needs nb_model_compile first. */
 NB_API nb_history *nb_model_fit(nb_model *m, nb_tensor *x, nb_tensor *y, nb_fit_opts opts);

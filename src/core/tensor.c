@@ -121,11 +121,18 @@ int nb__axis(int axis, int ndim) {
     return axis < 0 ? axis + n : axis;
 }
 
+/* Tensors made and not yet freed, in every thread (nb_live_tensors): relaxed, a count to watch,
+   not a synchronisation. */
+static atomic_int_least64_t live_tensors;
+
+int64_t nb_live_tensors(void) { return (int64_t)atomic_load_explicit(&live_tensors, memory_order_relaxed); }
+
 static nb_tensor *tensor_header(void) {
     nb_tensor *t = nb__alloc(sizeof(nb_tensor));
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     atomic_init(&t->refcount, 1);
+    atomic_fetch_add_explicit(&live_tensors, 1, memory_order_relaxed);
     return t;
 }
 
@@ -239,6 +246,7 @@ static void tensor_free(nb_tensor *t) {
     nb_tensor *grad = t->grad;
     struct nb_node *fn = t->grad_fn;
     nb__free(t, sizeof *t);
+    atomic_fetch_sub_explicit(&live_tensors, 1, memory_order_relaxed);
     if (grad) nb_release(grad);
     if (fn && node_release) node_release(fn);
 }

@@ -3,6 +3,7 @@
    which writes a trained model back as a checkpoint folder with the keys, order, dtypes and
    shards of the folder it was loaded from, so transformers' from_pretrained reads it. */
 #include "hf_model.h"
+#include "hub.h"
 #include "nabla/hf.h"
 
 #include <errno.h>
@@ -233,6 +234,9 @@ int nb_hf_save(nb_module *m, const char *src_dir, const char *out_dir) {
         nb__error("%s: %s is NULL", fn, !m ? "the module" : !src_dir ? "src_dir" : "out_dir");
         return -1;
     }
+    char resolved[NB__HF_DIR_MAX];
+    if (nb__hf_resolve(fn, src_dir, resolved, sizeof resolved) < 0) return -1;
+    src_dir = resolved;
     if (same_folder(src_dir, out_dir)) {
         nb__error("%s: out_dir %s is the folder the model was loaded from; a fine-tuned model goes to a folder of its own",
                   fn, out_dir);

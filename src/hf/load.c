@@ -2,6 +2,7 @@
    shards) to a module of the architecture its config names, the weights viewed in the mapped
    files; and nb_hf_embed, sentence embeddings of texts as sentence-transformers makes them. */
 #include "hf_model.h"
+#include "hub.h"
 #include "nabla/hf.h"
 
 #include <limits.h>
@@ -33,6 +34,9 @@ nb_module *nb_hf_load(const char *dir, nb_hf_opts opts) {
         nb__error("%s: dir is NULL", fn);
         return NULL;
     }
+    char resolved[NB__HF_DIR_MAX];
+    if (nb__hf_resolve(fn, dir, resolved, sizeof resolved) < 0) return NULL;
+    dir = resolved;
     nb_dtype dt = opts.dtype;
     if (!nb__dtype_ok(fn, dt)) return NULL;
     if (dt != NB_F32 && dt != NB_F64) {
@@ -79,9 +83,12 @@ nb_module *nb_hf_load(const char *dir, nb_hf_opts opts) {
 /* The longest input sentence-transformers feeds the model (sentence_bert_config.json's
    max_seq_length), else the model's positions. */
 static int64_t max_tokens(const char *dir, int64_t positions) {
-    if (!dir) return positions;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
+    char folder[NB__HF_DIR_MAX], path[NB__HF_DIR_MAX + 32];
+    if (!dir || nb__hf_resolve("nb_hf_embed", dir, folder, sizeof folder) < 0) {
+        nb_error_clear(); /* no folder: the model's own limit, as without model_dir */
+        return positions;
+    }
+    snprintf(path, sizeof path, "%s/sentence_bert_config.json", folder);
     json_t *c = json_load_file(path, 0, NULL);
     json_t *v = c ? json_object_get(c, "max_seq_length") : NULL;
     int64_t n = json_is_integer(v) ? json_integer_value(v) : positions;

@@ -2,6 +2,7 @@
    vocab.json + merges.txt, BERT's vocab.txt (with tokenizer_config.json's casing), and the
    checks that make a bad file an error naming the file and the field. */
 #include "hf_impl.h"
+#include "hub.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -483,6 +484,9 @@ nb_tokenizer *nb_tokenizer_load(const char *path) {
         nb__error("nb_tokenizer_load: path is NULL");
         return NULL;
     }
+    char resolved[NB__HF_DIR_MAX];
+    if (nb__hf_resolve("nb_tokenizer_load", path, resolved, sizeof resolved) < 0) return NULL;
+    path = resolved;
     struct stat st;
     if (stat(path, &st) != 0) {
         nb__error("nb_tokenizer_load: cannot open %s: %s", path, strerror(errno));

@@ -16,7 +16,7 @@
 struct nb_model {
     nb_module *module;
     nb_optimizer *opt;
-    nb_compile_opts c;
+    nb_model_compile_opts c;
     bool compiled;
 };
 
@@ -43,7 +43,7 @@ nb_model *nb_model_new(nb_module *module) {
 
 nb_module *nb_model_module(nb_model *m) { return m ? m->module : NULL; }
 
-int nb_model_compile(nb_model *m, nb_compile_opts o) {
+int nb_model_compile(nb_model *m, nb_model_compile_opts o) {
     if (!m) {
         if (!nb__has_error()) nb__error("nb_model_compile: model is NULL");
         return -1;

@@ -311,11 +311,41 @@ static int lbfgs_step(nb_optimizer *o) {
     return rc;
 }
 
+/* Steps in a row the live tensors must grow before NABLA_WARN_LEAKS warns. */
+enum { LEAK_STEPS = 10 };
+
+/* NABLA_WARN_LEAKS=1 (the user's explicit request; the library prints nothing otherwise): one
+   line on stderr, once a process, when the live tensors grew at each of LEAK_STEPS steps in a
+   row, the mark of a loop that makes its step's tensors outside a scope. */
+static void watch_leaks(nb_optimizer *o) {
+    static atomic_int enabled = -1; /* -1: the variable not read yet */
+    static atomic_bool warned;
+    int on = atomic_load_explicit(&enabled, memory_order_relaxed);
+    if (on < 0) {
+        const char *v = getenv("NABLA_WARN_LEAKS");
+        on = v && !strcmp(v, "1");
+        atomic_store_explicit(&enabled, on, memory_order_relaxed);
+    }
+    if (!on) return;
+    int64_t live = nb_live_tensors();
+    if (o->leak_last > 0 && live > o->leak_last) o->leak_growth++;
+    else o->leak_growth = 0;
+    if (o->leak_growth == 1) o->leak_start = o->leak_last;
+    o->leak_last = live;
+    if (o->leak_growth >= LEAK_STEPS && !atomic_exchange(&warned, true))
+        fprintf(stderr,
+                "nabla: NABLA_WARN_LEAKS: the live tensors grew at each of the last %d optimizer steps (%lld to %lld): "
+                "a training loop that makes its tensors outside a scope never frees them; wrap each step in "
+                "nb_scope_begin() ... nb_scope_end() (README, \"A first program\")\n",
+                LEAK_STEPS, (long long)o->leak_start, (long long)live);
+}
+
 int nb_optim_step(nb_optimizer *o) {
     if (!o) {
         if (!nb__has_error()) nb__error("nb_optim_step: optimizer is NULL");
         return -1;
     }
+    watch_leaks(o);
     if (o->kind == KIND_LBFGS) return lbfgs_step(o);
     if (nb_optim_init_state(o) < 0) return -1;
     sync_hyper(o);

@@ -39,6 +39,8 @@ struct nb_optimizer {
     char **state_names;
     int state_names_n;
     nb__optim_partition part; /* part.owns NULL: every parameter is this process's */
+    int64_t leak_last, leak_start; /* nb_live_tensors() at the last step and where the growth began */
+    int leak_growth;
 };
 
 /* A zero option is the default; NB_ZERO (negative zero) asks for an explicit 0. */
