@@ -57,6 +57,26 @@ awk '/^test accuracy/ { print $3 }' csv.txt > a.txt; awk '/^test accuracy/ { pri
 cmp -s a.txt b.txt || fail "CSV: eval gives $(cat b.txt), train printed $(cat a.txt)"
 echo "csv: ok"
 
+# a nan in the data is an error naming the file, the line and the column, before any training;
+# a loss that turns nan stops training at that step (never "loss: nan" epoch after epoch), and no
+# message claims a model file that was never written
+awk -F, 'NR == 6 { $3 = "nan" } 1' OFS=, train.csv > nan.csv
+set +e; "$nabla" train --data nan.csv --label label --epochs 2 --logdir nan_run >out.txt 2>err.txt; rc=$?; set -e
+cat err.txt
+[ "$rc" -ne 0 ] && grep -q 'nan.csv: value "nan" at line 6, column 3 ("b")' err.txt || fail "a nan in a CSV: exit $rc, $(cat err.txt)"
+[ ! -e nan_run ] || fail "a CSV with a nan made a run folder"
+/usr/bin/python3 -c 'import numpy as np; x = np.load("x.npy"); x[7, 0, 2, 3] = np.inf; np.save("inf.npy", x)'
+set +e; "$nabla" train --data inf.npy --labels y.npy --epochs 1 --logdir inf_run >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "inf.npy: value inf of sample 7 (element 19 of the sample) is not finite" err.txt \
+  || fail "an inf in an NPY: exit $rc, $(cat err.txt)"
+set +e; "$nabla" train --data train.csv --label label --lr 1e6 --optimizer sgd --epochs 3 --logdir big_lr >out.txt 2>err.txt; rc=$?; set -e
+cat out.txt err.txt
+[ "$rc" -ne 0 ] && grep -q "the loss is nan at step [0-9]* (epoch 1, batch" err.txt && grep -q "Lower the learning rate" err.txt \
+  || fail "a nan loss does not stop training at its step: exit $rc, $(cat err.txt)"
+! grep -qi "loss: -*nan" out.txt || fail "epochs went on with a nan loss"
+! grep -q "cannot read back\|No such file" err.txt || fail "a message claims a file that was never written"
+echo "nan in the data, nan loss: stopped with the place named"
+
 # NPY pair with a JSON config of a small convnet
 cat > conv.json <<'J'
 {"layers": [{"type": "conv2d", "out": 8, "kernel": 3, "padding": "same"}, {"type": "relu"},
