@@ -57,6 +57,18 @@ awk '/^test accuracy/ { print $3 }' csv.txt > a.txt; awk '/^test accuracy/ { pri
 cmp -s a.txt b.txt || fail "CSV: eval gives $(cat b.txt), train printed $(cat a.txt)"
 echo "csv: ok"
 
+# nabla info of an exported model counts each initializer once: the mlp's 4 weights and biases and
+# as many elements as its parameters (the export's weight Transposes, folded at load, are no more)
+if "$nabla" export csv/model.safetensors -o csv.onnx >/dev/null 2>err.txt; then
+  params="$("$nabla" summary csv/model.safetensors | awk '/^Total params:/ { gsub(",", "", $3); print $3 }')"
+  "$nabla" info csv.onnx >info.txt
+  grep -q "^initializers: 4, $params elements" info.txt || fail "info of an ONNX file with 4 initializers, $params elements: $(grep initializers info.txt)"
+  echo "info of an ONNX file: 4 initializers, $params elements"
+else
+  grep -q "built without ONNX" err.txt || fail "nabla export: $(cat err.txt)"
+  echo "info of an ONNX file: skipped (built without ONNX)"
+fi
+
 # a nan in the data is an error naming the file, the line and the column, before any training;
 # a loss that turns nan stops training at that step (never "loss: nan" epoch after epoch), and no
 # message claims a model file that was never written
