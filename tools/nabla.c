@@ -59,6 +59,17 @@ static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     return true;
 }
 
+/* fit's all_sum under several ranks: the step's loss sum, sample count and correct predictions
+   summed over the ranks, so every figure printed and logged is the whole job's, not rank 0's share. */
+static int sum_over_ranks(double *values, int n, void *ctx) {
+    (void)ctx;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_from_data(values, NB_SHAPE(n), NB_F64);
+    int rc = t && nb_dist_all_reduce(t, NB_REDUCE_SUM) == 0 && nb_copy_to(t, values, sizeof(double) * (size_t)n) == 0 ? 0 : -1;
+    nb_scope_end(s);
+    return rc;
+}
+
 /* The first n samples of ds (all when n is 0), as a new handle. */
 static nb_dataset *first_samples(nb_dataset *ds, int64_t n) {
     int64_t len = nb_dataset_len(ds);
@@ -131,7 +142,9 @@ static double accuracy_of(const int64_t *confusion, int64_t k, int64_t *right, i
 static int test_accuracy(nb_module *m, nb_dataset *ds, int64_t k, double *acc, int64_t *right, int64_t *all,
                          const char *cmd, nb_device dev) {
     int64_t *conf = calloc((size_t)(k * k), sizeof *conf);
-    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500, .device = dev }) : NULL;
+    /* the whole set, whatever the rank (a loader's default under nb_dist is this rank's shard) */
+    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1, .device = dev })
+                             : NULL;
     int rc = -1;
     if (!l) fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "out of memory");
     else if (confusion_of(m, l, k, conf, cmd) == 0) {
@@ -369,7 +382,8 @@ static int train_ranks(train_opts o, int rank, int world) {
     if (cli_fit(model, loader, val_loader,
                 (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch, .verbose = o.quiet ? -1 : 0,
                                .tensorboard = w, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
-                               .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched }, &w) < 0)
+                               .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched,
+                               .all_sum = world > 1 ? sum_over_ranks : NULL }, &w) < 0)
         goto done;
     if (rank != 0) { /* rank 0 saves, tests and plots */
         rc = 0;
