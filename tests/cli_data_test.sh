@@ -138,13 +138,29 @@ cat err.txt
 printf '%s' '{"layers": [{"type": "linear", "out": 5}]}' > five.json
 set +e; "$nabla" train --data train.csv --model five.json 2>err.txt; rc=$?; set -e
 [ "$rc" -ne 0 ] && grep -q "5 outputs" err.txt || fail "a config with 5 outputs for 3 classes: $(cat err.txt)"
-printf '%s' '{"layers": [' > broken.json
+printf '{"layers": [\n  {"type": "linear", "out": 3},\n]}' > broken.json
 set +e; "$nabla" train --data train.csv --model broken.json 2>err.txt; rc=$?; set -e
-[ "$rc" -ne 0 ] && grep -q "line" err.txt || fail "invalid JSON: $(cat err.txt)"
+[ "$rc" -ne 0 ] && grep -q "line 3, column" err.txt && ! grep -q -- "-1" err.txt || fail "invalid JSON: $(cat err.txt)"
+set +e; "$nabla" train --data train.csv --model missing.json 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "missing.json" err.txt && ! grep -q -- "-1" err.txt || fail "a missing config: $(cat err.txt)"
 [ ! -e runs ] || fail "a refused run left a run folder"
 set +e; "$nabla" train --data x.npy 2>err.txt; rc=$?; set -e
 [ "$rc" -ne 0 ] && grep -q -- "--labels" err.txt || fail "an .npy without --labels: $(cat err.txt)"
 echo "wrong configs and data: refused"
+
+# a Keras-style config (Dense, units, activation) trains, its run folder named after the file;
+# a Keras field nabla does not take is named
+mkdir -p configs
+printf '%s' '{"layers": [{"type": "Dense", "units": 32, "activation": "relu"}, {"type": "dense", "units": 3}]}' > configs/keras.json
+"$nabla" train --data train.csv --label label --test test.csv --model configs/keras.json --epochs 8 --lr 0.01 >keras.txt
+acc_at_least keras.txt 0.9 || fail "a Keras-style config: $(cat keras.txt)"
+[ -d runs/keras ] || fail "the run folder of configs/keras.json is not runs/keras: $(ls -R runs | head)"
+"$nabla" summary runs/keras/latest/model.safetensors | grep -q "ReLU" || fail "activation relu made no ReLU layer"
+rm -rf runs
+printf '%s' '{"layers": [{"type": "dense", "units": 3, "kernel_initializer": "he_normal"}]}' > keras_bad.json
+set +e; "$nabla" train --data train.csv --model keras_bad.json 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q 'layer 0 (dense, as linear): unknown field "kernel_initializer"' err.txt || fail "an unknown Keras field: $(cat err.txt)"
+echo "Keras-style config: trained; an unknown field named"
 
 # a state dict saved without a config (as before configs were stored) loads as --model names it
 /usr/bin/python3 - <<'PY'

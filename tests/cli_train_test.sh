@@ -20,6 +20,19 @@ for args in "--epochs 1e30" "--epochs 0" "--epochs 2.5" "--batch-size 9999999999
 done
 echo "bad arguments: refused with a message"
 
+# a mistyped option is named in one line with the nearest one, not followed by the whole help
+set +e; "$nabla" train --epoch 3 >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qx "nabla train: unknown option --epoch; did you mean --epochs?" err.txt \
+  || fail "train --epoch: exit $rc, $(cat err.txt)"
+set +e; "$nabla" eval model.safetensors --limt 3 >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "unknown option --limt; did you mean --limit?" err.txt \
+  || fail "eval --limt: exit $rc, $(cat err.txt)"
+# nabla plot without an output says which are missing
+mkdir plotme
+set +e; "$nabla" plot plotme >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && head -n 1 err.txt | grep -q "plotme: -o FILE.svg .* --csv FILE.csv .* --text" || fail "plot without an output: $(cat err.txt)"
+echo "mistyped options: one line naming the nearest"
+
 # --device cuda without a GPU (or in a build without CUDA): exit 2, saying why
 set +e; "$nabla" train --device cuda --epochs 1 --limit 600 --quiet >out.txt 2>err.txt; rc=$?; set -e
 if [ "$rc" -eq 2 ]; then

@@ -294,7 +294,9 @@ static int train_ranks(train_opts o, int rank, int world) {
         }
     }
     logdir[0] = 0;
-    if (rank == 0 && cli_choose_logdir(&o, o.model, logdir, sizeof logdir) < 0) goto done;
+    char run_name[256];
+    if (rank == 0 && cli_choose_logdir(&o, cli_run_name(o.model, run_name, sizeof run_name), logdir, sizeof logdir) < 0)
+        goto done;
     snprintf(out, sizeof out, "%s", o.out ? o.out : "");
     if (!o.out) snprintf(out, sizeof out, "%s/model.safetensors", logdir);
     snprintf(svg, sizeof svg, "%s/curves.svg", logdir);
@@ -465,8 +467,16 @@ static int use_args(const char *cmd, int argc, char **argv, use_opts *o, const c
             }
             if (top) o->top = (int)k;
             else o->limit = k;
-        } else if (a[0] == '-' || n == max_pos) {
-            fprintf(stderr, "nabla %s: unknown or extra argument \"%s\"\n", cmd, a);
+        } else if (a[0] == '-') {
+            static const char *const options[] = { "--model", "--data", "--labels", "--label", "--input", "--limit",
+                                                    "--top", "--help" };
+            bool valued = false;
+            for (size_t k = 0; k < sizeof options / sizeof *options; k++) valued = valued || !strcmp(a, options[k]);
+            if (valued) fprintf(stderr, "nabla %s: %s needs a value\n", cmd, a);
+            else cli_unknown_option(stderr, cmd, a, options, sizeof options / sizeof *options);
+            return -1;
+        } else if (n == max_pos) {
+            fprintf(stderr, "nabla %s: extra argument \"%s\"\n", cmd, a);
             return -1;
         } else pos[n++] = a;
     }
@@ -490,8 +500,9 @@ static int eval_main(int argc, char **argv) {
                "  before models carried their config.\n", usage_line);
         return 0;
     }
-    if (use_args("eval", argc, argv, &uo, pos, 1) != 1) {
-        fprintf(stderr, "%s", usage_line);
+    int given = use_args("eval", argc, argv, &uo, pos, 1);
+    if (given != 1) {
+        if (given >= 0) fprintf(stderr, "%s", usage_line); /* a bad option was named in one line already */
         return 2;
     }
     cli_model cm;
@@ -559,8 +570,9 @@ static int predict_main(int argc, char **argv) {
                "  model's input shape (u8 values are scaled by 1/255, as in training)\n", usage_line);
         return 0;
     }
-    if (use_args("predict", argc, argv, &uo, pos, 2) != 2) {
-        fprintf(stderr, "%s", usage_line);
+    int given = use_args("predict", argc, argv, &uo, pos, 2);
+    if (given != 2) {
+        if (given >= 0) fprintf(stderr, "%s", usage_line); /* a bad option was named in one line already */
         return 2;
     }
     cli_model cm;
@@ -663,8 +675,12 @@ static int summary_main(int argc, char **argv) {
                 return 2;
             }
             classes = k;
-        } else if (argv[i][0] == '-' || what) {
-            fprintf(stderr, "nabla summary: unknown or extra argument \"%s\"\n%s", argv[i], usage_line);
+        } else if (argv[i][0] == '-') {
+            static const char *const options[] = { "--input", "--classes", "--help" };
+            cli_unknown_option(stderr, "summary", argv[i], options, sizeof options / sizeof *options);
+            return 2;
+        } else if (what) {
+            fprintf(stderr, "nabla summary: extra argument \"%s\"\n%s", argv[i], usage_line);
             return 2;
         } else what = argv[i];
     }

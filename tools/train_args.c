@@ -128,6 +128,45 @@ static bool one_of(const char *text, const char *choices) {
     return false;
 }
 
+/* Levenshtein distance of a and b (inputs of up to 63 characters; longer ones are "far"). */
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 1 << 20;
+    int row[64];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+const char *cli_closest_option(const char *given, const char *const *options, size_t n) {
+    const char *best = NULL;
+    int best_d = 1 << 20;
+    for (size_t k = 0; k < n; k++) {
+        int d = edit_distance(given, options[k]);
+        if (d < best_d) best_d = d, best = options[k];
+    }
+    /* close enough to be a slip of the fingers: two edits, or a third of a long name */
+    int limit = (int)strlen(given) / 3 > 2 ? (int)strlen(given) / 3 : 2;
+    return best_d <= limit ? best : NULL;
+}
+
+void cli_unknown_option(FILE *err, const char *cmd, const char *given, const char *const *options, size_t n) {
+    const char *near = given[0] == '-' ? cli_closest_option(given, options, n) : NULL;
+    if (given[0] != '-') fprintf(err, "nabla %s: unexpected argument \"%s\" (nabla %s --help lists the options)\n", cmd, given, cmd);
+    else if (near) fprintf(err, "nabla %s: unknown option %s; did you mean %s?\n", cmd, given, near);
+    else fprintf(err, "nabla %s: unknown option %s (nabla %s --help lists the options)\n", cmd, given, cmd);
+}
+
 int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -151,8 +190,12 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
         if (!known) {
-            fprintf(err, "nabla train: unknown option \"%s\"\n", a);
-            train_usage(err);
+            static const char *const flags[] = { "--quiet", "--overwrite", "--no-shuffle", "--help" };
+            const char *all[sizeof valued / sizeof *valued + sizeof flags / sizeof *flags];
+            size_t n_all = 0;
+            for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) all[n_all++] = valued[k];
+            for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) all[n_all++] = flags[k];
+            cli_unknown_option(err, "train", a, all, n_all);
             return 2;
         }
         if (!v) {

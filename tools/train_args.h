@@ -36,4 +36,11 @@ void train_usage(FILE *f);
    into it. */
 int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err);
 
+/* The option of options[0..n-1] nearest to given by edit distance, when it is near enough to be
+   a slip of the fingers; else NULL. */
+const char *cli_closest_option(const char *given, const char *const *options, size_t n);
+/* Prints, in one line, "nabla CMD: unknown option GIVEN; did you mean X?" (or where the options
+   are listed, when none is near). */
+void cli_unknown_option(FILE *err, const char *cmd, const char *given, const char *const *options, size_t n);
+
 #endif
