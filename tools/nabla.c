@@ -54,8 +54,8 @@ static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     (void)m;
     run_ctx *c = user;
     if (c->per_step && nb_sched_step(c->per_step) < 0) return false;
-    if (c->w && c->log_every > 0 && (step + 1) % c->log_every == 0)
-        return nb_summary_scalar(c->w, "step/loss", loss, step + 1) == 0;
+    /* step counts the batches done, this one included (fit's global step) */
+    if (c->w && c->log_every > 0 && step % c->log_every == 0) return nb_summary_scalar(c->w, "step/loss", loss, step) == 0;
     return true;
 }
 
@@ -355,6 +355,11 @@ static int train_ranks(train_opts o, int rank, int world) {
         }
         nb_metadata_free(md);
         initial_epoch = (int)ck.epoch;
+        /* TensorBoard (and nabla plot) drop what the interrupted run logged after the checkpoint */
+        if (w && nb_summary_session_start(w, ck.global_step + 1) < 0) {
+            fprintf(stderr, "nabla train: %s\n", nb_error());
+            goto done;
+        }
         if (initial_epoch >= o.epochs) {
             fprintf(stderr, "nabla train: %s already holds %d epochs; ask for more with --epochs\n", o.resume, initial_epoch);
             goto done;

@@ -37,7 +37,8 @@ typedef struct nb_compile_opts {
 } nb_compile_opts;
 
 /* Hooks called by fit; any may be NULL. Returning false from on_epoch_end or on_batch_end stops
-   training after that epoch or batch. logs: the metric names and values so far. */
+   training after that epoch or batch. logs: the metric names and values so far. step: the global
+   step, the batches done since training began (initial_epoch's included), this one counted. */
 typedef struct nb_callback {
     void (*on_train_begin)(nb_model *m, void *user);
     void (*on_epoch_begin)(nb_model *m, int epoch, void *user);

@@ -364,7 +364,8 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
     double best = INFINITY;
     int wait = 0, n_best = 0;
     nb_tensor **best_state = NULL;
-    int64_t step = 0, total = nb_data_loader_len(train);
+    /* the global step continues after a resume, so per-step logs do not start again at 0 */
+    int64_t total = nb_data_loader_len(train), step = (int64_t)(o.initial_epoch > 0 ? o.initial_epoch : 0) * total;
     bool stop = false, failed = false;
     FILE *csv = NULL;
     if (o.initial_epoch < 0 || o.initial_epoch >= epochs) {
