@@ -130,6 +130,34 @@ grep -q "training samples \[1, 6, 6\]" mixed.txt || fail "mixed images: $(head -
 "$nabla" predict mixed_run/model.safetensors mixed/light/1.png | grep -q "light" || fail "predict on an RGB 12x10 PNG for a 1x6x6 model"
 echo "mixed image sizes: ok"
 
+# a folder of 40 JPEGs and 2 PNGs (PIL) trains on all 42, counted per class; a file that is not
+# an image is an error naming it, never dropped in silence
+/usr/bin/python3 - <<'PY'
+import os, numpy as np
+from PIL import Image
+rng = np.random.default_rng(4)
+for c, name in enumerate(["dark", "light"]):
+    os.makedirs("photos/" + name, exist_ok=True)
+    for i in range(21):
+        v = 40 + 170 * c
+        img = Image.fromarray(rng.integers(v - 30, v + 30, (12, 12, 3)).astype(np.uint8), "RGB")
+        if i == 0: img.save("photos/%s/%d.png" % (name, i))
+        else: img.save("photos/%s/%d.jpg" % (name, i), quality=90)
+PY
+set +e; "$nabla" train --data photos --val-split 0 --epochs 3 --lr 0.01 --logdir photos_run >photos.txt 2>err.txt; rc=$?; set -e
+if grep -q "built without libjpeg" err.txt; then
+  echo "JPEG folder: skipped (built without libjpeg)"
+else
+  [ "$rc" -eq 0 ] || fail "a folder of JPEGs: $(cat err.txt)"
+  grep -q "42 training samples \[3, 12, 12\]" photos.txt || fail "a folder of 40 JPEGs and 2 PNGs: $(head -n 1 photos.txt)"
+  grep -q "images per class in photos: dark 21, light 21" photos.txt || fail "no count per class: $(head -n 2 photos.txt)"
+  "$nabla" predict photos_run/model.safetensors photos/light/3.jpg | grep -q "light" || fail "predict on a JPEG"
+  echo "notes" > photos/dark/notes.txt
+  set +e; "$nabla" train --data photos --epochs 1 --logdir photos_run2 >out.txt 2>err.txt; rc=$?; set -e
+  [ "$rc" -ne 0 ] && grep -q "photos/dark/notes.txt is neither a PNG nor a JPEG" err.txt || fail "a text file in a class folder: $(cat err.txt)"
+  echo "JPEG folder: 42 images trained on, a text file named"
+fi
+
 # wrong configs are errors that name the layer and the field; nothing is trained
 printf '%s' '{"layers": [{"type": "conv2d", "out": 4, "kernal": 3}, {"type": "linear", "out": 3}]}' > typo.json
 set +e; "$nabla" train --data x.npy --labels y.npy --model typo.json 2>err.txt; rc=$?; set -e

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -384,6 +385,12 @@ static int train_ranks(train_opts o, int rank, int world) {
                strcmp(schedule, "none") ? " " : "", strcmp(schedule, "none") ? schedule : "", (long long)o.batch * world,
                split, o.epochs,
                o.workers, augment ? ", augmented" : "", o.autocast_bf16 ? ", bf16 autocast" : "", logdir);
+    if (!o.quiet && train_src.counts) { /* what the folder gave, so a class short of images shows */
+        printf("images per class in %s:", train_src.where);
+        for (int64_t c = 0; c < train_src.classes; c++)
+            printf("%s %s %lld", c ? "," : "", train_src.names[c], (long long)train_src.counts[c]);
+        printf("\n");
+    }
     /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
        touched once, at the end, by the model that was saved */
     if (cli_fit(model, loader, val_loader,
@@ -583,9 +590,11 @@ static int predict_main(int argc, char **argv) {
     cli_model cm;
     if (cli_model_load(pos[0], uo.arch, &cm, "predict") < 0) return 1;
     size_t len = strlen(pos[1]);
-    bool png = len > 4 && !strcmp(pos[1] + len - 4, ".png"), npy = len > 4 && !strcmp(pos[1] + len - 4, ".npy");
+    bool png = (len > 4 && (!strcasecmp(pos[1] + len - 4, ".png") || !strcasecmp(pos[1] + len - 4, ".jpg"))) ||
+               (len > 5 && !strcasecmp(pos[1] + len - 5, ".jpeg"));
+    bool npy = len > 4 && !strcmp(pos[1] + len - 4, ".npy");
     nb_scope *s = nb_scope_begin();
-    nb_tensor *raw = png ? nb_read_png(pos[1]) : npy ? nb_load_npy(pos[1]) : nb_read_idx(pos[1]);
+    nb_tensor *raw = png ? nb_read_image(pos[1]) : npy ? nb_load_npy(pos[1]) : nb_read_idx(pos[1]);
     if (png && raw && cm.sample.ndim == 3) { /* an image converted and resized to the model's input, as in training */
         nb_transform *t = nb_transform_compose(nb_transform_to_float(1.0 / 255.0), nb_transform_channels((int)cm.sample.dim[0]),
                                                nb_transform_resize(cm.sample.dim[1], cm.sample.dim[2]), NULL);
@@ -723,7 +732,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: nabla COMMAND [ARGS]\n"
                "  train [options]       train a classifier (nabla train --help)\n"
                "  eval MODEL            test accuracy, per-class accuracy, confusion matrix\n"
-               "  predict MODEL INPUTS  top classes of the samples of an IDX, NPY or PNG file\n"
+               "  predict MODEL INPUTS  top classes of the samples of an IDX, NPY or image file\n"
                "  summary MODEL|CONFIG  layers, output shapes and parameter counts\n"
                "  info FILE...          a safetensors, .npy or .onnx file's tensors, shapes and metadata\n"
                "  export MODEL -o F     a saved model as an ONNX file (nabla export --help)\n"
