@@ -57,6 +57,18 @@ awk '/^test accuracy/ { print $3 }' csv.txt > a.txt; awk '/^test accuracy/ { pri
 cmp -s a.txt b.txt || fail "CSV: eval gives $(cat b.txt), train printed $(cat a.txt)"
 echo "csv: ok"
 
+# nabla predict on a CSV (its label column left out by --label) writes every prediction with -o;
+# as many agree with the file's labels as nabla eval counts right. eval of a model whose input is
+# not Fashion-MNIST's, without --data, says to pass --data.
+"$nabla" predict csv/model.safetensors test.csv --label label -o preds.csv >/dev/null
+[ "$(head -n 1 preds.csv)" = "file,class,probability" ] && [ "$(wc -l <preds.csv)" -eq 201 ] || fail "predict -o: $(head -n 3 preds.csv)"
+right="$(awk -F, '{ print $1 }' test.csv | paste -d, - preds.csv | awk -F, 'NR > 1 && $1 == $3' | wc -l)"
+"$nabla" eval csv/model.safetensors --data test.csv --label label >eval.txt
+grep -q "^test accuracy [0-9.]* ($right of 200)" eval.txt || fail "predict agrees with the labels $right times; eval: $(head -n 1 eval.txt)"
+set +e; "$nabla" eval csv/model.safetensors >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] && grep -q "not Fashion-MNIST's .* --data" err.txt || fail "eval of a CSV model without --data: exit $rc, $(cat err.txt)"
+echo "predict -o on a CSV: 200 predictions, $right right as eval counts"
+
 # nabla info of an exported model counts each initializer once: the mlp's 4 weights and biases and
 # as many elements as its parameters (the export's weight Transposes, folded at load, are no more)
 if "$nabla" export csv/model.safetensors -o csv.onnx >/dev/null 2>err.txt; then
@@ -100,7 +112,7 @@ acc_at_least npy.txt 0.9 || fail "NPY + JSON: test accuracy under 0.9"
 "$nabla" summary npy/model.safetensors >sum.txt
 cat sum.txt
 grep -q "conv2d\|Conv2d" sum.txt || fail "summary of the saved model lists no conv2d"
-"$nabla" predict npy/model.safetensors tx.npy --top 2 | grep -q "^sample 0:" || fail "predict on an .npy"
+"$nabla" predict npy/model.safetensors tx.npy --top 2 | grep -q "^tx.npy\[0\]:" || fail "predict on an .npy"
 echo "npy + json config: ok"
 
 # a folder of PNG images with train/ and test/: class names come from the folders
@@ -152,6 +164,12 @@ else
   grep -q "42 training samples \[3, 12, 12\]" photos.txt || fail "a folder of 40 JPEGs and 2 PNGs: $(head -n 1 photos.txt)"
   grep -q "images per class in photos: dark 21, light 21" photos.txt || fail "no count per class: $(head -n 2 photos.txt)"
   "$nabla" predict photos_run/model.safetensors photos/light/3.jpg | grep -q "light" || fail "predict on a JPEG"
+  # several inputs, a folder among them: one row per image, as many right as eval counts
+  "$nabla" predict photos_run/model.safetensors photos/light/3.jpg photos -o photo_preds.csv >/dev/null
+  [ "$(wc -l <photo_preds.csv)" -eq 44 ] || fail "predict of an image and a folder of 42: $(wc -l <photo_preds.csv) lines"
+  right="$(awk -F, 'NR > 2 { split($1, p, "/"); if (p[2] == $2) n++ } END { print n + 0 }' photo_preds.csv)"
+  "$nabla" eval photos_run/model.safetensors --data photos >eval.txt
+  grep -q "^test accuracy [0-9.]* ($right of 42)" eval.txt || fail "predict of the folder: $right right; eval: $(head -n 1 eval.txt)"
   echo "notes" > photos/dark/notes.txt
   set +e; "$nabla" train --data photos --epochs 1 --logdir photos_run2 >out.txt 2>err.txt; rc=$?; set -e
   [ "$rc" -ne 0 ] && grep -q "photos/dark/notes.txt is neither a PNG nor a JPEG" err.txt || fail "a text file in a class folder: $(cat err.txt)"
