@@ -57,6 +57,34 @@ awk '/^test accuracy/ { print $3 }' csv.txt > a.txt; awk '/^test accuracy/ { pri
 cmp -s a.txt b.txt || fail "CSV: eval gives $(cat b.txt), train printed $(cat a.txt)"
 echo "csv: ok"
 
+# training options, each checked by what it must do
+# --early-stopping 2: stops once val_loss has not improved for 2 epochs, saying so
+"$nabla" train --data train.csv --label label --epochs 40 --lr 0.05 --early-stopping 2 --logdir es >es.txt
+e="$(sed -n 's/^early stopping: val_loss did not improve for 2 epochs; stopped after epoch \([0-9]*\)$/\1/p' es.txt)"
+[ -n "$e" ] && [ "$e" -lt 40 ] && [ "$(grep -c '^Epoch ' es.txt)" -eq "$e" ] || fail "--early-stopping 2: $(tail -n 4 es.txt)"
+# --clip-grad-norm 0.05: the gradient norm logged after the epoch's last step is at most 0.05
+"$nabla" train --data train.csv --label label --epochs 2 --clip-grad-norm 0.05 --logdir clip --quiet
+g="$("$nabla" plot clip --text | awk '$1 == "grad_norm/global" { print $4 }')"
+awk -v g="$g" 'BEGIN { exit !(g != "" && g <= 0.05 * (1 + 1e-5)) }' || fail "--clip-grad-norm 0.05: grad norm $g"
+# --label-smoothing 0.1 over 3 classes: the loss cannot go below the smoothed target's entropy,
+# -(0.9333 ln 0.9333 + 2 * 0.0333 ln 0.0333) = 0.2911, which the unsmoothed loss passes
+"$nabla" train --data train.csv --label label --epochs 15 --lr 0.01 --label-smoothing 0.1 --logdir ls1 --quiet
+"$nabla" train --data train.csv --label label --epochs 15 --lr 0.01 --logdir ls0 --quiet
+l1="$("$nabla" plot ls1 --text | awk '$1 == "epoch/val_loss" { print $4 }')"
+l0="$("$nabla" plot ls0 --text | awk '$1 == "epoch/val_loss" { print $4 }')"
+awk -v a="$l1" -v b="$l0" 'BEGIN { exit !(a >= 0.2910 && a < 0.5 && b < 0.2910) }' || fail "--label-smoothing 0.1: val_loss $l1 (without: $l0)"
+# --weight-decay 10 (AdamW's decoupled decay, lr 0.01: weights times 0.9 a step) shrinks the first
+# layer's weights to well under half of those trained with --weight-decay 0
+"$nabla" train --data train.csv --label label --epochs 5 --lr 0.01 --weight-decay 10 --val-split 0 --logdir wd1 --quiet
+"$nabla" train --data train.csv --label label --epochs 5 --lr 0.01 --weight-decay 0 --val-split 0 --logdir wd0 --quiet
+norm() { /usr/bin/python3 -c '
+import json, struct, sys, numpy as np
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+a, b = h["1.weight"]["data_offsets"]; print(np.linalg.norm(np.frombuffer(d[a:b], dtype=np.float32)))' "$1"; }
+n1="$(norm wd1/model.safetensors)"; n0="$(norm wd0/model.safetensors)"
+awk -v a="$n1" -v b="$n0" 'BEGIN { exit !(a < 0.5 * b) }' || fail "--weight-decay 10: weight norm $n1, without $n0"
+echo "--early-stopping (epoch $e), --clip-grad-norm ($g), --label-smoothing ($l1 vs $l0), --weight-decay ($n1 vs $n0): ok"
+
 # nabla predict on a CSV (its label column left out by --label) writes every prediction with -o;
 # as many agree with the file's labels as nabla eval counts right. eval of a model whose input is
 # not Fashion-MNIST's, without --data, says to pass --data.

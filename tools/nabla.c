@@ -34,11 +34,13 @@ typedef struct {
     nb_summary_writer *w;
     int64_t log_every;
     nb_scheduler *per_step; /* a schedule stepped after every batch (one-cycle) */
+    int last_epoch;         /* the last epoch that ended (to tell an early stop) */
 } run_ctx;
 
 static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user) {
     (void)names; (void)values; (void)n;
     run_ctx *c = user;
+    c->last_epoch = epoch;
     nb_metadata *md = nb_metadata_new();
     int64_t loader_epoch, batch;
     nb_data_loader_position(c->loader, &loader_epoch, &batch);
@@ -69,6 +71,11 @@ static int sum_over_ranks(double *values, int n, void *ctx) {
     int rc = t && nb_dist_all_reduce(t, NB_REDUCE_SUM) == 0 && nb_copy_to(t, values, sizeof(double) * (size_t)n) == 0 ? 0 : -1;
     nb_scope_end(s);
     return rc;
+}
+
+/* --label-smoothing: the cross entropy against smoothed targets (ctx: the smoothing). */
+static nb_tensor *smoothed_ce(nb_tensor *pred, nb_tensor *y, void *ctx) {
+    return nb_cross_entropy(pred, y, (nb_ce_opts){ .label_smoothing = *(const double *)ctx });
 }
 
 /* The first n samples of ds (all when n is 0), as a new handle. */
@@ -323,13 +330,18 @@ static int train_ranks(train_opts o, int rank, int world) {
                                                                                .device = dev });
     /* every rank validates on the whole split, so all of them pick the same best epoch */
     if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1, .device = dev });
-    if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
-    else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr });
-    else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr });
+    /* --weight-decay 0 with AdamW is a zero decay, not the default 0.01 (NB_ZERO) */
+    double wd = o.weight_decay_set && o.weight_decay == 0 ? NB_ZERO : o.weight_decay;
+    if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9, .weight_decay = wd });
+    else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr, .weight_decay = wd });
+    else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr, .weight_decay = wd });
     model = loader && opt && (val_loader || !val_ds) ? nb_model_new(cm.module) : NULL;
     if (model) cm.module = NULL; /* the model owns the module now */
     w = model && rank == 0 ? nb_summary_open(logdir) : NULL;
-    if ((rank == 0 && !w) || !model || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
+    if ((rank == 0 && !w) || !model ||
+        nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY,
+                                                   .loss_fn = o.label_smoothing > 0 ? smoothed_ce : NULL,
+                                                   .loss_ctx = &o.label_smoothing }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         goto done;
     }
@@ -372,7 +384,7 @@ static int train_ranks(train_opts o, int rank, int world) {
     }
     char ckpt_path[640];
     snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint.safetensors", logdir);
-    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every, !strcmp(schedule, "onecycle") ? sched : NULL };
+    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every, !strcmp(schedule, "onecycle") ? sched : NULL, 0 };
     nb_callback cb = { .on_epoch_end = rank == 0 ? save_checkpoint : NULL, .on_batch_end = o.log_every || cc.per_step ? log_step : NULL, .user = &cc };
     char split[64] = "";
     if (world > 1) snprintf(split, sizeof split, " (%lld on each of %d ranks)", (long long)o.batch, world);
@@ -397,8 +409,13 @@ static int train_ranks(train_opts o, int rank, int world) {
                 (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch, .verbose = o.quiet ? -1 : 0,
                                .tensorboard = w, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
                                .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched,
-                               .all_sum = world > 1 ? sum_over_ranks : NULL }, &w) < 0)
+                               .all_sum = world > 1 ? sum_over_ranks : NULL, .clip_grad_norm = o.clip_grad_norm,
+                               .early_stopping_patience = o.early_stopping, .restore_best_weights = o.early_stopping > 0 },
+                &w) < 0)
         goto done;
+    if (rank == 0 && !o.quiet && o.early_stopping && cc.last_epoch < o.epochs)
+        printf("early stopping: %s did not improve for %d epochs; stopped after epoch %d\n", val_ds ? "val_loss" : "loss",
+               o.early_stopping, cc.last_epoch);
     if (rank != 0) { /* rank 0 saves, tests and plots */
         rc = 0;
         goto done;

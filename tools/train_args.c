@@ -58,7 +58,13 @@ void train_usage(FILE *f) {
                "  --limit N                train and test on the first N samples only\n"
                "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
                "                           written after every epoch); --epochs counts the epochs done\n"
-               "  --quiet                  no progress output\n");
+               "  --quiet                  no progress output\n"
+               "  --early-stopping N       stop after N epochs without a better validation loss (the best\n"
+               "                           epoch's weights are the ones saved, as Keras's EarlyStopping)\n"
+               "  --clip-grad-norm X       rescale the gradients to total norm X before each step\n"
+               "  --label-smoothing X      cross entropy against targets smoothed by X (0 to 1)\n"
+               "  --weight-decay X         the optimizer's weight decay (AdamW: decoupled, default 0.01;\n"
+               "                           Adam, SGD: L2, default 0)\n");
     /* two literals: each stays under the 4,095 characters C11 promises a compiler takes */
     fprintf(f, "Fine-tuning (--model DIR --data FILE.txt): the UTF-8 text is tokenized as one text with\n"
                "  DIR's tokenizer and cut into blocks of --context tokens (the remainder dropped), which\n"
@@ -186,7 +192,8 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
                                               "--test", "--test-labels", "--augment", "--schedule", "--autocast",
                                               "--image-size", "--channels",
                                               "--threads", "--nproc", "--seed", "--limit", "--val-split", "--log-every",
-                                              "--context", "--steps", "--weight-decay" };
+                                              "--context", "--steps", "--weight-decay", "--early-stopping",
+                                              "--clip-grad-norm", "--label-smoothing" };
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
         if (!known) {
@@ -290,6 +297,9 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
             if (!real(err, a, v, 0, 1e6, &o->weight_decay)) return 2;
             o->weight_decay_set = true;
         }
+        else if (!strcmp(a, "--early-stopping")) { if (!whole(err, a, v, 1, 1000000, &n)) return 2; o->early_stopping = (int)n; }
+        else if (!strcmp(a, "--clip-grad-norm")) { if (!real(err, a, v, 1e-12, 1e12, &o->clip_grad_norm)) return 2; }
+        else if (!strcmp(a, "--label-smoothing")) { if (!real(err, a, v, 0, 1, &o->label_smoothing)) return 2; }
         else if (!strcmp(a, "--workers")) { if (!whole(err, a, v, 0, 256, &n)) return 2; o->workers = (int)n; }
         else if (!strcmp(a, "--nproc")) { if (!whole(err, a, v, 1, 4096, &n)) return 2; o->nproc = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!whole(err, a, v, 1, 1024, &n)) return 2; o->threads = (int)n; }
@@ -302,9 +312,13 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         }
         else if (!strcmp(a, "--val-split")) { if (!real(err, a, v, 0, 0.9, &o->val_split)) return 2; }
     }
-    if (!o->hf_model && (o->context || o->steps || o->weight_decay_set || o->no_shuffle)) {
-        fprintf(err, "nabla train: --context, --steps, --weight-decay and --no-shuffle are for fine-tuning a pretrained "
-                     "model (--model DIR)\n");
+    if (!o->hf_model && (o->context || o->steps || o->no_shuffle)) {
+        fprintf(err, "nabla train: --context, --steps and --no-shuffle are for fine-tuning a pretrained model (--model DIR)\n");
+        return 2;
+    }
+    if (o->hf_model && (o->early_stopping || o->clip_grad_norm > 0 || o->label_smoothing > 0)) {
+        fprintf(err, "nabla train: --early-stopping, --clip-grad-norm and --label-smoothing are for classifiers, not "
+                     "fine-tuning a pretrained model (--model DIR)\n");
         return 2;
     }
     if (o->resume && o->overwrite) {

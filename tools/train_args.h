@@ -25,6 +25,9 @@ typedef struct train_opts {
     double weight_decay;
     bool weight_decay_set, no_shuffle;
     bool lr_set, epochs_set, batch_set; /* given on the command line (the two kinds' defaults differ) */
+    int early_stopping;     /* > 0: stop after this many epochs without a better validation loss */
+    double clip_grad_norm;  /* > 0: gradients rescaled to this total norm before each step */
+    double label_smoothing; /* the cross entropy's label smoothing (0: none) */
 } train_opts;
 
 /* The defaults of `nabla train`. */

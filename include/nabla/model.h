@@ -78,6 +78,7 @@ typedef struct nb_fit_opts {
        are the whole job's; 0 or <0 with an error. NULL: one worker. */
     int (*all_sum)(double *values, int n, void *ctx);
     void *all_sum_ctx;
+    double clip_grad_norm;          /* > 0: gradients rescaled to this total norm before each step */
 } nb_fit_opts;
 
 /* Wraps module (the model owns it from now on, and frees it on failure too). */

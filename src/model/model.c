@@ -346,6 +346,10 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb__error("nb_model_fit: the model is not compiled (call nb_model_compile first)");
         return NULL;
     }
+    if (!(o.clip_grad_norm >= 0)) {
+        nb__error("nb_model_fit: clip_grad_norm must be >= 0 (0: off), got %g", o.clip_grad_norm);
+        return NULL;
+    }
     if (o.epochs < 0 || o.early_stopping_patience < 0 || o.n_callbacks < 0 || (o.n_callbacks > 0 && !o.callbacks)) {
         nb__error("nb_model_fit: epochs %d, early_stopping_patience %d and n_callbacks %d must be >= 0%s", o.epochs,
                   o.early_stopping_patience, o.n_callbacks, o.n_callbacks > 0 && !o.callbacks ? " (callbacks is NULL)" : "");
@@ -391,7 +395,9 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             nb_tensor *pred = nb_forward(m->module, b.x);
             nb_tensor *loss = compute_loss(m, pred, b.y);
             nb_optim_zero_grad(m->opt);
-            if (nb_backward(loss) < 0 || nb_optim_step(m->opt) < 0) failed = true;
+            if (nb_backward(loss) < 0 || (o.clip_grad_norm > 0 && nb_clip_grad_norm(m->module, o.clip_grad_norm) < 0) ||
+                nb_optim_step(m->opt) < 0)
+                failed = true;
             /* this batch's loss sum, samples and correct predictions; the whole job's with all_sum */
             double sums[4] = { 0, (double)nb_dim(b.y, 0), 0, 0 };
             double l = nb_item(loss);
