@@ -668,7 +668,10 @@ static int predict_folder(const char *dir, const use_opts *uo, const cli_model *
                 if (!x) {
                     fprintf(stderr, "nabla predict: %s\n", nb_error());
                     rc = -1;
-                } else if (add_names(out, path, 1, true) < 0 || add_part(out, x) < 0) rc = -1;
+                } else if (add_names(out, path, 1, true) < 0 || add_part(out, x) < 0) {
+                    fprintf(stderr, "nabla predict: out of memory\n");
+                    rc = -1;
+                }
             }
         }
         free(list[i]);
