@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 want="${*:-nodeps arm}"
-no_deps=(-DNABLA_WITH_BLAS=OFF -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JIT=OFF
+no_deps=(-DNABLA_WITH_BLAS=OFF -DNABLA_WITH_DNNL=OFF -DNABLA_WITH_ZLIB=OFF -DNABLA_WITH_PNG=OFF -DNABLA_WITH_JPEG=OFF -DNABLA_WITH_JIT=OFF
          -DNABLA_WITH_MPI=OFF -DNABLA_WITH_ONNX=OFF -DNABLA_WITH_JSON=OFF -DNABLA_CUDA=OFF)
 if [[ " $want " == *" nodeps "* ]]; then
   cmake -S . -B build-nodeps -DCMAKE_BUILD_TYPE=Release "${no_deps[@]}" >/dev/null

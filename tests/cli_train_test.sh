@@ -5,6 +5,7 @@ set -eu
 nabla="$1"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+here="$(cd "$(dirname "$0")" && pwd)"
 cd "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -19,6 +20,19 @@ for args in "--epochs 1e30" "--epochs 0" "--epochs 2.5" "--batch-size 9999999999
   [ ! -e runs ] || fail "train $args: made a run folder"
 done
 echo "bad arguments: refused with a message"
+
+# a mistyped option is named in one line with the nearest one, not followed by the whole help
+set +e; "$nabla" train --epoch 3 >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qx "nabla train: unknown option --epoch; did you mean --epochs?" err.txt \
+  || fail "train --epoch: exit $rc, $(cat err.txt)"
+set +e; "$nabla" eval model.safetensors --limt 3 >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "unknown option --limt; did you mean --limit?" err.txt \
+  || fail "eval --limt: exit $rc, $(cat err.txt)"
+# nabla plot without an output says which are missing
+mkdir plotme
+set +e; "$nabla" plot plotme >out.txt 2>err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && head -n 1 err.txt | grep -q "plotme: -o FILE.svg .* --csv FILE.csv .* --text" || fail "plot without an output: $(cat err.txt)"
+echo "mistyped options: one line naming the nearest"
 
 # --device cuda without a GPU (or in a build without CUDA): exit 2, saying why
 set +e; "$nabla" train --device cuda --epochs 1 --limit 600 --quiet >out.txt 2>err.txt; rc=$?; set -e
@@ -70,6 +84,31 @@ grep -q "bf16 autocast" ac.txt || fail "--autocast bf16: not in the banner: $(he
 acc="$(awk '/^test accuracy/ { print $3 }' ac.txt)"
 awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "--autocast bf16: test accuracy $acc"
 echo "--autocast bf16: test accuracy $acc"
+
+# a run killed after its first epoch and resumed from its checkpoint logs the steps that an
+# uninterrupted run logs, each once, as TensorBoard shows them (tests/tb_reader.py applies its
+# restart rule: the resumed run's SessionLog START drops the killed run's points after the
+# checkpoint); the global step continues instead of starting again at 1
+args="--limit 60000 --epochs 3 --log-every 1 --quiet"
+"$nabla" train $args --logdir whole
+"$nabla" train $args --logdir cut >cut_run.txt 2>&1 &
+job=$!
+tb="$here/tb_reader.py"
+# killed once the file shows steps of the second epoch (844 steps an epoch), written after the
+# checkpoint of the first: the points a resumed run must not mix with its own
+i=0
+while [ ! -e cut/checkpoint.safetensors ] || [ "$(/usr/bin/python3 "$tb" --scalars cut | grep -c '^step/loss')" -le 844 ]; do
+  i=$((i + 1)); [ "$i" -lt 600 ] || fail "no second epoch after 60 s"; sleep 0.1
+done
+kill -9 "$job" 2>/dev/null || fail "the run ended before it could be killed: $(cat cut_run.txt)"
+wait "$job" || true
+cut_points="$(/usr/bin/python3 "$tb" --scalars cut | grep -c '^step/loss')"
+"$nabla" train $args --logdir cut --resume cut/checkpoint.safetensors
+/usr/bin/python3 "$tb" --scalars whole | grep '^step/loss' >whole.txt
+/usr/bin/python3 "$tb" --scalars cut | grep '^step/loss' >cut.txt
+[ -s whole.txt ] && cmp -s whole.txt cut.txt || fail "the resumed run's step/loss differs from an uninterrupted run's: $(diff whole.txt cut.txt | head -n 5)"
+"$nabla" plot cut --text | grep -q "step/loss  *step $(wc -l <whole.txt) " || fail "nabla plot: $("$nabla" plot cut --text | head -n 3)"
+echo "resumed after a kill ($cut_points steps logged before it): the steps of an uninterrupted run, each once"
 
 # a named data folder without the data is an error naming it
 mkdir empty

@@ -15,5 +15,8 @@ set_tests_properties(data_ref_generate PROPERTIES FIXTURES_SETUP data_ref TIMEOU
 add_executable(test_data test_data.c)
 target_include_directories(test_data PRIVATE ${CMOCKA_INCLUDE_DIR})
 target_link_libraries(test_data PRIVATE nabla ${CMOCKA_LIBRARY} ${ZLIB_LIBRARIES} m) # zlib: the test gzips a hostile header
+if(NABLA_JPEG_USED) # JPEGs are compared with Pillow's pixels; without libjpeg, the error is checked
+  target_compile_definitions(test_data PRIVATE NABLA_HAVE_JPEG)
+endif()
 add_test(NAME test_data COMMAND test_data ${NABLA_DATA_REF})
 set_tests_properties(test_data PROPERTIES FIXTURES_REQUIRED data_ref TIMEOUT 120)

@@ -36,6 +36,13 @@ for cls, mode in (("a", "L"), ("b", "RGB")):
         i, j = np.meshgrid(np.arange(6), np.arange(5), indexing="ij")
         img = np.stack([(7 * i + 3 * j + 50 * c + k) % 256 for c in range(ch)], axis=-1).astype(np.uint8)
         Image.fromarray(img[..., 0] if ch == 1 else img, mode).save(os.path.join(out, "images", cls, f"img{k}.png"))
+# JPEGs by Pillow (libjpeg underneath), RGB 4:2:0 and gray, with the pixels Pillow decodes them to
+# (HWC, as NPY): nabla's JPEG reader must give the same values.
+rng = np.random.default_rng(7)
+for name, mode, shape in (("rgb", "RGB", (9, 13, 3)), ("gray", "L", (9, 13))):
+    path = os.path.join(out, f"photo_{name}.jpg")
+    Image.fromarray(rng.integers(0, 256, shape).astype(np.uint8), mode).save(path, quality=85)
+    np.save(os.path.join(out, f"photo_{name}.npy"), np.asarray(Image.open(path).convert(mode)))
 print("wrote", out)
 
 # Resize and channel references from torch (not nabla): bilinear, align_corners=False, no

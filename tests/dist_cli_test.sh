@@ -27,6 +27,25 @@ for f in model.safetensors checkpoint.safetensors curves.svg; do [ -s "a/$f" ] |
 [ ! -e runs ] || fail "a rank made a default run folder"
 echo "--nproc 2: one run, rank 0's files"
 
+# every figure printed and logged under --nproc is the whole job's, not rank 0's share: the test
+# accuracy is nabla eval's of the saved model on the same samples, and the training loss and
+# accuracy of an epoch whose weights hardly move (--lr 1e-12) are one process's on the same samples
+acc() { sed -n 's/^test accuracy \([0-9.]*\) (\([0-9]*\) of \([0-9]*\).*/\1 \2 of \3/p' "$1"; }
+"$nabla" eval a/model.safetensors --limit 3000 >eval.txt
+[ -n "$(acc a.txt)" ] && [ "$(acc a.txt)" = "$(acc eval.txt)" ] || fail "--nproc 2 printed $(acc a.txt), nabla eval gives $(acc eval.txt)"
+"$nabla" train --nproc 2 --epochs 1 --limit 1280 --val-split 0 --lr 1e-12 --log-every 5 --logdir w2 --quiet
+"$nabla" train --epochs 1 --limit 1280 --val-split 0 --lr 1e-12 --log-every 5 --logdir w1 --quiet
+# tolerances: summation order (loss), a prediction or two flipped by it (accuracy, 1280 samples)
+for check in "epoch/loss 1e-4" "step/loss 1e-4" "epoch/accuracy 0.002"; do
+  set -- $check
+  x1="$("$nabla" plot w1 --text | awk -v t="$1" '$1 == t { print $4 }')"
+  x2="$("$nabla" plot w2 --text | awk -v t="$1" '$1 == t { print $4 }')"
+  awk -v a="$x1" -v b="$x2" -v tol="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= tol * (a > 1 ? a : 1)) }' \
+    || fail "$1 of --nproc 2 is $x2, of one process $x1"
+  echo "$1: one process $x1, --nproc 2 $x2"
+done
+echo "--nproc 2: the test accuracy and training figures are the whole job's"
+
 # mpirun itself gives the same run bit for bit
 OMPI_MCA_btl=self,vader mpirun $root --oversubscribe --bind-to none -n 2 "$nabla" train --epochs 2 --limit 3000 --logdir b --quiet
 cmp a/model.safetensors b/model.safetensors || fail "mpirun and --nproc trained different models"

@@ -8,6 +8,8 @@ standard library only. It shares no code with nabla's writer or reader.
                                          CRCs and compare with the EXPECTED lines; then flip one
                                          byte of a copy and check the corruption is detected
   tb_reader.py --dump FILE               print the decoded events
+  tb_reader.py --scalars LOGDIR          print "tag step value" of every scalar point that
+                                         TensorBoard shows, after its restart handling
 Exit status 0 when every check passes.
 """
 import math
@@ -185,7 +187,30 @@ def decode_event(buf):
             e["file_version"] = val.decode("utf-8")
         elif num == 5:
             e["values"] += [decode_value(v) for n2, _, v in fields(val) if n2 == 1]
+        elif num == 7:  # session_log: SessionLog { status 1 (START = 1, STOP = 2, CHECKPOINT = 3) }
+            e["session_log"] = dict(("status", v) for n2, w2, v in fields(val) if n2 == 1 and w2 == 0)
     return e
+
+
+def scalars_as_tensorboard_shows(logdir):
+    """The (tag, step, value) points of a run folder after TensorBoard's restart handling
+    (tensorboard/backend/event_processing/event_accumulator.py, _MaybePurgeOrphanedData): with
+    file_version brain.Event:2 or later, a SessionLog START at step s discards every point
+    read so far at step >= s, for all tags. Event files are read in name order, as TensorBoard's
+    directory loader does."""
+    points, version = [], 0.0
+    for name in sorted(os.listdir(logdir)):
+        if "tfevents" not in name:
+            continue
+        for e in read_events(os.path.join(logdir, name)):
+            if "file_version" in e:
+                version = float(e["file_version"].split(":")[1])
+            if version >= 2 and e.get("session_log", {}).get("status") == 1:
+                points = [p for p in points if p[1] < e["step"]]
+            for v in e["values"]:
+                if "simple_value" in v:
+                    points.append((v["tag"], e["step"], v["simple_value"]))
+    return points
 
 
 def read_events(path):
@@ -315,6 +340,10 @@ def main(argv):
             check(argv[2], argv[3])
         except CorruptRecord as e:
             fail("corrupt event file: %s" % e)
+        return 0
+    if len(argv) == 3 and argv[1] == "--scalars":
+        for tag, step, value in scalars_as_tensorboard_shows(argv[2]):
+            print(tag, step, repr(value))
         return 0
     if len(argv) == 3 and argv[1] == "--dump":
         for e in read_events(argv[2]):

@@ -420,6 +420,28 @@ static void test_readers_written_by_others(void **state) {
     assert_int_equal(nb_dtype_of(raw), NB_U8);
     assert_true(nb_item(nb_slice(nb_flatten(raw, 0, -1), 0, 6, 7, 1)) == (7 * 1 + 3 * 1 + 2) % 256);
     nb_dataset_free(ds);
+    /* JPEGs by Pillow: the pixels Pillow decodes them to, RGB (chroma subsampled) and gray */
+    for (int k = 0; k < 2; k++) {
+        const char *kind = k ? "gray" : "rgb";
+        char jpg[64], npy[64];
+        snprintf(jpg, sizeof jpg, "photo_%s.jpg", kind);
+        snprintf(npy, sizeof npy, "photo_%s.npy", kind);
+        nb_tensor *img = nb_read_image(path_in(ref_dir, jpg, p1, sizeof p1));
+#ifndef NABLA_HAVE_JPEG
+        assert_null(img);
+        ASSERT_ERROR_CONTAINS("built without libjpeg");
+        nb_error_clear();
+        continue;
+#endif
+        nb_tensor *want = nb_load_npy(path_in(ref_dir, npy, p2, sizeof p2)); /* HWC or HW */
+        assert_non_null(img);
+        assert_non_null(want);
+        nb_tensor *chw = k ? nb_unsqueeze(want, 0) : nb_permute(want, (const int[]){ 2, 0, 1 });
+        nb_shape a = nb_shape_of(img), b2 = nb_shape_of(chw);
+        assert_int_equal(a.ndim, b2.ndim);
+        for (int d = 0; d < a.ndim; d++) assert_int_equal(a.dim[d], b2.dim[d]);
+        assert_true(nb_item(nb_sum_all(nb_ne(img, chw))) == 0);
+    }
     nb_scope_end(s);
     assert_null(nb_error());
 }
@@ -507,7 +529,15 @@ static void test_bad_input(void **state) {
     snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/images/a/img0.png %s/", dir, ref_dir, dir);
     assert_int_equal(system(cmd), 0);
     write_bytes(path_in(dir, "zbad.png", p, sizeof p), "this is text", 12);
-    snprintf(dir, sizeof dir, "%s/folder", tmpdir);
+    char root[1024];
+    snprintf(root, sizeof root, "%s/folder", tmpdir);
+    /* a file of a class folder that is no image is named when the folder is opened, never skipped */
+    assert_null(nb_data_image_folder(root));
+    ASSERT_ERROR_CONTAINS("zbad.png is neither a PNG nor a JPEG image");
+    nb_error_clear();
+    /* one that starts as a PNG but is damaged fails when a worker decodes it */
+    write_bytes(path_in(dir, "zbad.png", p, sizeof p), "\x89PNG\r\n\x1a\ntext", 12);
+    snprintf(dir, sizeof dir, "%s", root);
     nb_dataset *ds = nb_data_image_folder(dir);
     assert_non_null(ds);
     nb_data_loader *l = nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 1, .num_workers = 2 });
@@ -515,7 +545,7 @@ static void test_bad_input(void **state) {
     assert_true(nb_data_loader_next(l, &b));
     assert_false(nb_data_loader_next(l, &b));
     assert_true(nb_data_loader_failed(l));
-    ASSERT_ERROR_CONTAINS("zbad.png: not a PNG file");
+    ASSERT_ERROR_CONTAINS("zbad.png: bad PNG header");
     nb_data_loader_free(l);
     nb_dataset_free(ds);
     /* with no root, a missing $NABLA_DATA falls back to Debian's copy */

@@ -515,8 +515,8 @@ static void test_config_errors(void **state) {
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"residual\", \"layers\": []}]}",
           "layer 0 (residual): field \"layers\" must be a non-empty list of layers, got []" },
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"relu\"}, {\"type\": \"residual\", \"layers\": [{\"type\": \"conv2d\", "
-          "\"out\": 4, \"kernel\": 3, \"strides\": 2}]}]}",
-          "nb_nn_from_config: layer 1 (residual), layer 0 (conv2d): unknown field \"strides\"" },
+          "\"out\": 4, \"kernel\": 3, \"stirde\": 2}]}]}",
+          "nb_nn_from_config: layer 1 (residual), layer 0 (conv2d): unknown field \"stirde\"" },
         { "{\"input\": [3, 8, 8], \"layers\": [{\"type\": \"residual\", \"activation\": \"relu6\", \"layers\": [{\"type\": \"relu\"}]}]}",
           "layer 0 (residual): field \"activation\" must be \"relu\", \"gelu\", \"silu\", \"tanh\", \"sigmoid\", \"mish\", "
           "\"hardswish\", \"hardsigmoid\", or \"none\", got \"relu6\"" },
@@ -578,6 +578,32 @@ static void test_config_errors(void **state) {
 }
 
 /* The activations' fields reach the modules: a value on each side of each kink, by hand. */
+/* Keras's names (Conv2D, filters, kernel_size, MaxPooling2D, pool_size, Dense, units, rate,
+   activation) build the same model as ours; softmax on the logits is refused with the reason. */
+static void test_keras_names(void **state) {
+    (void)state;
+    nb_module *keras = from("{\"input\": [1, 8, 8], \"layers\": [{\"type\": \"Conv2D\", \"filters\": 4, \"kernel_size\": 3, "
+                            "\"padding\": \"same\", \"activation\": \"relu\"}, {\"type\": \"MaxPooling2D\", \"pool_size\": 2}, "
+                            "{\"type\": \"Flatten\"}, {\"type\": \"Dropout\", \"rate\": 0.25}, "
+                            "{\"type\": \"Dense\", \"units\": 10, \"use_bias\": false}]}");
+    nb_module *ours = from("{\"input\": [1, 8, 8], \"layers\": [{\"type\": \"conv2d\", \"out\": 4, \"kernel\": 3, "
+                           "\"padding\": \"same\"}, {\"type\": \"relu\"}, {\"type\": \"max_pool2d\", \"kernel\": 2}, "
+                           "{\"type\": \"flatten\"}, {\"type\": \"dropout\", \"p\": 0.25}, "
+                           "{\"type\": \"linear\", \"out\": 10, \"bias\": false}]}");
+    assert_non_null(keras);
+    assert_non_null(ours);
+    char *a = nb_module_summary(keras, NB_SHAPE(1, 8, 8)), *b = nb_module_summary(ours, NB_SHAPE(1, 8, 8));
+    assert_non_null(a);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    nb_module_free(keras);
+    nb_module_free(ours);
+    nb_error_clear();
+    assert_null(from("{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 3, \"activation\": \"softmax\"}]}"));
+    assert_non_null(strstr(nb_error(), "layer 0 (dense, as linear): activation \"softmax\": the loss takes the raw outputs"));
+}
+
 static void test_activation_fields(void **state) {
     (void)state;
     static const struct {
@@ -709,6 +735,7 @@ int main(void) {
         cmocka_unit_test_setup(test_conv_fields, clear_error_setup),
         cmocka_unit_test_setup(test_config_errors, clear_error_setup),
         cmocka_unit_test_setup(test_activation_fields, clear_error_setup),
+        cmocka_unit_test_setup(test_keras_names, clear_error_setup),
         cmocka_unit_test_setup(test_summary, clear_error_setup),
     };
     int failed = RUN_TESTS(tests);

@@ -717,6 +717,41 @@ static void test_histogram_read_back(void **state) {
     assert_false(read_histogram(path, "absent", &h));
 }
 
+/* A restart (nb_summary_session_start at step 3, in a second file as a resumed run writes it):
+   the points of the first run at step 3 and later are dropped, for every tag, and the second
+   run's take their place (TensorBoard's _CheckForRestartAndMaybePurge). */
+static void test_session_restart(void **state) {
+    (void)state;
+    const char *dir = fresh_dir("restart");
+    nb_summary_writer *w = nb_summary_open(dir);
+    assert_non_null(w);
+    for (int s = 1; s <= 5; s++) {
+        assert_int_equal(nb_summary_scalar(w, "loss", 10 + s, s), 0);
+        assert_int_equal(nb_summary_scalar(w, "other", 20 + s, s), 0);
+    }
+    assert_int_equal(nb_summary_close(w), 0);
+    sleep(1); /* the second file's name (its time in seconds) sorts after the first's */
+    w = nb_summary_open(dir);
+    assert_non_null(w);
+    assert_int_equal(nb_summary_session_start(w, 3), 0);
+    for (int s = 3; s <= 4; s++) assert_int_equal(nb_summary_scalar(w, "loss", 30 + s, s), 0);
+    assert_int_equal(nb_summary_close(w), 0);
+    nb_scalar_log *log = nb_scalar_log_read(dir);
+    assert_non_null(log);
+    const int64_t *st;
+    const double *v;
+    int64_t n = nb_scalar_log_points(log, nb_scalar_log_find(log, "loss"), &st, NULL, &v);
+    assert_int_equal(n, 4);
+    const int64_t want_st[] = { 1, 2, 3, 4 };
+    const double want_v[] = { 11, 12, 33, 34 };
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(st[i], want_st[i]);
+        assert_true(v[i] == want_v[i]);
+    }
+    assert_int_equal(nb_scalar_log_points(log, nb_scalar_log_find(log, "other"), &st, NULL, &v), 2);
+    nb_scalar_log_free(log);
+}
+
 /* ---- plotting many tags ---- */
 
 /* How many times pat occurs in text[0..n) (a plain scan: strstr from each hit re-measures the
@@ -788,6 +823,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_bad_input, clear_error_setup),
         cmocka_unit_test_setup(test_truncated_and_corrupt, clear_error_setup),
         cmocka_unit_test_setup(test_threads, clear_error_setup),
+        cmocka_unit_test_setup(test_session_restart, clear_error_setup),
         cmocka_unit_test_setup(test_plot, clear_error_setup),
         cmocka_unit_test_setup(test_histogram_read_back, clear_error_setup),
         cmocka_unit_test_setup(test_plot_many_tags, clear_error_setup),

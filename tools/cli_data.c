@@ -152,11 +152,12 @@ int cli_data_open(cli_data_spec spec, bool train, cli_data *d, const char *cmd) 
         }
         d->ds = nb_data_npy(path, spec.labels);
     } else {
-        fprintf(stderr, "nabla %s: --data %s is neither a folder (IDX files or class sub-folders of PNG images), a .csv "
+        fprintf(stderr, "nabla %s: --data %s is neither a folder (IDX files or class sub-folders of PNG and JPEG images), a .csv "
                         "nor a .npy file\n", cmd, path);
         return -1;
     }
     if (!d->ds) return fail(cmd, nb_error());
+    snprintf(d->where, sizeof d->where, "%s", where);
     if ((spec.label && strcmp(d->kind, "csv")) || (spec.labels && strcmp(d->kind, "npy"))) {
         fprintf(stderr, "nabla %s: %s applies to %s data only\n", cmd, spec.label ? "--label" : "--labels",
                 spec.label ? "CSV" : "NPY");
@@ -171,6 +172,8 @@ int cli_data_open(cli_data_spec spec, bool train, cli_data *d, const char *cmd) 
         nb_scope_end(s);
         while (nb_data_image_folder_class(d->ds, d->classes)) d->classes++;
         folder = d->ds;
+        d->counts = calloc((size_t)(d->classes > 0 ? d->classes : 1), sizeof *d->counts);
+        for (int64_t c = 0; d->counts && c < d->classes; c++) d->counts[c] = nb_data_image_folder_count(folder, c);
         if (nb_error() || d->sample.ndim != 4) {
             cli_data_free(d);
             return fail(cmd, nb_error());
@@ -221,5 +224,6 @@ void cli_data_free(cli_data *d) {
     nb_dataset_free(d->ds);
     for (int64_t c = 0; d->names && c < d->classes; c++) free(d->names[c]);
     free(d->names);
+    free(d->counts);
     memset(d, 0, sizeof *d);
 }

@@ -11,6 +11,8 @@ typedef struct cli_data {
     int64_t classes;   /* labels are 0 .. classes - 1 */
     char **names;      /* a name per class (malloc'ed, as the array) */
     const char *kind;  /* "idx", "csv", "npy" or "images" */
+    int64_t *counts;   /* images: the number of each class's images (malloc'ed); else NULL */
+    char where[4200];  /* the file or folder read */
 } cli_data;
 
 /* Where a data set comes from: --data, and --labels (NPY) or --label (CSV column). */

@@ -150,15 +150,6 @@ static nb_optimizer *make_optimizer(nb_module *m, const train_opts *o) {
     return opt;
 }
 
-/* The last part of a path, for runs/<name>/. */
-static const char *base_name(const char *path, char *buf, size_t size) {
-    snprintf(buf, size, "%s", path);
-    size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
-    const char *slash = strrchr(buf, '/');
-    return slash && slash[1] ? slash + 1 : buf;
-}
-
 int cli_finetune(train_opts o) {
     const char *bad = unused_option(&o);
     if (bad) {
@@ -247,7 +238,7 @@ int cli_finetune(train_opts o) {
         goto done;
     }
     /* all checked: from here on the run writes */
-    if (cli_choose_logdir(&o, base_name(o.model, name, sizeof name), logdir, sizeof logdir) < 0) goto done;
+    if (cli_choose_logdir(&o, cli_run_name(o.model, name, sizeof name), logdir, sizeof logdir) < 0) goto done;
     snprintf(out, sizeof out, "%s", o.out ? o.out : logdir);
     if (cli_mkdirs(out) < 0) {
         fprintf(stderr, "nabla train: cannot create %s: %s\n", out, strerror(errno));

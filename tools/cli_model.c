@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #ifdef NABLA_HAVE_JSON
 #include <jansson.h>
 
@@ -20,14 +21,19 @@ static char **copy_names(char *const *names, int64_t n) {
     return out;
 }
 
-/* The "layers" array's last linear layer, whose "out" is the class count. */
-static json_t *last_linear(json_t *root) {
+/* The "layers" array's last linear layer, whose "out" (Keras's Dense: "units") is the class
+   count; *key is the field's name. */
+static json_t *last_linear(json_t *root, const char **key) {
     json_t *layers = json_object_get(root, "layers"), *found = NULL;
     size_t i;
     json_t *l;
+    *key = "out";
     json_array_foreach(layers, i, l) {
         const char *type = json_string_value(json_object_get(l, "type"));
-        if (type && (!strcmp(type, "linear") || !strcmp(type, "dense"))) found = l;
+        if (type && (!strcmp(type, "linear") || !strcasecmp(type, "dense"))) {
+            found = l;
+            *key = strcmp(type, "linear") && json_object_get(l, "units") ? "units" : "out";
+        }
     }
     return found;
 }
@@ -42,7 +48,11 @@ int cli_model_build(const char *spec, nb_shape sample, int64_t classes, char *co
     if (file) {
         root = json_load_file(spec, 0, &jerr);
         if (!root) {
-            fprintf(stderr, "nabla %s: --model %s: %s (line %d, column %d)\n", cmd, spec, jerr.text, jerr.line, jerr.column);
+            /* jansson gives no place (-1) when the file cannot be read at all */
+            if (jerr.line >= 1)
+                fprintf(stderr, "nabla %s: --model %s: %s at line %d, column %d\n", cmd, spec, jerr.text, jerr.line,
+                        jerr.column);
+            else fprintf(stderr, "nabla %s: --model %s: %s\n", cmd, spec, jerr.text);
             return -1;
         }
     } else {
@@ -57,13 +67,15 @@ int cli_model_build(const char *spec, nb_shape sample, int64_t classes, char *co
             return -1;
         }
     }
-    json_t *out_layer = json_is_object(root) ? last_linear(root) : NULL;
+    const char *out_key;
+    json_t *out_layer = json_is_object(root) ? last_linear(root, &out_key) : NULL;
+    json_t *outs = out_layer ? json_object_get(out_layer, out_key) : NULL;
     if (!file) { /* a built-in takes the data's shape and classes */
         json_object_del(root, "input");
         if (out_layer) json_object_set_new(out_layer, "out", json_integer(classes));
-    } else if (out_layer && json_integer_value(json_object_get(out_layer, "out")) != classes) {
+    } else if (json_is_integer(outs) && json_integer_value(outs) != classes) { /* other mistakes: the config reader's */
         fprintf(stderr, "nabla %s: --model %s: its last linear layer has %lld outputs; the data has %lld classes\n", cmd,
-                spec, (long long)json_integer_value(json_object_get(out_layer, "out")), (long long)classes);
+                spec, (long long)json_integer_value(outs), (long long)classes);
         json_decref(root);
         return -1;
     }

@@ -64,6 +64,15 @@ int cli_split_samples(nb_dataset *ds, int64_t limit, double val_frac, uint64_t s
     return 0;
 }
 
+const char *cli_run_name(const char *model, char *buf, size_t size) {
+    snprintf(buf, size, "%s", model);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    if (n > 5 && !strcmp(buf + n - 5, ".json")) buf[n -= 5] = 0;
+    const char *slash = strrchr(buf, '/');
+    return slash && slash[1] ? slash + 1 : buf;
+}
+
 int cli_mkdirs(const char *path) {
     char buf[1024];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {

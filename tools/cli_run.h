@@ -7,6 +7,9 @@
 
 /* Makes path and its missing parents (as mkdir -p); 0, or -1 with errno set. */
 int cli_mkdirs(const char *path);
+/* The name of a run of model under runs/: a built-in's name, a config file's or a checkpoint
+   folder's base name without ".json" ("configs/small.json" -> "small"), in buf. */
+const char *cli_run_name(const char *model, char *buf, size_t size);
 /* The run folder into logdir: --logdir as asked (new or empty unless --overwrite or --resume),
    or a new runs/<name>/YYYYmmdd-HHMMSS and the link runs/<name>/latest to it. 0, or -1 with a
    message on stderr. */

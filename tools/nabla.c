@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,11 +35,13 @@ typedef struct {
     nb_summary_writer *w;
     int64_t log_every;
     nb_scheduler *per_step; /* a schedule stepped after every batch (one-cycle) */
+    int last_epoch;         /* the last epoch that ended (to tell an early stop) */
 } run_ctx;
 
 static bool save_checkpoint(nb_model *m, int epoch, const char *const *names, const double *values, int n, void *user) {
     (void)names; (void)values; (void)n;
     run_ctx *c = user;
+    c->last_epoch = epoch;
     nb_metadata *md = nb_metadata_new();
     int64_t loader_epoch, batch;
     nb_data_loader_position(c->loader, &loader_epoch, &batch);
@@ -55,9 +58,25 @@ static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     (void)m;
     run_ctx *c = user;
     if (c->per_step && nb_sched_step(c->per_step) < 0) return false;
-    if (c->w && c->log_every > 0 && (step + 1) % c->log_every == 0)
-        return nb_summary_scalar(c->w, "step/loss", loss, step + 1) == 0;
+    /* step counts the batches done, this one included (fit's global step) */
+    if (c->w && c->log_every > 0 && step % c->log_every == 0) return nb_summary_scalar(c->w, "step/loss", loss, step) == 0;
     return true;
+}
+
+/* fit's all_sum under several ranks: the step's loss sum, sample count and correct predictions
+   summed over the ranks, so every figure printed and logged is the whole job's, not rank 0's share. */
+static int sum_over_ranks(double *values, int n, void *ctx) {
+    (void)ctx;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_from_data(values, NB_SHAPE(n), NB_F64);
+    int rc = t && nb_dist_all_reduce(t, NB_REDUCE_SUM) == 0 && nb_copy_to(t, values, sizeof(double) * (size_t)n) == 0 ? 0 : -1;
+    nb_scope_end(s);
+    return rc;
+}
+
+/* --label-smoothing: the cross entropy against smoothed targets (ctx: the smoothing). */
+static nb_tensor *smoothed_ce(nb_tensor *pred, nb_tensor *y, void *ctx) {
+    return nb_cross_entropy(pred, y, (nb_ce_opts){ .label_smoothing = *(const double *)ctx });
 }
 
 /* The first n samples of ds (all when n is 0), as a new handle. */
@@ -132,7 +151,9 @@ static double accuracy_of(const int64_t *confusion, int64_t k, int64_t *right, i
 static int test_accuracy(nb_module *m, nb_dataset *ds, int64_t k, double *acc, int64_t *right, int64_t *all,
                          const char *cmd, nb_device dev) {
     int64_t *conf = calloc((size_t)(k * k), sizeof *conf);
-    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500, .device = dev }) : NULL;
+    /* the whole set, whatever the rank (a loader's default under nb_dist is this rank's shard) */
+    nb_data_loader *l = conf ? nb_data_loader_new(ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1, .device = dev })
+                             : NULL;
     int rc = -1;
     if (!l) fprintf(stderr, "nabla %s: %s\n", cmd, nb_error() ? nb_error() : "out of memory");
     else if (confusion_of(m, l, k, conf, cmd) == 0) {
@@ -282,7 +303,9 @@ static int train_ranks(train_opts o, int rank, int world) {
         }
     }
     logdir[0] = 0;
-    if (rank == 0 && cli_choose_logdir(&o, o.model, logdir, sizeof logdir) < 0) goto done;
+    char run_name[256];
+    if (rank == 0 && cli_choose_logdir(&o, cli_run_name(o.model, run_name, sizeof run_name), logdir, sizeof logdir) < 0)
+        goto done;
     snprintf(out, sizeof out, "%s", o.out ? o.out : "");
     if (!o.out) snprintf(out, sizeof out, "%s/model.safetensors", logdir);
     snprintf(svg, sizeof svg, "%s/curves.svg", logdir);
@@ -308,13 +331,18 @@ static int train_ranks(train_opts o, int rank, int world) {
                                                                                .device = dev });
     /* every rank validates on the whole split, so all of them pick the same best epoch */
     if (val_ds) val_loader = nb_data_loader_new(val_ds, (nb_loader_opts){ .batch_size = 500, .world_size = 1, .device = dev });
-    if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9 });
-    else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr });
-    else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr });
+    /* --weight-decay 0 with AdamW is a zero decay, not the default 0.01 (NB_ZERO) */
+    double wd = o.weight_decay_set && o.weight_decay == 0 ? NB_ZERO : o.weight_decay;
+    if (!strcmp(o.optimizer, "sgd")) opt = nb_optim_sgd(cm.module, (nb_sgd_opts){ .lr = o.lr, .momentum = 0.9, .weight_decay = wd });
+    else if (!strcmp(o.optimizer, "adam")) opt = nb_optim_adam(cm.module, (nb_adam_opts){ .lr = o.lr, .weight_decay = wd });
+    else opt = nb_optim_adamw(cm.module, (nb_adamw_opts){ .lr = o.lr, .weight_decay = wd });
     model = loader && opt && (val_loader || !val_ds) ? nb_model_new(cm.module) : NULL;
     if (model) cm.module = NULL; /* the model owns the module now */
     w = model && rank == 0 ? nb_summary_open(logdir) : NULL;
-    if ((rank == 0 && !w) || !model || nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY }) < 0) {
+    if ((rank == 0 && !w) || !model ||
+        nb_model_compile(model, (nb_compile_opts){ .optimizer_obj = opt, .metrics = NB_METRIC_ACCURACY,
+                                                   .loss_fn = o.label_smoothing > 0 ? smoothed_ce : NULL,
+                                                   .loss_ctx = &o.label_smoothing }) < 0) {
         fprintf(stderr, "nabla train: %s\n", nb_error());
         goto done;
     }
@@ -341,6 +369,11 @@ static int train_ranks(train_opts o, int rank, int world) {
         }
         nb_metadata_free(md);
         initial_epoch = (int)ck.epoch;
+        /* TensorBoard (and nabla plot) drop what the interrupted run logged after the checkpoint */
+        if (w && nb_summary_session_start(w, ck.global_step + 1) < 0) {
+            fprintf(stderr, "nabla train: %s\n", nb_error());
+            goto done;
+        }
         if (initial_epoch >= o.epochs) {
             fprintf(stderr, "nabla train: %s already holds %d epochs; ask for more with --epochs\n", o.resume, initial_epoch);
             goto done;
@@ -352,7 +385,7 @@ static int train_ranks(train_opts o, int rank, int world) {
     }
     char ckpt_path[640];
     snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint.safetensors", logdir);
-    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every, !strcmp(schedule, "onecycle") ? sched : NULL };
+    run_ctx cc = { model_opt, loader, ckpt_path, w, o.log_every, !strcmp(schedule, "onecycle") ? sched : NULL, 0 };
     nb_callback cb = { .on_epoch_end = rank == 0 ? save_checkpoint : NULL, .on_batch_end = o.log_every || cc.per_step ? log_step : NULL, .user = &cc };
     char split[64] = "";
     if (world > 1) snprintf(split, sizeof split, " (%lld on each of %d ranks)", (long long)o.batch, world);
@@ -365,13 +398,25 @@ static int train_ranks(train_opts o, int rank, int world) {
                strcmp(schedule, "none") ? " " : "", strcmp(schedule, "none") ? schedule : "", (long long)o.batch * world,
                split, o.epochs,
                o.workers, augment ? ", augmented" : "", o.autocast_bf16 ? ", bf16 autocast" : "", logdir);
+    if (!o.quiet && train_src.counts) { /* what the folder gave, so a class short of images shows */
+        printf("images per class in %s:", train_src.where);
+        for (int64_t c = 0; c < train_src.classes; c++)
+            printf("%s %s %lld", c ? "," : "", train_src.names[c], (long long)train_src.counts[c]);
+        printf("\n");
+    }
     /* the validation split picks the best epoch, whose weights fit saves to out; the test set is
        touched once, at the end, by the model that was saved */
     if (cli_fit(model, loader, val_loader,
                 (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch, .verbose = o.quiet ? -1 : 0,
                                .tensorboard = w, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
-                               .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched }, &w) < 0)
+                               .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched,
+                               .all_sum = world > 1 ? sum_over_ranks : NULL, .clip_grad_norm = o.clip_grad_norm,
+                               .early_stopping_patience = o.early_stopping, .restore_best_weights = o.early_stopping > 0 },
+                &w) < 0)
         goto done;
+    if (rank == 0 && !o.quiet && o.early_stopping && cc.last_epoch < o.epochs)
+        printf("early stopping: %s did not improve for %d epochs; stopped after epoch %d\n", val_ds ? "val_loss" : "loss",
+               o.early_stopping, cc.last_epoch);
     if (rank != 0) { /* rank 0 saves, tests and plots */
         rc = 0;
         goto done;
@@ -426,7 +471,7 @@ static int train_main(int argc, char **argv) {
 
 /* Parses the options of eval, predict and summary; the rest are positional. */
 typedef struct {
-    const char *arch, *data, *labels, *label, *input;
+    const char *arch, *data, *labels, *label, *input, *out;
     int top;
     int64_t limit;
 } use_opts;
@@ -440,6 +485,7 @@ static int use_args(const char *cmd, int argc, char **argv, use_opts *o, const c
         else if (v && !strcmp(a, "--labels")) o->labels = argv[++i];
         else if (v && !strcmp(a, "--label")) o->label = argv[++i];
         else if (v && !strcmp(a, "--input")) o->input = argv[++i];
+        else if (v && !strcmp(cmd, "predict") && (!strcmp(a, "-o") || !strcmp(a, "--out"))) o->out = argv[++i];
         else if (v && (!strcmp(a, "--limit") || !strcmp(a, "--top"))) {
             char *end;
             errno = 0;
@@ -452,8 +498,16 @@ static int use_args(const char *cmd, int argc, char **argv, use_opts *o, const c
             }
             if (top) o->top = (int)k;
             else o->limit = k;
-        } else if (a[0] == '-' || n == max_pos) {
-            fprintf(stderr, "nabla %s: unknown or extra argument \"%s\"\n", cmd, a);
+        } else if (a[0] == '-') {
+            static const char *const options[] = { "--model", "--data", "--labels", "--label", "--input", "--limit",
+                                                    "--top", "--out", "-o", "--help" };
+            bool valued = false;
+            for (size_t k = 0; k < sizeof options / sizeof *options; k++) valued = valued || !strcmp(a, options[k]);
+            if (valued) fprintf(stderr, "nabla %s: %s needs a value\n", cmd, a);
+            else cli_unknown_option(stderr, cmd, a, options, sizeof options / sizeof *options);
+            return -1;
+        } else if (n == max_pos) {
+            fprintf(stderr, "nabla %s: extra argument \"%s\"\n", cmd, a);
             return -1;
         } else pos[n++] = a;
     }
@@ -477,12 +531,20 @@ static int eval_main(int argc, char **argv) {
                "  before models carried their config.\n", usage_line);
         return 0;
     }
-    if (use_args("eval", argc, argv, &uo, pos, 1) != 1) {
-        fprintf(stderr, "%s", usage_line);
+    int given = use_args("eval", argc, argv, &uo, pos, 1);
+    if (given != 1) {
+        if (given >= 0) fprintf(stderr, "%s", usage_line); /* a bad option was named in one line already */
         return 2;
     }
     cli_model cm;
     if (cli_model_load(pos[0], uo.arch, &cm, "eval") < 0) return 1;
+    if (!uo.data && !same_shape(cm.sample, (nb_shape){ 3, { 1, 28, 28 } })) {
+        char a[160];
+        fprintf(stderr, "nabla eval: %s takes samples %s, not Fashion-MNIST's [1, 28, 28]: pass the data to evaluate it on "
+                        "with --data (a folder of images, a CSV or an NPY file)\n", pos[0], nb_shape_str(cm.sample, a, sizeof a));
+        cli_model_free(&cm);
+        return 2;
+    }
     cli_data src;
     cli_data_spec spec = { .path = uo.data, .labels = uo.labels, .label = uo.label };
     if (cm.sample.ndim == 3) { /* image folders are converted to the model's input */
@@ -536,79 +598,241 @@ static int eval_main(int argc, char **argv) {
     return rc;
 }
 
-/* nabla predict MODEL INPUTS: the top classes of each sample of an IDX, NPY or PNG file. */
+static bool has_ext(const char *path, const char *ext) {
+    size_t n = strlen(path), m = strlen(ext);
+    return n > m && !strcasecmp(path + n - m, ext);
+}
+
+/* The samples of one input of nabla predict, as the model takes them: x [n, ...] f32 (in the
+   current scope) and a name per sample ("photo.jpg", "test.csv[3]"). */
+typedef struct {
+    nb_tensor **parts; /* one per file (an image) or array, joined once at the end */
+    int nparts;
+    char **names;
+    int64_t n;
+} predict_batch;
+
+static int add_part(predict_batch *p, nb_tensor *x) {
+    nb_tensor **g = realloc(p->parts, sizeof *g * (size_t)(p->nparts + 1));
+    if (!g) return -1;
+    p->parts = g;
+    p->parts[p->nparts++] = x;
+    p->n += nb_dim(x, 0);
+    return 0;
+}
+
+static int add_names(predict_batch *p, const char *path, int64_t n, bool single) {
+    char **g = realloc(p->names, sizeof *g * (size_t)(p->n + n));
+    if (!g) return -1;
+    p->names = g;
+    for (int64_t i = 0; i < n; i++) {
+        char buf[4200];
+        if (single) snprintf(buf, sizeof buf, "%s", path);
+        else snprintf(buf, sizeof buf, "%s[%lld]", path, (long long)i);
+        if (!(p->names[p->n + i] = strdup(buf))) return -1;
+    }
+    return 0;
+}
+
+/* One image converted and resized to the model's input, as in training; NULL with an error. */
+static nb_tensor *image_input(const char *path, nb_shape sample) {
+    nb_tensor *raw = nb_read_image(path);
+    if (!raw || sample.ndim != 3) return raw ? nb_cast(raw, NB_F32) : NULL;
+    nb_transform *t = nb_transform_compose(nb_transform_to_float(1.0 / 255.0), nb_transform_channels((int)sample.dim[0]),
+                                           nb_transform_resize(sample.dim[1], sample.dim[2]), NULL);
+    nb_tensor *x = t ? nb_transform_apply(t, raw, 0) : NULL;
+    nb_transform_free(t);
+    return x ? nb_unsqueeze(x, 0) : NULL;
+}
+
+static int predict_input(const char *path, const use_opts *uo, const cli_model *cm, predict_batch *out, int depth);
+
+/* Every file of a folder (sorted; sub-folders too, one level down), each an image. */
+static int predict_folder(const char *dir, const use_opts *uo, const cli_model *cm, predict_batch *out, int depth) {
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, NULL, alphasort), rc = 0;
+    if (n < 0) {
+        fprintf(stderr, "nabla predict: cannot read the folder %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        char path[4200];
+        if (rc == 0 && list[i]->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+            struct stat st;
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && depth > 0) {
+                fprintf(stderr, "nabla predict: %s: folders nest deeper than class folders\n", path);
+                rc = -1;
+            } else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) rc = predict_folder(path, uo, cm, out, depth + 1);
+            else {
+                nb_tensor *x = image_input(path, cm->sample);
+                if (!x) {
+                    fprintf(stderr, "nabla predict: %s\n", nb_error());
+                    rc = -1;
+                } else if (add_names(out, path, 1, true) < 0 || add_part(out, x) < 0) {
+                    fprintf(stderr, "nabla predict: out of memory\n");
+                    rc = -1;
+                }
+            }
+        }
+        free(list[i]);
+    }
+    free(list);
+    return rc;
+}
+
+/* One input of nabla predict: a folder, an image, a CSV, an NPY or an IDX file. */
+static int predict_input(const char *path, const use_opts *uo, const cli_model *cm, predict_batch *out, int depth) {
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        fprintf(stderr, "nabla predict: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) return predict_folder(path, uo, cm, out, depth);
+    nb_tensor *raw = NULL;
+    bool image = has_ext(path, ".png") || has_ext(path, ".jpg") || has_ext(path, ".jpeg");
+    if (image) raw = image_input(path, cm->sample);
+    else if (has_ext(path, ".csv")) { /* features only, unless --label names the column to leave out */
+        nb_csv_opts co = { .no_label = !uo->label };
+        if (uo->label) {
+            char *end;
+            long k = strtol(uo->label, &end, 10);
+            if (*uo->label && !*end) co.label_index = (int)k;
+            else co.label = uo->label;
+        }
+        nb_dataset *ds = nb_data_csv(path, co);
+        int64_t n = ds ? nb_dataset_len(ds) : 0, *idx = ds ? calloc((size_t)(n ? n : 1), sizeof *idx) : NULL;
+        for (int64_t i = 0; idx && i < n; i++) idx[i] = i;
+        nb_batch b = { 0 };
+        if (idx && nb_dataset_get_batch(ds, idx, n, &b) == 0) raw = b.x;
+        free(idx);
+        nb_dataset_free(ds);
+    } else raw = has_ext(path, ".npy") ? nb_load_npy(path) : nb_read_idx(path);
+    if (!raw) {
+        fprintf(stderr, "nabla predict: %s\n", nb_error() ? nb_error() : "out of memory");
+        return -1;
+    }
+    int64_t per = 1;
+    for (int i = 0; i < cm->sample.ndim; i++) per *= cm->sample.dim[i];
+    /* one sample, or samples along axis 0 each of the model's size (a CSV of 5 columns is not
+       5/4 samples of 4) */
+    if (nb_numel(raw) == 0 || (nb_numel(raw) != per && (nb_ndim(raw) < 1 || nb_numel(raw) / nb_dim(raw, 0) != per))) {
+        char a[160], b[160];
+        fprintf(stderr, "nabla predict: %s holds %s %s; the model takes samples %s%s\n", path,
+                nb_shape_str(nb_shape_of(raw), a, sizeof a), nb_dtype_name(nb_dtype_of(raw)),
+                nb_shape_str(cm->sample, b, sizeof b), has_ext(path, ".csv") && !uo->label ? " (a label column? name it with --label)" : "");
+        return -1;
+    }
+    nb_shape batch = { cm->sample.ndim + 1, { -1 } };
+    for (int i = 0; i < cm->sample.ndim; i++) batch.dim[i + 1] = cm->sample.dim[i];
+    nb_tensor *x = nb_reshape(raw, batch);
+    x = nb_dtype_of(raw) == NB_U8 ? nb_mul_scalar(nb_cast(x, NB_F32), 1.0 / 255.0) : nb_cast(x, NB_F32);
+    int64_t n = x ? nb_dim(x, 0) : 0;
+    if (!x || add_names(out, path, n, image) < 0 || add_part(out, x) < 0) {
+        fprintf(stderr, "nabla predict: %s\n", nb_error() ? nb_error() : "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* nabla predict MODEL INPUTS...: the top classes of every sample of image files, folders of
+   images, CSV, NPY or IDX files; -o FILE.csv writes each sample's class and probability. */
 static int predict_main(int argc, char **argv) {
-    const char *usage_line = "usage: nabla predict MODEL.safetensors INPUTS [--top K]\n";
+    const char *usage_line = "usage: nabla predict MODEL.safetensors INPUTS... [--top K] [-o predictions.csv] [--label COLUMN]\n";
     use_opts uo = { .arch = "mlp", .top = 3 };
-    const char *pos[2];
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("%s  INPUTS: an IDX file (plain or gzip), an .npy array or one PNG image, holding samples of the\n"
-               "  model's input shape (u8 values are scaled by 1/255, as in training)\n", usage_line);
+        printf("%s  INPUTS: PNG or JPEG images, folders of them (class sub-folders too), CSV files (every column a\n"
+               "  feature, unless --label names one to leave out), .npy arrays or IDX files (plain or gzip), holding\n"
+               "  samples of the model's input shape (images are converted and resized to it; u8 values are scaled\n"
+               "  by 1/255, as in training). Prints the top K classes of the first 20 samples; -o FILE.csv writes\n"
+               "  every sample's predicted class and its probability (file,class,probability).\n", usage_line);
         return 0;
     }
-    if (use_args("predict", argc, argv, &uo, pos, 2) != 2) {
-        fprintf(stderr, "%s", usage_line);
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int given = pos ? use_args("predict", argc, argv, &uo, pos, argc) : -1;
+    if (given < 2) {
+        if (given >= 0) fprintf(stderr, "%s", usage_line);
+        free(pos);
         return 2;
     }
     cli_model cm;
-    if (cli_model_load(pos[0], uo.arch, &cm, "predict") < 0) return 1;
-    size_t len = strlen(pos[1]);
-    bool png = len > 4 && !strcmp(pos[1] + len - 4, ".png"), npy = len > 4 && !strcmp(pos[1] + len - 4, ".npy");
+    if (cli_model_load(pos[0], uo.arch, &cm, "predict") < 0) {
+        free(pos);
+        return 1;
+    }
     nb_scope *s = nb_scope_begin();
-    nb_tensor *raw = png ? nb_read_png(pos[1]) : npy ? nb_load_npy(pos[1]) : nb_read_idx(pos[1]);
-    if (png && raw && cm.sample.ndim == 3) { /* an image converted and resized to the model's input, as in training */
-        nb_transform *t = nb_transform_compose(nb_transform_to_float(1.0 / 255.0), nb_transform_channels((int)cm.sample.dim[0]),
-                                               nb_transform_resize(cm.sample.dim[1], cm.sample.dim[2]), NULL);
-        raw = t ? nb_transform_apply(t, raw, 0) : NULL;
-        nb_transform_free(t);
-    }
-    int64_t per = 1;
-    for (int i = 0; i < cm.sample.ndim; i++) per *= cm.sample.dim[i];
+    predict_batch in = { 0 };
     int rc = 0;
-    if (!raw) {
-        fprintf(stderr, "nabla predict: %s\n", nb_error());
-        rc = 1;
-    } else if (nb_numel(raw) == 0 || nb_numel(raw) % per != 0) {
-        char a[160], b[160];
-        fprintf(stderr, "nabla predict: %s holds %s %s; the model takes samples %s\n", pos[1],
-                nb_shape_str(nb_shape_of(raw), a, sizeof a), nb_dtype_name(nb_dtype_of(raw)),
-                nb_shape_str(cm.sample, b, sizeof b));
+    for (int i = 1; i < given && rc == 0; i++) rc = predict_input(pos[i], &uo, &cm, &in, 0) < 0 ? 1 : 0;
+    int64_t k = cm.classes, top = uo.top < k ? uo.top : k, n = in.n;
+    float *p = NULL;
+    nb_tensor *all = rc == 0 ? nb_cat(in.parts, in.nparts, 0) : NULL;
+    if (rc == 0 && !all) {
+        fprintf(stderr, "nabla predict: %s\n", nb_error() ? nb_error() : "out of memory");
         rc = 1;
     }
-    int64_t k = cm.classes, top = uo.top < k ? uo.top : k;
     if (rc == 0) {
         bool prev = nb_set_grad_enabled(false);
-        nb_shape batch = { cm.sample.ndim + 1, { -1 } };
-        for (int i = 0; i < cm.sample.ndim; i++) batch.dim[i + 1] = cm.sample.dim[i];
-        nb_tensor *x = nb_reshape(raw, batch);
-        x = nb_dtype_of(raw) == NB_U8 ? nb_mul_scalar(nb_cast(x, NB_F32), 1.0 / 255.0) : nb_cast(x, NB_F32);
-        int64_t n = nb_dim(x, 0), shown = n < 20 ? n : 20;
-        nb_tensor *probs = nb_softmax(nb_forward(cm.module, nb_slice(x, 0, 0, shown, 1)), 1);
-        float *p = malloc(sizeof(float) * (size_t)(shown * k));
-        if (!probs || !p || nb_dim(probs, 1) != k || nb_copy_to(probs, p, sizeof(float) * (size_t)(shown * k)) < 0) {
+        nb_tensor *probs = NULL;
+        for (int64_t a = 0; a < n; a += 256) { /* in batches, so a large input does not need one huge forward */
+            nb_tensor *part = nb_softmax(nb_forward(cm.module, nb_slice(all, 0, a, a + 256 < n ? a + 256 : n, 1)), 1);
+            probs = probs ? nb_cat((nb_tensor *const[]){ probs, part }, 2, 0) : part;
+        }
+        nb_set_grad_enabled(prev);
+        p = malloc(sizeof(float) * (size_t)(n * k));
+        if (!probs || !p || nb_dim(probs, 1) != k || nb_copy_to(probs, p, sizeof(float) * (size_t)(n * k)) < 0) {
             fprintf(stderr, "nabla predict: %s\n", nb_error() ? nb_error() : "out of memory");
             rc = 1;
         }
-        for (int64_t i = 0; rc == 0 && i < shown; i++) {
-            printf("sample %lld:", (long long)i);
-            /* selection by repeated maximum over the classes not yet printed */
-            bool *used = calloc((size_t)k, 1);
-            for (int64_t j = 0; used && j < top; j++) {
-                int64_t best = -1;
-                for (int64_t c = 0; c < k; c++)
-                    if (!used[c] && (best < 0 || p[i * k + c] > p[i * k + best])) best = c;
-                used[best] = true;
-                printf("  %s %.3f", cm.names[best], p[i * k + best]);
-            }
-            free(used);
-            printf("\n");
-        }
-        if (rc == 0 && n > shown) printf("(%lld more samples not shown)\n", (long long)(n - shown));
-        free(p);
-        nb_set_grad_enabled(prev);
     }
+    FILE *csv = rc == 0 && uo.out ? fopen(uo.out, "w") : NULL;
+    if (rc == 0 && uo.out && !csv) {
+        fprintf(stderr, "nabla predict: cannot write %s: %s\n", uo.out, strerror(errno));
+        rc = 1;
+    }
+    if (csv) fprintf(csv, "file,class,probability\n");
+    int64_t shown = n < 20 ? n : 20;
+    bool *used = rc == 0 ? calloc((size_t)k, 1) : NULL;
+    for (int64_t i = 0; rc == 0 && used && i < n; i++) {
+        memset(used, 0, (size_t)k);
+        if (i < shown) printf("%s:", in.names[i]);
+        for (int64_t j = 0; j < (i < shown ? top : 1); j++) { /* selection by repeated maximum */
+            int64_t best = -1;
+            for (int64_t c = 0; c < k; c++)
+                if (!used[c] && (best < 0 || p[i * k + c] > p[i * k + best])) best = c;
+            used[best] = true;
+            if (i < shown) printf("  %s %.3f", cm.names[best], p[i * k + best]);
+            if (csv && j == 0) { /* RFC 4180: a field with a comma or a quote is quoted, quotes doubled */
+                const char *fields[2] = { in.names[i], cm.names[best] };
+                for (int f = 0; f < 2; f++) {
+                    bool q = strpbrk(fields[f], ",\"\n\r") != NULL;
+                    if (q) fputc('"', csv);
+                    for (const char *c = fields[f]; *c; c++) {
+                        if (*c == '"') fputc('"', csv);
+                        fputc(*c, csv);
+                    }
+                    if (q) fputc('"', csv);
+                    fputc(',', csv);
+                }
+                fprintf(csv, "%.6f\n", p[i * k + best]);
+            }
+        }
+        if (i < shown) printf("\n");
+    }
+    if (rc == 0 && n > shown) printf("(%lld more samples not shown%s)\n", (long long)(n - shown), uo.out ? "" : "; -o FILE.csv writes all");
+    if (csv && (fclose(csv) != 0) && rc == 0) {
+        fprintf(stderr, "nabla predict: cannot write %s: %s\n", uo.out, strerror(errno));
+        rc = 1;
+    }
+    if (rc == 0 && uo.out) printf("wrote %lld predictions to %s\n", (long long)n, uo.out);
+    free(used);
+    free(p);
+    for (int64_t i = 0; i < in.n; i++) free(in.names[i]);
+    free(in.names);
+    free(in.parts);
     nb_scope_end(s);
     cli_model_free(&cm);
+    free(pos);
     return rc;
 }
 
@@ -650,8 +874,12 @@ static int summary_main(int argc, char **argv) {
                 return 2;
             }
             classes = k;
-        } else if (argv[i][0] == '-' || what) {
-            fprintf(stderr, "nabla summary: unknown or extra argument \"%s\"\n%s", argv[i], usage_line);
+        } else if (argv[i][0] == '-') {
+            static const char *const options[] = { "--input", "--classes", "--help" };
+            cli_unknown_option(stderr, "summary", argv[i], options, sizeof options / sizeof *options);
+            return 2;
+        } else if (what) {
+            fprintf(stderr, "nabla summary: extra argument \"%s\"\n%s", argv[i], usage_line);
             return 2;
         } else what = argv[i];
     }
@@ -689,7 +917,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: nabla COMMAND [ARGS]\n"
                "  train [options]       train a classifier (nabla train --help)\n"
                "  eval MODEL            test accuracy, per-class accuracy, confusion matrix\n"
-               "  predict MODEL INPUTS  top classes of the samples of an IDX, NPY or PNG file\n"
+               "  predict MODEL INPUTS  top classes of the samples of an IDX, NPY or image file\n"
                "  summary MODEL|CONFIG  layers, output shapes and parameter counts\n"
                "  info FILE...          a safetensors, .npy or .onnx file's tensors, shapes and metadata\n"
                "  export MODEL -o F     a saved model as an ONNX file (nabla export --help)\n"

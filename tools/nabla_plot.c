@@ -80,13 +80,19 @@ int nabla_plot_main(int argc, char **argv) {
         else if (!strcmp(a, "--watch") && has_next) watch = atof(argv[++i]), text = true;
         else if (!strcmp(a, "--text")) text = true;
         else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, PLOT_NAME ": unknown or incomplete option '%s'\n", a);
-            usage(stderr);
+            bool valued = !strcmp(a, "-o") || !strcmp(a, "--csv") || !strcmp(a, "--tag") || !strcmp(a, "--title") ||
+                          !strcmp(a, "--smooth") || !strcmp(a, "--watch");
+            if (valued) fprintf(stderr, PLOT_NAME ": %s needs a value\n", a);
+            else fprintf(stderr, PLOT_NAME ": unknown option %s (" PLOT_NAME " --help lists the options)\n", a);
             free(runs);
             return 2;
         } else runs[n++] = argv[i];
     }
     if (n == 0 || (!svg && !csv && !text)) {
+        /* one line saying what is missing, then the usage */
+        if (n == 0) fprintf(stderr, "nabla plot: name the run folders (or event files) to read\n");
+        else fprintf(stderr, "nabla plot: say what to make of %s: -o FILE.svg for the curves, --csv FILE.csv for the "
+                             "values or --text for the last values in the terminal\n", runs[0]);
         usage(stderr);
         free(runs);
         return 2;

@@ -22,8 +22,8 @@ void train_usage(FILE *f) {
                "                           tokenizer): fine-tunes it on --data FILE.txt (see below)\n"
                "  --data PATH              an IDX folder (MNIST's file names; default $NABLA_DATA, else\n"
                "                           Debian's Fashion-MNIST), a folder of class sub-folders of PNG\n"
-               "                           images (with train/ and test/ inside, or one split), a .csv\n"
-               "                           file or an .npy array of samples\n"
+               "                           and JPEG images (with train/ and test/ inside, or one\n"
+               "                           split), a .csv file or an .npy array of samples\n"
                "  --label COLUMN           the CSV column holding the class (name or index; default 0)\n"
                "  --labels Y.npy           the labels of an .npy --data\n"
                "  --test PATH              test data when --data has no test split (--test-labels Y.npy)\n"
@@ -58,7 +58,13 @@ void train_usage(FILE *f) {
                "  --limit N                train and test on the first N samples only\n"
                "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"
                "                           written after every epoch); --epochs counts the epochs done\n"
-               "  --quiet                  no progress output\n");
+               "  --quiet                  no progress output\n"
+               "  --early-stopping N       stop after N epochs without a better validation loss (the best\n"
+               "                           epoch's weights are the ones saved, as Keras's EarlyStopping)\n"
+               "  --clip-grad-norm X       rescale the gradients to total norm X before each step\n"
+               "  --label-smoothing X      cross entropy against targets smoothed by X (0 to 1)\n"
+               "  --weight-decay X         the optimizer's weight decay (AdamW: decoupled, default 0.01;\n"
+               "                           Adam, SGD: L2, default 0)\n");
     /* two literals: each stays under the 4,095 characters C11 promises a compiler takes */
     fprintf(f, "Fine-tuning (--model DIR --data FILE.txt): the UTF-8 text is tokenized as one text with\n"
                "  DIR's tokenizer and cut into blocks of --context tokens (the remainder dropped), which\n"
@@ -128,6 +134,45 @@ static bool one_of(const char *text, const char *choices) {
     return false;
 }
 
+/* Levenshtein distance of a and b (inputs of up to 63 characters; longer ones are "far"). */
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 1 << 20;
+    int row[64];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+const char *cli_closest_option(const char *given, const char *const *options, size_t n) {
+    const char *best = NULL;
+    int best_d = 1 << 20;
+    for (size_t k = 0; k < n; k++) {
+        int d = edit_distance(given, options[k]);
+        if (d < best_d) best_d = d, best = options[k];
+    }
+    /* close enough to be a slip of the fingers: two edits, or a third of a long name */
+    int limit = (int)strlen(given) / 3 > 2 ? (int)strlen(given) / 3 : 2;
+    return best_d <= limit ? best : NULL;
+}
+
+void cli_unknown_option(FILE *err, const char *cmd, const char *given, const char *const *options, size_t n) {
+    const char *near = given[0] == '-' ? cli_closest_option(given, options, n) : NULL;
+    if (given[0] != '-') fprintf(err, "nabla %s: unexpected argument \"%s\" (nabla %s --help lists the options)\n", cmd, given, cmd);
+    else if (near) fprintf(err, "nabla %s: unknown option %s; did you mean %s?\n", cmd, given, near);
+    else fprintf(err, "nabla %s: unknown option %s (nabla %s --help lists the options)\n", cmd, given, cmd);
+}
+
 int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -147,12 +192,17 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
                                               "--test", "--test-labels", "--augment", "--schedule", "--autocast",
                                               "--image-size", "--channels",
                                               "--threads", "--nproc", "--seed", "--limit", "--val-split", "--log-every",
-                                              "--context", "--steps", "--weight-decay" };
+                                              "--context", "--steps", "--weight-decay", "--early-stopping",
+                                              "--clip-grad-norm", "--label-smoothing" };
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known = known || !strcmp(a, valued[k]);
         if (!known) {
-            fprintf(err, "nabla train: unknown option \"%s\"\n", a);
-            train_usage(err);
+            static const char *const flags[] = { "--quiet", "--overwrite", "--no-shuffle", "--help" };
+            const char *all[sizeof valued / sizeof *valued + sizeof flags / sizeof *flags];
+            size_t n_all = 0;
+            for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) all[n_all++] = valued[k];
+            for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) all[n_all++] = flags[k];
+            cli_unknown_option(err, "train", a, all, n_all);
             return 2;
         }
         if (!v) {
@@ -250,6 +300,9 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
             if (!real(err, a, v, 0, 1e6, &o->weight_decay)) return 2;
             o->weight_decay_set = true;
         }
+        else if (!strcmp(a, "--early-stopping")) { if (!whole(err, a, v, 1, 1000000, &n)) return 2; o->early_stopping = (int)n; }
+        else if (!strcmp(a, "--clip-grad-norm")) { if (!real(err, a, v, 1e-12, 1e12, &o->clip_grad_norm)) return 2; }
+        else if (!strcmp(a, "--label-smoothing")) { if (!real(err, a, v, 0, 1, &o->label_smoothing)) return 2; }
         else if (!strcmp(a, "--workers")) { if (!whole(err, a, v, 0, 256, &n)) return 2; o->workers = (int)n; }
         else if (!strcmp(a, "--nproc")) { if (!whole(err, a, v, 1, 4096, &n)) return 2; o->nproc = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!whole(err, a, v, 1, 1024, &n)) return 2; o->threads = (int)n; }
@@ -262,9 +315,13 @@ int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err)
         }
         else if (!strcmp(a, "--val-split")) { if (!real(err, a, v, 0, 0.9, &o->val_split)) return 2; }
     }
-    if (!o->hf_model && (o->context || o->steps || o->weight_decay_set || o->no_shuffle)) {
-        fprintf(err, "nabla train: --context, --steps, --weight-decay and --no-shuffle are for fine-tuning a pretrained "
-                     "model (--model DIR)\n");
+    if (!o->hf_model && (o->context || o->steps || o->no_shuffle)) {
+        fprintf(err, "nabla train: --context, --steps and --no-shuffle are for fine-tuning a pretrained model (--model DIR)\n");
+        return 2;
+    }
+    if (o->hf_model && (o->early_stopping || o->clip_grad_norm > 0 || o->label_smoothing > 0)) {
+        fprintf(err, "nabla train: --early-stopping, --clip-grad-norm and --label-smoothing are for classifiers, not "
+                     "fine-tuning a pretrained model (--model DIR)\n");
         return 2;
     }
     if (o->resume && o->overwrite) {

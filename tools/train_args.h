@@ -25,6 +25,9 @@ typedef struct train_opts {
     double weight_decay;
     bool weight_decay_set, no_shuffle;
     bool lr_set, epochs_set, batch_set; /* given on the command line (the two kinds' defaults differ) */
+    int early_stopping;     /* > 0: stop after this many epochs without a better validation loss */
+    double clip_grad_norm;  /* > 0: gradients rescaled to this total norm before each step */
+    double label_smoothing; /* the cross entropy's label smoothing (0: none) */
 } train_opts;
 
 /* The defaults of `nabla train`. */
@@ -35,5 +38,12 @@ void train_usage(FILE *f);
    printed to out, 2 on a bad argument (the message goes to err). Reads argv only; keeps pointers
    into it. */
 int train_parse_args(int argc, char **argv, train_opts *o, FILE *out, FILE *err);
+
+/* The option of options[0..n-1] nearest to given by edit distance, when it is near enough to be
+   a slip of the fingers; else NULL. */
+const char *cli_closest_option(const char *given, const char *const *options, size_t n);
+/* Prints, in one line, "nabla CMD: unknown option GIVEN; did you mean X?" (or where the options
+   are listed, when none is near). */
+void cli_unknown_option(FILE *err, const char *cmd, const char *given, const char *const *options, size_t n);
 
 #endif

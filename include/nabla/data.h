@@ -95,9 +95,18 @@ NB_API nb_dataset *nb_data_npy(const char *x_path, const char *y_path);
 NB_API nb_tensor *nb_read_png(const char *path);
 /* Decodes PNG bytes held in memory; name is used in error messages. */
 NB_API nb_tensor *nb_decode_png(const void *data, size_t size, const char *name);
-/* A folder with one sub-folder of PNG images per class (classes numbered in sorted name order):
-   x f32 [channels, height, width] in [0, 1], decoded when a sample is read; y i64 0-d. */
+/* Decodes a PNG or a JPEG file (told by its first bytes) as u8 [channels, height, width]; JPEG
+   needs libjpeg (NABLA_WITH_JPEG). */
+NB_API nb_tensor *nb_read_image(const char *path);
+/* As nb_read_image, from bytes held in memory; name is used in error messages. */
+NB_API nb_tensor *nb_decode_image(const void *data, size_t size, const char *name);
+/* A folder with one sub-folder of PNG and JPEG images per class (classes numbered in sorted name
+   order): x f32 [channels, height, width] in [0, 1], decoded when a sample is read; y i64 0-d.
+   Every file of a class folder must be an image (hidden ones aside): another is an error naming it. */
 NB_API nb_dataset *nb_data_image_folder(const char *root);
+/* The number of images of class i of an image folder dataset; -1 with an error when ds is not
+   one or i is out of range. */
+NB_API int64_t nb_data_image_folder_count(nb_dataset *ds, int64_t i);
 /* The name of class i of an image folder dataset (NULL when out of range; NULL with an error when ds
    is not nb_data_image_folder's own handle, e.g. one wrapped by nb_data_map). Borrowed from ds. */
 NB_API const char *nb_data_image_folder_class(nb_dataset *ds, int64_t i);

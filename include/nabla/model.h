@@ -40,7 +40,8 @@ typedef struct nb_model_compile_opts {
 typedef nb_model_compile_opts nb_compile_opts;
 
 /* Hooks called by fit; any may be NULL. Returning false from on_epoch_end or on_batch_end stops
-   training after that epoch or batch. logs: the metric names and values so far. */
+   training after that epoch or batch. logs: the metric names and values so far. step: the global
+   step, the batches done since training began (initial_epoch's included), this one counted. */
 typedef struct nb_callback {
     void (*on_train_begin)(nb_model *m, void *user);
     void (*on_epoch_begin)(nb_model *m, int epoch, void *user);
@@ -75,6 +76,12 @@ typedef struct nb_fit_opts {
     const char *csv_path;           /* one row of metrics per epoch (header first), flushed each epoch */
     const char *checkpoint_path;    /* the state dict, saved atomically whenever the monitored loss improves */
     nb_scheduler *lr_schedule;      /* stepped once after each epoch */
+    /* data-parallel training: sums n values in place across the workers (every worker calls it
+       once per step), so the loss and metrics fit prints, logs, checks and passes to callbacks
+       are the whole job's; 0 or <0 with an error. NULL: one worker. */
+    int (*all_sum)(double *values, int n, void *ctx);
+    void *all_sum_ctx;
+    double clip_grad_norm;          /* > 0: gradients rescaled to this total norm before each step */
 } nb_fit_opts;
 
 /* Wraps module (the model owns it from now on, and frees it on failure too). */
@@ -84,7 +91,8 @@ NB_API nb_module *nb_model_module(nb_model *m);
 /* Chooses the optimizer, loss and metrics (again: replaces and frees the earlier optimizer); 0 or <0. */
 NB_API int nb_model_compile(nb_model *m, nb_model_compile_opts opts);
 /* Trains on tensors x [N, ...] and y [N, ...] (validation in batches of 256); returns the per-epoch
-   history (free it), or NULL with an error. Needs nb_model_compile first. */
+   history (free it), or NULL with an error (a nan or inf training loss is one: it stops training at
+   that step, as Keras's TerminateOnNaN). Needs nb_model_compile first. */
 NB_API nb_history *nb_model_fit(nb_model *m, nb_tensor *x, nb_tensor *y, nb_fit_opts opts);
 /* Trains on a data loader, validating on val (or NULL) after each epoch; the loaders stay the
    caller's. Returns the history as nb_model_fit does. */

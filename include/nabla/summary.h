@@ -30,6 +30,10 @@ NB_API nb_summary_writer *nb_summary_open_opts(const char *logdir, nb_summary_op
 NB_API const char *nb_summary_path(const nb_summary_writer *w);
 /* Logs a scalar under tag at step (kept as a 32-bit float, TensorBoard's simple_value); buffered. 0 or <0. */
 NB_API int nb_summary_scalar(nb_summary_writer *w, const char *tag, double value, int64_t step);
+/* Marks a restart (a resumed run) at step: a SessionLog START event, on which TensorBoard, and
+   nb_scalar_log_read, drop the points already read at that step or later (an interrupted run's
+   last ones), so a resumed run's points do not mix with them. 0 or <0. */
+NB_API int nb_summary_session_start(nb_summary_writer *w, int64_t step);
 /* Logs a histogram of t's elements (any dtype, any device) with TensorBoard's default
    exponential buckets; NaN/Inf elements are left out of every field. 0 or <0. */
 NB_API int nb_summary_histogram(nb_summary_writer *w, const char *tag, nb_tensor *t, int64_t step);

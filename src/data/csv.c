@@ -1,5 +1,6 @@
 /* CSV reader: RFC 4180 fields (quotes, doubled quotes, delimiters and newlines inside quotes),
-   an optional header, a label column by name or index; every value numeric, errors by line. */
+   an optional header, a label column by name or index; every value numeric and finite, errors by
+   line. */
 #include "data_impl.h"
 #include <errno.h>
 #include <math.h>
@@ -195,11 +196,16 @@ nb_dataset *nb_data_csv_parse(const char *text, size_t size, const char *name, n
         for (int64_t i = 0; i < ncols; i++) {
             const char *f = r.buf + r.off[i];
             double v;
-            if (!parse_number(f, &v)) {
+            bool number = parse_number(f, &v);
+            if (!number || !isfinite(v) || (i != label && !isfinite((float)v))) {
                 char col[300];
                 if (names) snprintf(col, sizeof col, "%lld (\"%.200s\")", (long long)(i + 1), names[i]);
                 else snprintf(col, sizeof col, "%lld", (long long)(i + 1));
-                if (is_blank(f))
+                /* a nan or inf would train on as a nan loss every step, far from its cause */
+                if (number)
+                    nb__error("%s: %s: value \"%.100s\" at line %lld, column %s is not a finite f32 number "
+                              "(a sample may not hold nan or inf: fill or drop it)", who, r.name, f, (long long)r.record_line, col);
+                else if (is_blank(f))
                     nb__error("%s: %s: missing value at line %lld, column %s", who, r.name, (long long)r.record_line, col);
                 else
                     nb__error("%s: %s: non-numeric field \"%.100s\" at line %lld, column %s", who, r.name, f,

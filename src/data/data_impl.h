@@ -42,5 +42,10 @@ void nb__data_permutation(int64_t *order, int64_t n, uint64_t key);
 nb_tensor *nb__transform_run(nb_transform *t, nb_tensor *x, uint64_t key);
 /* Reads a whole file into a malloc'd buffer; NULL with an error naming the function and path. */
 void *nb__read_file(const char *who, const char *path, size_t *size);
+/* Whether bytes start as a JPEG file does (ff d8 ff). */
+bool nb__is_jpeg(const void *data, size_t size);
+/* Decodes JPEG bytes as u8 [channels, height, width] (1 gray or 3 RGB); NULL with an error naming
+   who and name (also when nabla was built without libjpeg). The caller owns the tensor. */
+nb_tensor *nb__decode_jpeg(const char *who, const void *data, size_t size, const char *name);
 
 #endif

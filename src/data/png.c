@@ -1,5 +1,6 @@
-/* PNG images decoded by libpng (its simplified png_image API) and the image-folder dataset: one
-   sub-folder of PNG files per class, decoded when a sample is read. */
+/* PNG images decoded by libpng (its simplified png_image API), images of either kind (PNG or
+   JPEG, told by their first bytes; JPEG in jpeg.c) and the image-folder dataset: one sub-folder
+   of images per class, decoded when a sample is read. */
 #include "data_impl.h"
 #include <dirent.h>
 #ifdef NABLA_HAVE_PNG
@@ -14,9 +15,10 @@
 /* Images larger than this many pixels are refused (a corrupt header could promise terabytes). */
 #define MAX_PIXELS ((uint64_t)1 << 28)
 
+static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+
 static nb_tensor *decode_png(const char *who, const void *data, size_t size, const char *name) {
-    static const uint8_t sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
-    if (size < 8 || memcmp(data, sig, 8) != 0) {
+    if (size < 8 || memcmp(data, png_sig, 8) != 0) {
         size_t k = size < 8 ? size : 8;
         char got[40] = "";
         for (size_t i = 0; i < k; i++) snprintf(got + 3 * i, sizeof got - 3 * i, "%02x ", ((const uint8_t *)data)[i]);
@@ -91,6 +93,44 @@ static nb_tensor *read_png(const char *who, const char *path) {
 
 nb_tensor *nb_read_png(const char *path) { return nb__own(read_png("nb_read_png", path)); }
 
+/* A PNG or a JPEG, told by its first bytes; an error naming them otherwise. */
+static nb_tensor *decode_image(const char *who, const void *data, size_t size, const char *name) {
+    if (nb__is_jpeg(data, size)) return nb__decode_jpeg(who, data, size, name);
+    if (size >= 8 && memcmp(data, png_sig, 8) == 0) return decode_png(who, data, size, name);
+    size_t k = size < 8 ? size : 8;
+    char got[40] = "";
+    for (size_t i = 0; i < k; i++) snprintf(got + 3 * i, sizeof got - 3 * i, "%02x ", ((const uint8_t *)data)[i]);
+    nb__error("%s: %s: neither a PNG nor a JPEG image: it starts %s(%zu bytes; a PNG starts 89 50 4e 47, a JPEG ff d8 ff)",
+              who, name, k ? got : "empty ", size);
+    return NULL;
+}
+
+nb_tensor *nb_decode_image(const void *data, size_t size, const char *name) {
+    if (!data && size) { nb__error("nb_decode_image: data is NULL"); return NULL; }
+    return nb__own(decode_image("nb_decode_image", data ? data : "", size, name ? name : "(memory)"));
+}
+
+static nb_tensor *read_image(const char *who, const char *path) {
+    size_t size;
+    void *data = nb__read_file(who, path, &size);
+    if (!data) return NULL;
+    nb_tensor *t = decode_image(who, data, size, path);
+    free(data);
+    return t;
+}
+
+nb_tensor *nb_read_image(const char *path) { return nb__own(read_image("nb_read_image", path)); }
+
+/* Whether the file at path starts as a PNG or a JPEG does; -1 when it cannot be read. */
+static int looks_like_image(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    uint8_t head[8];
+    size_t n = fread(head, 1, sizeof head, fp);
+    fclose(fp);
+    return nb__is_jpeg(head, n) || (n == 8 && memcmp(head, png_sig, 8) == 0);
+}
+
 /* ---- image folder ---- */
 typedef struct {
     char **files;   /* full paths */
@@ -104,7 +144,7 @@ static int64_t folder_len(void *self) { return ((folder_ds *)self)->n; }
 
 static int folder_get(void *self, int64_t index, uint64_t key, nb_batch *out) {
     folder_ds *f = self;
-    nb_tensor *img = read_png("nb_data_image_folder", f->files[index]);
+    nb_tensor *img = read_image("nb_data_image_folder", f->files[index]);
     if (!img) return -1;
     nb_tensor *x = nb_empty(img->shape, NB_F32);
     if (x) {
@@ -132,7 +172,7 @@ static const nb_dataset_class FOLDER = { .name = "nb_data_image_folder", .len = 
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The names in dir (sorted, hidden ones skipped) that are folders (want_dirs) or .png files;
+/* The names in dir (sorted, hidden ones skipped) that are folders (want_dirs) or regular files;
    NULL with *oom set when memory ran out or a path is too long (a partial list would drop
    samples in silence). */
 static char **list_dir(const char *dir, bool want_dirs, int64_t *count, bool *oom) {
@@ -148,9 +188,7 @@ static char **list_dir(const char *dir, bool want_dirs, int64_t *count, bool *oo
         if (snprintf(path, sizeof path, "%.4000s/%.255s", dir, e->d_name) >= (int)sizeof path) { *oom = true; break; }
         struct stat st;
         if (stat(path, &st) != 0) continue;
-        size_t len = strlen(e->d_name);
-        if (want_dirs ? !S_ISDIR(st.st_mode) : !(S_ISREG(st.st_mode) && len > 4 && strcasecmp(e->d_name + len - 4, ".png") == 0))
-            continue;
+        if (want_dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             char **g = realloc(names, sizeof *g * (size_t)cap);
@@ -215,6 +253,18 @@ nb_dataset *nb_data_image_folder(const char *root) {
             f->files[f->n] = malloc(len);
             if (!f->files[f->n]) { oom = true; break; }
             snprintf(f->files[f->n], len, "%s/%s", dir, files[i]);
+            /* every file of a class folder is a sample: one that is not an image is named, never
+               skipped (a folder of JPEGs once trained on its one PNG) */
+            int image = looks_like_image(f->files[f->n]);
+            if (image != 1) {
+                nb__error("%s: %s %s; a class folder may hold PNG and JPEG images only", who, f->files[f->n],
+                          image < 0 ? "cannot be read" : "is neither a PNG nor a JPEG image (told by its first bytes)");
+                free(f->files[f->n]);
+                for (int64_t j = 0; j < k; j++) free(files[j]);
+                free(files);
+                folder_free(f);
+                return NULL;
+            }
             f->label[f->n++] = c;
         }
         for (int64_t i = 0; i < k; i++) free(files[i]);
@@ -226,13 +276,22 @@ nb_dataset *nb_data_image_folder(const char *root) {
         return NULL;
     }
     if (f->n == 0) {
-        nb__error("%s: %s holds no class folders with .png images (%lld class folders)", who, root, (long long)f->nclasses);
+        nb__error("%s: %s holds no class folders with images (%lld class folders)", who, root, (long long)f->nclasses);
         folder_free(f);
         return NULL;
     }
     nb_dataset *ds = nb_dataset_new(&FOLDER, f);
     if (!ds) folder_free(f);
     return ds;
+}
+
+int64_t nb_data_image_folder_count(nb_dataset *ds, int64_t i) {
+    if (!ds || ds->cls != &FOLDER) { nb__error("nb_data_image_folder_count: not an image folder dataset"); return -1; }
+    folder_ds *f = ds->self;
+    if (i < 0 || i >= f->nclasses) { nb__error("nb_data_image_folder_count: class %lld of %lld", (long long)i, (long long)f->nclasses); return -1; }
+    int64_t n = 0;
+    for (int64_t k = 0; k < f->n; k++) n += f->label[k] == i;
+    return n;
 }
 
 const char *nb_data_image_folder_class(nb_dataset *ds, int64_t i) {

@@ -345,6 +345,10 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb__error("nb_model_fit: the model is not compiled (call nb_model_compile first)");
         return NULL;
     }
+    if (!(o.clip_grad_norm >= 0)) {
+        nb__error("nb_model_fit: clip_grad_norm must be >= 0 (0: off), got %g", o.clip_grad_norm);
+        return NULL;
+    }
     if (o.epochs < 0 || o.early_stopping_patience < 0 || o.n_callbacks < 0 || (o.n_callbacks > 0 && !o.callbacks)) {
         nb__error("nb_model_fit: epochs %d, early_stopping_patience %d and n_callbacks %d must be >= 0%s", o.epochs,
                   o.early_stopping_patience, o.n_callbacks, o.n_callbacks > 0 && !o.callbacks ? " (callbacks is NULL)" : "");
@@ -363,7 +367,8 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
     double best = INFINITY;
     int wait = 0, n_best = 0;
     nb_tensor **best_state = NULL;
-    int64_t step = 0, total = nb_data_loader_len(train);
+    /* the global step continues after a resume, so per-step logs do not start again at 0 */
+    int64_t total = nb_data_loader_len(train), step = (int64_t)(o.initial_epoch > 0 ? o.initial_epoch : 0) * total;
     bool stop = false, failed = false;
     FILE *csv = NULL;
     if (o.initial_epoch < 0 || o.initial_epoch >= epochs) {
@@ -389,16 +394,38 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             nb_tensor *pred = nb_forward(m->module, b.x);
             nb_tensor *loss = compute_loss(m, pred, b.y);
             nb_optim_zero_grad(m->opt);
-            if (nb_backward(loss) < 0 || nb_optim_step(m->opt) < 0) failed = true;
-            int64_t n = nb_dim(b.y, 0);
+            if (nb_backward(loss) < 0 || (o.clip_grad_norm > 0 && nb_clip_grad_norm(m->module, o.clip_grad_norm) < 0) ||
+                nb_optim_step(m->opt) < 0)
+                failed = true;
+            /* this batch's loss sum, samples and correct predictions; the whole job's with all_sum */
+            double sums[4] = { 0, (double)nb_dim(b.y, 0), 0, 0 };
             double l = nb_item(loss);
-            t.loss += l * (double)n;
-            if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &t.top1, &t.top5);
-            t.n += n;
+            sums[0] = l * sums[1];
+            if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &sums[2], &sums[3]);
             nb_scope_end(s);
             done++;
             step++;
             if (failed || nb__error_count() != errors0) {
+                failed = true;
+                break;
+            }
+            if (o.all_sum) {
+                if (o.all_sum(sums, 4, o.all_sum_ctx) < 0) {
+                    if (!nb__has_error()) nb__error("nb_model_fit: all_sum failed at step %lld", (long long)step);
+                    failed = true;
+                    break;
+                }
+                l = sums[1] > 0 ? sums[0] / sums[1] : l;
+            }
+            t.loss += sums[0];
+            t.n += (int64_t)sums[1];
+            t.top1 += sums[2];
+            t.top5 += sums[3];
+            if (!isfinite(l)) { /* as Keras's TerminateOnNaN: every later step would be nan too */
+                nb__error("nb_model_fit: the loss is %s at step %lld (epoch %d, batch %lld of %lld); training stopped. "
+                          "Lower the learning rate, clip the gradients, or look for nan or inf in the data",
+                          isnan(l) ? "nan" : l > 0 ? "inf" : "-inf", (long long)step, epoch, (long long)done,
+                          (long long)total);
                 failed = true;
                 break;
             }
@@ -449,6 +476,12 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         } else if (o.early_stopping_patience > 0 && ++wait >= o.early_stopping_patience) stop = true;
     }
     if (csv) fclose(csv);
+    if (!failed && o.checkpoint_path && !(best < INFINITY) && epochs > o.initial_epoch) {
+        /* no claim may later be made on a file this run never wrote */
+        nb__error("nb_model_fit: no epoch gave a finite %s, so %s was not written", val ? "val_loss" : "loss",
+                  o.checkpoint_path);
+        failed = true;
+    }
     if (best_state) {
         /* stopped early: back to the best epoch's weights */
         if (!failed && stop && restore(m->module, best_state, n_best) < 0) failed = true;

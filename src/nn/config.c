@@ -44,6 +44,11 @@
                           batch norm for [C, H, W] (torchvision's BasicBlock downsample), a
                           linear without bias and batch norm for [features]; children "body"
                           and "shortcut".
+   Keras's names are aliases (any case): Dense (units, use_bias), Conv1D/Conv2D (filters,
+   kernel_size, strides, dilation_rate), MaxPooling2D/AveragePooling2D (pool_size, strides),
+   GlobalAveragePooling2D, BatchNormalization, LayerNormalization, Dropout (rate), Flatten, and
+   "activation" on Dense and Conv, which adds that activation layer after it (softmax is refused:
+   the losses take logits).
    Every field is checked: a wrong type, a missing required field or an unknown one (a typo) is
    an error naming the layer by index and type and the field:
    nb_nn_from_config: layer 3 (conv2d): field "kernel" must be a positive integer, got "x".
@@ -59,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CFG "nb_nn_from_config"
 
@@ -809,6 +815,77 @@ static const struct {
 };
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
 
+/* Keras's layer names, accepted as aliases: the type (any case, as Keras's class_name "Dense"
+   or its snake_case "dense") and its fields renamed to ours; "activation" becomes the activation
+   layer after it. Other Keras fields stay and are refused by name as unknown ones. */
+static const struct {
+    const char *keras, *type, *renames; /* renames: "keras:ours" pairs separated by spaces */
+} KERAS[] = {
+    { "dense", "linear", "units:out use_bias:bias activation:" },
+    { "conv1d", "conv1d", "filters:out kernel_size:kernel strides:stride dilation_rate:dilation use_bias:bias activation:" },
+    { "conv2d", "conv2d", "filters:out kernel_size:kernel strides:stride dilation_rate:dilation use_bias:bias activation:" },
+    { "maxpooling2d", "max_pool2d", "pool_size:kernel strides:stride" },
+    { "max_pooling2d", "max_pool2d", "pool_size:kernel strides:stride" },
+    { "averagepooling2d", "avg_pool2d", "pool_size:kernel strides:stride" },
+    { "average_pooling2d", "avg_pool2d", "pool_size:kernel strides:stride" },
+    { "globalaveragepooling2d", "global_avg_pool", "" },
+    { "global_average_pooling2d", "global_avg_pool", "" },
+    { "batchnormalization", "batch_norm", "" },
+    { "batch_normalization", "batch_norm", "" },
+    { "layernormalization", "layer_norm", "" },
+    { "layer_normalization", "layer_norm", "" },
+    { "dropout", "dropout", "rate:p" },
+    { "flatten", "flatten", "" },
+};
+
+/* When o is a Keras-named layer: *out is a copy in our names (the caller releases it), lc->type
+   our type and *act the activation to add after it (NULL: none). 0, or -1 with an error. */
+static int keras_alias(layer_ctx *lc, json_t *o, json_t **out, const char **act) {
+    *out = NULL;
+    *act = NULL;
+    int k = 0, n = (int)(sizeof KERAS / sizeof KERAS[0]);
+    while (k < n && strcasecmp(KERAS[k].keras, lc->type)) k++;
+    if (k == n) return 0;
+    char *paren = strrchr(lc->where, '(');
+    if (paren && strcmp(KERAS[k].type, lc->type)) {
+        char user[48];
+        snprintf(user, sizeof user, "%.40s", lc->type);
+        snprintf(paren, sizeof lc->where - (size_t)(paren - lc->where), "(%s, as %s)", user, KERAS[k].type);
+    }
+    json_t *c = json_deep_copy(o);
+    if (!c) { cfg_error(lc, "out of memory"); return -1; }
+    for (const char *p = KERAS[k].renames; *p;) {
+        const char *colon = strchr(p, ':'), *end = strchr(p, ' ');
+        if (!end) end = p + strlen(p);
+        char from[40], to[40];
+        snprintf(from, sizeof from, "%.*s", (int)(colon - p), p);
+        snprintf(to, sizeof to, "%.*s", (int)(end - colon - 1), colon + 1);
+        json_t *v = json_object_get(c, from);
+        if (v && !strcmp(from, "activation")) {
+            const char *a = json_is_null(v) ? "linear" : json_string_value(v);
+            if (!a) { cfg_error(lc, "field \"activation\" must be a string"); json_decref(c); return -1; }
+            if (!strcmp(a, "swish")) a = "silu";
+            bool known = !strcmp(a, "linear");
+            for (int i = 0; i < N_ACTIVATIONS && !known; i++) known = !strcmp(a, ACTIVATIONS[i].name);
+            if (!strcmp(a, "softmax"))
+                cfg_error(lc, "activation \"softmax\": the loss takes the raw outputs (logits) and applies softmax "
+                              "itself; leave the activation out");
+            else if (!known) cfg_error(lc, "activation \"%.40s\" is not one nabla knows", a);
+            if (!known) { json_decref(c); return -1; }
+            for (int i = 0; i < N_ACTIVATIONS; i++)
+                if (!strcmp(a, ACTIVATIONS[i].name)) *act = ACTIVATIONS[i].name;
+            json_object_del(c, from);
+        } else if (v && !json_object_get(c, to)) {
+            json_object_set(c, to, v);
+            json_object_del(c, from);
+        }
+        p = *end ? end + 1 : end;
+    }
+    lc->type = KERAS[k].type;
+    *out = c;
+    return 0;
+}
+
 /* A sequential of the layers, with *shape propagated through them; NULL with an error. */
 static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *shape) {
     nb_module *seq = nb_nn_sequential(NULL);
@@ -834,6 +911,10 @@ static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *sha
         }
         lc.type = json_string_value(tv);
         snprintf(lc.where, sizeof lc.where, "%slayer %zu (%.60s)", prefix, i, lc.type);
+        json_t *alias;
+        const char *act;
+        if (keras_alias(&lc, o, &alias, &act) < 0) goto fail;
+        if (alias) o = alias;
         int t = 0;
         while (t < N_TYPES && strcmp(TYPES[t].type, lc.type)) t++;
         if (t == N_TYPES) {
@@ -845,6 +926,7 @@ static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *sha
         }
         bool had = nb__has_error();
         nb_module *m = TYPES[t].build(&lc, o, shape);
+        json_decref(alias);
         if (!m) {
             char prefix[440];
             snprintf(prefix, sizeof prefix, CFG ": %s", lc.where);
@@ -852,6 +934,8 @@ static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *sha
             goto fail;
         }
         if (!nb_nn_sequential_add(seq, m)) goto fail;
+        for (int a = 0; act && a < N_ACTIVATIONS; a++)
+            if (!strcmp(act, ACTIVATIONS[a].name) && !nb_nn_sequential_add(seq, ACTIVATIONS[a].make())) goto fail;
     }
     return seq;
 fail:

@@ -931,11 +931,21 @@ char *nb_onnx_summary(const nb_onnx_model *m) {
         for (size_t j = i; j < g->n_node; j++) count += !strcmp(str(g->node[j]->op_type), op);
         sb_printf(&b, "  %-24s %d\n", op, count);
     }
-    int64_t elems = 0;
-    int ninit = 0;
-    for (int i = 0; i < m->nv; i++)
-        if (m->v[i].init) { ninit++; elems += nb_numel(m->v[i].init); }
-    sb_printf(&b, "initializers: %d, %lld elements\n", ninit, (long long)elems);
+    /* the file's initializers, each once: the values table also holds what constant folding made
+       of them at load (a weight's Transpose), which would count a weight twice */
+    int64_t elems = 0, folded = 0;
+    bool huge = false;
+    for (size_t k = 0; k < g->n_initializer; k++) {
+        int64_t n = 1;
+        for (size_t d = 0; d < g->initializer[k]->n_dims && !huge; d++)
+            huge = g->initializer[k]->dims[d] < 0 || nb__mul_overflows(n, g->initializer[k]->dims[d], &n);
+        huge = huge || (elems += n) < 0;
+    }
+    for (int i = 0; i < m->nv; i++) folded += m->v[i].init != NULL;
+    folded -= (int64_t)g->n_initializer;
+    if (huge) sb_printf(&b, "initializers: %zu, more elements than 2^63\n", g->n_initializer);
+    else sb_printf(&b, "initializers: %zu, %lld elements\n", g->n_initializer, (long long)elems);
+    if (folded > 0) sb_printf(&b, "constants folded at load: %lld\n", (long long)folded);
     if (b.failed) {
         free(b.p);
         nb__error("nb_onnx_summary: out of memory");

@@ -1,6 +1,7 @@
 /* The event-file reader behind the plotter: TFRecord framing checked by CRC, Event and Summary
    decoding of scalars (simple_value, and TF2-style scalar tensors), stopping cleanly at a
-   truncated or corrupt record. */
+   truncated or corrupt record; a restart (SessionLog START) drops the points it supersedes, as
+   TensorBoard does. */
 #include "../core/core_impl.h"
 #include "nabla.h"
 #include "pb.h"
@@ -175,6 +176,34 @@ static void decode_value(nb_scalar_log *log, const unsigned char *p, size_t n, i
     add_point(log, tag, tag_len, step, wall, v);
 }
 
+/* A restart at step (SessionLog START): every point read so far at that step or later is
+   dropped, for all tags, as TensorBoard's event accumulator does (_CheckForRestartAndMaybePurge),
+   so a resumed run's points replace an interrupted run's instead of mixing with them. */
+static void purge_from(nb_scalar_log *log, int64_t step) {
+    for (int i = 0; i < log->n; i++) {
+        series *s = &log->s[i];
+        int64_t k = 0;
+        for (int64_t j = 0; j < s->n; j++)
+            if (s->step[j] < step) {
+                s->step[k] = s->step[j];
+                s->wall[k] = s->wall[j];
+                s->value[k] = s->value[j];
+                k++;
+            }
+        s->n = k;
+    }
+}
+
+/* Whether a SessionLog message has status START (1). */
+static bool is_session_start(const unsigned char *p, size_t n) {
+    nb_pb_reader r = { p, p + n, false };
+    nb_pb_field f;
+    bool start = false;
+    while (nb__pb_next(&r, &f))
+        if (f.field == 1 && f.wire == 0) start = f.u == 1;
+    return start && !r.bad;
+}
+
 static void decode_event(nb_scalar_log *log, const unsigned char *p, size_t n) {
     nb_pb_reader r = { p, p + n, false };
     nb_pb_field f;
@@ -182,11 +211,14 @@ static void decode_event(nb_scalar_log *log, const unsigned char *p, size_t n) {
     int64_t step = 0;
     const unsigned char *summary = NULL;
     size_t summary_len = 0;
+    bool start = false;
     while (nb__pb_next(&r, &f)) {
         if (f.field == 1 && f.wire == 1) wall = nb__pb_as_double(&f);
         else if (f.field == 2 && f.wire == 0) step = (int64_t)f.u;
         else if (f.field == 5 && f.wire == 2) summary = f.bytes, summary_len = f.len;
+        else if (f.field == 7 && f.wire == 2) start = is_session_start(f.bytes, f.len);
     }
+    if (!r.bad && start) purge_from(log, step);
     if (r.bad || !summary) return;
     nb_pb_reader s = { summary, summary + summary_len, false };
     while (nb__pb_next(&s, &f))

@@ -248,6 +248,21 @@ int nb_summary_scalar(nb_summary_writer *w, const char *tag, double value, int64
     return rc;
 }
 
+int nb_summary_session_start(nb_summary_writer *w, int64_t step) {
+    if (!not_null(w, "nb_summary_session_start")) return -1;
+    pthread_mutex_lock(&w->mu);
+    int rc = -1;
+    if (usable(w, "nb_summary_session_start")) {
+        event_begin(w, step);
+        size_t l = nb__pb_begin(&w->msg, 7); /* Event.session_log */
+        nb__pb_int(&w->msg, 1, 1);           /* SessionLog.status = START */
+        nb__pb_end(&w->msg, l);
+        rc = event_end(w, "nb_summary_session_start");
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
 /* ---- histograms ---- */
 
 static double *bucket_limits;
