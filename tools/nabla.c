@@ -10,6 +10,7 @@
 #include "cli_hf.h"
 #include "cli_onnx.h"
 #include "cli_run.h"
+#include "cli_serve.h"
 #include "train_args.h"
 #include <nabla.h>
 #include <dirent.h>
@@ -695,6 +696,7 @@ static void usage(FILE *f) {
                "  run MODEL.onnx ...    an ONNX model on NPY inputs (nabla run --help)\n"
                "  generate DIR --prompt T   a Hugging Face causal LM continues T (nabla generate --help)\n"
                "  embed DIR --text T    sentence embeddings of a Hugging Face encoder (nabla embed --help)\n"
+               "  serve --model_name N --model_base_path D   a model server: TF Serving REST and KServe v2 (nabla serve --help)\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  version               the library version\n");
 }
@@ -724,6 +726,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cli_run_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cli_generate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed")) return cli_embed_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cli_serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());
