@@ -42,8 +42,9 @@ NB_API int nb_serve_port(const nb_server *s);
    caller frees it; NULL with the error. */
 NB_API char *nb_serve_describe(const nb_server *s);
 /* Stops the server gracefully: no new connections are taken, requests in flight finish (up to
-   opts.drain_timeout_s), then the models are freed. 0, or -1 when requests were still running at
-   the deadline (they were cut off). NULL is ignored (0). */
+   opts.drain_timeout_s; a body still arriving is waited for while its bytes keep coming, and cut
+   off once they stall for 2 s), then the models are freed. 0, or -1 when requests were still
+   being answered at the deadline (they were cut off). NULL is ignored (0). */
 NB_API int nb_serve_stop(nb_server *s);
 
 #ifdef __cplusplus

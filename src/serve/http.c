@@ -4,7 +4,8 @@
    it, and the connection is dropped when a chunked one grows past it; headers beyond 64 KiB get
    the library's 431; at most max_connections at once; an idle connection is closed after
    timeout_s. The pool's workers poll their connections (a slow client holds a socket, never a
-   worker), and run the handler when a request is whole. */
+   worker), and run the handler when a request is whole. A stop takes no new connection, answers
+   the requests already begun and waits for bodies still arriving while bytes keep coming. */
 #include "serve_impl.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -89,7 +90,9 @@ struct sv_http {
     size_t max_body;
     FILE *log;
     int port;
-    atomic_int in_flight;       /* requests begun and not yet completed */
+    atomic_int receiving;       /* requests whose body is still arriving */
+    atomic_int answering;       /* requests being answered (handler running or response queued) */
+    atomic_llong last_byte_ns;  /* when a body's bytes last arrived (monotonic) */
     atomic_bool stopping;
 };
 
@@ -97,7 +100,7 @@ struct sv_http {
 typedef struct req_state {
     char *body;
     size_t len, cap;
-    bool too_big;
+    bool answering;             /* counted in answering, else in receiving */
     int status;
     size_t sent;
     char model[128];
@@ -105,13 +108,28 @@ typedef struct req_state {
     struct timespec start;
 } req_state;
 
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+/* Moves a request from receiving to answering. */
+static void to_answering(sv_http *h, req_state *st) {
+    if (st->answering) return;
+    st->answering = true;
+    atomic_fetch_add(&h->answering, 1);
+    atomic_fetch_sub(&h->receiving, 1);
+}
+
 static double since(const struct timespec *t0) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, req_state *st, sv_response *r, bool close) {
+static enum MHD_Result send_response(sv_http *h, struct MHD_Connection *c, req_state *st, sv_response *r, bool close) {
+    to_answering(h, st);
     if (r->body.failed) {
         free(r->body.p);
         r->body = (sv_buf){ 0 };
@@ -147,12 +165,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(st->line, sizeof st->line, "%s %s", method, url);
         for (char *q = st->line; *q; q++) /* the client's bytes cannot forge log lines or quotes */
             if ((unsigned char)*q < 0x20 || *q == '"' || *q == 0x7f) *q = '?';
-        atomic_fetch_add(&h->in_flight, 1);
+        atomic_fetch_add(&h->receiving, 1);
+        atomic_store(&h->last_byte_ns, now_ns());
         sv_response r = { 0 };
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (atomic_load(&h->stopping)) {
             sv_error(&r, 503, "the server is shutting down");
-            return send_response(c, st, &r, true);
+            return send_response(h, c, st, &r, true);
         }
         if (cl) {
             char *end;
@@ -161,11 +180,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (*cl == '-' || *end || errno || n > h->max_body) {
                 sv_error(&r, 413, "the request body (Content-Length %s) is larger than the server's limit of %zu bytes",
                          cl, h->max_body);
-                return send_response(c, st, &r, true);
+                return send_response(h, c, st, &r, true);
             }
             if (n && !(st->body = malloc((size_t)n + 1))) {
                 sv_error(&r, 503, "out of memory for a body of %llu bytes", n);
-                return send_response(c, st, &r, true);
+                return send_response(h, c, st, &r, true);
             }
             st->cap = (size_t)n + 1;
         }
@@ -186,17 +205,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         memcpy(st->body + st->len, upload_data, n);
         st->len += n;
+        atomic_store(&h->last_byte_ns, now_ns());
         return MHD_YES;
     }
     /* the whole request */
     if (st->body) st->body[st->len] = 0;
+    /* a request admitted before the stop began is served in full: that is the graceful part */
+    bool stopping = atomic_load(&h->stopping);
     sv_request req = { .method = method, .path = url, .body = st->body ? st->body : "", .body_len = st->len,
-                       .stopping = atomic_load(&h->stopping) };
+                       .stopping = stopping };
     sv_response r = { .status = 200 };
-    if (req.stopping) sv_error(&r, 503, "the server is shutting down");
-    else h->handler(h->ctx, &req, &r);
+    h->handler(h->ctx, &req, &r);
     if (r.model) snprintf(st->model, sizeof st->model, "%s", r.model);
-    return send_response(c, st, &r, req.stopping);
+    return send_response(h, c, st, &r, stopping);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
@@ -223,10 +244,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                 code == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed before the response was sent)");
         fflush(h->log);
     }
+    atomic_fetch_sub(st->answering ? &h->answering : &h->receiving, 1);
     free(st->body);
     free(st);
     *con_cls = NULL;
-    atomic_fetch_sub(&h->in_flight, 1);
 }
 
 sv_http *sv_http_start(const sv_http_opts *o, sv_handler handler, void *ctx) {
@@ -236,7 +257,9 @@ sv_http *sv_http_start(const sv_http_opts *o, sv_handler handler, void *ctx) {
     h->ctx = ctx;
     h->max_body = o->max_body;
     h->log = o->access_log;
-    atomic_init(&h->in_flight, 0);
+    atomic_init(&h->receiving, 0);
+    atomic_init(&h->answering, 0);
+    atomic_init(&h->last_byte_ns, 0);
     atomic_init(&h->stopping, false);
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
     char port[16];
@@ -277,13 +300,23 @@ int sv_http_stop(sv_http *h, int drain_s) {
     atomic_store(&h->stopping, true);
     MHD_socket ls = MHD_quiesce_daemon(h->d); /* no new connections from here on */
     if (ls != MHD_INVALID_SOCKET) close(ls);
+    /* Requests being answered are waited for; so are bodies still arriving, while they keep
+       arriving: a client that stalled mid-body for STALL_NS (or half-closed its side, which
+       libmicrohttpd takes as a live connection until its timeout) is cut off. */
+    const long long STALL_NS = 2000000000ll;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&h->in_flight) > 0 && since(&t0) < drain_s) nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
-    int rc = atomic_load(&h->in_flight) > 0 ? -1 : 0;
+    for (;;) {
+        int ans = atomic_load(&h->answering), rec = atomic_load(&h->receiving);
+        bool moving = rec > 0 && now_ns() - atomic_load(&h->last_byte_ns) < STALL_NS;
+        if ((!ans && !moving) || since(&t0) >= drain_s) break;
+        nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+    }
+    int left = atomic_load(&h->answering);
+    int rc = left > 0 ? -1 : 0;
     if (rc < 0)
-        nb__error("nb_serve_stop: %d request%s still running after %d s were cut off", atomic_load(&h->in_flight),
-                  atomic_load(&h->in_flight) == 1 ? "" : "s", drain_s);
+        nb__error("nb_serve_stop: %d request%s still being answered after %d s were cut off", left, left == 1 ? "" : "s",
+                  drain_s);
     MHD_stop_daemon(h->d);
     free(h);
     return rc;

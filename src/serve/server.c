@@ -16,6 +16,7 @@ static void route(void *ctx, const sv_request *req, sv_response *resp) {
     sv_server *s = ctx;
     const char *p = req->path;
     atomic_fetch_add(&s->http_requests, 1);
+    nb_error_clear(); /* the error is per thread and keeps the first: this request's own is reported */
     if (!strncmp(p, "/v1/models/", 11)) sv_tfs_handle(s, req, p + 11, resp);
     else if (!strcmp(p, "/v2") || !strncmp(p, "/v2/", 4)) sv_v2_handle(s, req, p + 3, resp);
     else if (!strcmp(p, "/monitoring/prometheus/metrics")) {
