@@ -20,7 +20,7 @@ static const char USAGE[] =
     "  --rest_api_port P      the port (default 8501; 0: a free port, printed at start)\n"
     "  --host H               the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)\n"
     "  --threads T            HTTP worker threads (default 4)\n"
-    "  --max_body_bytes B     larger request bodies get 413 (default 67108864)\n"
+    "  --max_body_bytes B     larger request bodies get 413 (default 16777216)\n"
     "  --rest_api_timeout_in_ms MS  an idle connection is closed after this (default 30000)\n"
     "  --access_log F         one line per request to F (- for stdout)\n"
     "Endpoints: TF Serving REST (GET /v1/models/N[/versions/V][/metadata], POST .../N[/versions/V]:predict),\n"

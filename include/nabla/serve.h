@@ -26,7 +26,8 @@ typedef struct nb_serve_opts {
     const char *config_path;      /* JSON: {"model_config_list": {"config": [{"name": ..,
                                      "base_path": .., "model_version_policy": ..}, ...]}} */
     int threads;                  /* HTTP worker threads; 0: 4 */
-    size_t max_body_bytes;        /* a larger request body is refused with 413; 0: 64 MiB */
+    size_t max_body_bytes;        /* a larger request body is refused with 413; 0: 16 MiB
+                                     (jansson holds about 40 bytes per number) */
     int max_connections;          /* connections open at once; 0: 256 */
     int timeout_s;                /* an idle connection is closed after this; 0: 30 */
     int drain_timeout_s;          /* nb_serve_stop waits this long for requests in flight; 0: 30 */

@@ -11,43 +11,63 @@
    JSON has no other reason to hold (any other string there is refused). */
 static const char M_NAN[] = "\"\\u0000NaN\"", M_INF[] = "\"\\u0000Inf\"", M_NINF[] = "\"\\u0000-Inf\"";
 
+/* Whether a value token starts at body[i] (outside strings, after prev); its marker and length. */
+static const char *token_at(const char *body, size_t len, size_t i, char prev, size_t *tok) {
+    if (prev != '[' && prev != ',' && prev != ':') return NULL;
+    const char *p = body + i;
+    size_t left = len - i;
+    if (left >= 3 && !memcmp(p, "NaN", 3)) return *tok = 3, M_NAN;
+    if (left >= 8 && !memcmp(p, "Infinity", 8)) return *tok = 8, M_INF;
+    if (left >= 9 && !memcmp(p, "-Infinity", 9)) return *tok = 9, M_NINF;
+    return NULL;
+}
+
 char *sv_json_prepare(const char *body, size_t len, size_t *out_len) {
-    /* each token grows by at most 9 bytes ("NaN" -> 11 bytes), and takes at least 3 */
-    if (len > (SIZE_MAX - 1) / 4) return NULL;
-    char *out = malloc(len * 4 + 1);
-    if (!out) return NULL;
-    size_t o = 0;
-    bool in_str = false;
-    char prev = '[';  /* the last significant character outside strings */
-    for (size_t i = 0; i < len; i++) {
-        char c = body[i];
-        if (in_str) {
-            out[o++] = c;
-            if (c == '\\' && i + 1 < len) out[o++] = body[++i];
-            else if (c == '"') in_str = false;
-            continue;
+    /* a first pass counts the tokens, so the copy is the body's size plus 9 bytes per token */
+    size_t extra = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        char *out = NULL;
+        if (pass == 1) {
+            if (len > SIZE_MAX - extra - 1 || !(out = malloc(len + extra + 1))) return NULL;
         }
-        bool value_start = prev == '[' || prev == ',' || prev == ':';
-        const char *m = NULL;
-        size_t tok = 0;
-        if (value_start && c == 'N' && len - i >= 3 && !memcmp(body + i, "NaN", 3)) m = M_NAN, tok = 3;
-        else if (value_start && c == 'I' && len - i >= 8 && !memcmp(body + i, "Infinity", 8)) m = M_INF, tok = 8;
-        else if (value_start && c == '-' && len - i >= 9 && !memcmp(body + i, "-Infinity", 9)) m = M_NINF, tok = 9;
-        if (m) {
-            size_t ml = strlen(m);
-            memcpy(out + o, m, ml);
-            o += ml;
-            i += tok - 1;
-            prev = '"';
-            continue;
+        size_t o = 0;
+        bool in_str = false;
+        char prev = '[';  /* the last significant character outside strings */
+        for (size_t i = 0; i < len; i++) {
+            char c = body[i];
+            if (in_str) {
+                if (out) out[o] = c;
+                o++;
+                if (c == '\\' && i + 1 < len) {
+                    if (out) out[o] = body[i + 1];
+                    o++;
+                    i++;
+                } else if (c == '"') in_str = false;
+                continue;
+            }
+            size_t tok = 0;
+            const char *m = token_at(body, len, i, prev, &tok);
+            if (m) {
+                size_t ml = strlen(m);
+                if (out) memcpy(out + o, m, ml);
+                else extra += ml - tok;
+                o += ml;
+                i += tok - 1;
+                prev = '"';
+                continue;
+            }
+            if (out) out[o] = c;
+            o++;
+            if (c == '"') in_str = true;
+            if (c != ' ' && c != '\t' && c != '\n' && c != '\r') prev = c;
         }
-        out[o++] = c;
-        if (c == '"') in_str = true;
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') prev = c;
+        if (out) {
+            out[o] = 0;
+            *out_len = o;
+            return out;
+        }
     }
-    out[o] = 0;
-    *out_len = o;
-    return out;
+    return NULL;
 }
 
 json_t *sv_json_parse(const char *body, size_t len, char *err, size_t errsize) {

@@ -49,7 +49,7 @@ nb_server *nb_serve_start(const nb_serve_opts *opts) {
         .host = opts->host ? opts->host : "127.0.0.1",
         .port = opts->port,
         .threads = opts->threads ? opts->threads : 4,
-        .max_body = opts->max_body_bytes ? opts->max_body_bytes : (size_t)64 << 20,
+        .max_body = opts->max_body_bytes ? opts->max_body_bytes : (size_t)16 << 20,
         .max_connections = opts->max_connections ? opts->max_connections : 256,
         .timeout_s = opts->timeout_s ? opts->timeout_s : 30,
         .access_log = opts->access_log,
