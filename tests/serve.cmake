@@ -17,3 +17,10 @@ add_test(NAME serve_e2e COMMAND ${NABLA_SERVE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR
   $<TARGET_FILE:nabla-cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_e2e)
 set_tests_properties(serve_e2e PROPERTIES TIMEOUT 110 SKIP_RETURN_CODE 77
   PASS_REGULAR_EXPRESSION "every serving check passed")
+
+# NVIDIA Triton's HTTP client against the server, in the pinned PyPI environment of
+# scripts/triton_env.sh (made on first use; skipped when it cannot be made).
+add_test(NAME serve_triton COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/serve_triton_test.sh ${CMAKE_SOURCE_DIR}
+  $<TARGET_FILE:nabla-cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_triton)
+set_tests_properties(serve_triton PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+  PASS_REGULAR_EXPRESSION "tritonclient checks passed")
