@@ -12,8 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size) memcpy(buf, data, size);
     size_t n = 0;
     char err[512];
-    char *text = sv_json_prepare(buf, size, &n);
-    json_t *root = text ? sv_json_parse(text, n, err, sizeof err) : NULL;
+    char *text = nb__sv_json_prepare(buf, size, &n);
+    json_t *root = text ? nb__sv_json_parse(text, n, err, sizeof err) : NULL;
     if (root) {
         nb_scope *sc = nb_scope_begin();
         json_t *shape = json_object_get(root, "shape");
@@ -25,12 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             s.dim[s.ndim++] = d;
         }
         for (int d = 0; d < NB_DTYPE_COUNT; d++) {
-            nb_tensor *t = sv_tensor_from_json(json_object_get(root, "inputs"), (nb_dtype)d, "inputs", err, sizeof err);
+            nb_tensor *t = nb__sv_tensor_from_json(json_object_get(root, "inputs"), (nb_dtype)d, "inputs", err, sizeof err);
             sv_buf b = { 0 };
-            if (t) sv_write_tensor(&b, t, -1, false);
-            if (t && nb_shape_of(t).ndim > 0 && nb_shape_of(t).dim[0] > 0) sv_write_tensor(&b, t, 0, false);
-            if (shape_ok && (t = sv_tensor_from_data(json_object_get(root, "data"), (nb_dtype)d, s, "data", err, sizeof err)))
-                sv_write_tensor(&b, t, -1, true);
+            if (t) nb__sv_write_tensor(&b, t, -1, false);
+            if (t && nb_shape_of(t).ndim > 0 && nb_shape_of(t).dim[0] > 0) nb__sv_write_tensor(&b, t, 0, false);
+            if (shape_ok && (t = nb__sv_tensor_from_data(json_object_get(root, "data"), (nb_dtype)d, s, "data", err, sizeof err)))
+                nb__sv_write_tensor(&b, t, -1, true);
             free(b.p);
         }
         nb_scope_end(sc);

@@ -22,7 +22,7 @@ static const char *token_at(const char *body, size_t len, size_t i, char prev, s
     return NULL;
 }
 
-char *sv_json_prepare(const char *body, size_t len, size_t *out_len) {
+char *nb__sv_json_prepare(const char *body, size_t len, size_t *out_len) {
     /* a first pass counts the tokens, so the copy is the body's size plus 9 bytes per token */
     size_t extra = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -70,7 +70,7 @@ char *sv_json_prepare(const char *body, size_t len, size_t *out_len) {
     return NULL;
 }
 
-json_t *sv_json_parse(const char *body, size_t len, char *err, size_t errsize) {
+json_t *nb__sv_json_parse(const char *body, size_t len, char *err, size_t errsize) {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) snprintf(err, errsize, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
@@ -82,7 +82,7 @@ json_t *sv_json_parse(const char *body, size_t len, char *err, size_t errsize) {
     return root;
 }
 
-const char *sv_tf_dtype(nb_dtype d) {
+const char *nb__sv_tf_dtype(nb_dtype d) {
     switch (d) {
     case NB_F32: return "DT_FLOAT";
     case NB_F64: return "DT_DOUBLE";
@@ -102,9 +102,9 @@ static const char *const V2_NAMES[NB_DTYPE_COUNT] = {
     [NB_I32] = "INT32", [NB_U8] = "UINT8", [NB_BOOL] = "BOOL", [NB_I8] = "INT8",
 };
 
-const char *sv_v2_dtype(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT && V2_NAMES[d] ? V2_NAMES[d] : "UNKNOWN"; }
+const char *nb__sv_v2_dtype(nb_dtype d) { return (unsigned)d < NB_DTYPE_COUNT && V2_NAMES[d] ? V2_NAMES[d] : "UNKNOWN"; }
 
-bool sv_v2_parse_dtype(const char *name, nb_dtype *d) {
+bool nb__sv_v2_parse_dtype(const char *name, nb_dtype *d) {
     for (int i = 0; i < NB_DTYPE_COUNT; i++)
         if (V2_NAMES[i] && !strcmp(V2_NAMES[i], name)) {
             *d = (nb_dtype)i;
@@ -126,7 +126,7 @@ static bool put_leaf(const json_t *x, nb_dtype dt, void *buf, int64_t i, const c
         else if (json_is_string(x) && json_string_length(x) == 5 && !memcmp(json_string_value(x), "\0-Inf", 5)) v = -INFINITY;
         else {
             snprintf(err, es, "element %lld of '%s' is not a number (the tensor is %s)", (long long)i, what,
-                     sv_v2_dtype(dt));
+                     nb__sv_v2_dtype(dt));
             return false;
         }
         if (dt == NB_F64) ((double *)buf)[i] = v;
@@ -143,7 +143,7 @@ static bool put_leaf(const json_t *x, nb_dtype dt, void *buf, int64_t i, const c
     }
     if (!json_is_integer(x)) {
         snprintf(err, es, "element %lld of '%s' is not a whole number (the tensor is %s)", (long long)i, what,
-                 sv_v2_dtype(dt));
+                 nb__sv_v2_dtype(dt));
         return false;
     }
     json_int_t v = json_integer_value(x);
@@ -151,7 +151,7 @@ static bool put_leaf(const json_t *x, nb_dtype dt, void *buf, int64_t i, const c
     int64_t hi = dt == NB_I8 ? INT8_MAX : dt == NB_U8 ? UINT8_MAX : dt == NB_I32 ? INT32_MAX : INT64_MAX;
     if (v < lo || v > hi) {
         snprintf(err, es, "element %lld of '%s' is %lld, outside %s's range %lld..%lld", (long long)i, what,
-                 (long long)v, sv_v2_dtype(dt), (long long)lo, (long long)hi);
+                 (long long)v, nb__sv_v2_dtype(dt), (long long)lo, (long long)hi);
         return false;
     }
     switch (dt) {
@@ -217,7 +217,7 @@ static int64_t shape_numel(const nb_shape *s) {
     return n;
 }
 
-nb_tensor *sv_tensor_from_json(const json_t *v, nb_dtype dt, const char *what, char *err, size_t es) {
+nb_tensor *nb__sv_tensor_from_json(const json_t *v, nb_dtype dt, const char *what, char *err, size_t es) {
     nb_shape s = { 0 };
     for (const json_t *x = v; json_is_array(x); x = json_array_size(x) ? json_array_get(x, 0) : NULL) {
         if (s.ndim == NB_MAX_DIMS) {
@@ -256,7 +256,7 @@ static bool fill_flat(const json_t *v, int depth, nb_dtype dt, void *buf, int64_
     return true;
 }
 
-nb_tensor *sv_tensor_from_data(const json_t *v, nb_dtype dt, nb_shape s, const char *what, char *err, size_t es) {
+nb_tensor *nb__sv_tensor_from_data(const json_t *v, nb_dtype dt, nb_shape s, const char *what, char *err, size_t es) {
     int64_t n = shape_numel(&s);
     if (n < 0) {
         snprintf(err, es, "'%s' has a negative or too large shape", what);
@@ -280,17 +280,17 @@ static void put_elem(sv_buf *b, const void *data, nb_dtype dt, int64_t i) {
     case NB_F32:
     case NB_F64: {
         double v = dt == NB_F32 ? (double)((const float *)data)[i] : ((const double *)data)[i];
-        if (isnan(v)) sv_puts(b, "NaN");
-        else if (isinf(v)) sv_puts(b, v > 0 ? "Infinity" : "-Infinity");
-        else sv_printf(b, dt == NB_F32 ? "%.9g" : "%.17g", v);
+        if (isnan(v)) nb__sv_puts(b, "NaN");
+        else if (isinf(v)) nb__sv_puts(b, v > 0 ? "Infinity" : "-Infinity");
+        else nb__sv_printf(b, dt == NB_F32 ? "%.9g" : "%.17g", v);
         break;
     }
-    case NB_I64: sv_printf(b, "%lld", (long long)((const int64_t *)data)[i]); break;
-    case NB_I32: sv_printf(b, "%d", (int)((const int32_t *)data)[i]); break;
-    case NB_I8: sv_printf(b, "%d", (int)((const int8_t *)data)[i]); break;
-    case NB_U8: sv_printf(b, "%u", (unsigned)((const uint8_t *)data)[i]); break;
-    case NB_BOOL: sv_puts(b, ((const bool *)data)[i] ? "true" : "false"); break;
-    default: sv_puts(b, "null"); break;
+    case NB_I64: nb__sv_printf(b, "%lld", (long long)((const int64_t *)data)[i]); break;
+    case NB_I32: nb__sv_printf(b, "%d", (int)((const int32_t *)data)[i]); break;
+    case NB_I8: nb__sv_printf(b, "%d", (int)((const int8_t *)data)[i]); break;
+    case NB_U8: nb__sv_printf(b, "%u", (unsigned)((const uint8_t *)data)[i]); break;
+    case NB_BOOL: nb__sv_puts(b, ((const bool *)data)[i] ? "true" : "false"); break;
+    default: nb__sv_puts(b, "null"); break;
     }
 }
 
@@ -299,15 +299,15 @@ static void put_nested(sv_buf *b, const void *data, nb_dtype dt, const int64_t *
         put_elem(b, data, dt, (*i)++);
         return;
     }
-    sv_put(b, "[", 1);
+    nb__sv_put(b, "[", 1);
     for (int64_t k = 0; k < dim[0]; k++) {
-        if (k) sv_put(b, ",", 1);
+        if (k) nb__sv_put(b, ",", 1);
         put_nested(b, data, dt, dim + 1, ndim - 1, i);
     }
-    sv_put(b, "]", 1);
+    nb__sv_put(b, "]", 1);
 }
 
-int sv_write_tensor(sv_buf *b, nb_tensor *t, int64_t row, bool flat) {
+int nb__sv_write_tensor(sv_buf *b, nb_tensor *t, int64_t row, bool flat) {
     nb_scope *sc = nb_scope_begin();
     nb_dtype dt = nb_dtype_of(t);
     if (dt == NB_F16 || dt == NB_BF16) { /* every half value is exactly an f32 */
@@ -328,12 +328,12 @@ int sv_write_tensor(sv_buf *b, nb_tensor *t, int64_t row, bool flat) {
         i = row * per;
         put_nested(b, data, dt, s.dim + 1, s.ndim - 1, &i);
     } else if (flat) {
-        sv_put(b, "[", 1);
+        nb__sv_put(b, "[", 1);
         for (int64_t k = 0; k < n; k++) {
-            if (k) sv_put(b, ",", 1);
+            if (k) nb__sv_put(b, ",", 1);
             put_elem(b, data, dt, k);
         }
-        sv_put(b, "]", 1);
+        nb__sv_put(b, "]", 1);
     } else put_nested(b, data, dt, s.dim, s.ndim, &i);
     rc = 0;
 done:

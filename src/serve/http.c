@@ -1,4 +1,4 @@
-/* The model server's HTTP layer: libmicrohttpd in thread-pool mode behind sv_http_start/stop, so
+/* The model server's HTTP layer: libmicrohttpd in thread-pool mode behind nb__sv_http_start/stop, so
    the front ends see whole requests (sv_request) and fill responses (sv_response). Its limits: a
    body larger than max_body is refused with 413 before it is read when Content-Length declares
    it, and the connection is dropped when a chunked one grows past it; headers beyond 64 KiB get
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void sv_put(sv_buf *b, const char *s, size_t len) {
+void nb__sv_put(sv_buf *b, const char *s, size_t len) {
     if (b->failed) return;
     if (b->n + len + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -37,38 +37,38 @@ void sv_put(sv_buf *b, const char *s, size_t len) {
     b->p[b->n] = 0;
 }
 
-void sv_puts(sv_buf *b, const char *s) { sv_put(b, s, strlen(s)); }
+void nb__sv_puts(sv_buf *b, const char *s) { nb__sv_put(b, s, strlen(s)); }
 
-void sv_printf(sv_buf *b, const char *fmt, ...) {
+void nb__sv_printf(sv_buf *b, const char *fmt, ...) {
     char small[256];
     va_list ap;
     va_start(ap, fmt);
     int k = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
     if (k < 0) { b->failed = true; return; }
-    if ((size_t)k < sizeof small) { sv_put(b, small, (size_t)k); return; }
+    if ((size_t)k < sizeof small) { nb__sv_put(b, small, (size_t)k); return; }
     char *big = malloc((size_t)k + 1);
     if (!big) { b->failed = true; return; }
     va_start(ap, fmt);
     vsnprintf(big, (size_t)k + 1, fmt, ap);
     va_end(ap);
-    sv_put(b, big, (size_t)k);
+    nb__sv_put(b, big, (size_t)k);
     free(big);
 }
 
-void sv_json_str(sv_buf *b, const char *s) {
-    sv_put(b, "\"", 1);
+void nb__sv_json_str(sv_buf *b, const char *s) {
+    nb__sv_put(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') {
             char e[2] = { '\\', (char)*p };
-            sv_put(b, e, 2);
-        } else if (*p < 0x20) sv_printf(b, "\\u%04x", *p);
-        else sv_put(b, (const char *)p, 1);
+            nb__sv_put(b, e, 2);
+        } else if (*p < 0x20) nb__sv_printf(b, "\\u%04x", *p);
+        else nb__sv_put(b, (const char *)p, 1);
     }
-    sv_put(b, "\"", 1);
+    nb__sv_put(b, "\"", 1);
 }
 
-void sv_error(sv_response *r, int status, const char *fmt, ...) {
+void nb__sv_error(sv_response *r, int status, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -78,9 +78,9 @@ void sv_error(sv_response *r, int status, const char *fmt, ...) {
     r->content_type = NULL;
     r->body.n = 0;
     r->body.failed = false;
-    sv_puts(&r->body, "{\"error\": ");
-    sv_json_str(&r->body, msg);
-    sv_puts(&r->body, "}");
+    nb__sv_puts(&r->body, "{\"error\": ");
+    nb__sv_json_str(&r->body, msg);
+    nb__sv_puts(&r->body, "}");
 }
 
 struct sv_http {
@@ -100,6 +100,7 @@ struct sv_http {
 typedef struct req_state {
     char *body;
     size_t len, cap;
+    size_t declared;            /* Content-Length, 0 when none was sent */
     bool answering;             /* counted in answering, else in receiving */
     int status;
     size_t sent;
@@ -133,7 +134,7 @@ static enum MHD_Result send_response(sv_http *h, struct MHD_Connection *c, req_s
     if (r->body.failed) {
         free(r->body.p);
         r->body = (sv_buf){ 0 };
-        sv_error(r, 500, "out of memory writing the response");
+        nb__sv_error(r, 500, "out of memory writing the response");
     }
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(r->body.n, r->body.p ? r->body.p : (void *)"", r->body.p ? MHD_RESPMEM_MUST_FREE
@@ -170,7 +171,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         sv_response r = { 0 };
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (atomic_load(&h->stopping)) {
-            sv_error(&r, 503, "the server is shutting down");
+            nb__sv_error(&r, 503, "the server is shutting down");
             return send_response(h, c, st, &r, true);
         }
         if (cl) {
@@ -178,15 +179,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             errno = 0;
             unsigned long long n = strtoull(cl, &end, 10);
             if (*cl == '-' || *end || errno || n > h->max_body) {
-                sv_error(&r, 413, "the request body (Content-Length %s) is larger than the server's limit of %zu bytes",
+                nb__sv_error(&r, 413, "the request body (Content-Length %s) is larger than the server's limit of %zu bytes",
                          cl, h->max_body);
                 return send_response(h, c, st, &r, true);
             }
-            if (n && !(st->body = malloc((size_t)n + 1))) {
-                sv_error(&r, 503, "out of memory for a body of %llu bytes", n);
-                return send_response(h, c, st, &r, true);
-            }
-            st->cap = (size_t)n + 1;
+            /* the buffer grows as bytes arrive: a client that declares a large body and sends
+               little holds little memory */
+            st->declared = (size_t)n;
         }
         return MHD_YES;
     }
@@ -197,7 +196,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (st->len + n + 1 > st->cap) {
             size_t cap = st->cap ? st->cap : 4096;
             while (cap < st->len + n + 1) cap *= 2;
-            if (cap > h->max_body + 1) cap = h->max_body + 1;
+            size_t most = (st->declared ? st->declared : h->max_body) + 1;
+            if (cap > most && most >= st->len + n + 1) cap = most;
             char *q = realloc(st->body, cap);
             if (!q) return MHD_NO;
             st->body = q;
@@ -250,7 +250,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
-sv_http *sv_http_start(const sv_http_opts *o, sv_handler handler, void *ctx) {
+sv_http *nb__sv_http_start(const sv_http_opts *o, sv_handler handler, void *ctx) {
     sv_http *h = calloc(1, sizeof *h);
     if (!h) { nb__error("nb_serve_start: out of memory"); return NULL; }
     h->handler = handler;
@@ -293,9 +293,9 @@ sv_http *sv_http_start(const sv_http_opts *o, sv_handler handler, void *ctx) {
     return h;
 }
 
-int sv_http_port(const sv_http *h) { return h ? h->port : -1; }
+int nb__sv_http_port(const sv_http *h) { return h ? h->port : -1; }
 
-int sv_http_stop(sv_http *h, int drain_s) {
+int nb__sv_http_stop(sv_http *h, int drain_s) {
     if (!h) return 0;
     atomic_store(&h->stopping, true);
     MHD_socket ls = MHD_quiesce_daemon(h->d); /* no new connections from here on */

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-const double sv_bucket_bounds[SV_BUCKETS] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+const double nb__sv_bucket_bounds[SV_BUCKETS] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.05,   0.1,   0.25,   0.5,   1.0,  5.0 };
 
 /* The version policy: the newest n (latest), every one (all), or a list (specific). */
@@ -283,14 +283,14 @@ static int load_config_entry(sv_registry *r, const json_t *c, const char *file, 
             pol.nspecific = (int)json_array_size(list);
         }
     }
-    if (sv_find_model(r, name)) {
+    if (nb__sv_find_model(r, name)) {
         nb__error("nb_serve_start: %s: model '%s' is named twice", file, name);
         return -1;
     }
     return load_model(&r->m[r->n++], name, base, &pol);
 }
 
-int sv_registry_load(sv_registry *r, const nb_serve_opts *o) {
+int nb__sv_registry_load(sv_registry *r, const nb_serve_opts *o) {
     memset(r, 0, sizeof *r);
     if (o->config_path && (o->model_name || o->model_base_path)) {
         nb__error("nb_serve_start: give config_path or model_name and model_base_path, not both");
@@ -327,7 +327,7 @@ int sv_registry_load(sv_registry *r, const nb_serve_opts *o) {
     return rc;
 }
 
-void sv_registry_free(sv_registry *r) {
+void nb__sv_registry_free(sv_registry *r) {
     for (int i = 0; i < r->n; i++) {
         for (int k = 0; k < r->m[i].nv; k++) free_version(&r->m[i].v[k]);
         free(r->m[i].v);
@@ -338,13 +338,13 @@ void sv_registry_free(sv_registry *r) {
     memset(r, 0, sizeof *r);
 }
 
-sv_model *sv_find_model(sv_registry *r, const char *name) {
+sv_model *nb__sv_find_model(sv_registry *r, const char *name) {
     for (int i = 0; i < r->n; i++)
         if (r->m[i].name && !strcmp(r->m[i].name, name)) return &r->m[i];
     return NULL;
 }
 
-sv_version *sv_find_version(sv_model *m, int64_t v) {
+sv_version *nb__sv_find_version(sv_model *m, int64_t v) {
     if (!m || !m->nv) return NULL;
     if (v < 0) return &m->v[m->nv - 1];
     for (int k = 0; k < m->nv; k++)
@@ -352,7 +352,7 @@ sv_version *sv_find_version(sv_model *m, int64_t v) {
     return NULL;
 }
 
-int sv_run(sv_version *v, nb_tensor *const *in, nb_tensor **out) {
+int nb__sv_run(sv_version *v, nb_tensor *const *in, nb_tensor **out) {
     pthread_mutex_lock(&v->mu);
     int rc;
     if (v->onnx) rc = nb_onnx_run(v->onnx, in, v->nin, out, v->nout);
@@ -369,22 +369,22 @@ int sv_run(sv_version *v, nb_tensor *const *in, nb_tensor **out) {
     return rc;
 }
 
-void sv_record(sv_model *m, double seconds, bool failed) {
+void nb__sv_record(sv_model *m, double seconds, bool failed) {
     atomic_fetch_add(&m->requests, 1);
     if (failed) atomic_fetch_add(&m->errors, 1);
     int b = 0;
-    while (b < SV_BUCKETS && seconds > sv_bucket_bounds[b]) b++;
+    while (b < SV_BUCKETS && seconds > nb__sv_bucket_bounds[b]) b++;
     atomic_fetch_add(&m->bucket[b], 1);
     atomic_fetch_add(&m->micros, (uint_least64_t)(seconds * 1e6 + 0.5));
 }
 
-double sv_now(void) {
+double nb__sv_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-bool sv_parse_version(const char **p, int64_t *v) {
+bool nb__sv_parse_version(const char **p, int64_t *v) {
     *v = -1;
     if (strncmp(*p, "/versions/", 10)) return true;
     const char *q = *p + 10;
@@ -398,11 +398,11 @@ bool sv_parse_version(const char **p, int64_t *v) {
     return true;
 }
 
-bool sv_check_input(const sv_io *io, const nb_tensor *t, char *err, size_t es) {
+bool nb__sv_check_input(const sv_io *io, const nb_tensor *t, char *err, size_t es) {
     nb_shape s = nb_shape_of(t);
     if (nb_dtype_of(t) != io->dtype) {
-        snprintf(err, es, "input '%s' is %s; the model takes %s", io->name, sv_v2_dtype(nb_dtype_of(t)),
-                 sv_v2_dtype(io->dtype));
+        snprintf(err, es, "input '%s' is %s; the model takes %s", io->name, nb__sv_v2_dtype(nb_dtype_of(t)),
+                 nb__sv_v2_dtype(io->dtype));
         return false;
     }
     bool ok = io->ndim < 0 || io->ndim == s.ndim;

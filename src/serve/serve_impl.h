@@ -1,6 +1,7 @@
 /* Internals of the model server (src/serve/): the HTTP layer's small interface (http.c, the one
    file that knows libmicrohttpd), the model registry (registry.c), the JSON tensor codec
-   (codec.c), the protocol front ends (tfs.c, v2.c) and the metrics (metrics.c). Not installed. */
+   (codec.c), the protocol front ends (tfs.c, v2.c) and the metrics (metrics.c). Each global is
+   named nb__sv_... (the library's symbols all start with nb_). Not installed. */
 #ifndef NB_SERVE_IMPL_H
 #define NB_SERVE_IMPL_H
 
@@ -22,13 +23,13 @@ typedef struct sv_buf {
 } sv_buf;
 
 /* Appends len bytes. */
-void sv_put(sv_buf *b, const char *s, size_t len);
+void nb__sv_put(sv_buf *b, const char *s, size_t len);
 /* Appends a NUL-terminated string. */
-void sv_puts(sv_buf *b, const char *s);
+void nb__sv_puts(sv_buf *b, const char *s);
 /* Appends printf output. */
-void sv_printf(sv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nb__sv_printf(sv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string, quotes included. */
-void sv_json_str(sv_buf *b, const char *s);
+void nb__sv_json_str(sv_buf *b, const char *s);
 
 /* ---- the HTTP layer ---- */
 /* A request as the front ends see it: the path (decoded, without the query), the body whole. */
@@ -50,7 +51,7 @@ typedef struct sv_response {
 } sv_response;
 
 /* Sets an error response: {"error": "..."} with the status. */
-void sv_error(sv_response *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void nb__sv_error(sv_response *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Answers one request; runs on the HTTP worker threads, several at once. */
 typedef void (*sv_handler)(void *ctx, const sv_request *req, sv_response *resp);
@@ -68,12 +69,12 @@ typedef struct sv_http_opts {
 
 typedef struct sv_http sv_http;
 /* Starts listening with a pool of worker threads; NULL with the error. */
-sv_http *sv_http_start(const sv_http_opts *o, sv_handler h, void *ctx);
+sv_http *nb__sv_http_start(const sv_http_opts *o, sv_handler h, void *ctx);
 /* The bound port. */
-int sv_http_port(const sv_http *h);
+int nb__sv_http_port(const sv_http *h);
 /* Stops taking connections, waits up to drain_s for requests in flight, then closes all; 0, or -1
    when requests were still running at the deadline. */
-int sv_http_stop(sv_http *h, int drain_s);
+int nb__sv_http_stop(sv_http *h, int drain_s);
 
 /* ---- the model registry ---- */
 /* A declared input or output: its name, dtype and shape (ndim -1: unknown; a dim -1: any). */
@@ -86,7 +87,7 @@ typedef struct sv_io {
 
 /* Latency histogram bounds in seconds (the last bucket is +Inf). */
 #define SV_BUCKETS 12
-extern const double sv_bucket_bounds[SV_BUCKETS];
+extern const double nb__sv_bucket_bounds[SV_BUCKETS];
 
 /* One loaded version. */
 typedef struct sv_version {
@@ -115,50 +116,50 @@ typedef struct sv_registry {
 } sv_registry;
 
 /* Loads what opts names into r; 0, or -1 with the error. */
-int sv_registry_load(sv_registry *r, const nb_serve_opts *opts);
+int nb__sv_registry_load(sv_registry *r, const nb_serve_opts *opts);
 /* Frees every model. */
-void sv_registry_free(sv_registry *r);
+void nb__sv_registry_free(sv_registry *r);
 /* The model called name, or NULL. */
-sv_model *sv_find_model(sv_registry *r, const char *name);
+sv_model *nb__sv_find_model(sv_registry *r, const char *name);
 /* Version v of m (-1: the newest), or NULL. */
-sv_version *sv_find_version(sv_model *m, int64_t v);
+sv_version *nb__sv_find_version(sv_model *m, int64_t v);
 /* Runs the version on its nin inputs (in its order); writes nout outputs the caller releases.
    0, or -1 with the error. */
-int sv_run(sv_version *v, nb_tensor *const *in, nb_tensor **out);
+int nb__sv_run(sv_version *v, nb_tensor *const *in, nb_tensor **out);
 /* Whether t fits the declared input (dtype, rank, fixed dimensions); false with the message in err. */
-bool sv_check_input(const sv_io *io, const nb_tensor *t, char *err, size_t errsize);
+bool nb__sv_check_input(const sv_io *io, const nb_tensor *t, char *err, size_t errsize);
 /* Seconds on the monotonic clock. */
-double sv_now(void);
+double nb__sv_now(void);
 /* Parses "/versions/V" at *p (advancing past it) into *v; *v stays -1 when p holds none. false
    when the version is not a number. */
-bool sv_parse_version(const char **p, int64_t *v);
+bool nb__sv_parse_version(const char **p, int64_t *v);
 /* Records a request to m that took the given seconds. */
-void sv_record(sv_model *m, double seconds, bool failed);
+void nb__sv_record(sv_model *m, double seconds, bool failed);
 
 /* ---- the JSON tensor codec ---- */
 /* Replaces the bare NaN, Infinity and -Infinity tokens outside strings (which TF Serving's JSON
    allows and jansson does not) by marker strings the decoder maps back; a new NUL-terminated
    buffer (malloc'ed), or NULL when out of memory. */
-char *sv_json_prepare(const char *body, size_t len, size_t *out_len);
-/* Parses a request body (after sv_json_prepare); NULL with the message in err. */
-json_t *sv_json_parse(const char *body, size_t len, char *err, size_t errsize);
+char *nb__sv_json_prepare(const char *body, size_t len, size_t *out_len);
+/* Parses a request body (after nb__sv_json_prepare); NULL with the message in err. */
+json_t *nb__sv_json_parse(const char *body, size_t len, char *err, size_t errsize);
 /* A tensor of dtype from a nested JSON array (or a scalar): its shape is the nesting's, which
    must be regular. In the current scope; NULL with the message in err naming what. */
-nb_tensor *sv_tensor_from_json(const json_t *v, nb_dtype dtype, const char *what, char *err, size_t errsize);
+nb_tensor *nb__sv_tensor_from_json(const json_t *v, nb_dtype dtype, const char *what, char *err, size_t errsize);
 /* A tensor of dtype and the given shape from JSON data, flat or nested (row-major): the leaf
    count must match the shape. In the current scope; NULL with the message in err. */
-nb_tensor *sv_tensor_from_data(const json_t *v, nb_dtype dtype, nb_shape shape, const char *what, char *err,
+nb_tensor *nb__sv_tensor_from_data(const json_t *v, nb_dtype dtype, nb_shape shape, const char *what, char *err,
                                size_t errsize);
 /* Writes t's elements as nested JSON arrays (rows [r0, r1) of dimension 0 when row >= 0: only
    row r0's sub-tensor; whole when row_lo < 0); floats as %.9g (f32) or %.17g (f64), NaN and
    Infinity as TF Serving writes them. 0, or -1 with the error. */
-int sv_write_tensor(sv_buf *b, nb_tensor *t, int64_t row, bool flat);
+int nb__sv_write_tensor(sv_buf *b, nb_tensor *t, int64_t row, bool flat);
 /* TF Serving's name of a dtype ("DT_FLOAT"). */
-const char *sv_tf_dtype(nb_dtype d);
+const char *nb__sv_tf_dtype(nb_dtype d);
 /* The Open Inference Protocol's name of a dtype ("FP32"). */
-const char *sv_v2_dtype(nb_dtype d);
+const char *nb__sv_v2_dtype(nb_dtype d);
 /* The dtype of an Open Inference Protocol name; false when nabla has none. */
-bool sv_v2_parse_dtype(const char *name, nb_dtype *d);
+bool nb__sv_v2_parse_dtype(const char *name, nb_dtype *d);
 
 /* ---- the front ends ---- */
 /* The server as the front ends see it. */
@@ -168,10 +169,10 @@ typedef struct sv_server {
 } sv_server;
 
 /* /v1/models/...: TF Serving's REST API. */
-void sv_tfs_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *resp);
+void nb__sv_tfs_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *resp);
 /* /v2...: the Open Inference Protocol. */
-void sv_v2_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *resp);
+void nb__sv_v2_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *resp);
 /* /monitoring/prometheus/metrics. */
-void sv_metrics_handle(sv_server *s, const sv_request *req, sv_response *resp);
+void nb__sv_metrics_handle(sv_server *s, const sv_request *req, sv_response *resp);
 
 #endif

@@ -17,14 +17,14 @@ static void route(void *ctx, const sv_request *req, sv_response *resp) {
     const char *p = req->path;
     atomic_fetch_add(&s->http_requests, 1);
     nb_error_clear(); /* the error is per thread and keeps the first: this request's own is reported */
-    if (!strncmp(p, "/v1/models/", 11)) sv_tfs_handle(s, req, p + 11, resp);
-    else if (!strcmp(p, "/v2") || !strncmp(p, "/v2/", 4)) sv_v2_handle(s, req, p + 3, resp);
+    if (!strncmp(p, "/v1/models/", 11)) nb__sv_tfs_handle(s, req, p + 11, resp);
+    else if (!strcmp(p, "/v2") || !strncmp(p, "/v2/", 4)) nb__sv_v2_handle(s, req, p + 3, resp);
     else if (!strcmp(p, "/monitoring/prometheus/metrics")) {
         if (strcmp(req->method, "GET")) {
-            sv_error(resp, 405, "%s takes GET, not %s", p, req->method);
+            nb__sv_error(resp, 405, "%s takes GET, not %s", p, req->method);
             resp->allow = "GET";
-        } else sv_metrics_handle(s, req, resp);
-    } else sv_error(resp, 404, "no such endpoint: %s %s (nabla serve answers /v1/models/..., /v2/... and "
+        } else nb__sv_metrics_handle(s, req, resp);
+    } else nb__sv_error(resp, 404, "no such endpoint: %s %s (nabla serve answers /v1/models/..., /v2/... and "
                                "/monitoring/prometheus/metrics)", req->method, p);
     if (resp->status >= 400) atomic_fetch_add(&s->http_errors, 1);
 }
@@ -40,8 +40,8 @@ nb_server *nb_serve_start(const nb_serve_opts *opts) {
     }
     nb_server *sv = calloc(1, sizeof *sv);
     if (!sv) { nb__error("nb_serve_start: out of memory"); return NULL; }
-    if (sv_registry_load(&sv->s.reg, opts) < 0) {
-        sv_registry_free(&sv->s.reg);
+    if (nb__sv_registry_load(&sv->s.reg, opts) < 0) {
+        nb__sv_registry_free(&sv->s.reg);
         free(sv);
         return NULL;
     }
@@ -55,15 +55,15 @@ nb_server *nb_serve_start(const nb_serve_opts *opts) {
         .access_log = opts->access_log,
     };
     sv->drain_s = opts->drain_timeout_s ? opts->drain_timeout_s : 30;
-    if (!(sv->http = sv_http_start(&ho, route, &sv->s))) {
-        sv_registry_free(&sv->s.reg);
+    if (!(sv->http = nb__sv_http_start(&ho, route, &sv->s))) {
+        nb__sv_registry_free(&sv->s.reg);
         free(sv);
         return NULL;
     }
     return sv;
 }
 
-int nb_serve_port(const nb_server *s) { return s ? sv_http_port(s->http) : -1; }
+int nb_serve_port(const nb_server *s) { return s ? nb__sv_http_port(s->http) : -1; }
 
 char *nb_serve_describe(const nb_server *s) {
     if (!s) { nb__error("nb_serve_describe: server is NULL"); return NULL; }
@@ -71,7 +71,7 @@ char *nb_serve_describe(const nb_server *s) {
     for (int i = 0; i < s->s.reg.n; i++) {
         const sv_model *m = &s->s.reg.m[i];
         for (int k = 0; k < m->nv; k++)
-            sv_printf(&b, "%s version %lld: %s (%s, %d input%s, %d output%s)\n", m->name, (long long)m->v[k].version,
+            nb__sv_printf(&b, "%s version %lld: %s (%s, %d input%s, %d output%s)\n", m->name, (long long)m->v[k].version,
                       m->v[k].path, m->v[k].kind, m->v[k].nin, m->v[k].nin == 1 ? "" : "s", m->v[k].nout,
                       m->v[k].nout == 1 ? "" : "s");
     }
@@ -85,8 +85,8 @@ char *nb_serve_describe(const nb_server *s) {
 
 int nb_serve_stop(nb_server *s) {
     if (!s) return 0;
-    int rc = sv_http_stop(s->http, s->drain_s);
-    sv_registry_free(&s->s.reg);
+    int rc = nb__sv_http_stop(s->http, s->drain_s);
+    nb__sv_registry_free(&s->s.reg);
     free(s);
     return rc;
 }

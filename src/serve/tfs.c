@@ -7,52 +7,52 @@
 #include <string.h>
 
 static void version_status(sv_buf *b, const sv_version *v) {
-    sv_printf(b, "{\"version\": \"%lld\", \"state\": \"AVAILABLE\", \"status\": {\"error_code\": \"OK\", "
+    nb__sv_printf(b, "{\"version\": \"%lld\", \"state\": \"AVAILABLE\", \"status\": {\"error_code\": \"OK\", "
                  "\"error_message\": \"\"}}", (long long)v->version);
 }
 
 static void model_status(sv_model *m, int64_t ver, sv_response *r) {
     sv_buf *b = &r->body;
-    sv_puts(b, "{\"model_version_status\": [");
+    nb__sv_puts(b, "{\"model_version_status\": [");
     for (int k = 0, first = 1; k < m->nv; k++) {
         if (ver >= 0 && m->v[k].version != ver) continue;
-        if (!first) sv_puts(b, ", ");
+        if (!first) nb__sv_puts(b, ", ");
         first = 0;
         version_status(b, &m->v[k]);
     }
-    sv_puts(b, "]}");
+    nb__sv_puts(b, "]}");
 }
 
 static void tensor_info(sv_buf *b, const sv_io *io, int n) {
-    sv_puts(b, "{");
+    nb__sv_puts(b, "{");
     for (int i = 0; i < n; i++) {
-        if (i) sv_puts(b, ", ");
-        sv_json_str(b, io[i].name);
-        sv_printf(b, ": {\"dtype\": \"%s\", \"tensor_shape\": {", sv_tf_dtype(io[i].dtype));
-        if (io[i].ndim < 0) sv_puts(b, "\"dim\": [], \"unknown_rank\": true}");
+        if (i) nb__sv_puts(b, ", ");
+        nb__sv_json_str(b, io[i].name);
+        nb__sv_printf(b, ": {\"dtype\": \"%s\", \"tensor_shape\": {", nb__sv_tf_dtype(io[i].dtype));
+        if (io[i].ndim < 0) nb__sv_puts(b, "\"dim\": [], \"unknown_rank\": true}");
         else {
-            sv_puts(b, "\"dim\": [");
+            nb__sv_puts(b, "\"dim\": [");
             for (int d = 0; d < io[i].ndim; d++)
-                sv_printf(b, "%s{\"size\": \"%lld\", \"name\": \"\"}", d ? ", " : "", (long long)io[i].dim[d]);
-            sv_puts(b, "], \"unknown_rank\": false}");
+                nb__sv_printf(b, "%s{\"size\": \"%lld\", \"name\": \"\"}", d ? ", " : "", (long long)io[i].dim[d]);
+            nb__sv_puts(b, "], \"unknown_rank\": false}");
         }
-        sv_puts(b, ", \"name\": ");
-        sv_json_str(b, io[i].name);
-        sv_puts(b, "}");
+        nb__sv_puts(b, ", \"name\": ");
+        nb__sv_json_str(b, io[i].name);
+        nb__sv_puts(b, "}");
     }
-    sv_puts(b, "}");
+    nb__sv_puts(b, "}");
 }
 
 static void metadata(sv_model *m, sv_version *v, sv_response *r) {
     sv_buf *b = &r->body;
-    sv_puts(b, "{\"model_spec\": {\"name\": ");
-    sv_json_str(b, m->name);
-    sv_printf(b, ", \"signature_name\": \"\", \"version\": \"%lld\"}, \"metadata\": {\"signature_def\": "
+    nb__sv_puts(b, "{\"model_spec\": {\"name\": ");
+    nb__sv_json_str(b, m->name);
+    nb__sv_printf(b, ", \"signature_name\": \"\", \"version\": \"%lld\"}, \"metadata\": {\"signature_def\": "
                  "{\"signature_def\": {\"serving_default\": {\"inputs\": ", (long long)v->version);
     tensor_info(b, v->in, v->nin);
-    sv_puts(b, ", \"outputs\": ");
+    nb__sv_puts(b, ", \"outputs\": ");
     tensor_info(b, v->out, v->nout);
-    sv_puts(b, ", \"method_name\": \"tensorflow/serving/predict\"}}}}}");
+    nb__sv_puts(b, ", \"method_name\": \"tensorflow/serving/predict\"}}}}}");
 }
 
 /* The index of the input called name, or -1. */
@@ -74,7 +74,7 @@ static bool row_inputs(sv_version *v, json_t *inst, nb_tensor **x, char *err, si
             snprintf(err, es, "the model takes %d inputs: each instance must be an object naming them", v->nin);
             return false;
         }
-        return (x[0] = sv_tensor_from_json(inst, v->in[0].dtype, v->in[0].name, err, es)) != NULL;
+        return (x[0] = nb__sv_tensor_from_json(inst, v->in[0].dtype, v->in[0].name, err, es)) != NULL;
     }
     size_t n = json_array_size(inst), k;
     json_t *o;
@@ -105,7 +105,7 @@ static bool row_inputs(sv_version *v, json_t *inst, nb_tensor **x, char *err, si
             }
             json_array_append(col, val);
         }
-        x[i] = sv_tensor_from_json(col, v->in[i].dtype, v->in[i].name, err, es);
+        x[i] = nb__sv_tensor_from_json(col, v->in[i].dtype, v->in[i].name, err, es);
         json_decref(col);
         if (!x[i]) return false;
     }
@@ -120,7 +120,7 @@ static bool columnar_inputs(sv_version *v, json_t *in, nb_tensor **x, char *err,
             snprintf(err, es, "the model takes %d inputs: \"inputs\" must be an object naming them", v->nin);
             return false;
         }
-        return (x[0] = sv_tensor_from_json(in, v->in[0].dtype, v->in[0].name, err, es)) != NULL;
+        return (x[0] = nb__sv_tensor_from_json(in, v->in[0].dtype, v->in[0].name, err, es)) != NULL;
     }
     const char *key;
     json_t *val;
@@ -137,7 +137,7 @@ static bool columnar_inputs(sv_version *v, json_t *in, nb_tensor **x, char *err,
             snprintf(err, es, "\"inputs\" lacks input '%s'", v->in[i].name);
             return false;
         }
-        if (!(x[i] = sv_tensor_from_json(t, v->in[i].dtype, v->in[i].name, err, es))) return false;
+        if (!(x[i] = nb__sv_tensor_from_json(t, v->in[i].dtype, v->in[i].name, err, es))) return false;
     }
     return true;
 }
@@ -146,73 +146,73 @@ static bool columnar_inputs(sv_version *v, json_t *in, nb_tensor **x, char *err,
 static void row_outputs(sv_version *v, nb_tensor **y, int64_t batch, sv_response *r) {
     for (int k = 0; k < v->nout; k++)
         if (nb_shape_of(y[k]).ndim < 1 || nb_shape_of(y[k]).dim[0] != batch) {
-            sv_error(r, 400, "output '%s' does not have the batch size %lld of the instances as its first dimension; "
+            nb__sv_error(r, 400, "output '%s' does not have the batch size %lld of the instances as its first dimension; "
                              "ask in the columnar format (\"inputs\")", v->out[k].name, (long long)batch);
             return;
         }
     sv_buf *b = &r->body;
-    sv_puts(b, "{\"predictions\": [");
+    nb__sv_puts(b, "{\"predictions\": [");
     for (int64_t i = 0; i < batch; i++) {
-        if (i) sv_puts(b, ", ");
-        if (v->nout == 1) sv_write_tensor(b, y[0], i, false);
+        if (i) nb__sv_puts(b, ", ");
+        if (v->nout == 1) nb__sv_write_tensor(b, y[0], i, false);
         else {
-            sv_puts(b, "{");
+            nb__sv_puts(b, "{");
             for (int k = 0; k < v->nout; k++) {
-                if (k) sv_puts(b, ", ");
-                sv_json_str(b, v->out[k].name);
-                sv_puts(b, ": ");
-                sv_write_tensor(b, y[k], i, false);
+                if (k) nb__sv_puts(b, ", ");
+                nb__sv_json_str(b, v->out[k].name);
+                nb__sv_puts(b, ": ");
+                nb__sv_write_tensor(b, y[k], i, false);
             }
-            sv_puts(b, "}");
+            nb__sv_puts(b, "}");
         }
     }
-    sv_puts(b, "]}");
+    nb__sv_puts(b, "]}");
 }
 
 static void columnar_outputs(sv_version *v, nb_tensor **y, sv_response *r) {
     sv_buf *b = &r->body;
-    sv_puts(b, "{\"outputs\": ");
-    if (v->nout == 1) sv_write_tensor(b, y[0], -1, false);
+    nb__sv_puts(b, "{\"outputs\": ");
+    if (v->nout == 1) nb__sv_write_tensor(b, y[0], -1, false);
     else {
-        sv_puts(b, "{");
+        nb__sv_puts(b, "{");
         for (int k = 0; k < v->nout; k++) {
-            if (k) sv_puts(b, ", ");
-            sv_json_str(b, v->out[k].name);
-            sv_puts(b, ": ");
-            sv_write_tensor(b, y[k], -1, false);
+            if (k) nb__sv_puts(b, ", ");
+            nb__sv_json_str(b, v->out[k].name);
+            nb__sv_puts(b, ": ");
+            nb__sv_write_tensor(b, y[k], -1, false);
         }
-        sv_puts(b, "}");
+        nb__sv_puts(b, "}");
     }
-    sv_puts(b, "}");
+    nb__sv_puts(b, "}");
 }
 
 static void predict(sv_model *m, sv_version *v, const sv_request *req, sv_response *r) {
     char err[1024] = "";
     size_t len = 0;
-    char *text = sv_json_prepare(req->body, req->body_len, &len);
-    json_t *root = text ? sv_json_parse(text, len, err, sizeof err) : NULL;
+    char *text = nb__sv_json_prepare(req->body, req->body_len, &len);
+    json_t *root = text ? nb__sv_json_parse(text, len, err, sizeof err) : NULL;
     bool oom = !text;
     free(text);
     if (!root) {
-        sv_error(r, oom ? 500 : 400, "%s", oom ? "out of memory reading the body" : err);
+        nb__sv_error(r, oom ? 500 : 400, "%s", oom ? "out of memory reading the body" : err);
         return;
     }
     nb_tensor *x[64] = { 0 }, *y[64] = { 0 };
     json_t *inst = json_object_get(root, "instances"), *in = json_object_get(root, "inputs");
     const char *sig = json_string_value(json_object_get(root, "signature_name"));
     nb_scope *sc = nb_scope_begin();
-    if (v->nin > 64 || v->nout > 64) sv_error(r, 500, "the model has more than 64 inputs or outputs");
+    if (v->nin > 64 || v->nout > 64) nb__sv_error(r, 500, "the model has more than 64 inputs or outputs");
     else if (sig && *sig && strcmp(sig, "serving_default"))
-        sv_error(r, 400, "signature '%s' not found: the model has \"serving_default\" only", sig);
-    else if (inst && in) sv_error(r, 400, "the body has both \"instances\" (row format) and \"inputs\" (columnar); give one");
-    else if (!inst && !in) sv_error(r, 400, "the body has neither \"instances\" (row format) nor \"inputs\" (columnar)");
+        nb__sv_error(r, 400, "signature '%s' not found: the model has \"serving_default\" only", sig);
+    else if (inst && in) nb__sv_error(r, 400, "the body has both \"instances\" (row format) and \"inputs\" (columnar); give one");
+    else if (!inst && !in) nb__sv_error(r, 400, "the body has neither \"instances\" (row format) nor \"inputs\" (columnar)");
     else if (!(inst ? row_inputs(v, inst, x, err, sizeof err) : columnar_inputs(v, in, x, err, sizeof err)))
-        sv_error(r, 400, "%s", err);
+        nb__sv_error(r, 400, "%s", err);
     else {
         bool ok = true;
-        for (int i = 0; i < v->nin && ok; i++) ok = sv_check_input(&v->in[i], x[i], err, sizeof err);
-        if (!ok) sv_error(r, 400, "%s", err);
-        else if (sv_run(v, x, y) < 0) sv_error(r, 500, "the model's run failed: %s", nb_error() ? nb_error() : "?");
+        for (int i = 0; i < v->nin && ok; i++) ok = nb__sv_check_input(&v->in[i], x[i], err, sizeof err);
+        if (!ok) nb__sv_error(r, 400, "%s", err);
+        else if (nb__sv_run(v, x, y) < 0) nb__sv_error(r, 500, "the model's run failed: %s", nb_error() ? nb_error() : "?");
         else if (inst) row_outputs(v, y, (int64_t)json_array_size(inst), r);
         else columnar_outputs(v, y, r);
     }
@@ -222,11 +222,11 @@ static void predict(sv_model *m, sv_version *v, const sv_request *req, sv_respon
     (void)m;
 }
 
-void sv_tfs_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *r) {
+void nb__sv_tfs_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *r) {
     size_t nl = strcspn(rest, "/:");
     char name[128];
     if (!nl || nl >= sizeof name) {
-        sv_error(r, 404, "no model name in %s", req->path);
+        nb__sv_error(r, 404, "no model name in %s", req->path);
         return;
     }
     memcpy(name, rest, nl);
@@ -234,11 +234,11 @@ void sv_tfs_handle(sv_server *s, const sv_request *req, const char *rest, sv_res
     const char *p = rest + nl;
     int64_t ver;
     if (!strncmp(p, "/labels/", 8)) {
-        sv_error(r, 400, "version labels are not supported by nabla serve yet; name the version (/versions/N)");
+        nb__sv_error(r, 400, "version labels are not supported by nabla serve yet; name the version (/versions/N)");
         return;
     }
-    if (!sv_parse_version(&p, &ver)) {
-        sv_error(r, 400, "the version in %s is not a number", req->path);
+    if (!nb__sv_parse_version(&p, &ver)) {
+        nb__sv_error(r, 400, "the version in %s is not a number", req->path);
         return;
     }
     enum { STATUS, METADATA, PREDICT, OTHER_VERB } what;
@@ -247,35 +247,35 @@ void sv_tfs_handle(sv_server *s, const sv_request *req, const char *rest, sv_res
     else if (!strcmp(p, ":predict")) what = PREDICT;
     else if (!strcmp(p, ":classify") || !strcmp(p, ":regress")) what = OTHER_VERB;
     else {
-        sv_error(r, 404, "no such endpoint: %s %s", req->method, req->path);
+        nb__sv_error(r, 404, "no such endpoint: %s %s", req->method, req->path);
         return;
     }
     const char *want = what == PREDICT || what == OTHER_VERB ? "POST" : "GET";
     if (strcmp(req->method, want)) {
-        sv_error(r, 405, "%s takes %s, not %s", req->path, want, req->method);
+        nb__sv_error(r, 405, "%s takes %s, not %s", req->path, want, req->method);
         r->allow = want;
         return;
     }
     if (what == OTHER_VERB) {
-        sv_error(r, 501, "%s is not built in nabla serve yet (predict is)", p + 1);
+        nb__sv_error(r, 501, "%s is not built in nabla serve yet (predict is)", p + 1);
         return;
     }
-    sv_model *m = sv_find_model(&s->reg, name);
-    sv_version *v = sv_find_version(m, ver);
+    sv_model *m = nb__sv_find_model(&s->reg, name);
+    sv_version *v = nb__sv_find_version(m, ver);
     if (!m) {
-        sv_error(r, 404, "Servable not found for request: %s(%s%s)", ver < 0 ? "Latest" : "Specific", name, "");
+        nb__sv_error(r, 404, "Servable not found for request: %s(%s%s)", ver < 0 ? "Latest" : "Specific", name, "");
         return;
     }
     r->model = m->name;
     if (!v) {
-        sv_error(r, 404, "Servable not found for request: Specific(%s, %lld)", name, (long long)ver);
+        nb__sv_error(r, 404, "Servable not found for request: Specific(%s, %lld)", name, (long long)ver);
         return;
     }
     if (what == STATUS) model_status(m, ver, r);
     else if (what == METADATA) metadata(m, v, r);
     else {
-        double t0 = sv_now();
+        double t0 = nb__sv_now();
         predict(m, v, req, r);
-        sv_record(m, sv_now() - t0, r->status >= 400);
+        nb__sv_record(m, nb__sv_now() - t0, r->status >= 400);
     }
 }

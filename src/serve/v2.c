@@ -7,30 +7,30 @@
 #include <string.h>
 
 static void io_list(sv_buf *b, const sv_io *io, int n) {
-    sv_puts(b, "[");
+    nb__sv_puts(b, "[");
     for (int i = 0; i < n; i++) {
-        sv_puts(b, i ? ", {\"name\": " : "{\"name\": ");
-        sv_json_str(b, io[i].name);
-        sv_printf(b, ", \"datatype\": \"%s\", \"shape\": [", sv_v2_dtype(io[i].dtype));
+        nb__sv_puts(b, i ? ", {\"name\": " : "{\"name\": ");
+        nb__sv_json_str(b, io[i].name);
+        nb__sv_printf(b, ", \"datatype\": \"%s\", \"shape\": [", nb__sv_v2_dtype(io[i].dtype));
         /* an undeclared rank has no v2 form: one dynamic dimension is the closest */
-        if (io[i].ndim < 0) sv_puts(b, "-1");
-        for (int d = 0; d < io[i].ndim; d++) sv_printf(b, "%s%lld", d ? ", " : "", (long long)io[i].dim[d]);
-        sv_puts(b, "]}");
+        if (io[i].ndim < 0) nb__sv_puts(b, "-1");
+        for (int d = 0; d < io[i].ndim; d++) nb__sv_printf(b, "%s%lld", d ? ", " : "", (long long)io[i].dim[d]);
+        nb__sv_puts(b, "]}");
     }
-    sv_puts(b, "]");
+    nb__sv_puts(b, "]");
 }
 
 static void model_metadata(sv_model *m, sv_version *v, sv_response *r) {
     sv_buf *b = &r->body;
-    sv_puts(b, "{\"name\": ");
-    sv_json_str(b, m->name);
-    sv_puts(b, ", \"versions\": [");
-    for (int k = 0; k < m->nv; k++) sv_printf(b, "%s\"%lld\"", k ? ", " : "", (long long)m->v[k].version);
-    sv_printf(b, "], \"platform\": \"%s\", \"inputs\": ", v->kind);
+    nb__sv_puts(b, "{\"name\": ");
+    nb__sv_json_str(b, m->name);
+    nb__sv_puts(b, ", \"versions\": [");
+    for (int k = 0; k < m->nv; k++) nb__sv_printf(b, "%s\"%lld\"", k ? ", " : "", (long long)m->v[k].version);
+    nb__sv_printf(b, "], \"platform\": \"%s\", \"inputs\": ", v->kind);
     io_list(b, v->in, v->nin);
-    sv_puts(b, ", \"outputs\": ");
+    nb__sv_puts(b, ", \"outputs\": ");
     io_list(b, v->out, v->nout);
-    sv_puts(b, "}");
+    nb__sv_puts(b, "}");
 }
 
 /* Reads one entry of "inputs" into x at the model's index for its name. */
@@ -62,13 +62,13 @@ static bool read_input(sv_version *v, const json_t *e, size_t k, nb_tensor **x, 
         return false;
     }
     nb_dtype d;
-    if (!sv_v2_parse_dtype(dt, &d)) {
+    if (!nb__sv_v2_parse_dtype(dt, &d)) {
         snprintf(err, es, "input '%s' has datatype '%s'; nabla serve takes BOOL, UINT8, INT8, INT32, INT64, FP16, BF16, "
                           "FP32 and FP64", name, dt);
         return false;
     }
     if (d != v->in[i].dtype) {
-        snprintf(err, es, "input '%s' is %s; the model takes %s", name, dt, sv_v2_dtype(v->in[i].dtype));
+        snprintf(err, es, "input '%s' is %s; the model takes %s", name, dt, nb__sv_v2_dtype(v->in[i].dtype));
         return false;
     }
     nb_shape s = { 0 };
@@ -86,18 +86,18 @@ static bool read_input(sv_version *v, const json_t *e, size_t k, nb_tensor **x, 
         }
         s.dim[j] = json_integer_value(dj);
     }
-    return (x[i] = sv_tensor_from_data(data, d, s, name, err, es)) != NULL;
+    return (x[i] = nb__sv_tensor_from_data(data, d, s, name, err, es)) != NULL;
 }
 
 static void infer(sv_model *m, sv_version *v, const sv_request *req, sv_response *r) {
     char err[1024] = "";
     size_t len = 0;
-    char *text = sv_json_prepare(req->body, req->body_len, &len);
-    json_t *root = text ? sv_json_parse(text, len, err, sizeof err) : NULL;
+    char *text = nb__sv_json_prepare(req->body, req->body_len, &len);
+    json_t *root = text ? nb__sv_json_parse(text, len, err, sizeof err) : NULL;
     bool oom = !text;
     free(text);
     if (!root) {
-        sv_error(r, oom ? 500 : 400, "%s", oom ? "out of memory reading the body" : err);
+        nb__sv_error(r, oom ? 500 : 400, "%s", oom ? "out of memory reading the body" : err);
         return;
     }
     nb_tensor *x[64] = { 0 }, *y[64] = { 0 };
@@ -107,29 +107,29 @@ static void infer(sv_model *m, sv_version *v, const sv_request *req, sv_response
     nb_scope *sc = nb_scope_begin();
     bool ok = true;
     if (v->nin > 64 || v->nout > 64) {
-        sv_error(r, 500, "the model has more than 64 inputs or outputs");
+        nb__sv_error(r, 500, "the model has more than 64 inputs or outputs");
         ok = false;
     } else if (!json_is_array(inputs)) {
-        sv_error(r, 400, "the body needs \"inputs\", a list of tensors");
+        nb__sv_error(r, 400, "the body needs \"inputs\", a list of tensors");
         ok = false;
     } else if (id && !json_is_string(id)) {
-        sv_error(r, 400, "\"id\" must be a string");
+        nb__sv_error(r, 400, "\"id\" must be a string");
         ok = false;
     } else if (outputs && !json_is_array(outputs)) {
-        sv_error(r, 400, "\"outputs\" must be a list of {\"name\": ...}");
+        nb__sv_error(r, 400, "\"outputs\" must be a list of {\"name\": ...}");
         ok = false;
     }
     for (size_t k = 0; ok && k < json_array_size(inputs); k++)
         if (!read_input(v, json_array_get(inputs, k), k, x, err, sizeof err)) {
-            sv_error(r, 400, "%s", err);
+            nb__sv_error(r, 400, "%s", err);
             ok = false;
         }
     for (int i = 0; ok && i < v->nin; i++)
         if (!x[i]) {
-            sv_error(r, 400, "input '%s' of the model is not given", v->in[i].name);
+            nb__sv_error(r, 400, "input '%s' of the model is not given", v->in[i].name);
             ok = false;
-        } else if (!sv_check_input(&v->in[i], x[i], err, sizeof err)) {
-            sv_error(r, 400, "%s", err);
+        } else if (!nb__sv_check_input(&v->in[i], x[i], err, sizeof err)) {
+            nb__sv_error(r, 400, "%s", err);
             ok = false;
         }
     for (int k = 0; ok && k < v->nout; k++) want[k] = !outputs;
@@ -138,73 +138,73 @@ static void infer(sv_model *m, sv_version *v, const sv_request *req, sv_response
         int j = 0;
         while (name && j < v->nout && strcmp(v->out[j].name, name)) j++;
         if (!name || j == v->nout) {
-            sv_error(r, 400, "outputs[%zu] does not name an output of the model", k);
+            nb__sv_error(r, 400, "outputs[%zu] does not name an output of the model", k);
             ok = false;
         } else want[j] = true;
     }
-    if (ok && sv_run(v, x, y) < 0) {
-        sv_error(r, 500, "the model's run failed: %s", nb_error() ? nb_error() : "?");
+    if (ok && nb__sv_run(v, x, y) < 0) {
+        nb__sv_error(r, 500, "the model's run failed: %s", nb_error() ? nb_error() : "?");
         ok = false;
     }
     if (ok) {
         sv_buf *b = &r->body;
-        sv_puts(b, "{\"model_name\": ");
-        sv_json_str(b, m->name);
-        sv_printf(b, ", \"model_version\": \"%lld\"", (long long)v->version);
+        nb__sv_puts(b, "{\"model_name\": ");
+        nb__sv_json_str(b, m->name);
+        nb__sv_printf(b, ", \"model_version\": \"%lld\"", (long long)v->version);
         if (id) {
-            sv_puts(b, ", \"id\": ");
-            sv_json_str(b, json_string_value(id));
+            nb__sv_puts(b, ", \"id\": ");
+            nb__sv_json_str(b, json_string_value(id));
         }
-        sv_puts(b, ", \"outputs\": [");
+        nb__sv_puts(b, ", \"outputs\": [");
         for (int k = 0, first = 1; k < v->nout; k++) {
             if (!want[k]) continue;
             nb_shape s = nb_shape_of(y[k]);
-            sv_puts(b, first ? "{\"name\": " : ", {\"name\": ");
+            nb__sv_puts(b, first ? "{\"name\": " : ", {\"name\": ");
             first = 0;
-            sv_json_str(b, v->out[k].name);
-            sv_printf(b, ", \"datatype\": \"%s\", \"shape\": [", sv_v2_dtype(nb_dtype_of(y[k])));
-            for (int d = 0; d < s.ndim; d++) sv_printf(b, "%s%lld", d ? ", " : "", (long long)s.dim[d]);
-            sv_puts(b, "], \"data\": ");
-            sv_write_tensor(b, y[k], -1, true);
-            sv_puts(b, "}");
+            nb__sv_json_str(b, v->out[k].name);
+            nb__sv_printf(b, ", \"datatype\": \"%s\", \"shape\": [", nb__sv_v2_dtype(nb_dtype_of(y[k])));
+            for (int d = 0; d < s.ndim; d++) nb__sv_printf(b, "%s%lld", d ? ", " : "", (long long)s.dim[d]);
+            nb__sv_puts(b, "], \"data\": ");
+            nb__sv_write_tensor(b, y[k], -1, true);
+            nb__sv_puts(b, "}");
         }
-        sv_puts(b, "]}");
+        nb__sv_puts(b, "]}");
     }
     for (int k = 0; k < 64; k++) nb_release(y[k]);
     nb_scope_end(sc);
     json_decref(root);
 }
 
-void sv_v2_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *r) {
+void nb__sv_v2_handle(sv_server *s, const sv_request *req, const char *rest, sv_response *r) {
     bool get = !strcmp(req->method, "GET");
     if (!*rest || !strcmp(rest, "/") || !strcmp(rest, "/health/live") || !strcmp(rest, "/health/ready")) {
         if (!get) {
-            sv_error(r, 405, "%s takes GET, not %s", req->path, req->method);
+            nb__sv_error(r, 405, "%s takes GET, not %s", req->path, req->method);
             r->allow = "GET";
-        } else if (!strcmp(rest, "/health/live")) sv_puts(&r->body, "{\"live\": true}");
+        } else if (!strcmp(rest, "/health/live")) nb__sv_puts(&r->body, "{\"live\": true}");
         else if (!strcmp(rest, "/health/ready")) {
-            if (req->stopping) sv_error(r, 503, "the server is shutting down");
-            else sv_puts(&r->body, "{\"ready\": true}");
-        } else sv_printf(&r->body, "{\"name\": \"nabla\", \"version\": \"%s\", \"extensions\": []}", nb_version());
+            if (req->stopping) nb__sv_error(r, 503, "the server is shutting down");
+            else nb__sv_puts(&r->body, "{\"ready\": true}");
+        } else nb__sv_printf(&r->body, "{\"name\": \"nabla\", \"version\": \"%s\", \"extensions\": []}", nb_version());
         return;
     }
     if (strncmp(rest, "/models/", 8)) {
-        sv_error(r, 404, "no such endpoint: %s %s", req->method, req->path);
+        nb__sv_error(r, 404, "no such endpoint: %s %s", req->method, req->path);
         return;
     }
     rest += 8;
     size_t nl = strcspn(rest, "/");
     char name[128];
     if (!nl || nl >= sizeof name) {
-        sv_error(r, 404, "no model name in %s", req->path);
+        nb__sv_error(r, 404, "no model name in %s", req->path);
         return;
     }
     memcpy(name, rest, nl);
     name[nl] = 0;
     const char *p = rest + nl;
     int64_t ver;
-    if (!sv_parse_version(&p, &ver)) {
-        sv_error(r, 400, "the version in %s is not a number", req->path);
+    if (!nb__sv_parse_version(&p, &ver)) {
+        nb__sv_error(r, 400, "the version in %s is not a number", req->path);
         return;
     }
     enum { META, READY, INFER } what;
@@ -212,34 +212,34 @@ void sv_v2_handle(sv_server *s, const sv_request *req, const char *rest, sv_resp
     else if (!strcmp(p, "/ready")) what = READY;
     else if (!strcmp(p, "/infer")) what = INFER;
     else {
-        sv_error(r, 404, "no such endpoint: %s %s", req->method, req->path);
+        nb__sv_error(r, 404, "no such endpoint: %s %s", req->method, req->path);
         return;
     }
     const char *want = what == INFER ? "POST" : "GET";
     if (strcmp(req->method, want)) {
-        sv_error(r, 405, "%s takes %s, not %s", req->path, want, req->method);
+        nb__sv_error(r, 405, "%s takes %s, not %s", req->path, want, req->method);
         r->allow = want;
         return;
     }
-    sv_model *m = sv_find_model(&s->reg, name);
-    sv_version *v = sv_find_version(m, ver);
+    sv_model *m = nb__sv_find_model(&s->reg, name);
+    sv_version *v = nb__sv_find_version(m, ver);
     if (!m) {
-        sv_error(r, 404, "unknown model '%s'", name);
+        nb__sv_error(r, 404, "unknown model '%s'", name);
         return;
     }
     r->model = m->name;
     if (!v) {
-        sv_error(r, 404, "model '%s' has no version %lld", name, (long long)ver);
+        nb__sv_error(r, 404, "model '%s' has no version %lld", name, (long long)ver);
         return;
     }
     if (what == META) model_metadata(m, v, r);
     else if (what == READY) {
-        sv_puts(&r->body, "{\"name\": ");
-        sv_json_str(&r->body, m->name);
-        sv_puts(&r->body, ", \"ready\": true}");
+        nb__sv_puts(&r->body, "{\"name\": ");
+        nb__sv_json_str(&r->body, m->name);
+        nb__sv_puts(&r->body, ", \"ready\": true}");
     } else {
-        double t0 = sv_now();
+        double t0 = nb__sv_now();
         infer(m, v, req, r);
-        sv_record(m, sv_now() - t0, r->status >= 400);
+        nb__sv_record(m, nb__sv_now() - t0, r->status >= 400);
     }
 }
