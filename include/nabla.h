@@ -17,6 +17,7 @@
 #include "nabla/dist.h"
 #include "nabla/onnx.h"
 #include "nabla/hf.h"
+#include "nabla/serve.h"
 #include "nabla/cuda.h"
 
 #endif

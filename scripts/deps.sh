@@ -5,7 +5,7 @@
 # qemu-user, and the arm64 multiarch libraries the tests link); scripts/test.sh asks.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libomp-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev zlib1g-dev
-          libpng-dev libjpeg62-turbo-dev libjansson-dev libopenmpi-dev openmpi-bin libxml2-utils librsvg2-bin protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-pil
+          libpng-dev libjpeg62-turbo-dev libjansson-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin libxml2-utils librsvg2-bin protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-pil
           python3-torch python3-torchvision python3-numpy python3-venv dataset-fashion-mnist)
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

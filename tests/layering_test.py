@@ -68,6 +68,10 @@ for below in ("src/backend/", "src/autograd/", "src/ops/", "src/nn/", "src/optim
 for below in ("src/core/", "src/backend/", "src/autograd/", "src/ops/", "src/nn/", "src/optim/", "src/compile/",
               "src/io/", "src/data/", "src/summary/"):
     rules.append((below, ["src/hf/"], "Hugging Face models and tokenizers sit above the layers they use"))
+# the model server (src/serve/) is the top floor: no library layer reaches it
+for below in ("src/core/", "src/backend/", "src/autograd/", "src/ops/", "src/nn/", "src/optim/", "src/compile/",
+              "src/io/", "src/data/", "src/summary/", "src/onnx/", "src/hf/", "src/model/", "src/dist/"):
+    rules.append((below, ["src/serve/"], "the model server sits above the layers it serves"))
 
 # The areas above ops (nabla/nn.h and up), each knowing only the areas under it: layers know no
 # optimizer, data, file or run; optimizers no data or file; the data pipeline and the file formats

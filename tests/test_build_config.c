@@ -245,6 +245,23 @@ static void check_matmul(int64_t n, int64_t k, int64_t m, bool ta, bool tb, nb_d
     nb_scope_end(s);
 }
 
+/* The model server: built in, a missing model is the error; left out (no libmicrohttpd, or no
+   jansson), nb_serve_start names what the build lacks. */
+static void test_serve(void **state) {
+    (void)state;
+    nb_error_clear();
+    nb_serve_opts o = { .model_name = "m", .model_base_path = "/nonexistent/serve/model" };
+    assert_null(nb_serve_start(&o));
+#if defined(NABLA_WITH_HTTP)
+    if (!error_has("/nonexistent/serve/model") || error_has("built without")) fail_msg("error: %s", nb_error());
+#elif defined(NABLA_WITH_JSON)
+    if (!error_has("built without libmicrohttpd") || !error_has("NABLA_WITH_HTTP")) fail_msg("error: %s", nb_error());
+#else
+    if (!error_has("built without jansson") || !error_has("NABLA_WITH_JSON")) fail_msg("error: %s", nb_error());
+#endif
+    assert_int_equal(nb_serve_stop(NULL), 0);
+}
+
 static void test_matmul_shapes(void **state) {
     (void)state;
     static const int64_t shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 5, 257, 9 }, { 9, 300, 513 }, { 130, 70, 33 }, { 4, 1, 600 } };
@@ -273,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_dist),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_serve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include "cli_completion.h"
 #include "cli_onnx.h"
 #include "cli_run.h"
+#include "cli_serve.h"
 #include "train_args.h"
 #include <nabla.h>
 #include <dirent.h>
@@ -924,6 +925,7 @@ static void usage(FILE *f) {
                "  run MODEL.onnx ...    an ONNX model on NPY inputs (nabla run --help)\n"
                "  generate DIR --prompt T   a Hugging Face causal LM continues T (nabla generate --help)\n"
                "  embed DIR --text T    sentence embeddings of a Hugging Face encoder (nabla embed --help)\n"
+               "  serve --model_name N --model_base_path D   a model server: TF Serving REST and KServe v2 (nabla serve --help)\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  completion bash|zsh   a shell completion script (nabla completion --help)\n"
                "  manpage               this command's manual page, as troff\n"
@@ -955,6 +957,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cli_run_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cli_generate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed")) return cli_embed_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cli_serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "completion") || !strcmp(cmd, "manpage")) return cli_completion_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

@@ -67,6 +67,13 @@ NB_API int nb_onnx_num_outputs(const nb_onnx_model *m);
 NB_API const char *nb_onnx_input_name(const nb_onnx_model *m, int i);
 /* Output i's name, or NULL out of range. */
 NB_API const char *nb_onnx_output_name(const nb_onnx_model *m, int i);
+/* Input i's declared dtype and shape: *ndim is -1 when the model declares no shape, and a
+   dimension it leaves open (symbolic or missing) is -1; dims holds NB_MAX_DIMS. 0, or -1 out of
+   range. */
+NB_API int nb_onnx_input_info(const nb_onnx_model *m, int i, nb_dtype *dtype, int *ndim, int64_t *dims);
+/* Output i's declared dtype and shape, as nb_onnx_input_info (an output of a dtype nabla lacks
+   or of no tensor type is -1). */
+NB_API int nb_onnx_output_info(const nb_onnx_model *m, int i, nb_dtype *dtype, int *ndim, int64_t *dims);
 /* The model's default-domain opset version. */
 NB_API int nb_onnx_opset(const nb_onnx_model *m);
 /* Runs the model on its n inputs, in the model's order, and writes its outputs (owned by the

@@ -681,6 +681,32 @@ const char *nb_onnx_output_name(const nb_onnx_model *m, int i) {
 }
 int nb_onnx_opset(const nb_onnx_model *m) { return m ? m->opset : 0; }
 
+int nb_onnx_input_info(const nb_onnx_model *m, int i, nb_dtype *dtype, int *ndim, int64_t *dims) {
+    if (!m || i < 0 || i >= m->ninputs) return -1;
+    const onnx_input *in = &m->inputs[i];
+    if (dtype) *dtype = in->dtype;
+    if (ndim) *ndim = in->ndim;
+    for (int d = 0; dims && d < in->ndim; d++) dims[d] = in->dim[d];
+    return 0;
+}
+
+int nb_onnx_output_info(const nb_onnx_model *m, int i, nb_dtype *dtype, int *ndim, int64_t *dims) {
+    if (!m || i < 0 || i >= m->noutputs || (size_t)i >= m->pb->graph->n_output) return -1;
+    const Onnx__TypeProto *tp = m->pb->graph->output[i]->type; /* outputs are the graph's, in order */
+    nb_dtype d;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
+        !nb__onnx_to_dtype(tp->tensor_type->elem_type, &d))
+        return -1;
+    const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+    if (dtype) *dtype = d;
+    if (ndim) *ndim = sh && sh->n_dim <= NB_MAX_DIMS ? (int)sh->n_dim : -1;
+    for (size_t k = 0; dims && sh && sh->n_dim <= NB_MAX_DIMS && k < sh->n_dim; k++) {
+        const Onnx__TensorShapeProto__Dimension *dm = sh->dim[k];
+        dims[k] = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dm->dim_value >= 0 ? dm->dim_value : -1;
+    }
+    return 0;
+}
+
 /* ---------- running ---------- */
 static bool is_half(nb_dtype d) { return d == NB_F16 || d == NB_BF16; }
 

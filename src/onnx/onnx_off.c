@@ -34,6 +34,14 @@ int nb_onnx_num_outputs(const nb_onnx_model *m) { (void)m; return 0; }
 const char *nb_onnx_input_name(const nb_onnx_model *m, int i) { (void)m; (void)i; return NULL; }
 const char *nb_onnx_output_name(const nb_onnx_model *m, int i) { (void)m; (void)i; return NULL; }
 int nb_onnx_opset(const nb_onnx_model *m) { (void)m; return 0; }
+int nb_onnx_input_info(const nb_onnx_model *m, int i, nb_dtype *dtype, int *ndim, int64_t *dims) {
+    (void)m; (void)i; (void)dtype; (void)ndim; (void)dims;
+    return -1;
+}
+int nb_onnx_output_info(const nb_onnx_model *m, int i, nb_dtype *dtype, int *ndim, int64_t *dims) {
+    (void)m; (void)i; (void)dtype; (void)ndim; (void)dims;
+    return -1;
+}
 
 int nb_onnx_run(nb_onnx_model *m, nb_tensor *const *inputs, int n, nb_tensor **out, int nout) {
     (void)m; (void)inputs; (void)n; (void)out; (void)nout;
