@@ -54,8 +54,7 @@ static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     (void)m;
     run_ctx *c = user;
     if (c->per_step && nb_sched_step(c->per_step) < 0) return false;
-    if (c->w && c->log_every > 0 && (step + 1) % c->log_every == 0)
-        return nb_summary_scalar(c->w, "step/loss", loss, step + 1) == 0;
+    (void)loss; /* step/loss is logged by fit's health signals (nb_fit_opts.log_every) */
     return true;
 }
 
@@ -368,7 +367,7 @@ static int train_ranks(train_opts o, int rank, int world) {
        touched once, at the end, by the model that was saved */
     if (cli_fit(model, loader, val_loader,
                 (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch, .verbose = o.quiet ? -1 : 0,
-                               .tensorboard = w, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
+                               .tensorboard = w, .log_every = o.log_every ? o.log_every : 50, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
                                .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched }, &w) < 0)
         goto done;
     if (rank != 0) { /* rank 0 saves, tests and plots */

@@ -373,6 +373,12 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         return NULL;
     }
     uint64_t errors0 = nb__error_count(); /* failures of this run, not an older uncleared error */
+    nb_health *health = NULL;
+    if (o.tensorboard && o.log_every > 0 &&
+        !(health = nb_health_new(o.tensorboard, m->module, m->opt, (nb_health_opts){ .log_every = o.log_every }))) {
+        nb_history_free(h);
+        return NULL;
+    }
     double run_t0 = now_s();
     for (int epoch = o.initial_epoch + 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
@@ -383,16 +389,24 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb_batch b;
         const char *names[MAX_METRICS];
         double values[MAX_METRICS];
+        double wait_t0 = now_s();
         while (!stop && nb_data_loader_next(train, &b)) {
+            double data_wait = now_s() - wait_t0;
             for (int c = 0; c < o.n_callbacks; c++)
                 if (o.callbacks[c].on_batch_begin) o.callbacks[c].on_batch_begin(m, step + 1, o.callbacks[c].user);
             nb_scope *s = nb_scope_begin();
             nb_tensor *pred = nb_forward(m->module, b.x);
             nb_tensor *loss = compute_loss(m, pred, b.y);
             nb_optim_zero_grad(m->opt);
-            if (nb_backward(loss) < 0 || nb_optim_step(m->opt) < 0) failed = true;
+            double l = loss ? nb_item(loss) : NAN;
+            int64_t hstep = (int64_t)o.initial_epoch * total + step + 1; /* resumed runs continue the count */
+            if (health && step == 0 && !m->c.loss_fn && m->c.loss == NB_LOSS_SPARSE_CE_LOGITS && pred && nb_ndim(pred) == 2 &&
+                nb_summary_scalar(o.tensorboard, "health/classes", (double)nb_dim(pred, 1), 1) < 0)
+                failed = true;
+            if (nb_backward(loss) < 0 || (health && nb_health_before_update(health, hstep, l) < 0) ||
+                nb_optim_step(m->opt) < 0 || (health && nb_health_after_update(health, hstep, data_wait) < 0))
+                failed = true;
             int64_t n = nb_dim(b.y, 0);
-            double l = nb_item(loss);
             t.loss += l * (double)n;
             if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &t.top1, &t.top5);
             t.n += n;
@@ -409,6 +423,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
                 int k = metric_values(m, &t, "", names, values);
                 progress(o.verbose, tty, epoch, epochs, done, total, now_s() - t0, names, values, k, false, 0, 0);
             }
+            wait_t0 = now_s();
         }
         if (nb_data_loader_failed(train)) failed = true;
         if (failed) break;
@@ -450,6 +465,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         } else if (o.early_stopping_patience > 0 && ++wait >= o.early_stopping_patience) stop = true;
     }
     if (csv) fclose(csv);
+    nb_health_free(health);
     if (best_state) {
         /* stopped early: back to the best epoch's weights */
         if (!failed && stop && restore(m->module, best_state, n_best) < 0) failed = true;
