@@ -23,6 +23,7 @@
 
 int nabla_info_main(int argc, char **argv, FILE *out, FILE *err);
 int nabla_plot_main(int argc, char **argv);
+int cli_doctor_main(int argc, char **argv);
 
 /* What the run's callbacks need: the checkpoint written after each epoch (model, optimizer, RNG,
    loader position) and, with --log-every, the writer of per-step losses. */
@@ -695,6 +696,7 @@ static void usage(FILE *f) {
                "  generate DIR --prompt T   a Hugging Face causal LM continues T (nabla generate --help)\n"
                "  embed DIR --text T    sentence embeddings of a Hugging Face encoder (nabla embed --help)\n"
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
+               "  doctor LOGDIR...      diagnoses training runs from their logs (nabla doctor --help)\n"
                "  version               the library version\n");
 }
 
@@ -724,6 +726,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cli_generate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed")) return cli_embed_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "doctor")) return cli_doctor_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());
         return 0;
