@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""nabla doctor on runs made to fail (tests/doctor_runs.c): each case must give its expected
+finding and the healthy control none above info; prints precision and recall over the suite
+(a warning or failure outside a case's expected and allowed findings is a false positive).
+Then hostile logs (truncated, corrupt, empty folder, NaN everywhere, 60,000 tags) and, where
+torch.utils.tensorboard imports, a PyTorch-written log.
+usage: doctor_suite.py NABLA DOCTOR_RUNS WORKDIR [pytorch]"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+nabla, runs, work = sys.argv[1], sys.argv[2], sys.argv[3]
+only_pytorch = len(sys.argv) > 4 and sys.argv[4] == "pytorch"
+failures = []
+
+# case: (expected findings, also allowed findings)
+CASES = {
+    "healthy": (set(), set()),
+    "lr_high": ({"nonfinite", "divergence"}, {"lr_too_high", "loss_spike", "exploding_gradients", "chance_level", "oscillation"}),
+    "lr_low": ({"plateau", "lr_too_low"}, {"chance_level"}),
+    "momentum": ({"oscillation"}, {"overfitting", "loss_spike", "divergence"}),
+    "sigmoid_deep": ({"vanishing_gradients"}, {"plateau", "chance_level"}),
+    "nan": ({"nonfinite"}, set()),
+    "overfit": ({"overfitting"}, set()),
+    "chance": ({"chance_level"}, {"plateau"}),
+    "starved": ({"loader_starvation"}, set()),
+    "frozen": ({"frozen_parameters"}, set()),
+    "evalmode": ({"eval_mode"}, set()),
+}
+
+
+def doctor(*args):
+    p = subprocess.run([nabla, "doctor", *args], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def suite():
+    out = os.path.join(work, "runs")
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.time()
+    subprocess.run([runs, out], check=True, timeout=120)
+    print(f"made {len(CASES)} runs in {time.time() - t0:.1f} s")
+    tp = fp = fn = 0
+    for case, (expected, allowed) in CASES.items():
+        rc, text, err = doctor(os.path.join(out, case), "--json")
+        if rc not in (0, 1, 2):
+            check(False, f"{case}: nabla doctor failed (exit {rc}): {err.strip()}")
+            continue
+        rep = json.loads(text)
+        found = {f["id"] for f in rep["findings"] if f["severity"] != "info"}
+        hit = expected & found
+        extra = found - expected - allowed
+        tp += len(hit)
+        fn += len(expected - hit)
+        fp += len(extra)
+        status = max([{"info": 0, "warning": 1, "failure": 2}[f["severity"]] for f in rep["findings"]] + [0])
+        check(rc == status == rep["status"], f"{case}: exit status {rc} is the worst severity {status}")
+        check(expected <= found and not extra,
+              f"{case}: expected {sorted(expected)}, found {sorted(found)}" + (f", unexpected {sorted(extra)}" if extra else ""))
+        if case == "nan":
+            nf = [f for f in rep["findings"] if f["id"] == "nonfinite"]
+            check(nf and nf[0]["step"] == 120 and "0.weight" in nf[0]["summary"],
+                  f"nan: the first non-finite step is 120 in 0.weight ({nf[0]['summary'] if nf else 'no finding'})")
+        if case == "healthy":
+            check(rc == 0, "healthy: exit status 0")
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    print(f"precision {precision:.2f}, recall {recall:.2f} over {len(CASES)} runs ({tp} expected findings found, "
+          f"{fp} unexpected, {fn} missed)")
+    check(precision == 1.0 and recall == 1.0, "precision and recall are 1.0")
+    # the text report and a threshold override
+    rc, text, _ = doctor(os.path.join(out, "overfit"))
+    check(rc == 1 and "overfitting at step" in text and "try:" in text, "text report names the step and the advice")
+    rc, text, _ = doctor(os.path.join(out, "overfit"), "--set", "overfit.rise=1e6")
+    check(rc == 0, "--set overfit.rise=1e6 silences the overfitting finding")
+    rc, _, err = doctor(os.path.join(out, "overfit"), "--set", "nosuch.thing=1")
+    check(rc == 3 and "nosuch.thing" in err, "an unknown threshold is an error naming it")
+    rc, text, _ = doctor(os.path.join(out, "healthy"), os.path.join(out, "nan"))
+    check(rc == 2 and "in " + os.path.join(out, "nan") in text, "two runs: findings name their run, the worst sets the exit")
+
+
+def event_record(data):
+    """One TFRecord: length, masked CRC32C of it, data, masked CRC32C of the data."""
+    def crc32c(b):
+        crc = 0xFFFFFFFF
+        for x in b:
+            crc ^= x
+            for _ in range(8):
+                crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        return crc ^ 0xFFFFFFFF
+
+    def mask(c):
+        return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    n = len(data).to_bytes(8, "little")
+    return n + mask(crc32c(n)).to_bytes(4, "little") + data + mask(crc32c(data)).to_bytes(4, "little")
+
+
+def hostile():
+    h = os.path.join(work, "hostile")
+    shutil.rmtree(h, ignore_errors=True)
+    os.makedirs(h)
+    src = os.path.join(work, "runs", "healthy")
+    ev = [f for f in os.listdir(src) if "tfevents" in f][0]
+    data = open(os.path.join(src, ev), "rb").read()
+    for name, blob in (("truncated", data[: len(data) * 2 // 3]), ("corrupt", data[:4000] + bytes([data[4000] ^ 0xFF]) + data[4001:])):
+        os.makedirs(os.path.join(h, name))
+        open(os.path.join(h, name, ev), "wb").write(blob)
+        rc, text, err = doctor(os.path.join(h, name))
+        check(rc in (0, 1, 2) and "note:" in text and ("truncated" in text or "corrupt" in text),
+              f"{name} event file: a report with a note ({text.splitlines()[-2] if len(text.splitlines()) > 1 else err.strip()})")
+    os.makedirs(os.path.join(h, "empty"))
+    rc, _, err = doctor(os.path.join(h, "empty"))
+    check(rc == 3 and "no event files" in err, f"empty folder: exit 3 with a clear error ({err.strip()})")
+    rc, _, err = doctor(os.path.join(h, "missing"))
+    check(rc == 3 and "missing" in err, "missing folder: exit 3 naming it")
+    # NaN everywhere and a file of 60,000 tags, written with nabla's own writer via the CLI-free
+    # route: Event protos by hand (wall_time 1, step, summary value tag + simple_value)
+    def event(step, tag, value):
+        import struct
+        t = tag.encode()
+        val = b"\x0a" + bytes([len(t)]) + t if len(t) < 128 else None
+        val = b"\x0a" + varint(len(t)) + t + b"\x15" + struct.pack("<f", value)
+        summ = b"\x0a" + varint(len(val)) + val
+        return event_record(b"\x09" + struct.pack("<d", 1.0) + b"\x10" + varint(step) + b"\x2a" + varint(len(summ)) + summ)
+
+    def varint(n):
+        out = b""
+        while True:
+            b = n & 0x7F
+            n >>= 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+    os.makedirs(os.path.join(h, "nan"))
+    with open(os.path.join(h, "nan", "events.out.tfevents.1.nan"), "wb") as f:
+        for s in range(1, 30):
+            f.write(event(s, "step/loss", math.nan))
+            f.write(event(s, "health/grad_norm", math.nan))
+    rc, text, _ = doctor(os.path.join(h, "nan"))
+    check(rc == 2 and "nonfinite at step 1" in text, "NaN everywhere: a nonfinite failure at step 1")
+    os.makedirs(os.path.join(h, "many"))
+    with open(os.path.join(h, "many", "events.out.tfevents.1.many"), "wb") as f:
+        f.write(b"".join(event(1, f"health/weight_norm/layer{i}.weight", 1.0) for i in range(60000)))
+        f.write(b"".join(event(s, "step/loss", 1.0 / s) for s in range(1, 50)))
+    t0 = time.time()
+    rc, text, err = doctor(os.path.join(h, "many"))
+    dt = time.time() - t0
+    check(rc in (0, 1) and dt < 1.0, f"60,000 tags diagnosed in {dt:.2f} s (under 1 s), exit {rc}")
+
+
+def pytorch():
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception as e:  # torch or tensorboard missing
+        print(f"SKIP: torch.utils.tensorboard is not available ({e})")
+        return 77
+    d = os.path.join(work, "pytorch")
+    shutil.rmtree(d, ignore_errors=True)
+    w = SummaryWriter(d)
+    for step in range(1, 101):  # training diverges: the loss grows from step 40 on
+        loss = 1.0 / math.sqrt(step) if step < 40 else 0.16 * 1.08 ** (step - 40)
+        w.add_scalar("Loss/train", loss, step)
+    for epoch in range(1, 6):
+        w.add_scalar("Loss/val", 0.5, epoch)
+    w.close()
+    rc, text, _ = doctor(d, "--json")
+    rep = json.loads(text) if text else {"findings": []}
+    ids = {f["id"] for f in rep["findings"]}
+    check(rc == 2 and "divergence" in ids, f"PyTorch log: divergence found in Loss/train ({sorted(ids)})")
+    return 0
+
+
+if only_pytorch:
+    rc = pytorch()
+    sys.exit(77 if rc == 77 else (1 if failures else 0))
+suite()
+hostile()
+if failures:
+    print(f"{len(failures)} check(s) failed")
+sys.exit(1 if failures else 0)
