@@ -6,6 +6,8 @@ Then hostile logs (truncated, corrupt, empty folder, NaN everywhere, 60,000 tags
 torch.utils.tensorboard imports, a PyTorch-written log.
 usage: doctor_suite.py NABLA DOCTOR_RUNS WORKDIR [pytorch]"""
 import json
+import re
+import resource
 import math
 import os
 import shutil
@@ -38,6 +40,27 @@ def doctor(*args):
     return p.returncode, p.stdout, p.stderr
 
 
+def report(path):
+    """(exit status, findings as dicts, status) from --json, or from the text report in a build
+    without jansson (where --json is an error saying so)."""
+    rc, text, err = doctor(path, "--json")
+    if rc == 3 and "without jansson" in err:
+        rc, text, err = doctor(path)
+        sev = {"FAILURE": "failure", "WARNING": "warning", "info": "info"}
+        found = []
+        for line in text.splitlines():
+            m = re.match(r"^(FAILURE|WARNING|info)\s+(\w+)(?: at step (\d+))?(?: in \S+)?: (.*)$", line)
+            if m:
+                found.append({"severity": sev[m.group(1)], "id": m.group(2),
+                              "step": int(m.group(3)) if m.group(3) else None, "summary": m.group(4)})
+        status = max([{"info": 0, "warning": 1, "failure": 2}[f["severity"]] for f in found] + [0])
+        return rc, found, status, err
+    if rc not in (0, 1, 2):
+        return rc, [], -1, err
+    rep = json.loads(text)
+    return rc, rep["findings"], rep["status"], err
+
+
 def check(cond, what):
     print(("ok: " if cond else "FAIL: ") + what)
     if not cond:
@@ -52,23 +75,22 @@ def suite():
     print(f"made {len(CASES)} runs in {time.time() - t0:.1f} s")
     tp = fp = fn = 0
     for case, (expected, allowed) in CASES.items():
-        rc, text, err = doctor(os.path.join(out, case), "--json")
+        rc, findings, rep_status, err = report(os.path.join(out, case))
         if rc not in (0, 1, 2):
             check(False, f"{case}: nabla doctor failed (exit {rc}): {err.strip()}")
             continue
-        rep = json.loads(text)
-        found = {f["id"] for f in rep["findings"] if f["severity"] != "info"}
+        found = {f["id"] for f in findings if f["severity"] != "info"}
         hit = expected & found
         extra = found - expected - allowed
         tp += len(hit)
         fn += len(expected - hit)
         fp += len(extra)
-        status = max([{"info": 0, "warning": 1, "failure": 2}[f["severity"]] for f in rep["findings"]] + [0])
-        check(rc == status == rep["status"], f"{case}: exit status {rc} is the worst severity {status}")
+        status = max([{"info": 0, "warning": 1, "failure": 2}[f["severity"]] for f in findings] + [0])
+        check(rc == status == rep_status, f"{case}: exit status {rc} is the worst severity {status}")
         check(expected <= found and not extra,
               f"{case}: expected {sorted(expected)}, found {sorted(found)}" + (f", unexpected {sorted(extra)}" if extra else ""))
         if case == "nan":
-            nf = [f for f in rep["findings"] if f["id"] == "nonfinite"]
+            nf = [f for f in findings if f["id"] == "nonfinite"]
             check(nf and nf[0]["step"] == 120 and "0.weight" in nf[0]["summary"],
                   f"nan: the first non-finite step is 120 in 0.weight ({nf[0]['summary'] if nf else 'no finding'})")
         if case == "healthy":
@@ -152,10 +174,14 @@ def hostile():
     with open(os.path.join(h, "many", "events.out.tfevents.1.many"), "wb") as f:
         f.write(b"".join(event(1, f"health/weight_norm/layer{i}.weight", 1.0) for i in range(60000)))
         f.write(b"".join(event(s, "step/loss", 1.0 / s) for s in range(1, 50)))
-    t0 = time.time()
+    # CPU time of the child, not wall time: this machine's cores are shared, and waiting for one is
+    # not the code's cost
+    t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     rc, text, err = doctor(os.path.join(h, "many"))
-    dt = time.time() - t0
-    check(rc in (0, 1) and dt < 1.0, f"60,000 tags diagnosed in {dt:.2f} s (under 1 s), exit {rc}")
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    check(rc in (0, 1) and cpu < 1.0,
+          f"60,000 tags diagnosed in {cpu:.2f} s of CPU (under 1 s; {time.time() - t0:.2f} s wall), exit {rc}")
 
 
 def pytorch():
@@ -173,9 +199,8 @@ def pytorch():
     for epoch in range(1, 6):
         w.add_scalar("Loss/val", 0.5, epoch)
     w.close()
-    rc, text, _ = doctor(d, "--json")
-    rep = json.loads(text) if text else {"findings": []}
-    ids = {f["id"] for f in rep["findings"]}
+    rc, findings, _, _ = report(d)
+    ids = {f["id"] for f in findings}
     check(rc == 2 and "divergence" in ids, f"PyTorch log: divergence found in Loss/train ({sorted(ids)})")
     return 0
 

@@ -811,7 +811,7 @@ static const struct detector {
     { "exploding_gradients", NULL, "first/last gradient norm ratio above exploding.ratio, or global norm growth above exploding.growth", &adv_explode },
     { "lr_too_high", d_lr, "median update-to-weight ratio over layers above lr.high", &adv_lr_high },
     { "lr_too_low", NULL, "every layer's median update-to-weight ratio below lr.low", &adv_lr_low },
-    { "loader_starvation", d_starvation, "data wait above starvation.share of the step time", &adv_starve },
+    { "loader_starvation", d_starvation, "the median share of data wait in the step time above starvation.share", &adv_starve },
     { "frozen_parameters", d_frozen, "update-to-weight ratio exactly 0 at every logged step (with a gradient that is not vanishing)", &adv_frozen },
     { "eval_mode", d_evalmode, "validation identical for evalmode.epochs validations, or below evalmode.ratio x training loss at every one", &adv_eval },
     { "no_loss", NULL, "no training or validation loss series among the tags", &adv_noloss },
