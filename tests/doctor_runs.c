@@ -33,11 +33,14 @@ static void make_data(int64_t n, uint64_t seed, bool shuffled, nb_tensor **x, nb
     nb_scope_end(s);
 }
 
-static nb_module *mlp(int64_t hidden, int depth, bool sigmoid) {
-    nb_module *m = nb_nn_sequential(nb_nn_linear(FEATURES, hidden), sigmoid ? nb_nn_sigmoid() : nb_nn_relu(), NULL);
+static nb_module *activation(int kind) { return kind == 1 ? nb_nn_sigmoid() : kind == 2 ? nb_nn_tanh() : nb_nn_relu(); }
+
+/* hidden-wide layers, depth of them, with ReLU (act 0), Sigmoid (1) or Tanh (2) after each. */
+static nb_module *mlp(int64_t hidden, int depth, int act) {
+    nb_module *m = nb_nn_sequential(nb_nn_linear(FEATURES, hidden), activation(act), NULL);
     for (int i = 1; i < depth; i++) {
         nb_nn_sequential_add(m, nb_nn_linear(hidden, hidden));
-        nb_nn_sequential_add(m, sigmoid ? nb_nn_sigmoid() : nb_nn_relu());
+        nb_nn_sequential_add(m, activation(act));
     }
     return nb_nn_sequential_add(m, nb_nn_linear(hidden, CLASSES));
 }
@@ -73,7 +76,10 @@ typedef struct {
     const char *name;
     int64_t n_train, hidden;
     int depth, epochs;
-    bool sigmoid, shuffled, frozen, nan, slow;
+    int act;          /* 0 ReLU, 1 Sigmoid, 2 Tanh */
+    double first_bias; /* nonzero: the first layer's bias set to it (-5: every ReLU dead) */
+    double scale;      /* nonzero: every weight multiplied by it (8: tanh saturates) */
+    bool shuffled, frozen, nan, slow;
     nb_optim_kind optimizer;
     double lr, momentum;
     int64_t batch;
@@ -84,11 +90,13 @@ static const run_case cases[] = {
     { .name = "lr_high", .n_train = 2048, .hidden = 32, .depth = 1, .epochs = 3, .optimizer = NB_OPTIM_SGD, .lr = 10 },
     { .name = "lr_low", .n_train = 2048, .hidden = 32, .depth = 1, .epochs = 5, .optimizer = NB_OPTIM_ADAM, .lr = 1e-7 },
     { .name = "momentum", .n_train = 2048, .hidden = 32, .depth = 1, .epochs = 5, .optimizer = NB_OPTIM_SGD, .lr = 0.1, .momentum = 0.95 },
-    { .name = "sigmoid_deep", .n_train = 2048, .hidden = 16, .depth = 12, .epochs = 3, .sigmoid = true, .optimizer = NB_OPTIM_SGD, .lr = 0.05 },
+    { .name = "sigmoid_deep", .n_train = 2048, .hidden = 16, .depth = 12, .epochs = 3, .act = 1, .optimizer = NB_OPTIM_SGD, .lr = 0.05 },
     { .name = "nan", .n_train = 2048, .hidden = 32, .depth = 1, .epochs = 3, .nan = true, .optimizer = NB_OPTIM_ADAM, .lr = 3e-3 },
     { .name = "overfit", .n_train = 48, .hidden = 256, .depth = 2, .epochs = 150, .optimizer = NB_OPTIM_ADAM, .lr = 1e-2, .batch = 16 },
     { .name = "chance", .n_train = 2048, .hidden = 8, .depth = 1, .epochs = 5, .shuffled = true, .optimizer = NB_OPTIM_ADAM, .lr = 3e-3 },
     { .name = "starved", .n_train = 1024, .hidden = 32, .depth = 1, .epochs = 3, .slow = true, .optimizer = NB_OPTIM_ADAM, .lr = 3e-3 },
+    { .name = "dead_relu", .n_train = 2048, .hidden = 32, .depth = 1, .epochs = 3, .first_bias = -5, .optimizer = NB_OPTIM_ADAM, .lr = 3e-3 },
+    { .name = "saturated", .n_train = 2048, .hidden = 32, .depth = 2, .epochs = 3, .act = 2, .scale = 8, .optimizer = NB_OPTIM_ADAM, .lr = 3e-3 },
     { .name = "frozen", .n_train = 2048, .hidden = 32, .depth = 1, .epochs = 5, .frozen = true, .optimizer = NB_OPTIM_ADAM, .lr = 3e-3 },
 };
 
@@ -99,7 +107,18 @@ static int run_fit(const run_case *c, const char *out) {
     make_data(c->n_train, 1, c->shuffled, &x, &y);
     make_data(512, 2, c->shuffled, &vx, &vy);
     nb_manual_seed(7);
-    nb_module *net = mlp(c->hidden, c->depth, c->sigmoid);
+    nb_module *net = mlp(c->hidden, c->depth, c->act);
+    nb_named_tensor p[64];
+    int np = nb_module_named_parameters(net, p, 64);
+    for (int i = 0; i < np && i < 64; i++) { /* cpu f32 parameters: edited in place */
+        float *v = nb_data_ptr(p[i].tensor);
+        int64_t n = nb_numel(p[i].tensor);
+        bool bias = strstr(p[i].name, "bias") != NULL;
+        for (int64_t k = 0; k < n; k++) {
+            if (c->first_bias && i == 1) v[k] = (float)c->first_bias;
+            if (c->scale && !bias) v[k] *= (float)c->scale;
+        }
+    }
     nb_optimizer *opt = c->optimizer == NB_OPTIM_SGD ? nb_optim_sgd(net, (nb_sgd_opts){ .lr = c->lr, .momentum = c->momentum })
                                                      : nb_optim_adam(net, (nb_adam_opts){ .lr = c->lr });
     if (c->frozen) { /* the first layer's weight and bias never learn (after the optimizer, which marks its parameters) */
@@ -154,9 +173,9 @@ static int run_evalmode(const char *out) {
     make_data(2048, 1, false, &x, &y);
     make_data(512, 2, false, &vx, &vy);
     nb_manual_seed(7);
-    nb_module *net = mlp(32, 1, false);
+    nb_module *net = mlp(32, 1, 0);
     nb_manual_seed(7);
-    nb_module *stale = mlp(32, 1, false);
+    nb_module *stale = mlp(32, 1, 0);
     nb_optimizer *opt = nb_optim_adam(net, (nb_adam_opts){ .lr = 3e-3 });
     nb_summary_writer *w = nb_summary_open(dir);
     nb_health *h = w ? nb_health_new(w, net, opt, (nb_health_opts){ .log_every = 4, .classes = CLASSES }) : NULL;

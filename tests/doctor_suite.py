@@ -31,6 +31,9 @@ CASES = {
     "chance": ({"chance_level"}, {"plateau"}),
     "starved": ({"loader_starvation"}, set()),
     "frozen": ({"frozen_parameters"}, set()),
+    # dead first-layer ReLUs pass no gradient back: the layers before and after them never move
+    "dead_relu": ({"dead_relu"}, {"frozen_parameters", "plateau", "chance_level", "vanishing_gradients"}),
+    "saturated": ({"saturation"}, {"vanishing_gradients", "plateau", "chance_level"}),
     "evalmode": ({"eval_mode"}, set()),
 }
 

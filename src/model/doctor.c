@@ -43,6 +43,8 @@ static const struct param {
     { "lr.low", 1e-5, "learning rate too low: every layer's median update-to-weight ratio below this" },
     { "starvation.share", 0.2, "loader starvation: the median share of the step spent waiting for data above this" },
     { "frozen.min_grad_fraction", 1e-3, "frozen: a never-updated layer with a gradient at least this fraction of the moving layers' (smaller: vanishing)" },
+    { "dead_relu.share", 0.9, "dead ReLUs: a ReLU layer's median share of exactly-zero outputs above this" },
+    { "saturation.share", 0.3, "saturation: a sigmoid/tanh layer's median share of saturated outputs above this" },
     { "evalmode.epochs", 3, "evaluation mode: validation points identical (or better than training) for this many epochs" },
     { "evalmode.ratio", 0.5, "evaluation mode: validation loss below this fraction of the training loss at every epoch" },
 };
@@ -246,6 +248,8 @@ typedef struct run {
     int rank_loss_step, rank_loss_epoch, rank_val_loss, rank_acc, rank_val_acc, rank_lr;
     layer *layers;
     int n_layers;
+    ser *acts[2]; /* health/relu_zero/<layer>, health/saturated/<layer> */
+    int n_acts[2], cap_acts[2];
     int64_t first_bad; /* the first step with a non-finite value (INT64_MAX: none) */
 } run;
 
@@ -309,6 +313,19 @@ static int find_roles(run *r) {
             take(&r->acc, &r->rank_acc, rank_of(c_acc, lower), log, i);
             take(&r->val_acc, &r->rank_val_acc, rank_of(c_val_acc, lower), log, i);
             take(&r->lr, &r->rank_lr, rank_of(c_lr, lower), log, i);
+            for (int a = 0; a < 2; a++) {
+                if (!starts(tag, a ? "health/saturated/" : "health/relu_zero/")) continue;
+                if (r->n_acts[a] == r->cap_acts[a]) {
+                    int c2 = r->cap_acts[a] ? 2 * r->cap_acts[a] : 8;
+                    ser *ns = realloc(r->acts[a], sizeof *ns * (size_t)c2);
+                    if (!ns) return -1;
+                    r->acts[a] = ns, r->cap_acts[a] = c2;
+                }
+                ser *as = &r->acts[a][r->n_acts[a]++];
+                memset(as, 0, sizeof *as);
+                as->tag = tag;
+                as->n = nb_scalar_log_points(log, i, &as->step, NULL, &as->v);
+            }
             if (starts(tag, "health/weight_norm/")) {
                 if (r->n_layers == cap) {
                     cap = cap ? 2 * cap : 16;
@@ -412,6 +429,10 @@ static const char *adv_starve = "use more loader workers (--workers, num_workers
                                 "read from a faster disk";
 static const char *adv_frozen = "if not meant: check requires_grad, that the optimizer holds these parameters, and "
                                 "that their group's learning rate is not 0";
+static const char *adv_dead = "lower the learning rate, use LeakyReLU/GELU, check the initialization and biases, "
+                              "normalize the inputs";
+static const char *adv_sat = "scale the initialization down (Xavier/Glorot), normalize inputs and pre-activations, or "
+                             "use ReLU-family activations";
 static const char *adv_eval = "evaluate the model being trained (not a stale copy), in evaluation mode, on held-out "
                               "data that does not overlap the training set";
 static const char *adv_noloss = "log the loss (nabla train does; nb_model_fit with a tensorboard writer; "
@@ -794,6 +815,44 @@ static void d_evalmode(ctx *c) {
              ratio, (long long)v->n, v->v[0], value_at(t, v->step[0]));
 }
 
+/* dead_relu (a = 0) and saturation (a = 1): layers whose median share is above the threshold. */
+static void activations(ctx *c, int a) {
+    run *r = c->r;
+    double limit = P(c->d, a ? "saturation.share" : "dead_relu.share");
+    char names[1024] = "";
+    size_t len = 0;
+    int k = 0;
+    const ser *worst = NULL;
+    double worst_m = -1;
+    double *med = malloc(sizeof *med * (size_t)(r->n_acts[a] ? r->n_acts[a] : 1));
+    if (!med) return;
+    for (int i = 0; i < r->n_acts[a]; i++) {
+        const ser *s = &r->acts[a][i];
+        double m = median(r, s);
+        med[i] = m;
+        if (!(m > limit)) continue;
+        k++;
+        if (m > worst_m) worst_m = m, worst = s;
+        const char *layer = s->tag + strlen(a ? "health/saturated/" : "health/relu_zero/");
+        if (len < sizeof names - 200)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s (%.0f%%)", len ? ", " : "", layer, 100 * m);
+    }
+    if (k && a == 0)
+        FIND("dead_relu", NB_DOCTOR_WARNING, worst->step[0], worst->tag, med, r->n_acts[a],
+             adv_dead, "ReLU units are dead (always zero)",
+             "%d ReLU layer(s) with a median share of exactly-zero outputs above %.0f%%: %s; the sparkline is each "
+             "ReLU layer's median share", k, 100 * limit, names);
+    else if (k)
+        FIND("saturation", NB_DOCTOR_WARNING, worst->step[0], worst->tag, med, r->n_acts[a],
+             adv_sat, "sigmoid/tanh outputs are saturated",
+             "%d layer(s) with a median share of saturated outputs above %.0f%%: %s; the sparkline is each layer's "
+             "median share", k, 100 * limit, names);
+    free(med);
+}
+
+static void d_dead_relu(ctx *c) { activations(c, 0); }
+static void d_saturation(ctx *c) { activations(c, 1); }
+
 static const struct detector {
     const char *id;
     void (*fn)(ctx *c);
@@ -813,6 +872,8 @@ static const struct detector {
     { "lr_too_low", NULL, "every layer's median update-to-weight ratio below lr.low", &adv_lr_low },
     { "loader_starvation", d_starvation, "the median share of data wait in the step time above starvation.share", &adv_starve },
     { "frozen_parameters", d_frozen, "update-to-weight ratio exactly 0 at every logged step (with a gradient that is not vanishing)", &adv_frozen },
+    { "dead_relu", d_dead_relu, "a ReLU layer whose median share of exactly-zero outputs is above dead_relu.share", &adv_dead },
+    { "saturation", d_saturation, "a sigmoid/tanh layer whose median share of saturated outputs is above saturation.share", &adv_sat },
     { "eval_mode", d_evalmode, "validation identical for evalmode.epochs validations, or below evalmode.ratio x training loss at every one", &adv_eval },
     { "no_loss", NULL, "no training or validation loss series among the tags", &adv_noloss },
 };
@@ -923,7 +984,7 @@ nb_doctor_report *nb_doctor_diagnose(const nb_doctor *d, const char *const *path
         if (open_run(&r, r.path) < 0 || find_roles(&r) < 0) {
             if (!nb__has_error()) nb__error("nb_doctor_diagnose: out of memory reading '%s'", r.path);
             for (int l = 0; l < r.nlogs; l++) nb_scalar_log_free(r.log[l]);
-            free(r.layers);
+            free(r.layers), free(r.acts[0]), free(r.acts[1]);
             nb_doctor_report_free(rep);
             return NULL;
         }
@@ -948,7 +1009,7 @@ nb_doctor_report *nb_doctor_diagnose(const nb_doctor *d, const char *const *path
                 if (detectors[k].fn) detectors[k].fn(&c);
         }
         for (int l = 0; l < r.nlogs; l++) nb_scalar_log_free(r.log[l]);
-        free(r.layers);
+        free(r.layers), free(r.acts[0]), free(r.acts[1]);
     }
     if (rep->oom) {
         nb__error("nb_doctor_diagnose: out of memory");

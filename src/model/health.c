@@ -4,6 +4,7 @@
 #include "../core/core_impl.h"
 #include "nabla.h"
 #include "../summary/summary_impl.h"
+#include "../nn/nn_impl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,7 +162,21 @@ int nb_check_grads(nb_summary_writer *w, nb_module *m, double max_norm, int64_t 
 
 /* ---- the per-step logger ---- */
 
+/* An activation layer watched by a forward hook: ReLU (share of exactly-zero outputs), Sigmoid or
+   Tanh (share of saturated outputs, where the derivative is below about 0.02). */
+typedef struct act {
+    struct nb_health *h;
+    nb_module *m;
+    int handle, kind; /* 0 ReLU, 1 Sigmoid, 2 Tanh */
+    char *path;
+    double sum;       /* shares measured in this step's forwards */
+    int64_t calls;
+} act;
+
 struct nb_health {
+    act **acts;
+    int n_acts, cap_acts;
+    bool armed;        /* this step's forward is measured (the step before a logging step arms it) */
     nb_summary_writer *w;
     nb_module *m;
     const nb_optimizer *opt;
@@ -178,6 +193,8 @@ struct nb_health {
     int nonfinite_scans; /* forced scans of non-finite steps left, so a broken run stays fast */
     double loss;
 };
+
+static int watch(nb_health *h, nb_module *m);
 
 static double now_s(void) {
     struct timespec t;
@@ -208,6 +225,11 @@ nb_health *nb_health_new(nb_summary_writer *w, nb_module *m, const nb_optimizer 
     h->p = params_of(m, &h->n, fn);
     if (!h->p && nb__error_count() != errors0) {
         free(h);
+        return NULL;
+    }
+    h->armed = h->every == 1;
+    if (watch(h, m) < 0) {
+        nb_health_free(h);
         return NULL;
     }
     if (h->n > 0) {
@@ -297,6 +319,65 @@ static double sum_sq_diff(const elems *e, const double *before, int64_t n) {
     return sq;
 }
 
+static nb_tensor *act_hook(nb_module *m, nb_tensor *x, nb_tensor *y, void *ctx) {
+    (void)x;
+    act *a = ctx;
+    if (!y || !a->h->armed || !m->training) return y; /* validation forwards are not the step's */
+    elems e;
+    if (elems_of(y, &e, "nb_health (activation hook)") < 0) return NULL;
+    int64_t hit = 0;
+    for (int64_t k = 0; k < e.n; k++) {
+        double v = e.f ? (double)e.f[k] : e.d[k];
+        hit += a->kind == 0 ? v == 0 : a->kind == 1 ? (v < 0.005 || v > 0.995) : fabs(v) > 0.99;
+    }
+    free(e.d);
+    if (e.n) a->sum += (double)hit / (double)e.n, a->calls++;
+    return y;
+}
+
+/* Hooks every ReLU, Sigmoid and Tanh layer of the tree; 0 or -1 with an error. */
+static int watch(nb_health *h, nb_module *m) {
+    static const char *const kinds[] = { "ReLU", "Sigmoid", "Tanh" };
+    for (int k = 0; k < 3 && m->cls && m->cls->name; k++) {
+        if (strcmp(m->cls->name, kinds[k])) continue;
+        if (h->n_acts == h->cap_acts) {
+            int cap = h->cap_acts ? 2 * h->cap_acts : 8;
+            act **n = realloc(h->acts, sizeof *n * (size_t)cap);
+            if (!n) goto oom;
+            h->acts = n, h->cap_acts = cap;
+        }
+        act *a = calloc(1, sizeof *a);
+        const char *path = nb_module_path(m);
+        if (!a || !(a->path = malloc(strlen(path) + 16))) {
+            free(a);
+            goto oom;
+        }
+        snprintf(a->path, strlen(path) + 16, "%s", path[0] ? path : kinds[k]);
+        a->h = h, a->m = m, a->kind = k;
+        if ((a->handle = nb_module_add_forward_hook(m, act_hook, a)) < 0) {
+            free(a->path), free(a);
+            return -1;
+        }
+        h->acts[h->n_acts++] = a;
+    }
+    int n = nb__module_children(m, NULL, NULL, 0);
+    if (n <= 0) return 0;
+    nb_module **kids = malloc(sizeof *kids * (size_t)n);
+    const char **names = malloc(sizeof *names * (size_t)n);
+    if (!kids || !names) {
+        free(kids), free(names);
+        goto oom;
+    }
+    nb__module_children(m, names, kids, n);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) rc = watch(h, kids[i]);
+    free(kids), free(names);
+    return rc;
+oom:
+    nb__error("nb_health_new: out of memory");
+    return -1;
+}
+
 /* Logs "<kind>/<param name>" under health/. */
 static int log_param(nb_health *h, const char *kind, int i, double v, int64_t step) {
     char tag[512];
@@ -352,6 +433,14 @@ int nb_health_before_update(nb_health *h, int64_t step, double loss) {
         if (nonfinite && log_param(h, "nonfinite", i, (double)nonfinite, step) != 0) return -1;
         total_bad += nonfinite;
     }
+    for (int i = 0; i < h->n_acts; i++) {
+        act *a = h->acts[i];
+        if (!a->calls) continue;
+        char tag[512];
+        snprintf(tag, sizeof tag, "health/%s/%s", a->kind ? "saturated" : "relu_zero", a->path);
+        if (nb_summary_scalar(h->w, tag, a->sum / (double)a->calls, step) != 0) return -1;
+        a->sum = 0, a->calls = 0;
+    }
     if (nb_summary_scalar(h->w, "health/grad_norm", sqrt(total), step) != 0 ||
         nb_summary_scalar(h->w, "health/nonfinite", (double)total_bad, step) != 0)
         return -1;
@@ -365,6 +454,8 @@ int nb_health_after_update(nb_health *h, int64_t step, double data_wait_s) {
         if (!nb__has_error()) nb__error("%s: logger is NULL", fn);
         return -1;
     }
+    h->armed = (step + 1) % h->every == 0; /* the next step's forward is a logging step's */
+    for (int i = 0; i < h->n_acts; i++) h->acts[i]->sum = 0, h->acts[i]->calls = 0;
     double t = now_s();
     if (h->last_t > 0) {
         h->sum_time += t - h->last_t;
@@ -398,6 +489,12 @@ int nb_health_after_update(nb_health *h, int64_t step, double data_wait_s) {
 
 void nb_health_free(nb_health *h) {
     if (!h) return;
+    for (int i = 0; i < h->n_acts; i++) {
+        nb_module_remove_hook(h->acts[i]->m, h->acts[i]->handle);
+        free(h->acts[i]->path);
+        free(h->acts[i]);
+    }
+    free(h->acts);
     for (int i = 0; i < h->n && h->before; i++) free(h->before[i]);
     free(h->before);
     free(h->before_n);
