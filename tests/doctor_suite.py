@@ -60,7 +60,10 @@ def report(path):
         return rc, found, status, err
     if rc not in (0, 1, 2):
         return rc, [], -1, err
-    rep = json.loads(text)
+    try:
+        rep = json.loads(text)
+    except ValueError:
+        return 3, [], -1, f"not JSON: {text[:200]!r} {err.strip()}"
     return rc, rep["findings"], rep["status"], err
 
 

@@ -1016,7 +1016,7 @@ nb_doctor_report *nb_doctor_diagnose(const nb_doctor *d, const char *const *path
         nb_doctor_report_free(rep);
         return NULL;
     }
-    qsort(rep->f, (size_t)rep->n, sizeof *rep->f, cmp_finding);
+    if (rep->n) qsort(rep->f, (size_t)rep->n, sizeof *rep->f, cmp_finding); /* f is NULL when there are none */
     return rep;
 }
 
