@@ -117,6 +117,37 @@ def suite():
     check(rc == 2 and "in " + os.path.join(out, "nan") in text, "two runs: findings name their run, the worst sets the exit")
 
 
+def cli_train():
+    """nabla train on a small CSV logs the health signals; the doctor finds a healthy run healthy and
+    a run at lr 50 broken."""
+    import random
+    d = os.path.join(work, "cli")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    rng = random.Random(0)
+    with open(os.path.join(d, "train.csv"), "w") as f:
+        f.write("label,a,b,c,d\n")
+        for _ in range(600):
+            y = rng.randrange(3)
+            x = [rng.gauss(0, 0.5) + (3 if j == y else 0) for j in range(4)]
+            f.write("%d,%s\n" % (y, ",".join("%.4f" % v for v in x)))
+    for name, lr, want in (("good", "0.01", set()), ("bad", "50", {"nonfinite", "divergence"})):
+        p = subprocess.run([nabla, "train", "--data", os.path.join(d, "train.csv"), "--label", "label", "--epochs", "4",
+                            "--lr", lr, "--optimizer", "sgd", "--log-every", "2", "--threads", "1", "--quiet",
+                            "--logdir", os.path.join(d, name)], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0 and name == "good":
+            check(False, f"nabla train ({name}) failed: {p.stderr.strip()}")
+            continue
+        rc, findings, _, err = report(os.path.join(d, name))
+        found = {f["id"] for f in findings if f["severity"] != "info"}
+        _, text, _ = doctor(os.path.join(d, name))
+        check("no per-layer health signals" not in text, f"nabla train ({name}): per-layer health signals logged")
+        if want:
+            check(rc == 2 and bool(want & found), f"nabla train --lr {lr}: a failure among {sorted(want)} ({sorted(found)})")
+        else:
+            check(rc == 0 and not found, f"nabla train --lr {lr}: healthy ({sorted(found)})")
+
+
 def event_record(data):
     """One TFRecord: length, masked CRC32C of it, data, masked CRC32C of the data."""
     def crc32c(b):
@@ -215,6 +246,7 @@ if only_pytorch:
     rc = pytorch()
     sys.exit(77 if rc == 77 else (1 if failures else 0))
 suite()
+cli_train()
 hostile()
 if failures:
     print(f"{len(failures)} check(s) failed")

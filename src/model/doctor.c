@@ -42,6 +42,7 @@ static const struct param {
     { "lr.high", 0.1, "learning rate too high: the median update-to-weight ratio over layers above this" },
     { "lr.low", 1e-5, "learning rate too low: every layer's median update-to-weight ratio below this" },
     { "starvation.share", 0.2, "loader starvation: the median share of the step spent waiting for data above this" },
+    { "starvation.min_ms", 1, "loader starvation: a mean wait below this many milliseconds is only info" },
     { "frozen.min_grad_fraction", 1e-3, "frozen: a never-updated layer with a gradient at least this fraction of the moving layers' (smaller: vanishing)" },
     { "dead_relu.share", 0.9, "dead ReLUs: a ReLU layer's median share of exactly-zero outputs above this" },
     { "saturation.share", 0.3, "saturation: a sigmoid/tanh layer's median share of saturated outputs above this" },
@@ -734,7 +735,9 @@ static void d_starvation(ctx *c) {
     double med = k ? share[k / 2] : 0;
     free(share);
     if (!(med > limit)) return;
-    FIND("loader_starvation", NB_DOCTOR_WARNING, first, w->tag, w->v, w->n, adv_starve,
+    /* a wait of a fraction of a millisecond is a tiny model's, not worth a loader worker: info */
+    bool small = 1e3 * sw / (double)k < P(c->d, "starvation.min_ms");
+    FIND("loader_starvation", small ? NB_DOCTOR_INFO : NB_DOCTOR_WARNING, first, w->tag, w->v, w->n, adv_starve,
          "training waits for data (loader starvation)",
          "waiting %.3g ms of each %.3g ms step on average; median share %.0f%% (rule: > %.0f%%)", 1e3 * sw / (double)k,
          1e3 * st / (double)k, 100 * med, 100 * limit);
@@ -870,7 +873,7 @@ static const struct detector {
     { "exploding_gradients", NULL, "first/last gradient norm ratio above exploding.ratio, or global norm growth above exploding.growth", &adv_explode },
     { "lr_too_high", d_lr, "median update-to-weight ratio over layers above lr.high", &adv_lr_high },
     { "lr_too_low", NULL, "every layer's median update-to-weight ratio below lr.low", &adv_lr_low },
-    { "loader_starvation", d_starvation, "the median share of data wait in the step time above starvation.share", &adv_starve },
+    { "loader_starvation", d_starvation, "the median share of data wait in the step time above starvation.share (info under starvation.min_ms)", &adv_starve },
     { "frozen_parameters", d_frozen, "update-to-weight ratio exactly 0 at every logged step (with a gradient that is not vanishing)", &adv_frozen },
     { "dead_relu", d_dead_relu, "a ReLU layer whose median share of exactly-zero outputs is above dead_relu.share", &adv_dead },
     { "saturation", d_saturation, "a sigmoid/tanh layer whose median share of saturated outputs is above saturation.share", &adv_sat },
