@@ -53,7 +53,8 @@ typedef struct nb_health nb_health;
    three stay the caller's, and m must outlive the logger: it hooks m's ReLU, Sigmoid and Tanh
    layers to log, on logging steps, "health/relu_zero/<layer>" (share of exactly-zero outputs) and
    "health/saturated/<layer>" (outputs within 0.005 of a sigmoid's bounds, above 0.99 in |tanh|).
-   NULL with an error. */
+   It keeps a double-precision copy of the parameters for the update ratio (allocated once, reused
+   at every logging step). NULL with an error. */
 NB_API nb_health *nb_health_new(nb_summary_writer *w, nb_module *m, const nb_optimizer *opt, nb_health_opts opts);
 /* Call after backward and before the optimizer step of step (counted from 1) with its loss: on a
    logging step (or when the loss is not finite) logs the gradient and weight norms and the
