@@ -12,6 +12,7 @@
 #include "nabla/io.h"
 #include "nabla/summary.h"
 #include "nabla/health.h"
+#include "nabla/doctor.h"
 #include "nabla/model.h"
 #include "nabla/compile.h"
 #include "nabla/dist.h"

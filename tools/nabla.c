@@ -26,6 +26,7 @@
 
 int nabla_info_main(int argc, char **argv, FILE *out, FILE *err);
 int nabla_plot_main(int argc, char **argv);
+int cli_doctor_main(int argc, char **argv);
 
 /* What the run's callbacks need: the checkpoint written after each epoch (model, optimizer, RNG,
    loader position) and, with --log-every, the writer of per-step losses. */
@@ -59,8 +60,7 @@ static bool log_step(nb_model *m, int64_t step, double loss, void *user) {
     (void)m;
     run_ctx *c = user;
     if (c->per_step && nb_sched_step(c->per_step) < 0) return false;
-    /* step counts the batches done, this one included (fit's global step) */
-    if (c->w && c->log_every > 0 && step % c->log_every == 0) return nb_summary_scalar(c->w, "step/loss", loss, step) == 0;
+    (void)step, (void)loss; /* step/loss is logged by fit's health signals (nb_fit_opts.log_every) */
     return true;
 }
 
@@ -409,7 +409,8 @@ static int train_ranks(train_opts o, int rank, int world) {
        touched once, at the end, by the model that was saved */
     if (cli_fit(model, loader, val_loader,
                 (nb_fit_opts){ .epochs = o.epochs, .initial_epoch = initial_epoch, .verbose = o.quiet ? -1 : 0,
-                               .tensorboard = w, .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
+                               .tensorboard = w, .log_every = o.log_every ? o.log_every : 50,
+                               .checkpoint_path = rank == 0 ? out : NULL, .callbacks = &cb,
                                .n_callbacks = 1, .lr_schedule = cc.per_step ? NULL : sched,
                                .all_sum = world > 1 ? sum_over_ranks : NULL, .clip_grad_norm = o.clip_grad_norm,
                                .early_stopping_patience = o.early_stopping, .restore_best_weights = o.early_stopping > 0 },
@@ -929,6 +930,7 @@ static void usage(FILE *f) {
                "  plot LOGDIR... -o F   TensorBoard scalars as SVG curves (nabla plot for its options)\n"
                "  completion bash|zsh   a shell completion script (nabla completion --help)\n"
                "  manpage               this command's manual page, as troff\n"
+               "  doctor LOGDIR...      diagnoses training runs from their logs (nabla doctor --help)\n"
                "  version               the library version\n");
 }
 
@@ -960,6 +962,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "serve")) return cli_serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return nabla_plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "completion") || !strcmp(cmd, "manpage")) return cli_completion_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "doctor")) return cli_doctor_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("nabla %s\n", nb_version());
         return 0;

@@ -53,7 +53,7 @@ void train_usage(FILE *f) {
                "                           empty or new unless --overwrite or --resume\n"
                "  --overwrite              reuse a --logdir that holds an earlier run (its event\n"
                "                           files are removed first, so curves do not mix)\n"
-               "  --log-every N            also log the training loss every N steps (default: per epoch)\n"
+               "  --log-every N            log the loss and health signals every N steps (default 50; nabla doctor)\n"
                "  --out FILE               state dict to save (default <logdir>/model.safetensors)\n"
                "  --limit N                train and test on the first N samples only\n"
                "  --resume FILE            continue from a checkpoint (<logdir>/checkpoint.safetensors is\n"

@@ -73,6 +73,7 @@ typedef struct nb_fit_opts {
     /* ready-made callbacks (NULL: off) */
     nb_summary_writer *tensorboard; /* epoch/<metric> scalars, the learning rate and gradient norm per epoch */
     bool tensorboard_histograms;    /* and a weight and gradient histogram per parameter each epoch */
+    int64_t log_every;              /* with tensorboard: nb_health's per-step signals every N steps (0: off) */
     const char *csv_path;           /* one row of metrics per epoch (header first), flushed each epoch */
     const char *checkpoint_path;    /* the state dict, saved atomically whenever the monitored loss improves */
     nb_scheduler *lr_schedule;      /* stepped once after each epoch */

@@ -377,6 +377,12 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         return NULL;
     }
     uint64_t errors0 = nb__error_count(); /* failures of this run, not an older uncleared error */
+    nb_health *health = NULL;
+    if (o.tensorboard && o.log_every > 0 &&
+        !(health = nb_health_new(o.tensorboard, m->module, m->opt, (nb_health_opts){ .log_every = o.log_every }))) {
+        nb_history_free(h);
+        return NULL;
+    }
     double run_t0 = nb__now();
     for (int epoch = o.initial_epoch + 1; epoch <= epochs && !stop && !failed; epoch++) {
         for (int c = 0; c < o.n_callbacks; c++)
@@ -387,19 +393,28 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
         nb_batch b;
         const char *names[MAX_METRICS];
         double values[MAX_METRICS];
+        double wait_t0 = nb__now();
         while (!stop && nb_data_loader_next(train, &b)) {
+            double data_wait = nb__now() - wait_t0;
             for (int c = 0; c < o.n_callbacks; c++)
                 if (o.callbacks[c].on_batch_begin) o.callbacks[c].on_batch_begin(m, step + 1, o.callbacks[c].user);
             nb_scope *s = nb_scope_begin();
             nb_tensor *pred = nb_forward(m->module, b.x);
             nb_tensor *loss = compute_loss(m, pred, b.y);
             nb_optim_zero_grad(m->opt);
-            if (nb_backward(loss) < 0 || (o.clip_grad_norm > 0 && nb_clip_grad_norm(m->module, o.clip_grad_norm) < 0) ||
-                nb_optim_step(m->opt) < 0)
+            double l = loss ? nb_item(loss) : NAN;
+            int64_t hstep = step + 1; /* the global step: a resumed run continues the count */
+            if (health && done == 0 && epoch == o.initial_epoch + 1 && !m->c.loss_fn &&
+                m->c.loss == NB_LOSS_SPARSE_CE_LOGITS && pred && nb_ndim(pred) == 2 &&
+                nb_summary_scalar(o.tensorboard, "health/classes", (double)nb_dim(pred, 1), hstep) < 0)
+                failed = true;
+            /* the health signals see the gradients before clipping, as they came out of backward */
+            if (nb_backward(loss) < 0 || (health && nb_health_before_update(health, hstep, l) < 0) ||
+                (o.clip_grad_norm > 0 && nb_clip_grad_norm(m->module, o.clip_grad_norm) < 0) ||
+                nb_optim_step(m->opt) < 0 || (health && nb_health_after_update(health, hstep, data_wait) < 0))
                 failed = true;
             /* this batch's loss sum, samples and correct predictions; the whole job's with all_sum */
             double sums[4] = { 0, (double)nb_dim(b.y, 0), 0, 0 };
-            double l = nb_item(loss);
             sums[0] = l * sums[1];
             if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &sums[2], &sums[3]);
             nb_scope_end(s);
@@ -435,6 +450,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
                 int k = metric_values(m, &t, "", names, values);
                 progress(o.verbose, tty, epoch, epochs, done, total, nb__now() - t0, names, values, k, false, 0, 0);
             }
+            wait_t0 = nb__now();
         }
         if (nb_data_loader_failed(train)) failed = true;
         if (failed) break;
@@ -482,6 +498,7 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
                   o.checkpoint_path);
         failed = true;
     }
+    nb_health_free(health);
     if (best_state) {
         /* stopped early: back to the best epoch's weights */
         if (!failed && stop && restore(m->module, best_state, n_best) < 0) failed = true;
