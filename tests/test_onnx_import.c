@@ -687,6 +687,118 @@ static void test_run_error_names_node(void **state) {
     nb_onnx_free(m);
 }
 
+/* ---------- nesting ---------- */
+/* Wire-format writer that builds a message back to front, so each level's length is known
+   when its header is written (hand-made bytes: protobuf-c's packer recurses just as its
+   unpacker does). */
+typedef struct {
+    uint8_t *buf;
+    size_t pos; /* the message is buf[pos, cap) */
+    size_t cap;
+} wr;
+
+static void wr_bytes(wr *w, const void *p, size_t n) {
+    assert_true(w->pos >= n);
+    w->pos -= n;
+    memcpy(w->buf + w->pos, p, n);
+}
+static void wr_varint(wr *w, uint64_t v) {
+    uint8_t b[10];
+    int n = 0;
+    do {
+        b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    wr_bytes(w, b, (size_t)n);
+}
+/* Wraps what was written after mark bytes (counted from the end) as length-delimited field f. */
+static void wr_wrap(wr *w, int f, size_t mark) {
+    wr_varint(w, (uint64_t)(w->cap - mark - w->pos));
+    wr_varint(w, (uint64_t)f << 3 | 2);
+}
+static void wr_field(wr *w, int f, const char *s) {
+    size_t mark = w->cap - w->pos;
+    wr_bytes(w, s, strlen(s));
+    wr_wrap(w, f, mark);
+}
+
+/* A model whose graph holds `graphs` If nodes each holding the next graph as attribute 'body',
+   or (graphs 0) whose input's type is a sequence of a sequence ... `types` deep. */
+static uint8_t *nested_model(int graphs, int types, size_t *size) {
+    wr w = { .cap = 64 + (size_t)graphs * 32 + (size_t)types * 8 };
+    w.buf = malloc(w.cap);
+    w.pos = w.cap;
+    /* each level wraps all that is written so far (mark 0) */
+    if (graphs) {
+        wr_field(&w, 2, "g"); /* the innermost graph's name */
+        for (int i = 0; i < graphs; i++) {
+            wr_wrap(&w, 6, 0);   /* AttributeProto.g (6): the graph so far */
+            wr_varint(&w, 5);    /* AttributeProto.type (20): GRAPH */
+            wr_varint(&w, 20 << 3);
+            wr_field(&w, 1, "body");
+            wr_wrap(&w, 5, 0);   /* NodeProto.attribute (5) */
+            wr_field(&w, 4, "If");
+            wr_wrap(&w, 1, 0);   /* GraphProto.node (1) */
+        }
+    } else {
+        wr_varint(&w, 1);        /* TypeProto { tensor_type (1) { elem_type (1): 1 } } */
+        wr_varint(&w, 1 << 3);
+        wr_wrap(&w, 1, 0);
+        for (int i = 0; i < types; i++) {
+            wr_wrap(&w, 1, 0);   /* Sequence.elem_type (1) */
+            wr_wrap(&w, 4, 0);   /* TypeProto.sequence_type (4) */
+        }
+        wr_wrap(&w, 2, 0);       /* ValueInfoProto.type (2) */
+        wr_field(&w, 1, "x");
+        wr_wrap(&w, 11, 0);      /* GraphProto.input (11) */
+    }
+    wr_wrap(&w, 7, 0); /* ModelProto.graph (7) */
+    size_t op = w.cap - w.pos;
+    wr_varint(&w, 17);
+    wr_varint(&w, 2 << 3);
+    wr_wrap(&w, 8, op); /* opset_import { version 17 } */
+    wr_varint(&w, 8);
+    wr_varint(&w, 1 << 3); /* ir_version 8 */
+    *size = w.cap - w.pos;
+    memmove(w.buf, w.buf + w.pos, *size);
+    return w.buf;
+}
+
+/* Subgraphs in attributes and types in types nest without bound in the schema, and protobuf-c
+   unpacks them by recursion: 3,000 graphs deep (75 kB) overflowed the stack. The limit is
+   protobuf's own (100 levels below the model), which onnx and ONNX Runtime apply too: a model
+   at the limit gets past the check (and is refused for its If node), one level more is not. */
+static void test_nesting(void **state) {
+    (void)state;
+    struct { int graphs, types; const char *want; } cases[] = {
+        { 3000, 0, "101 levels deep" }, { 34, 0, "101 levels deep" }, { 33, 0, "operator If is not supported" },
+        { 0, 20000, "101 levels deep" }, { 0, 49, "101 levels deep" }, { 0, 48, "'x' is not a tensor" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t size;
+        uint8_t *buf = nested_model(cases[i].graphs, cases[i].types, &size);
+        nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+        free(buf);
+        assert_null(m);
+        const char *e = nb_error();
+        if (!e || !strstr(e, cases[i].want)) fail_msg("case %zu: expected \"%s\" in \"%s\"", i, cases[i].want, e ? e : "(none)");
+        if (strstr(cases[i].want, "deep")) ASSERT_ERROR_CONTAINS("the limit is 100");
+        nb_error_clear();
+    }
+    /* the file loader too (nabla info), and the error says how deep the subgraphs were */
+    size_t size;
+    uint8_t *buf = nested_model(3000, 0, &size);
+    char path[] = "/tmp/nabla_onnx_nestXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    close(fd);
+    free(buf);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("34 graphs");
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_runs, clear_error_setup),
@@ -702,6 +814,7 @@ int main(void) {
         cmocka_unit_test_setup(test_unsupported, clear_error_setup),
         cmocka_unit_test_setup(test_wrong_inputs, clear_error_setup),
         cmocka_unit_test_setup(test_run_error_names_node, clear_error_setup),
+        cmocka_unit_test_setup(test_nesting, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

@@ -587,6 +587,100 @@ static int fold_constants(nb_onnx_model *m) {
     return rc;
 }
 
+/* ---------- nesting ---------- */
+/* How deep messages may nest below the model: protobuf's own default recursion limit, which
+   onnx (upb) and ONNX Runtime (protobuf C++) apply when they parse a model, so a file they read
+   is read here too. */
+#define NB_ONNX_MAX_NESTING 100
+
+/* Reads a varint at *p (before end); false when it is cut or longer than 10 bytes. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    uint64_t x = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7f) << (shift < 64 ? shift : 63);
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The field numbered id of a message type, or NULL (an unknown field, kept unparsed). */
+static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor *d, uint64_t id) {
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (d->fields[i].id == id) return &d->fields[i];
+    return NULL;
+}
+
+/* protobuf-c unpacks a message inside a message by recursion, with no limit, and the schema
+   nests without bound (a subgraph in a node's attribute holds nodes with subgraphs; a sequence
+   type holds a type): 3,000 subgraphs deep, 75 kB, overflowed the stack. So the bytes are
+   walked first, iteratively, following the same descriptors protobuf-c follows (only known
+   message fields of wire type 2 are unpacked as messages), and a model nesting deeper than
+   the limit is refused. Malformed bytes end the walk: protobuf-c then refuses them itself. */
+static int check_nesting(const uint8_t *data, size_t size) {
+    struct {
+        const uint8_t *end;
+        const ProtobufCMessageDescriptor *d;
+    } st[NB_ONNX_MAX_NESTING + 1];
+    int top = 0;
+    st[0].end = data + size;
+    st[0].d = &onnx__model_proto__descriptor;
+    const uint8_t *p = data;
+    for (;;) {
+        while (p == st[top].end) {
+            if (top == 0) return 0;
+            top--;
+        }
+        const uint8_t *end = st[top].end;
+        uint64_t tag, len;
+        if (!wire_varint(&p, end, &tag)) return 0;
+        switch (tag & 7) {
+        case 0:
+            if (!wire_varint(&p, end, &len)) return 0;
+            break;
+        case 1:
+            if (end - p < 8) return 0;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return 0;
+            p += 4;
+            break;
+        case 2: {
+            if (!wire_varint(&p, end, &len) || len > (uint64_t)(end - p)) return 0;
+            const ProtobufCFieldDescriptor *f = field_of(st[top].d, tag >> 3);
+            if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE) {
+                p += len;
+                break;
+            }
+            if (top == NB_ONNX_MAX_NESTING) {
+                int graphs = 0, types = 0;
+                for (int i = 0; i <= top; i++) {
+                    graphs += st[i].d == &onnx__graph_proto__descriptor;
+                    types += st[i].d == &onnx__type_proto__descriptor;
+                }
+                const ProtobufCMessageDescriptor *in = f->descriptor;
+                graphs += in == &onnx__graph_proto__descriptor;
+                types += in == &onnx__type_proto__descriptor;
+                nb__error("nb_onnx_load: the model's protobuf messages nest %d levels deep at byte %zu (%d graph%s "
+                          "through node attributes and %d type%s, one inside another); the limit is %d, as in onnx "
+                          "and ONNX Runtime", top + 1, (size_t)(p - data), graphs, graphs == 1 ? "" : "s", types,
+                          types == 1 ? "" : "s", NB_ONNX_MAX_NESTING);
+                return -1;
+            }
+            top++;
+            st[top].end = p + len;
+            st[top].d = f->descriptor;
+            break;
+        }
+        default: return 0; /* groups (3, 4) and 6, 7: protobuf-c refuses them */
+        }
+    }
+}
+
 static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_onnx_load_opts opts, nb__map *map) {
     if (size > (size_t)INT32_MAX) {
         /* protobuf messages are limited to 2 GB; larger models keep their weights as external data */
@@ -598,6 +692,10 @@ static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_on
     if (!m) { nb__error("nb_onnx_load: out of memory"); return NULL; }
     if (map) m->map = *map;
     m->opts = opts;
+    if (check_nesting(data, size) < 0) {
+        nb_onnx_free(m);
+        return NULL;
+    }
     m->pb = onnx__model_proto__unpack(NULL, size, data);
     if (!m->pb) {
         nb__error("nb_onnx_load: not a valid ONNX model: the protobuf is corrupt or truncated (%zu bytes)", size);
