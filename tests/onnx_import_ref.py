@@ -3,7 +3,8 @@ Runtime's outputs, in the folder format of tests/onnx_node_data.py (so onnx_conf
 them, there within 1e-4): a CNN (Conv, BatchNormalization, Relu, MaxPool, GlobalAveragePool,
 Flatten, Gemm) and an attention block (LayerNormalization, or its expansion before opset 17;
 Shape->Gather->Concat->Reshape, Transpose, MatMul, Softmax, Split, Unsqueeze/Squeeze, ReduceMean,
-Clip, Erf GELU), each with a symbolic batch dimension. Each model passes onnx.checker first.
+Clip, Erf GELU), each with a symbolic batch dimension; and integer Div and Mod past 2^53. Each
+model passes onnx.checker first.
 
 Usage: python tests/onnx_import_ref.py OUT
 """
@@ -123,24 +124,43 @@ def attention(opset):
     return g, {"t": rng.standard_normal((3, 6, D)).astype(np.float32)}
 
 
+def int_div_mod(opset):
+    """Integer Div (truncating) and Mod (fmod 0: the divisor's sign) past 2^53, where f64 loses
+    the last bits, with both signs and INT64_MIN + 1 / -1; fmod 1 (the dividend's sign) on values
+    below 2^53, since ONNX Runtime computes integer fmod in double."""
+    big = 2 ** 53
+    a = np.array([big + 1, big + 3, -(big + 1), 2 ** 62 + 5, -7, 7, -7, 7, -2 ** 63 + 1, 2 ** 63 - 1], np.int64)
+    b = np.array([1, 7, 7, 3, 2, -2, -2, 2, -1, -1], np.int64)
+    c = np.array([-7, 7, -7, 7, 13, -13, 5, 0], np.int64)
+    d = np.array([2, -2, -2, 2, 5, 5, -3, 4], np.int64)
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]),
+             helper.make_node("Mod", ["a", "b"], ["r"]),
+             helper.make_node("Mod", ["c", "d"], ["f"], fmod=1),
+             helper.make_node("Concat", ["q", "r", "f"], ["y"], axis=0)]
+    g = helper.make_graph(nodes, "int_div_mod", [helper.make_tensor_value_info(k, TensorProto.INT64, ["N" if k < "c" else "M"]) for k in "abcd"],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, ["L"])])
+    return g, {"a": a, "b": b, "c": c, "d": d}
+
+
 def main():
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     lines = []
-    for opset in (11, 13, 17, 18, 21):
-        for name, make in (("cnn", cnn), ("attention", attention)):
-            g, feeds = make(opset)
-            model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_import_ref")
-            model.ir_version = 7 if opset < 15 else 8 if opset < 19 else 10 if opset < 21 else 10
-            onnx.checker.check_model(model, full_check=True)
-            sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-            ys = sess.run(None, feeds)
-            path = os.path.join(out, "model.onnx")
-            onnx.save(model, path)
-            lines.append(write_model_case(out, "%s_opset%d" % (name, opset), name, path,
-                                          [feeds[vi.name] for vi in g.input], ys))
-            os.remove(path)
+    cases = [(opset, name, make) for opset in (11, 13, 17, 18, 21) for name, make in (("cnn", cnn), ("attention", attention))]
+    cases += [(13, "int_div_mod", int_div_mod)]
+    for opset, name, make in cases:
+        g, feeds = make(opset)
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_import_ref")
+        model.ir_version = 7 if opset < 15 else 8 if opset < 19 else 10 if opset < 21 else 10
+        onnx.checker.check_model(model, full_check=True)
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        ys = sess.run(None, feeds)
+        path = os.path.join(out, "model.onnx")
+        onnx.save(model, path)
+        lines.append(write_model_case(out, "%s_opset%d" % (name, opset), name, path,
+                                      [feeds[vi.name] for vi in g.input], ys))
+        os.remove(path)
     write_manifest(out, lines)
     print("onnx_import_ref.py: %d models into %s" % (len(lines), out))
 

@@ -687,6 +687,86 @@ static void test_run_error_names_node(void **state) {
     nb_onnx_free(m);
 }
 
+/* ---------- integer Div and Mod ---------- */
+/* y = op(a, b) over two int graph inputs of shape [N] (fmod < 0: no attribute). */
+static nb_onnx_model *int_binary_model(const char *op, int fmod, int onnx_type, bool compile) {
+    static int64_t dn[1] = { -1 };
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "a", 1, dn);
+    mb_input(&b, "b", 1, dn);
+    b.ttypes[0].elem_type = b.ttypes[1].elem_type = onnx_type;
+    Onnx__NodeProto *n = mb_node(&b, op, "op", "a", "b", NULL, "y");
+    if (fmod >= 0) mb_attr_int(&b, n, "fmod", fmod);
+    mb_output(&b, "y");
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ .compile = compile });
+    free(buf);
+    assert_non_null(m);
+    return m;
+}
+
+/* Runs the model on a and b (n values of dtype d); the result's values as int64 into got. */
+static int run_int_binary(nb_onnx_model *m, const void *a, const void *bv, int n, nb_dtype d, int64_t *got) {
+    nb_tensor *in[2] = { nb_from_data(a, NB_SHAPE(n), d), nb_from_data(bv, NB_SHAPE(n), d) }, *y = NULL;
+    int rc = nb_onnx_run(m, in, 2, &y, 1);
+    if (rc == 0) {
+        assert_int_equal(nb_dtype_of(y), d);
+        nb_tensor *c = nb_cast(y, NB_I64);
+        assert_int_equal(nb_copy_to(c, got, sizeof(int64_t) * (size_t)n), 0);
+        nb_release(c);
+    }
+    nb_release(in[0]), nb_release(in[1]), nb_release(y);
+    return rc;
+}
+
+/* Integer Div and Mod in integer arithmetic: through f64, 2^53 + 1 divided by 1 gave 2^53 and
+   (2^53 + 1) mod 7 gave 4. The expected values are Python's exact integers, and ONNX Runtime
+   1.31's but where it computes fmod 1 in double: Div truncates, Mod takes the divisor's sign (fmod 0) or the dividend's (fmod 1);
+   INT_MIN / -1 wraps; a zero divisor is an error, eagerly and compiled. */
+static void test_int_div_mod(void **state) {
+    (void)state;
+    const int64_t big = INT64_C(1) << 53;
+    const int64_t a[10] = { big + 1, big + 3, -(big + 1), (INT64_C(1) << 62) + 5, -7, 7, -7, 7, INT64_MIN + 1, INT64_MIN };
+    const int64_t b[10] = { 1, 7, 7, 3, 2, -2, -2, 2, -1, -1 };
+    const int64_t want[3][10] = {
+        { big + 1, 1286742750677285, -1286742750677284, 1537228672809129303, -3, -3, 3, 3, INT64_MAX, INT64_MIN },
+        { 0, 0, 2, 0, 1, -1, -1, 1, 0, 0 },   /* Mod, fmod 0 */
+        { 0, 0, -5, 0, -1, 1, -1, 1, 0, 0 },  /* Mod, fmod 1: exact (ONNX Runtime goes through double here:
+                                                 1, -4, 1 for elements 1 to 3) */
+    };
+    const int32_t a32[5] = { -7, 7, INT32_MIN + 1, INT32_MAX, INT32_MIN }, b32[5] = { 2, -2, -1, -3, 3 };
+    const int64_t want32[3][5] = { { -3, -3, INT32_MAX, -715827882, -715827882 }, { 1, -1, 0, -2, 1 }, { -1, 1, 0, 1, -2 } };
+    const uint8_t a8[3] = { 200, 7, 255 }, b8[3] = { 7, 3, 16 };
+    const int64_t want8[2][3] = { { 28, 2, 15 }, { 4, 1, 15 } };
+    const char *ops[3] = { "Div", "Mod", "Mod" };
+    const int fmods[3] = { -1, 0, 1 };
+    for (int compile = 0; compile <= 1; compile++)
+        for (int k = 0; k < 3; k++) {
+            int64_t got[10];
+            nb_onnx_model *m = int_binary_model(ops[k], fmods[k], ONNX__TENSOR_PROTO__DATA_TYPE__INT64, compile);
+            assert_int_equal(run_int_binary(m, a, b, 10, NB_I64, got), 0);
+            for (int i = 0; i < 10; i++)
+                if (got[i] != want[k][i]) fail_msg("%s fmod %d compile %d: element %d is %lld, want %lld", ops[k], fmods[k], compile, i, (long long)got[i], (long long)want[k][i]);
+            /* a zero divisor: an error naming the node, the element and the numerator */
+            int64_t z[3] = { 5, 6, 7 }, zb[3] = { 1, 0, 2 };
+            assert_int_equal(run_int_binary(m, z, zb, 3, NB_I64, got), -1);
+            ASSERT_ERROR_CONTAINS(k == 0 ? "integer division by zero (element 1" : "integer modulo by zero (element 1");
+            nb_onnx_free(m);
+            m = int_binary_model(ops[k], fmods[k], ONNX__TENSOR_PROTO__DATA_TYPE__INT32, compile);
+            assert_int_equal(run_int_binary(m, a32, b32, 5, NB_I32, got), 0);
+            for (int i = 0; i < 5; i++) assert_int_equal(got[i], want32[k][i]);
+            nb_onnx_free(m);
+            if (k == 2) continue; /* u8: C's rules, one Mod suffices */
+            m = int_binary_model(ops[k], fmods[k], ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, compile);
+            assert_int_equal(run_int_binary(m, a8, b8, 3, NB_U8, got), 0);
+            for (int i = 0; i < 3; i++) assert_int_equal(got[i], want8[k][i]);
+            nb_onnx_free(m);
+        }
+    assert_null(nb_error());
+}
+
 /* ---------- nesting ---------- */
 /* Wire-format writer that builds a message back to front, so each level's length is known
    when its header is written (hand-made bytes: protobuf-c's packer recurses just as its
@@ -815,6 +895,7 @@ int main(void) {
         cmocka_unit_test_setup(test_wrong_inputs, clear_error_setup),
         cmocka_unit_test_setup(test_run_error_names_node, clear_error_setup),
         cmocka_unit_test_setup(test_nesting, clear_error_setup),
+        cmocka_unit_test_setup(test_int_div_mod, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

@@ -3,6 +3,8 @@
    with ONNX's semantics where they differ from nabla's (integer division truncates, Mod,
    Softmax's 2-D coercion before opset 13, Slice's clamping, ...). */
 #include "import_impl.h"
+#include "../ops/ops_impl.h"      /* nb__host_call */
+#include "../ops/shape_util.h"    /* nb__broadcast_shapes */
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,12 +41,75 @@ RUN(add) { UNUSED; OUT(as(nb_add(in[0], in[1]), nb_dtype_of(in[0]))); }
 RUN(sub) { UNUSED; OUT(as(nb_sub(in[0], in[1]), nb_dtype_of(in[0]))); }
 RUN(mul) { UNUSED; OUT(as(nb_mul(in[0], in[1]), nb_dtype_of(in[0]))); }
 
-/* a / b; integers truncate toward zero as ONNX (C) does, not as nabla's true division */
+/* ---------- integer Div and Mod ----------
+   In integer arithmetic, not through f64 (whose 53 bits lost 2^53 + 1): Div truncates toward
+   zero (C's /), Mod with fmod 0 takes the divisor's sign (Python's %), with fmod 1 the
+   dividend's (C's %), as ONNX's specification and ONNX Runtime do. A zero divisor is an error
+   naming the node and the element, and INT_MIN / -1 wraps to INT_MIN (its remainder is 0), where
+   C's operators would trap. nabla's ops have no integer division, so the kernel is this
+   function, run on the host through host_call: a plain call eagerly, and a step that every replay
+   of a compiled model runs again. */
+enum { INT_DIV, INT_MOD, INT_FMOD };
+
+#define INT_KERNEL(T, UT)                                                                          \
+    for (int64_t i = 0; i < cnt; i++) {                                                            \
+        T x = ((const T *)a)[i], y = ((const T *)b)[i], q;                                         \
+        if (y == 0) { bad = i; num = (int64_t)x; break; }                                          \
+        if (y == (T)-1) /* x / -1: negate with wrap (INT_MIN stays), remainder 0 */                 \
+            q = kind == INT_DIV ? (T)(UT)(0u - (UT)x) : (T)0;                                      \
+        else if (kind == INT_DIV) q = (T)(x / y);                                                  \
+        else {                                                                                     \
+            q = (T)(x % y);                                                                        \
+            if (kind == INT_MOD && q != 0 && ((q < 0) != (y < 0))) q = (T)(q + y);                 \
+        }                                                                                          \
+        ((T *)o)[i] = q;                                                                           \
+    }
+
+static int int_div_mod_host(void *ctx, nb_tensor *const *t, int nt) {
+    const onnx_node *n = ctx;
+    (void)nt;
+    int kind = !strcmp(n->op->name, "Div") ? INT_DIV : nb__onnx_attr_i(n, "fmod", 0) ? INT_FMOD : INT_MOD;
+    void *o = nb_data_ptr(t[0]), *a = nb_data_ptr(t[1]), *b = nb_data_ptr(t[2]);
+    int64_t cnt = nb_numel(t[0]), bad = -1, num = 0;
+    if (cnt && (!o || !a || !b)) return -1;
+    switch (nb_dtype_of(t[0])) {
+    case NB_I64: INT_KERNEL(int64_t, uint64_t) break;
+    case NB_I32: INT_KERNEL(int32_t, uint32_t) break;
+    case NB_I8: INT_KERNEL(int8_t, uint8_t) break;
+    case NB_U8: /* unsigned: every rule is C's */
+        for (int64_t i = 0; i < cnt; i++) {
+            uint8_t x = ((const uint8_t *)a)[i], y = ((const uint8_t *)b)[i];
+            if (y == 0) { bad = i; num = x; break; }
+            ((uint8_t *)o)[i] = kind == INT_DIV ? (uint8_t)(x / y) : (uint8_t)(x % y);
+        }
+        break;
+    default: FAIL("integer %s of %s", n->op->name, nb_dtype_name(nb_dtype_of(t[0])));
+    }
+    if (bad >= 0) FAIL("integer %s by zero (element %lld of the broadcast inputs: %lld %s 0)", kind == INT_DIV ? "division" : "modulo",
+                       (long long)bad, (long long)num, kind == INT_DIV ? "/" : "mod");
+    return 0;
+}
+#undef INT_KERNEL
+
+/* Integer a / b or a mod b by int_div_mod_host: both broadcast and copied (host_call may write
+   every tensor it is given, so none is a model's value), and a result to write. */
+static int int_div_mod(const onnx_node *n, nb_tensor *a, nb_tensor *b, nb_tensor **out) {
+    nb_dtype d = nb_dtype_of(a);
+    if (nb_dtype_of(b) != d) FAIL("A is %s and B is %s; they must be one type", nb_dtype_name(d), nb_dtype_name(nb_dtype_of(b)));
+    nb_shape sa = nb_shape_of(a), sb = nb_shape_of(b), s;
+    if (nb__broadcast_shapes("nb_onnx", &sa, &sb, &s) < 0) return -1;
+    nb_tensor *t[3] = { nb_empty(s, d), nb_clone(nb_expand(a, s)), nb_clone(nb_expand(b, s)) };
+    if (!t[0] || !t[1] || !t[2] || nb__host_call(int_div_mod_host, (void *)n, t, 3) < 0) return -1;
+    out[0] = t[0];
+    return 0;
+}
+
+/* a / b: floats as nabla divides, integers in integer arithmetic */
 RUN(div) {
     UNUSED;
     nb_dtype d = nb_dtype_of(in[0]);
     if (is_float(d)) OUT(as(nb_div(in[0], in[1]), d));
-    OUT(as(nb_trunc(nb_div(nb_cast(in[0], NB_F64), nb_cast(in[1], NB_F64))), d));
+    return int_div_mod(n, in[0], in[1], out);
 }
 
 /* Mod: fmod = 1 keeps the dividend's sign (C fmod), 0 the divisor's (Python %) */
@@ -52,11 +117,10 @@ RUN(mod) {
     UNUSED;
     nb_dtype d = nb_dtype_of(in[0]);
     bool fm = nb__onnx_attr_i(n, "fmod", 0) != 0;
-    if (is_float(d) && !fm) FAIL("fmod must be 1 for floating-point inputs");
+    if (!is_float(d)) return int_div_mod(n, in[0], in[1], out);
+    if (!fm) FAIL("fmod must be 1 for floating-point inputs");
     nb_tensor *a = nb_cast(in[0], NB_F64), *b = nb_cast(in[1], NB_F64);
-    nb_tensor *q = nb_div(a, b);
-    q = fm ? nb_trunc(q) : nb_floor(q);
-    OUT(as(nb_sub(a, nb_mul(q, b)), d)); /* floor of the quotient gives the remainder b's sign */
+    OUT(as(nb_sub(a, nb_mul(nb_trunc(nb_div(a, b)), b)), d));
 }
 
 RUN(pow) {
