@@ -44,6 +44,11 @@ set_tests_properties(onnx_torch_models PROPERTIES TIMEOUT 300
   PASS_REGULAR_EXPRESSION "onnx_torch_models: all passed" SKIP_REGULAR_EXPRESSION "SKIPPED"
   ENVIRONMENT "NABLA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache;TORCH_PYTHON=${NABLA_TORCH_PYTHON}")
 
+# The importer's attribute schemas (names, types, required, versions) against onnx's own.
+add_test(NAME onnx_attr_schema COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh schema
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance>)
+set_tests_properties(onnx_attr_schema PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "the table matches onnx's schemas")
+
 # docs/onnx.md's import section is generated from the operator table; fail when it is stale.
 add_test(NAME onnx_doc_current COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh doc
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance>)

@@ -687,6 +687,93 @@ static void test_run_error_names_node(void **state) {
     nb_onnx_free(m);
 }
 
+/* ---------- attributes against the schema, declared shapes ---------- */
+/* y = Concat(x, x) at opset 13 (its attribute set by the caller). */
+static Onnx__NodeProto *mb_concat(mb *b) {
+    mb_init(b, 13);
+    mb_input(b, "x", 2, dims_b3);
+    Onnx__NodeProto *n = mb_node(b, "Concat", "cat", "x", "x", NULL, "y");
+    mb_output(b, "y");
+    return n;
+}
+
+/* Each operator's attributes are checked against its schema (src/onnx/import_ops.c's table) at
+   load: Concat without its required axis ran as axis 0, and axis "zero" (a string) too; a graph
+   input declared with a size of -5 ran. */
+static void test_attribute_schema(void **state) {
+    (void)state;
+    mb b;
+    mb_concat(&b);
+    expect_load_error(&b, (const char *const[]){ "Concat node 'cat'", "required attribute 'axis' (int) is missing", NULL });
+    Onnx__NodeProto *n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 0);
+    b.attrs[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    b.attrs[0].has_i = false;
+    b.attrs[0].has_s = true;
+    b.attrs[0].s.data = (uint8_t *)"zero";
+    b.attrs[0].s.len = 4;
+    expect_load_error(&b, (const char *const[]){ "Concat node 'cat'", "attribute 'axis' is a string; Concat's 'axis' is an int", NULL });
+    n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 0);
+    b.attrs[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    expect_load_error(&b, (const char *const[]){ "attribute 'axis' is a float", NULL });
+    /* no type field (older files): the field holding the value says it */
+    n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 1);
+    b.attrs[0].has_type = false;
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    nb_onnx_free(m);
+    /* given twice */
+    n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 0);
+    mb_attr_int(&b, n, "axis", 1);
+    n->attribute = b.attr_p;
+    n->n_attribute = 2;
+    expect_load_error(&b, (const char *const[]){ "attribute 'axis' is given twice", NULL });
+    /* an attribute of another version: Squeeze's axes became an input at version 13 */
+    mb_add_relu(&b, 13);
+    b.nodes[1].op_type = "Squeeze";
+    static int64_t ax[1] = { 0 };
+    mb_attr_ints(&b, &b.nodes[1], "axes", ax, 1);
+    expect_load_error(&b, (const char *const[]){ "attribute 'axes' is not one of Squeeze version 13's", "up to version 12", NULL });
+    /* required before a version: Unsqueeze's axes up to 12 */
+    mb_add_relu(&b, 11);
+    b.nodes[1].op_type = "Unsqueeze";
+    expect_load_error(&b, (const char *const[]){ "Unsqueeze node 'relu0'", "required attribute 'axes' (ints) is missing", NULL });
+    /* Cast's to, MaxPool's kernel_shape */
+    mb_add_relu(&b, 13);
+    b.nodes[1].op_type = "Cast";
+    expect_load_error(&b, (const char *const[]){ "required attribute 'to' (int) is missing (Cast version 13, opset 13)", NULL });
+    mb_add_relu(&b, 13);
+    b.nodes[1].op_type = "MaxPool";
+    expect_load_error(&b, (const char *const[]){ "required attribute 'kernel_shape' (ints)", NULL });
+    /* a graph input's declared size: -5 is no size; -1 stays "unknown", as some exporters write it */
+    static int64_t neg5[2] = { 2, -5 };
+    mb_add_relu(&b, 17);
+    b.in_p[0] = mb_vi(&b, 0, "x", 2, neg5);
+    b.dims[0][1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    b.dims[0][1].dim_value = -5;
+    expect_load_error(&b, (const char *const[]){ "graph input 'x' declares dimension 1 as -5", NULL });
+    mb_add_relu(&b, 17);
+    b.dims[0][1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    b.dims[0][1].dim_value = 3;
+    b.dims[0][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    b.dims[0][0].dim_value = -1;
+    buf = mb_pack(&b, &size);
+    m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    nb_tensor *x = nb_zeros(NB_SHAPE(4, 3), NB_F32), *y = NULL;
+    assert_int_equal(nb_onnx_run(m, &x, 1, &y, 1), 0);
+    nb_release(x), nb_release(y);
+    nb_onnx_free(m);
+    assert_null(nb_error());
+}
+
 /* ---------- integer Div and Mod ---------- */
 /* y = op(a, b) over two int graph inputs of shape [N] (fmod < 0: no attribute). */
 static nb_onnx_model *int_binary_model(const char *op, int fmod, int onnx_type, bool compile) {
@@ -896,6 +983,7 @@ int main(void) {
         cmocka_unit_test_setup(test_run_error_names_node, clear_error_setup),
         cmocka_unit_test_setup(test_nesting, clear_error_setup),
         cmocka_unit_test_setup(test_int_div_mod, clear_error_setup),
+        cmocka_unit_test_setup(test_attribute_schema, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

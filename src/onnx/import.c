@@ -262,17 +262,113 @@ int nb__onnx_op_version(const onnx_op *op, int opset) {
     return best;
 }
 
-/* Whether name is in the comma-separated list. */
-static bool in_list(const char *list, const char *name) {
-    size_t len = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == len && !strncmp(p, name, len)) return true;
-        if (!e) break;
-        p = e + 1;
+/* ---------- attribute schemas ---------- */
+static const char *const attr_types[] = { "undefined", "float", "int", "string", "tensor", "graph", "floats", "ints",
+                                          "strings", "tensors", "graphs", "sparse tensor", "sparse tensors",
+                                          "type", "types" };
+
+const char *nb__onnx_attr_type_name(int type) {
+    return type >= 0 && type < (int)(sizeof attr_types / sizeof attr_types[0]) ? attr_types[type] : "unknown type";
+}
+
+bool nb__onnx_next_attr_spec(const char **p, onnx_attr_spec *a) {
+    const char *s = *p;
+    if (!*s) return false;
+    const char *e = s + strcspn(s, ","), *colon = memchr(s, ':', (size_t)(e - s));
+    *p = *e ? e + 1 : e;
+    *a = (onnx_attr_spec){ .lo = 0, .hi = INT_MAX };
+    if (!colon || colon - s >= (ptrdiff_t)sizeof a->name) return false;
+    memcpy(a->name, s, (size_t)(colon - s));
+    const char *t = colon + 1, *te = t;
+    while (te < e && *te != '!' && *te != '@') te++;
+    for (int k = 1; k < (int)(sizeof attr_types / sizeof attr_types[0]) && !a->type; k++)
+        if (strlen(attr_types[k]) == (size_t)(te - t) && !strncmp(attr_types[k], t, (size_t)(te - t))) a->type = k;
+    if (te < e && *te == '!') a->required = true, te++;
+    if (te < e && *te == '@') {
+        char *q;
+        te++;
+        if (*te != '-') a->lo = (int)strtol(te, &q, 10), te = q;
+        if (te < e && *te == '-') {
+            te++;
+            if (te < e) a->hi = (int)strtol(te, &q, 10), te = q;
+        }
     }
-    return false;
+    return a->type != 0 && te == e;
+}
+
+/* The type of an attribute: its type field, or (older files leave it unset) the one field
+   holding a value; 0 when neither says. */
+static int attr_type_of(const Onnx__AttributeProto *a) {
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) return (int)a->type;
+    if (a->has_f) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    if (a->has_i) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    if (a->has_s) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    if (a->t) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    if (a->g) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    if (a->n_floats) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    if (a->n_ints) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    if (a->n_strings) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+    if (a->n_tensors) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS;
+    if (a->n_graphs) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+    return 0;
+}
+
+/* Checks a node's attributes against its operator's schema (the table's attrs) at the node's
+   version: each is known, of that version, of its type and given once, and each required one
+   is there. The one place these rules live: the operators read their attributes trusting them. */
+static int check_attrs(const onnx_node *n, int opset) {
+    const onnx_op *op = n->op;
+    const Onnx__NodeProto *pb = n->pb;
+    for (size_t k = 0; k < pb->n_attribute; k++) {
+        const Onnx__AttributeProto *a = pb->attribute[k];
+        const char *name = str(a->name);
+        if (a->ref_attr_name && *a->ref_attr_name) {
+            nb__onnx_node_error(n, "attribute '%s' refers to a function's attribute, which is not supported", name);
+            return -1;
+        }
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(str(pb->attribute[j]->name), name)) {
+                nb__onnx_node_error(n, "attribute '%s' is given twice", name);
+                return -1;
+            }
+        onnx_attr_spec sp;
+        bool known = false, found = false;
+        int lo = 0, hi = 0;
+        for (const char *p = op->attrs; !found && nb__onnx_next_attr_spec(&p, &sp);)
+            if (!strcmp(sp.name, name)) {
+                known = true, lo = sp.lo, hi = sp.hi;
+                found = n->version >= sp.lo && n->version <= sp.hi;
+            }
+        if (!known) {
+            nb__onnx_node_error(n, "attribute '%s' is not supported (opset %d)", name, opset);
+            return -1;
+        }
+        if (!found) {
+            char vers[48];
+            if (hi == INT_MAX) snprintf(vers, sizeof vers, "from version %d", lo);
+            else if (lo <= op->min_v) snprintf(vers, sizeof vers, "up to version %d", hi);
+            else snprintf(vers, sizeof vers, "in versions %d to %d", lo, hi);
+            nb__onnx_node_error(n, "attribute '%s' is not one of %s version %d's (opset %d); it exists %s", name,
+                                op->name, n->version, opset, vers);
+            return -1;
+        }
+        int t = attr_type_of(a);
+        if (t != sp.type) {
+            nb__onnx_node_error(n, "attribute '%s' is %s %s; %s's '%s' is %s %s", name,
+                                t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ? "an" : "a", t ? nb__onnx_attr_type_name(t) : "value of no type",
+                                op->name, name, sp.type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ? "an" : "a",
+                                nb__onnx_attr_type_name(sp.type));
+            return -1;
+        }
+    }
+    onnx_attr_spec sp;
+    for (const char *p = op->attrs; nb__onnx_next_attr_spec(&p, &sp);)
+        if (sp.required && n->version >= sp.lo && n->version <= sp.hi && !nb__onnx_attr(n, sp.name)) {
+            nb__onnx_node_error(n, "required attribute '%s' (%s) is missing (%s version %d, opset %d)", sp.name,
+                                nb__onnx_attr_type_name(sp.type), op->name, n->version, opset);
+            return -1;
+        }
+    return 0;
 }
 
 /* ---------- loading ---------- */
@@ -359,7 +455,12 @@ static int load_inputs(loader *L, const Onnx__GraphProto *g) {
             for (size_t d = 0; d < sh->n_dim; d++) {
                 const Onnx__TensorShapeProto__Dimension *dm = sh->dim[d];
                 in->dim[d] = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? dm->dim_value : -1;
-                if (in->dim[d] < -1) in->dim[d] = -1;
+                /* a symbolic or missing size is unknown; so is -1, which some exporters write for one */
+                if (in->dim[d] < -1) {
+                    nb__error("nb_onnx_load: graph input '%s' declares dimension %zu as %lld; a size is 0 or more "
+                              "(a symbolic one is a dim_param)", name, d, (long long)in->dim[d]);
+                    return -1;
+                }
             }
         }
         if ((in->value = add_value(L, name)) < 0) return -1;
@@ -388,17 +489,7 @@ static int check_node(loader *L, onnx_node *n) {
                             op->name, opset, n->version, op->min_v, op->max_v);
         return -1;
     }
-    for (size_t k = 0; k < pb->n_attribute; k++) {
-        const Onnx__AttributeProto *a = pb->attribute[k];
-        if (a->ref_attr_name && *a->ref_attr_name) {
-            nb__onnx_node_error(n, "attribute '%s' refers to a function's attribute, which is not supported", str(a->name));
-            return -1;
-        }
-        if (!in_list(op->attrs, str(a->name))) {
-            nb__onnx_node_error(n, "attribute '%s' is not supported (opset %d)", str(a->name), opset);
-            return -1;
-        }
-    }
+    if (check_attrs(n, opset) < 0) return -1;
     if (n->nin < op->min_in || n->nin > op->max_in) {
         nb__onnx_node_error(n, "%d inputs; the operator takes %d to %d", n->nin, op->min_in, op->max_in);
         return -1;
