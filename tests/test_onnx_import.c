@@ -586,6 +586,35 @@ static void test_external_data(void **state) {
         assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
         ASSERT_ERROR_CONTAINS("leaves the model's folder");
     }
+    /* symbolic links: one inside the folder is read; one to a file outside, or through a linked
+       folder outside, leaves the folder as surely as ".." does (onnx 1.23 refuses both) */
+    char outside[] = "/tmp/nabla_onnx_outXXXXXX", target[300], link[300], sublink[300];
+    assert_non_null(mkdtemp(outside));
+    snprintf(target, sizeof target, "%s/weights.bin", outside);
+    f = fopen(target, "wb");
+    fwrite(&pad, 4, 1, f);
+    fwrite(bias, sizeof bias, 1, f);
+    fclose(f);
+    snprintf(link, sizeof link, "%s/alias.bin", dir);
+    assert_int_equal(symlink("weights.bin", link), 0);
+    write_external(dir, "alias.bin", path, sizeof path);
+    m = nb_onnx_load(path, (nb_onnx_load_opts){ 0 });
+    assert_non_null(m);
+    nb_onnx_free(m);
+    unlink(link);
+    assert_int_equal(symlink(target, link), 0);
+    write_external(dir, "alias.bin", path, sizeof path);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("'alias.bin' leaves the model's folder through a symbolic link");
+    snprintf(sublink, sizeof sublink, "%s/sub", dir);
+    assert_int_equal(symlink(outside, sublink), 0);
+    write_external(dir, "sub/weights.bin", path, sizeof path);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("leaves the model's folder through a symbolic link");
+    unlink(link);
+    unlink(sublink);
+    unlink(target);
+    rmdir(outside);
     /* data past the file's end, and external data from memory */
     write_external(dir, "weights.bin", path, sizeof path);
     f = fopen(data, "wb");

@@ -140,6 +140,25 @@ nb_tensor *nb__onnx_tensor(const Onnx__TensorProto *tp, const char *dir, const c
         char *path = malloc(pl);
         if (!path) { nb__error("nb_onnx: out of memory"); return NULL; }
         snprintf(path, pl, "%s/%s", dir, loc);
+        /* A symbolic link leaves the folder as surely as ".." does (onnx's loader refuses it too):
+           the file's real path must lie under the folder's, and the real path is what is opened.
+           A file that does not resolve is left for the open to report. */
+        char *real = realpath(path, NULL), *rdir = real ? realpath(dir, NULL) : NULL;
+        if (real && rdir) {
+            size_t dl = strlen(rdir);
+            bool inside = !strcmp(rdir, "/") || (!strncmp(real, rdir, dl) && real[dl] == '/');
+            if (!inside) {
+                nb__error("nb_onnx: %s: external data location '%s' leaves the model's folder through a symbolic "
+                          "link (it is %s)", what, loc, real);
+                free(real), free(rdir), free(path);
+                return NULL;
+            }
+            free(path);
+            path = real;
+            real = NULL;
+        }
+        free(real);
+        free(rdir);
         nb__map map;
         if (nb__map_open(&map, "nb_onnx_load", path) < 0) { free(path); return NULL; }
         if (off > map.size || map.size - off < len)
