@@ -1,7 +1,8 @@
 /* Writes the models tests/onnx_export_check.py compares with ONNX Runtime: the seed MLP, the
    TF-tutorial CNN, the residual CNN (batch norm in eval mode), a char GPT, pooling options,
-   advanced indexing and every layer with unequal height and width options (asym), each exported at opsets 17 and 26 (the newest ONNX Runtime 1.31 runs) with a dynamic batch axis,
-   and nabla's own outputs for inputs at batch 1 and batch 5 (NPY files), into DIR.
+   advanced indexing and every layer with unequal height and width options (asym), each exported
+   at opsets 17 and 26 (the newest ONNX Runtime 1.31 runs) with a dynamic batch axis, and
+   nabla's own outputs for inputs at batch 1 and batch 5 (NPY files), into DIR.
    Usage: onnx_export_models DIR */
 #include <nabla.h>
 #include <stdio.h>
