@@ -96,6 +96,7 @@ static int int_div_mod_host(void *ctx, nb_tensor *const *t, int nt) {
 static int int_div_mod(const onnx_node *n, nb_tensor *a, nb_tensor *b, nb_tensor **out) {
     nb_dtype d = nb_dtype_of(a);
     if (nb_dtype_of(b) != d) FAIL("A is %s and B is %s; they must be one type", nb_dtype_name(d), nb_dtype_name(nb_dtype_of(b)));
+    if (d != NB_I64 && d != NB_I32 && d != NB_I8 && d != NB_U8) FAIL("%s of %s is not defined", n->op->name, nb_dtype_name(d));
     nb_shape sa = nb_shape_of(a), sb = nb_shape_of(b), s;
     if (nb__broadcast_shapes("nb_onnx", &sa, &sb, &s) < 0) return -1;
     nb_tensor *t[3] = { nb_empty(s, d), nb_clone(nb_expand(a, s)), nb_clone(nb_expand(b, s)) };
