@@ -741,11 +741,11 @@ static void test_attribute_schema(void **state) {
     b.attrs[0].has_s = true;
     b.attrs[0].s.data = (uint8_t *)"zero";
     b.attrs[0].s.len = 4;
-    expect_load_error(&b, (const char *const[]){ "Concat node 'cat'", "attribute 'axis' is a string; Concat's 'axis' is an int", NULL });
+    expect_load_error(&b, (const char *const[]){ "Concat node 'cat'", "attribute 'axis' is of type string; Concat's 'axis' is of type int", NULL });
     n = mb_concat(&b);
     mb_attr_int(&b, n, "axis", 0);
     b.attrs[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-    expect_load_error(&b, (const char *const[]){ "attribute 'axis' is a float", NULL });
+    expect_load_error(&b, (const char *const[]){ "attribute 'axis' is of type float", NULL });
     /* no type field (older files): the field holding the value says it */
     n = mb_concat(&b);
     mb_attr_int(&b, n, "axis", 1);

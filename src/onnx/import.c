@@ -373,10 +373,10 @@ static int check_attrs(const onnx_node *n, int opset) {
         }
         int t = attr_type_of(a);
         if (t != sp.type) {
-            nb__onnx_node_error(n, "attribute '%s' is %s %s; %s's '%s' is %s %s", name,
-                                t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ? "an" : "a", t ? nb__onnx_attr_type_name(t) : "value of no type",
-                                op->name, name, sp.type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ? "an" : "a",
-                                nb__onnx_attr_type_name(sp.type));
+            if (!t) nb__onnx_node_error(n, "attribute '%s' has no type and no value; %s's '%s' is of type %s", name,
+                                        op->name, name, nb__onnx_attr_type_name(sp.type));
+            else nb__onnx_node_error(n, "attribute '%s' is of type %s; %s's '%s' is of type %s", name,
+                                     nb__onnx_attr_type_name(t), op->name, name, nb__onnx_attr_type_name(sp.type));
             return -1;
         }
     }
