@@ -65,6 +65,19 @@ enum { INT_DIV, INT_MOD, INT_FMOD };
         ((T *)o)[i] = q;                                                                           \
     }
 
+/* Floating-point Mod (never Div: that is nabla's own): C's fmod, exact, with fmod 1; with fmod 0
+   moved to the divisor's sign, a zero result taking the divisor's sign, as Mod-28 spells out (a
+   zero or NaN operand gives NaN, x mod +-inf is x or the infinity). */
+#define FLOAT_MOD(T, FMOD, COPYSIGN)                                                               \
+    for (int64_t i = 0; i < cnt; i++) {                                                            \
+        T x = ((const T *)a)[i], y = ((const T *)b)[i], r = FMOD(x, y);                            \
+        if (kind == INT_MOD) {                                                                     \
+            if (r != 0 && ((r < 0) != (y < 0))) r += y;                                            \
+            else if (r == 0) r = COPYSIGN((T)0, y);                                                \
+        }                                                                                          \
+        ((T *)o)[i] = r;                                                                           \
+    }
+
 static int int_div_mod_host(void *ctx, nb_tensor *const *t, int nt) {
     const onnx_node *n = ctx;
     (void)nt;
@@ -83,6 +96,8 @@ static int int_div_mod_host(void *ctx, nb_tensor *const *t, int nt) {
             ((uint8_t *)o)[i] = kind == INT_DIV ? (uint8_t)(x / y) : (uint8_t)(x % y);
         }
         break;
+    case NB_F32: FLOAT_MOD(float, fmodf, copysignf) break;
+    case NB_F64: FLOAT_MOD(double, fmod, copysign) break;
     default: FAIL("integer %s of %s", n->op->name, nb_dtype_name(nb_dtype_of(t[0])));
     }
     if (bad >= 0) FAIL("integer %s by zero (element %lld of the broadcast inputs: %lld %s 0)", kind == INT_DIV ? "division" : "modulo",
@@ -90,13 +105,16 @@ static int int_div_mod_host(void *ctx, nb_tensor *const *t, int nt) {
     return 0;
 }
 #undef INT_KERNEL
+#undef FLOAT_MOD
 
 /* Integer a / b or a mod b by int_div_mod_host: both broadcast and copied (host_call may write
    every tensor it is given, so none is a model's value), and a result to write. */
 static int int_div_mod(const onnx_node *n, nb_tensor *a, nb_tensor *b, nb_tensor **out) {
     nb_dtype d = nb_dtype_of(a);
     if (nb_dtype_of(b) != d) FAIL("A is %s and B is %s; they must be one type", nb_dtype_name(d), nb_dtype_name(nb_dtype_of(b)));
-    if (d != NB_I64 && d != NB_I32 && d != NB_I8 && d != NB_U8) FAIL("%s of %s is not defined", n->op->name, nb_dtype_name(d));
+    bool fl = d == NB_F32 || d == NB_F64;
+    if (d != NB_I64 && d != NB_I32 && d != NB_I8 && d != NB_U8 && !(fl && strcmp(n->op->name, "Div")))
+        FAIL("%s of %s is not defined", n->op->name, nb_dtype_name(d));
     nb_shape sa = nb_shape_of(a), sb = nb_shape_of(b), s;
     if (nb__broadcast_shapes("nb_onnx", &sa, &sb, &s) < 0) return -1;
     nb_tensor *t[3] = { nb_empty(s, d), nb_clone(nb_expand(a, s)), nb_clone(nb_expand(b, s)) };
@@ -113,15 +131,18 @@ RUN(div) {
     return int_div_mod(n, in[0], in[1], out);
 }
 
-/* Mod: fmod = 1 keeps the dividend's sign (C fmod), 0 the divisor's (Python %) */
+/* Mod: fmod = 1 keeps the dividend's sign (C fmod), 0 the divisor's (Python %); floats too, fmod
+   0 from version 28 (before, the schema asks for fmod 1); halves in f32 */
 RUN(mod) {
     UNUSED;
     nb_dtype d = nb_dtype_of(in[0]);
     bool fm = nb__onnx_attr_i(n, "fmod", 0) != 0;
-    if (!is_float(d)) return int_div_mod(n, in[0], in[1], out);
-    if (!fm) FAIL("fmod must be 1 for floating-point inputs");
-    nb_tensor *a = nb_cast(in[0], NB_F64), *b = nb_cast(in[1], NB_F64);
-    OUT(as(nb_sub(a, nb_mul(nb_trunc(nb_div(a, b)), b)), d));
+    if (is_float(d) && !fm && n->version < 28) FAIL("fmod must be 1 for floating-point inputs before Mod version 28");
+    if (d != NB_F16 && d != NB_BF16) return int_div_mod(n, in[0], in[1], out);
+    if (nb_dtype_of(in[1]) != d) FAIL("A is %s and B is %s; they must be one type", nb_dtype_name(d), nb_dtype_name(nb_dtype_of(in[1])));
+    nb_tensor *a = nb_cast(in[0], NB_F32), *b = nb_cast(in[1], NB_F32), *y = NULL;
+    if (int_div_mod(n, a, b, &y) < 0) return -1;
+    OUT(nb_cast(y, d));
 }
 
 RUN(pow) {
@@ -1128,7 +1149,7 @@ const onnx_op nb__onnx_import_ops[] = {
     { "MaxPool", "1,8,10,11,12,22", 8, 22, "auto_pad:string,ceil_mode:int@10-,dilations:ints@10-,kernel_shape:ints!,pads:ints,storage_order:int,strides:ints", 1, 1, 2, nb__onnx_maxpool, nb__onnx_check_pool, H },
     { "Mean", "1,6,8,13", 8, 13, "", 1, N, 1, op_mean, NULL, H },
     { "Min", "1,6,8,12,13", 8, 13, "", 1, N, 1, op_min, NULL, H },
-    { "Mod", "10,13,28", 10, 13, "fmod:int", 2, 2, 1, op_mod, NULL, 0 },
+    { "Mod", "10,13,28", 10, 28, "fmod:int", 2, 2, 1, op_mod, NULL, 0 },
     { "Mul", "1,6,7,13,14", 7, 14, "", 2, 2, 1, op_mul, NULL, H },
     { "Neg", "1,6,13", 6, 13, "", 1, 1, 1, op_neg, NULL, H },
     { "Not", "1", 1, 1, "", 1, 1, 1, op_not, NULL, 0 },
