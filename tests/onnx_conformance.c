@@ -246,8 +246,12 @@ static int write_attrs(const char *path) {
     for (const onnx_op *o = nb__onnx_import_ops; o->name; o++) {
         const char *p = o->attrs;
         onnx_attr_spec sp;
-        while (nb__onnx_next_attr_spec(&p, &sp)) {}
-        if (*p || (p > o->attrs && p[-1] == ',')) { fprintf(stderr, "%s: unreadable attribute schema \"%s\"\n", o->name, o->attrs); bad = 1; }
+        /* every comma-separated entry must parse: the parser stops at a bad one, and a bad last
+           entry leaves p at the end just as a good one does, so entries are counted */
+        int parsed = 0, entries = *p ? 1 : 0;
+        while (nb__onnx_next_attr_spec(&p, &sp)) parsed++;
+        for (const char *c = o->attrs; *c; c++) entries += *c == ',';
+        if (parsed != entries) { fprintf(stderr, "%s: unreadable attribute schema \"%s\"\n", o->name, o->attrs); bad = 1; }
         for (const char *h = o->history; *h;) {
             int v = atoi(h);
             if (v >= o->min_v && v <= o->max_v) {
