@@ -3,6 +3,7 @@
    graph, names, shapes) and the interpreter that runs the graph on nabla's ops, eagerly or
    under nb_compile. The operators themselves are in import_ops.c and import_conv.c. */
 #include "import_impl.h"
+#include "../summary/pb.h" /* nb__pb_next: the wire-format reader the nesting walk uses */
 
 #include <limits.h>
 #include <math.h>
@@ -703,20 +704,6 @@ static int fold_constants(nb_onnx_model *m) {
    is read here too. */
 #define NB_ONNX_MAX_NESTING 100
 
-/* Reads a varint at *p (before end); false when it is cut or longer than 10 bytes. */
-static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-    uint64_t x = 0;
-    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        x |= (uint64_t)(b & 0x7f) << (shift < 64 ? shift : 63);
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* The field numbered id of a message type, or NULL (an unknown field, kept unparsed). */
 static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor *d, uint64_t id) {
     for (unsigned i = 0; i < d->n_fields; i++)
@@ -732,62 +719,39 @@ static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor
    the limit is refused. Malformed bytes end the walk: protobuf-c then refuses them itself. */
 static int check_nesting(const uint8_t *data, size_t size) {
     struct {
-        const uint8_t *end;
+        nb_pb_reader r;
         const ProtobufCMessageDescriptor *d;
     } st[NB_ONNX_MAX_NESTING + 1];
     int top = 0;
-    st[0].end = data + size;
+    st[0].r = (nb_pb_reader){ data, data + size, false };
     st[0].d = &onnx__model_proto__descriptor;
-    const uint8_t *p = data;
     for (;;) {
-        while (p == st[top].end) {
-            if (top == 0) return 0;
-            top--;
+        nb_pb_field f;
+        if (!nb__pb_next(&st[top].r, &f)) {
+            if (st[top].r.bad || top == 0) return 0; /* malformed (groups too): protobuf-c refuses it */
+            top--;                                   /* the message ended: back to its parent */
+            continue;
         }
-        const uint8_t *end = st[top].end;
-        uint64_t tag, len;
-        if (!wire_varint(&p, end, &tag)) return 0;
-        switch (tag & 7) {
-        case 0:
-            if (!wire_varint(&p, end, &len)) return 0;
-            break;
-        case 1:
-            if (end - p < 8) return 0;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4) return 0;
-            p += 4;
-            break;
-        case 2: {
-            if (!wire_varint(&p, end, &len) || len > (uint64_t)(end - p)) return 0;
-            const ProtobufCFieldDescriptor *f = field_of(st[top].d, tag >> 3);
-            if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE) {
-                p += len;
-                break;
+        const ProtobufCFieldDescriptor *fd = f.wire == 2 ? field_of(st[top].d, f.field) : NULL;
+        if (!fd || fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if (top == NB_ONNX_MAX_NESTING) {
+            int graphs = 0, types = 0;
+            for (int i = 0; i <= top; i++) {
+                graphs += st[i].d == &onnx__graph_proto__descriptor;
+                types += st[i].d == &onnx__type_proto__descriptor;
             }
-            if (top == NB_ONNX_MAX_NESTING) {
-                int graphs = 0, types = 0;
-                for (int i = 0; i <= top; i++) {
-                    graphs += st[i].d == &onnx__graph_proto__descriptor;
-                    types += st[i].d == &onnx__type_proto__descriptor;
-                }
-                const ProtobufCMessageDescriptor *in = f->descriptor;
-                graphs += in == &onnx__graph_proto__descriptor;
-                types += in == &onnx__type_proto__descriptor;
-                nb__error("nb_onnx_load: the model's protobuf messages nest %d levels deep at byte %zu (%d graph%s "
-                          "through node attributes and %d type%s, one inside another); the limit is %d, as in onnx "
-                          "and ONNX Runtime", top + 1, (size_t)(p - data), graphs, graphs == 1 ? "" : "s", types,
-                          types == 1 ? "" : "s", NB_ONNX_MAX_NESTING);
-                return -1;
-            }
-            top++;
-            st[top].end = p + len;
-            st[top].d = f->descriptor;
-            break;
+            const ProtobufCMessageDescriptor *in = fd->descriptor;
+            graphs += in == &onnx__graph_proto__descriptor;
+            types += in == &onnx__type_proto__descriptor;
+            nb__error("nb_onnx_load: the model's protobuf messages nest %d levels deep at byte %zu (%d graph%s "
+                      "through node attributes and %d type%s, one inside another); the limit is %d, as in onnx "
+                      "and ONNX Runtime", top + 1, (size_t)(f.bytes - data), graphs, graphs == 1 ? "" : "s", types,
+                      types == 1 ? "" : "s", NB_ONNX_MAX_NESTING);
+            return -1;
         }
-        default: return 0; /* groups (3, 4) and 6, 7: protobuf-c refuses them */
-        }
+        top++;
+        st[top].r = (nb_pb_reader){ f.bytes, f.bytes + f.len, false };
+        st[top].d = fd->descriptor;
     }
 }
 
