@@ -1,6 +1,6 @@
 # Hostile inputs and the sanitizers' reach: the hostile-file corpus through every parser, and (ASan builds) the proof that freed cache blocks are poisoned.
 #
-# hostile_files generates several hundred malformed files per parser into the build folder
+# hostile_files generates several hundred malformed files per parser (ONNX models among them) into the build folder
 # (tests/hostile_files.py, standard-library Python); hostile_api feeds each to the library's
 # loaders (tests/hostile_test.c: succeed, or fail with nb_error() set); hostile_cli runs each
 # through the `nabla` subcommands that take files, which must exit with a code and a message,

@@ -30,7 +30,9 @@ set_tests_properties(onnx_conformance_compiled PROPERTIES TIMEOUT 300 DEPENDS on
   PASS_REGULAR_EXPRESSION "every test of a claimed operator passed" ENVIRONMENT "NABLA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")
 
 # Models built with onnx.helper at opsets 11, 13, 17, 18 and 21 (Gemm, BatchNormalization,
-# LayerNormalization, Shape->Gather->Concat->Reshape) against ONNX Runtime within 1e-4.
+# LayerNormalization, Shape->Gather->Concat->Reshape), integer Div and Mod, and the operators whose
+# defaults changed between versions at the opsets around each change (Softmax's axis 1 and 2-D
+# coercion before 13...), against ONNX Runtime within 1e-4, eagerly and compiled.
 add_test(NAME onnx_import_ort COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh ort
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance>)
 set_tests_properties(onnx_import_ort PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "onnx_import_ref: all passed"
@@ -43,6 +45,11 @@ add_test(NAME onnx_torch_models COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_
 set_tests_properties(onnx_torch_models PROPERTIES TIMEOUT 300
   PASS_REGULAR_EXPRESSION "onnx_torch_models: all passed" SKIP_REGULAR_EXPRESSION "SKIPPED"
   ENVIRONMENT "NABLA_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache;TORCH_PYTHON=${NABLA_TORCH_PYTHON}")
+
+# The importer's attribute schemas (names, types, required, versions) against onnx's own.
+add_test(NAME onnx_attr_schema COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh schema
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} $<TARGET_FILE:onnx_conformance>)
+set_tests_properties(onnx_attr_schema PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "the table matches onnx's schemas")
 
 # docs/onnx.md's import section is generated from the operator table; fail when it is stale.
 add_test(NAME onnx_doc_current COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/onnx_import_test.sh doc

@@ -7,7 +7,9 @@
 
    Usage: onnx_conformance DATA_DIR [--doc FILE] [--only NAME] [--verbose] [--compile]
           [--rtol R] [--atol A]
-   --compile runs the models through nb_compile; --doc writes the import section of docs/onnx.md (the operator table) to FILE. */
+          onnx_conformance --attrs FILE
+   --compile runs the models through nb_compile; --attrs writes the attribute schema of every
+   implemented operator version (tests/onnx_attr_schema.py compares it with onnx's); --doc writes the import section of docs/onnx.md (the operator table) to FILE. */
 #include "../src/onnx/import_impl.h"
 
 #include <math.h>
@@ -207,7 +209,9 @@ static int write_doc(const char *path) {
                "opset picks each operator's newest version not above it); *versions* are the operator's\n"
                "ONNX schema versions nabla implements, of its whole history (onnx 1.23). Every ONNX node\n"
                "conformance test of these versions passes, except those needing a dtype nabla lacks and the\n"
-               "training-mode Dropout tests, whose reference draws numpy's random numbers.\n\n"
+               "training-mode Dropout tests, whose reference draws numpy's random numbers. *Attributes*\n"
+               "are those nabla reads, checked at load against their types and versions (the test\n"
+               "`onnx_attr_schema` compares the table with onnx's schemas); ! marks a required one.\n\n"
                "| operator | opsets | versions | history | attributes |\n|---|---|---|---|---|\n", count);
     for (const onnx_op *o = nb__onnx_import_ops; o->name; o++) {
         char range[32], vers[200] = "";
@@ -219,17 +223,48 @@ static int write_doc(const char *path) {
             while (*p && *p != ',') p++;
             if (*p) p++;
         }
-        char attrs[300] = "";
+        char attrs[600] = "";
         l = 0;
-        for (const char *p = o->attrs; *p; p++) {
-            if (l + 8 >= sizeof attrs) break;
-            if (*p == ',') l += (size_t)snprintf(attrs + l, sizeof attrs - l, ", ");
-            else attrs[l++] = *p, attrs[l] = 0;
+        onnx_attr_spec sp, prev;
+        for (const char *p = o->attrs; nb__onnx_next_attr_spec(&p, &sp) && l < sizeof attrs - 64;) {
+            bool again = false; /* one name in two version ranges */
+            for (const char *q = o->attrs; q < p && nb__onnx_next_attr_spec(&q, &prev) && q < p;) again |= !strcmp(prev.name, sp.name);
+            if (!again) l += (size_t)snprintf(attrs + l, sizeof attrs - l, "%s%s%s", l ? ", " : "", sp.name, sp.required ? "!" : "");
         }
         fprintf(f, "| %s | %s | %s | %s | %s |\n", o->name, range, vers, o->history, *attrs ? attrs : "—");
     }
     fclose(f);
     return 0;
+}
+
+/* The attribute schema of every implemented version of every operator, one line each
+   "op version name type required", for tests/onnx_attr_schema.py to compare with onnx's. */
+static int write_attrs(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "cannot write %s\n", path); return 1; }
+    int bad = 0;
+    for (const onnx_op *o = nb__onnx_import_ops; o->name; o++) {
+        const char *p = o->attrs;
+        onnx_attr_spec sp;
+        /* every comma-separated entry must parse: the parser stops at a bad one, and a bad last
+           entry leaves p at the end just as a good one does, so entries are counted */
+        int parsed = 0, entries = *p ? 1 : 0;
+        while (nb__onnx_next_attr_spec(&p, &sp)) parsed++;
+        for (const char *c = o->attrs; *c; c++) entries += *c == ',';
+        if (parsed != entries) { fprintf(stderr, "%s: unreadable attribute schema \"%s\"\n", o->name, o->attrs); bad = 1; }
+        for (const char *h = o->history; *h;) {
+            int v = atoi(h);
+            if (v >= o->min_v && v <= o->max_v) {
+                fprintf(f, "%s %d -\n", o->name, v); /* the version, even without attributes */
+                for (p = o->attrs; nb__onnx_next_attr_spec(&p, &sp);)
+                    if (v >= sp.lo && v <= sp.hi) fprintf(f, "%s %d %s %s %d\n", o->name, v, sp.name, nb__onnx_attr_type_name(sp.type), sp.required);
+            }
+            while (*h && *h != ',') h++;
+            if (*h) h++;
+        }
+    }
+    fclose(f);
+    return bad;
 }
 
 /* The manifest's operator of test name (a single-node test), or NULL. */
@@ -269,6 +304,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--doc") && i + 1 < argc) doc = argv[++i];
+        else if (!strcmp(argv[i], "--attrs") && i + 1 < argc) return write_attrs(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) verbose = true;
         else if (!strcmp(argv[i], "--compile")) compile_mode = true;
         else if (!strcmp(argv[i], "--rtol") && i + 1 < argc) rtol = atof(argv[++i]);

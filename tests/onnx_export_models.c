@@ -1,6 +1,8 @@
 /* Writes the models tests/onnx_export_check.py compares with ONNX Runtime: the seed MLP, the
-   TF-tutorial CNN, the residual CNN (batch norm in eval mode) and a char GPT, each exported at opsets 17 and 26 (the newest ONNX Runtime 1.31 runs) with a dynamic batch axis,
-   and nabla's own outputs for inputs at batch 1 and batch 5 (NPY files), into DIR.
+   TF-tutorial CNN, the residual CNN (batch norm in eval mode), a char GPT, pooling options,
+   advanced indexing and every layer with unequal height and width options (asym), each exported
+   at opsets 17 and 26 (the newest ONNX Runtime 1.31 runs) with a dynamic batch axis, and
+   nabla's own outputs for inputs at batch 1 and batch 5 (NPY files), into DIR.
    Usage: onnx_export_models DIR */
 #include <nabla.h>
 #include <stdio.h>
@@ -97,13 +99,29 @@ int main(int argc, char **argv) {
         nb_nn_avg_pool2d(3, (nb_pool_opts){ .stride = 2, .padding = 1, .exclude_padding = true }),
         nb_nn_max_pool2d(2, (nb_pool_opts){ .ceil_mode = true }), nb_nn_flatten(), NULL);
     nb_module *indexing = nb_module_new(&INDEXING, sizeof(nb_module));
-    CHECK(mlp && cnn && resnet && gpt && pools && indexing);
+    /* every layer with unequal height and width options, each option unequal at once: kernel,
+       stride, padding and dilation of a convolution (plain, grouped, reflect-padded), of max and
+       average pooling (average with and without its padding counted) */
+    nb_module *asym = nb_nn_sequential(
+        nb_nn_conv2d(2, 4, 0, (nb_conv2d_opts){ .kernel_hw = { 3, 5 }, .stride_hw = { 1, 2 }, .padding_hw = { 2, 1 },
+                                                .dilation_hw = { 2, 1 } }),
+        nb_nn_conv2d(4, 6, 0, (nb_conv2d_opts){ .kernel_hw = { 2, 3 }, .stride_hw = { 2, 1 }, .padding_hw = { 0, 2 },
+                                                .dilation_hw = { 1, 3 }, .groups = 2 }),
+        nb_nn_conv2d(6, 6, 0, (nb_conv2d_opts){ .kernel_hw = { 3, 1 }, .padding_hw = { 1, 0 }, .padding_mode = NB_PAD_REFLECT }),
+        nb_nn_max_pool2d(0, (nb_pool_opts){ .kernel_hw = { 3, 2 }, .stride_hw = { 2, 1 }, .padding_hw = { 1, 0 },
+                                            .dilation_hw = { 1, 2 } }),
+        nb_nn_avg_pool2d(0, (nb_pool_opts){ .kernel_hw = { 2, 3 }, .stride_hw = { 1, 2 }, .padding_hw = { 0, 1 } }),
+        nb_nn_avg_pool2d(0, (nb_pool_opts){ .kernel_hw = { 1, 3 }, .stride_hw = { 1, 1 }, .padding_hw = { 0, 1 },
+                                            .exclude_padding = true }),
+        nb_nn_flatten(), NULL);
+    CHECK(mlp && cnn && resnet && gpt && pools && indexing && asym);
     int rc = write_model(argv[1], "mlp", mlp, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "cnn", cnn, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "resnet", resnet, NB_SHAPE(1, 28, 28), NB_F32, 0) ||
              write_model(argv[1], "gpt", gpt, NB_SHAPE(32), NB_I64, 86) ||
              write_model(argv[1], "pools", pools, NB_SHAPE(2, 13, 15), NB_F32, 0) ||
-             write_model(argv[1], "indexing", indexing, NB_SHAPE(6, 5), NB_F32, 0);
+             write_model(argv[1], "indexing", indexing, NB_SHAPE(6, 5), NB_F32, 0) ||
+             write_model(argv[1], "asym", asym, NB_SHAPE(2, 17, 23), NB_F32, 0);
     nb_scope_end(s);
     nb_module_free(mlp);
     nb_module_free(cnn);
@@ -111,5 +129,6 @@ int main(int argc, char **argv) {
     nb_module_free(gpt);
     nb_module_free(pools);
     nb_module_free(indexing);
+    nb_module_free(asym);
     return rc;
 }

@@ -3,7 +3,10 @@ Runtime's outputs, in the folder format of tests/onnx_node_data.py (so onnx_conf
 them, there within 1e-4): a CNN (Conv, BatchNormalization, Relu, MaxPool, GlobalAveragePool,
 Flatten, Gemm) and an attention block (LayerNormalization, or its expansion before opset 17;
 Shape->Gather->Concat->Reshape, Transpose, MatMul, Softmax, Split, Unsqueeze/Squeeze, ReduceMean,
-Clip, Erf GELU), each with a symbolic batch dimension. Each model passes onnx.checker first.
+Clip, Erf GELU), each with a symbolic batch dimension; integer Div and Mod past 2^53; and the
+operators whose defaults or forms changed between versions (OLD_DEFAULTS: Softmax and LogSoftmax
+before 13, ReduceSum, Split, Squeeze and Unsqueeze before 13, Clip and Pad before 11, Slice before
+10...) at the opsets around each change. Each model passes onnx.checker first.
 
 Usage: python tests/onnx_import_ref.py OUT
 """
@@ -123,24 +126,124 @@ def attention(opset):
     return g, {"t": rng.standard_normal((3, 6, D)).astype(np.float32)}
 
 
+def int_div_mod(opset):
+    """Integer Div (truncating) and Mod (fmod 0: the divisor's sign) past 2^53, where f64 loses
+    the last bits, with both signs and INT64_MIN + 1 / -1; fmod 1 (the dividend's sign) on values
+    below 2^53, since ONNX Runtime computes integer fmod in double."""
+    big = 2 ** 53
+    a = np.array([big + 1, big + 3, -(big + 1), 2 ** 62 + 5, -7, 7, -7, 7, -2 ** 63 + 1, 2 ** 63 - 1], np.int64)
+    b = np.array([1, 7, 7, 3, 2, -2, -2, 2, -1, -1], np.int64)
+    c = np.array([-7, 7, -7, 7, 13, -13, 5, 0], np.int64)
+    d = np.array([2, -2, -2, 2, 5, 5, -3, 4], np.int64)
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]),
+             helper.make_node("Mod", ["a", "b"], ["r"]),
+             helper.make_node("Mod", ["c", "d"], ["f"], fmod=1),
+             helper.make_node("Concat", ["q", "r", "f"], ["y"], axis=0)]
+    g = helper.make_graph(nodes, "int_div_mod", [helper.make_tensor_value_info(k, TensorProto.INT64, ["N" if k < "c" else "M"]) for k in "abcd"],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, ["L"])])
+    return g, {"a": a, "b": b, "c": c, "d": d}
+
+
+def one_node(op, inputs, shape, inits=(), out_shape=None, **attrs):
+    """A model of one node on input x (f32, shape) with initializers inits; its output y."""
+    ins = ["x"] + [t.name if t is not None else "" for t in inits]
+    while ins and ins[-1] == "":
+        ins.pop()
+    node = helper.make_node(op, ins, ["y"], **attrs)
+    g = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64 if op.startswith("Arg") else TensorProto.FLOAT, out_shape)],
+                          [t for t in inits if t is not None])
+    return g, {"x": rng.standard_normal(shape).astype(np.float32)}
+
+
+def f32(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.float32), name)
+
+
+# Operators whose defaults or attribute/input forms changed between versions, each at the model
+# opsets around the change, run with the defaults (no axis where one is optional): Softmax and
+# LogSoftmax before 13 take axis 1 and coerce the input to 2-D [N, prod(rest)]; ReduceSum's axes
+# and Split's sizes and Squeeze's and Unsqueeze's axes are attributes before 13; Clip's bounds and
+# Pad's pads and value are attributes before 11; Slice's starts and ends before 10.
+OLD_DEFAULTS = [
+    ("softmax_default", (11, 12, 13), lambda o: one_node("Softmax", [], (2, 3, 4))),
+    ("logsoftmax_default", (11, 12, 13), lambda o: one_node("LogSoftmax", [], (2, 3, 4))),
+    ("softmax_axis0", (11, 12), lambda o: one_node("Softmax", [], (2, 3, 4), axis=0)),
+    ("softmax_axis2", (11, 12), lambda o: one_node("Softmax", [], (2, 3, 4, 2), axis=2)),
+    ("logsoftmax_axis_neg1", (11, 12), lambda o: one_node("LogSoftmax", [], (2, 3, 4), axis=-1)),
+    ("reducesum_default", (11, 12, 13), lambda o: one_node("ReduceSum", [], (2, 3, 4))),
+    ("reducesum_axes", (11, 12, 13), lambda o: one_node("ReduceSum", [], (2, 3, 4), axes=[0, -1]) if o < 13 else
+     one_node("ReduceSum", [], (2, 3, 4), inits=[i64("axes", [0, -1])])),
+    ("reducemean_default", (11, 12, 13), lambda o: one_node("ReduceMean", [], (2, 3, 4), keepdims=0)),
+    ("reducemax_axes", (11, 12, 13), lambda o: one_node("ReduceMax", [], (2, 3, 4), axes=[1])),
+    ("split_default", (11, 12, 13), lambda o: split_model(o, None)),
+    ("split_sizes", (11, 12, 13), lambda o: split_model(o, [1, 3])),
+    ("squeeze_default", (11, 12, 13), lambda o: one_node("Squeeze", [], (1, 3, 1, 2))),
+    ("squeeze_axes", (11, 12, 13), lambda o: one_node("Squeeze", [], (1, 3, 1, 2), axes=[-2]) if o < 13 else
+     one_node("Squeeze", [], (1, 3, 1, 2), inits=[i64("axes", [-2])])),
+    ("unsqueeze_axes", (11, 12, 13), lambda o: one_node("Unsqueeze", [], (3, 2), axes=[0, -1]) if o < 13 else
+     one_node("Unsqueeze", [], (3, 2), inits=[i64("axes", [0, -1])])),
+    ("clip_min_only", (10, 11, 12), lambda o: one_node("Clip", [], (3, 4), min=-0.5) if o < 11 else
+     one_node("Clip", [], (3, 4), inits=[f32("lo", -0.5)])),
+    ("clip_max_only", (10, 11, 12), lambda o: one_node("Clip", [], (3, 4), max=0.25) if o < 11 else
+     one_node("Clip", [], (3, 4), inits=[None, f32("hi", 0.25)])),
+    ("clip_default", (10, 11, 12), lambda o: one_node("Clip", [], (3, 4))),
+    ("pad_default", (10, 11, 12), lambda o: one_node("Pad", [], (2, 3), pads=[0, 1, 1, 2]) if o < 11 else
+     one_node("Pad", [], (2, 3), inits=[i64("pads", [0, 1, 1, 2])])),
+    ("pad_value", (10, 11, 12), lambda o: one_node("Pad", [], (2, 3), pads=[1, 0, 0, 1], value=1.5) if o < 11 else
+     one_node("Pad", [], (2, 3), inits=[i64("pads", [1, 0, 0, 1]), f32("v", 1.5)])),
+    ("pad_reflect", (10, 11, 12), lambda o: one_node("Pad", [], (2, 4), pads=[0, 2, 0, 1], mode="reflect") if o < 11 else
+     one_node("Pad", [], (2, 4), inits=[i64("pads", [0, 2, 0, 1])], mode="reflect")),
+    ("slice_default_axes", (9, 10, 11), lambda o: one_node("Slice", [], (4, 5), starts=[1, -3], ends=[3, 100]) if o < 10 else
+     one_node("Slice", [], (4, 5), inits=[i64("st", [1, -3]), i64("en", [3, 100])])),
+    ("gemm_no_c", (11, 12), lambda o: one_node("Gemm", [], (3, 4), inits=[init("w", 4, 2)])),
+    ("argmax_default", (11, 12), lambda o: one_node("ArgMax", [], (3, 4))),
+]
+
+
+def split_model(opset, sizes):
+    """Split of x [2, 4] along the default axis 0... of its transpose: two outputs concatenated back."""
+    attrs, inits = {}, []
+    if sizes is not None:
+        if opset < 13:
+            attrs["split"] = sizes
+        else:
+            inits.append(i64("sizes", sizes))
+    split = helper.make_node("Split", ["xt"] + [t.name for t in inits], ["p", "q"], **attrs)
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]), split,
+             helper.make_node("Mul", ["q", "q"], ["q2"]), helper.make_node("Concat", ["p", "q2"], ["y"], axis=0)]
+    g = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return g, {"x": rng.standard_normal((2, 4)).astype(np.float32)}
+
+
 def main():
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     lines = []
-    for opset in (11, 13, 17, 18, 21):
-        for name, make in (("cnn", cnn), ("attention", attention)):
-            g, feeds = make(opset)
-            model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_import_ref")
-            model.ir_version = 7 if opset < 15 else 8 if opset < 19 else 10 if opset < 21 else 10
-            onnx.checker.check_model(model, full_check=True)
-            sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-            ys = sess.run(None, feeds)
-            path = os.path.join(out, "model.onnx")
-            onnx.save(model, path)
-            lines.append(write_model_case(out, "%s_opset%d" % (name, opset), name, path,
-                                          [feeds[vi.name] for vi in g.input], ys))
-            os.remove(path)
+    cases = [(opset, name, make) for opset in (11, 13, 17, 18, 21) for name, make in (("cnn", cnn), ("attention", attention))]
+    cases += [(13, "int_div_mod", int_div_mod)]
+    cases += [(opset, name, make) for name, opsets, make in OLD_DEFAULTS for opset in opsets]
+    for opset, name, make in cases:
+        g, feeds = make(opset)
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnx_import_ref")
+        model.ir_version = 7 if opset < 15 else 8 if opset < 19 else 10 if opset < 21 else 10
+        for vo in model.graph.output:  # an output declared without a shape: the one ONNX Runtime gives
+            if not vo.type.tensor_type.HasField("shape"):
+                got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run([vo.name], feeds)[0]
+                vo.type.tensor_type.shape.SetInParent()
+                for d in got.shape:
+                    vo.type.tensor_type.shape.dim.add().dim_value = d
+        onnx.checker.check_model(model, full_check=True)
+
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        ys = sess.run(None, feeds)
+        path = os.path.join(out, "model.onnx")
+        onnx.save(model, path)
+        lines.append(write_model_case(out, "%s_opset%d" % (name, opset), name, path,
+                                      [feeds[vi.name] for vi in g.input], ys))
+        os.remove(path)
     write_manifest(out, lines)
     print("onnx_import_ref.py: %d models into %s" % (len(lines), out))
 

@@ -8,6 +8,7 @@
 #                (tests/onnx_torch_export.py, on TORCH_PYTHON: Debian's torch and torchvision),
 #                writes ONNX Runtime's outputs at batch 2 and 1 (tests/onnx_torch_ref.py), then
 #                checks nabla's within 1e-4, eagerly and compiled
+#   schema:      compares the operator table's attribute schemas with onnx's (tests/onnx_attr_schema.py)
 #   doc:         checks that docs/onnx.md's import section is what the operator table generates
 # Usage: tests/onnx_import_test.sh MODE SOURCE_DIR BUILD_DIR ONNX_CONFORMANCE [RUNNER ARGS...]
 set -euo pipefail
@@ -43,6 +44,13 @@ torch)
     "$runner" "$data" --rtol 1e-4 --atol 1e-5
     "$runner" "$data" --rtol 1e-4 --atol 1e-5 --compile
     echo "onnx_torch_models: all passed"
+    ;;
+schema)
+    py=$("$src/scripts/onnx_env.sh")
+    tmp=$(mktemp)
+    trap 'rm -f "$tmp"' EXIT
+    "$runner" --attrs "$tmp"
+    "$py" "$src/tests/onnx_attr_schema.py" "$tmp"
     ;;
 doc)
     tmp=$(mktemp)

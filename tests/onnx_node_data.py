@@ -58,14 +58,16 @@ def write_bin(path, arr, dt):
 
 def write_model_case(out, name, group, model_path, inputs, outputs):
     """One folder of the format above for a model with one data set: OUT/NAME/model.onnx (copied
-    from model_path), 0_in<k>.bin and 0_out<k>.bin (f32); returns its manifest line."""
+    from model_path), 0_in<k>.bin and 0_out<k>.bin (each in its array's dtype); returns its
+    manifest line."""
     d = os.path.join(out, name)
     os.makedirs(d)
     shutil.copy(model_path, os.path.join(d, "model.onnx"))
+    by_type = {np.dtype(v): k for k, v in NP.items()}
     for k, x in enumerate(inputs):
-        write_bin(os.path.join(d, "0_in%d.bin" % k), x, "f32")
+        write_bin(os.path.join(d, "0_in%d.bin" % k), x, by_type[np.asarray(x).dtype])
     for k, y in enumerate(outputs):
-        write_bin(os.path.join(d, "0_out%d.bin" % k), y, "f32")
+        write_bin(os.path.join(d, "0_out%d.bin" % k), y, by_type[np.asarray(y).dtype])
     return "%s\tok\t%s\t1\n" % (name, group)
 
 

@@ -586,6 +586,35 @@ static void test_external_data(void **state) {
         assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
         ASSERT_ERROR_CONTAINS("leaves the model's folder");
     }
+    /* symbolic links: one inside the folder is read; one to a file outside, or through a linked
+       folder outside, leaves the folder as surely as ".." does (onnx 1.23 refuses both) */
+    char outside[] = "/tmp/nabla_onnx_outXXXXXX", target[300], link[300], sublink[300];
+    assert_non_null(mkdtemp(outside));
+    snprintf(target, sizeof target, "%s/weights.bin", outside);
+    f = fopen(target, "wb");
+    fwrite(&pad, 4, 1, f);
+    fwrite(bias, sizeof bias, 1, f);
+    fclose(f);
+    snprintf(link, sizeof link, "%s/alias.bin", dir);
+    assert_int_equal(symlink("weights.bin", link), 0);
+    write_external(dir, "alias.bin", path, sizeof path);
+    m = nb_onnx_load(path, (nb_onnx_load_opts){ 0 });
+    assert_non_null(m);
+    nb_onnx_free(m);
+    unlink(link);
+    assert_int_equal(symlink(target, link), 0);
+    write_external(dir, "alias.bin", path, sizeof path);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("'alias.bin' leaves the model's folder through a symbolic link");
+    snprintf(sublink, sizeof sublink, "%s/sub", dir);
+    assert_int_equal(symlink(outside, sublink), 0);
+    write_external(dir, "sub/weights.bin", path, sizeof path);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("leaves the model's folder through a symbolic link");
+    unlink(link);
+    unlink(sublink);
+    unlink(target);
+    rmdir(outside);
     /* data past the file's end, and external data from memory */
     write_external(dir, "weights.bin", path, sizeof path);
     f = fopen(data, "wb");
@@ -687,6 +716,285 @@ static void test_run_error_names_node(void **state) {
     nb_onnx_free(m);
 }
 
+/* ---------- attributes against the schema, declared shapes ---------- */
+/* y = Concat(x, x) at opset 13 (its attribute set by the caller). */
+static Onnx__NodeProto *mb_concat(mb *b) {
+    mb_init(b, 13);
+    mb_input(b, "x", 2, dims_b3);
+    Onnx__NodeProto *n = mb_node(b, "Concat", "cat", "x", "x", NULL, "y");
+    mb_output(b, "y");
+    return n;
+}
+
+/* Each operator's attributes are checked against its schema (src/onnx/import_ops.c's table) at
+   load: Concat without its required axis ran as axis 0, and axis "zero" (a string) too; a graph
+   input declared with a size of -5 ran. */
+static void test_attribute_schema(void **state) {
+    (void)state;
+    mb b;
+    mb_concat(&b);
+    expect_load_error(&b, (const char *const[]){ "Concat node 'cat'", "required attribute 'axis' (int) is missing", NULL });
+    Onnx__NodeProto *n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 0);
+    b.attrs[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    b.attrs[0].has_i = false;
+    b.attrs[0].has_s = true;
+    b.attrs[0].s.data = (uint8_t *)"zero";
+    b.attrs[0].s.len = 4;
+    expect_load_error(&b, (const char *const[]){ "Concat node 'cat'", "attribute 'axis' is of type string; Concat's 'axis' is of type int", NULL });
+    n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 0);
+    b.attrs[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    expect_load_error(&b, (const char *const[]){ "attribute 'axis' is of type float", NULL });
+    /* no type field (older files): the field holding the value says it */
+    n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 1);
+    b.attrs[0].has_type = false;
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    nb_onnx_free(m);
+    /* given twice */
+    n = mb_concat(&b);
+    mb_attr_int(&b, n, "axis", 0);
+    mb_attr_int(&b, n, "axis", 1);
+    n->attribute = b.attr_p;
+    n->n_attribute = 2;
+    expect_load_error(&b, (const char *const[]){ "attribute 'axis' is given twice", NULL });
+    /* an attribute of another version: Squeeze's axes became an input at version 13 */
+    mb_add_relu(&b, 13);
+    b.nodes[1].op_type = "Squeeze";
+    static int64_t ax[1] = { 0 };
+    mb_attr_ints(&b, &b.nodes[1], "axes", ax, 1);
+    expect_load_error(&b, (const char *const[]){ "attribute 'axes' is not one of Squeeze version 13's", "up to version 12", NULL });
+    /* required before a version: Unsqueeze's axes up to 12 */
+    mb_add_relu(&b, 11);
+    b.nodes[1].op_type = "Unsqueeze";
+    expect_load_error(&b, (const char *const[]){ "Unsqueeze node 'relu0'", "required attribute 'axes' (ints) is missing", NULL });
+    /* Cast's to, MaxPool's kernel_shape */
+    mb_add_relu(&b, 13);
+    b.nodes[1].op_type = "Cast";
+    expect_load_error(&b, (const char *const[]){ "required attribute 'to' (int) is missing (Cast version 13, opset 13)", NULL });
+    mb_add_relu(&b, 13);
+    b.nodes[1].op_type = "MaxPool";
+    expect_load_error(&b, (const char *const[]){ "required attribute 'kernel_shape' (ints)", NULL });
+    /* a graph input's declared size: -5 is no size; -1 stays "unknown", as some exporters write it */
+    static int64_t neg5[2] = { 2, -5 };
+    mb_add_relu(&b, 17);
+    b.in_p[0] = mb_vi(&b, 0, "x", 2, neg5);
+    b.dims[0][1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    b.dims[0][1].dim_value = -5;
+    expect_load_error(&b, (const char *const[]){ "graph input 'x' declares dimension 1 as -5", NULL });
+    mb_add_relu(&b, 17);
+    b.dims[0][1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    b.dims[0][1].dim_value = 3;
+    b.dims[0][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    b.dims[0][0].dim_value = -1;
+    buf = mb_pack(&b, &size);
+    m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+    free(buf);
+    assert_non_null(m);
+    nb_tensor *x = nb_zeros(NB_SHAPE(4, 3), NB_F32), *y = NULL;
+    assert_int_equal(nb_onnx_run(m, &x, 1, &y, 1), 0);
+    nb_release(x), nb_release(y);
+    nb_onnx_free(m);
+    assert_null(nb_error());
+}
+
+/* ---------- integer Div and Mod ---------- */
+/* y = op(a, b) over two int graph inputs of shape [N] (fmod < 0: no attribute). */
+static nb_onnx_model *int_binary_model(const char *op, int fmod, int onnx_type, bool compile) {
+    static int64_t dn[1] = { -1 };
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "a", 1, dn);
+    mb_input(&b, "b", 1, dn);
+    b.ttypes[0].elem_type = b.ttypes[1].elem_type = onnx_type;
+    Onnx__NodeProto *n = mb_node(&b, op, "op", "a", "b", NULL, "y");
+    if (fmod >= 0) mb_attr_int(&b, n, "fmod", fmod);
+    mb_output(&b, "y");
+    size_t size;
+    uint8_t *buf = mb_pack(&b, &size);
+    nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ .compile = compile });
+    free(buf);
+    assert_non_null(m);
+    return m;
+}
+
+/* Runs the model on a and b (n values of dtype d); the result's values as int64 into got. */
+static int run_int_binary(nb_onnx_model *m, const void *a, const void *bv, int n, nb_dtype d, int64_t *got) {
+    nb_tensor *in[2] = { nb_from_data(a, NB_SHAPE(n), d), nb_from_data(bv, NB_SHAPE(n), d) }, *y = NULL;
+    int rc = nb_onnx_run(m, in, 2, &y, 1);
+    if (rc == 0) {
+        assert_int_equal(nb_dtype_of(y), d);
+        nb_tensor *c = nb_cast(y, NB_I64);
+        assert_int_equal(nb_copy_to(c, got, sizeof(int64_t) * (size_t)n), 0);
+        nb_release(c);
+    }
+    nb_release(in[0]), nb_release(in[1]), nb_release(y);
+    return rc;
+}
+
+/* Integer Div and Mod in integer arithmetic: through f64, 2^53 + 1 divided by 1 gave 2^53 and
+   (2^53 + 1) mod 7 gave 4. The expected values are Python's exact integers, and ONNX Runtime
+   1.31's but where it computes fmod 1 in double: Div truncates, Mod takes the divisor's sign (fmod 0) or the dividend's (fmod 1);
+   INT_MIN / -1 wraps; a zero divisor is an error, eagerly and compiled. */
+static void test_int_div_mod(void **state) {
+    (void)state;
+    const int64_t big = INT64_C(1) << 53;
+    const int64_t a[10] = { big + 1, big + 3, -(big + 1), (INT64_C(1) << 62) + 5, -7, 7, -7, 7, INT64_MIN + 1, INT64_MIN };
+    const int64_t b[10] = { 1, 7, 7, 3, 2, -2, -2, 2, -1, -1 };
+    const int64_t want[3][10] = {
+        { big + 1, 1286742750677285, -1286742750677284, 1537228672809129303, -3, -3, 3, 3, INT64_MAX, INT64_MIN },
+        { 0, 0, 2, 0, 1, -1, -1, 1, 0, 0 },   /* Mod, fmod 0 */
+        { 0, 0, -5, 0, -1, 1, -1, 1, 0, 0 },  /* Mod, fmod 1: exact (ONNX Runtime goes through double here:
+                                                 1, -4, 1 for elements 1 to 3) */
+    };
+    const int32_t a32[5] = { -7, 7, INT32_MIN + 1, INT32_MAX, INT32_MIN }, b32[5] = { 2, -2, -1, -3, 3 };
+    const int64_t want32[3][5] = { { -3, -3, INT32_MAX, -715827882, -715827882 }, { 1, -1, 0, -2, 1 }, { -1, 1, 0, 1, -2 } };
+    const uint8_t a8[3] = { 200, 7, 255 }, b8[3] = { 7, 3, 16 };
+    const int64_t want8[2][3] = { { 28, 2, 15 }, { 4, 1, 15 } };
+    const char *ops[3] = { "Div", "Mod", "Mod" };
+    const int fmods[3] = { -1, 0, 1 };
+    for (int compile = 0; compile <= 1; compile++)
+        for (int k = 0; k < 3; k++) {
+            int64_t got[10];
+            nb_onnx_model *m = int_binary_model(ops[k], fmods[k], ONNX__TENSOR_PROTO__DATA_TYPE__INT64, compile);
+            assert_int_equal(run_int_binary(m, a, b, 10, NB_I64, got), 0);
+            for (int i = 0; i < 10; i++)
+                if (got[i] != want[k][i]) fail_msg("%s fmod %d compile %d: element %d is %lld, want %lld", ops[k], fmods[k], compile, i, (long long)got[i], (long long)want[k][i]);
+            /* a zero divisor: an error naming the node, the element and the numerator */
+            int64_t z[3] = { 5, 6, 7 }, zb[3] = { 1, 0, 2 };
+            assert_int_equal(run_int_binary(m, z, zb, 3, NB_I64, got), -1);
+            ASSERT_ERROR_CONTAINS(k == 0 ? "integer division by zero (element 1" : "integer modulo by zero (element 1");
+            nb_onnx_free(m);
+            m = int_binary_model(ops[k], fmods[k], ONNX__TENSOR_PROTO__DATA_TYPE__INT32, compile);
+            assert_int_equal(run_int_binary(m, a32, b32, 5, NB_I32, got), 0);
+            for (int i = 0; i < 5; i++) assert_int_equal(got[i], want32[k][i]);
+            nb_onnx_free(m);
+            if (k == 2) continue; /* u8: C's rules, one Mod suffices */
+            m = int_binary_model(ops[k], fmods[k], ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, compile);
+            assert_int_equal(run_int_binary(m, a8, b8, 3, NB_U8, got), 0);
+            for (int i = 0; i < 3; i++) assert_int_equal(got[i], want8[k][i]);
+            nb_onnx_free(m);
+        }
+    assert_null(nb_error());
+}
+
+/* ---------- nesting ---------- */
+/* Wire-format writer that builds a message back to front, so each level's length is known
+   when its header is written (hand-made bytes: protobuf-c's packer recurses just as its
+   unpacker does). */
+typedef struct {
+    uint8_t *buf;
+    size_t pos; /* the message is buf[pos, cap) */
+    size_t cap;
+} wr;
+
+static void wr_bytes(wr *w, const void *p, size_t n) {
+    assert_true(w->pos >= n);
+    w->pos -= n;
+    memcpy(w->buf + w->pos, p, n);
+}
+static void wr_varint(wr *w, uint64_t v) {
+    uint8_t b[10];
+    int n = 0;
+    do {
+        b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    wr_bytes(w, b, (size_t)n);
+}
+/* Wraps what was written after mark bytes (counted from the end) as length-delimited field f. */
+static void wr_wrap(wr *w, int f, size_t mark) {
+    wr_varint(w, (uint64_t)(w->cap - mark - w->pos));
+    wr_varint(w, (uint64_t)f << 3 | 2);
+}
+static void wr_field(wr *w, int f, const char *s) {
+    size_t mark = w->cap - w->pos;
+    wr_bytes(w, s, strlen(s));
+    wr_wrap(w, f, mark);
+}
+
+/* A model whose graph holds `graphs` If nodes each holding the next graph as attribute 'body',
+   or (graphs 0) whose input's type is a sequence of a sequence ... `types` deep. */
+static uint8_t *nested_model(int graphs, int types, size_t *size) {
+    wr w = { .cap = 64 + (size_t)graphs * 32 + (size_t)types * 8 };
+    w.buf = malloc(w.cap);
+    w.pos = w.cap;
+    /* each level wraps all that is written so far (mark 0) */
+    if (graphs) {
+        wr_field(&w, 2, "g"); /* the innermost graph's name */
+        for (int i = 0; i < graphs; i++) {
+            wr_wrap(&w, 6, 0);   /* AttributeProto.g (6): the graph so far */
+            wr_varint(&w, 5);    /* AttributeProto.type (20): GRAPH */
+            wr_varint(&w, 20 << 3);
+            wr_field(&w, 1, "body");
+            wr_wrap(&w, 5, 0);   /* NodeProto.attribute (5) */
+            wr_field(&w, 4, "If");
+            wr_wrap(&w, 1, 0);   /* GraphProto.node (1) */
+        }
+    } else {
+        wr_varint(&w, 1);        /* TypeProto { tensor_type (1) { elem_type (1): 1 } } */
+        wr_varint(&w, 1 << 3);
+        wr_wrap(&w, 1, 0);
+        for (int i = 0; i < types; i++) {
+            wr_wrap(&w, 1, 0);   /* Sequence.elem_type (1) */
+            wr_wrap(&w, 4, 0);   /* TypeProto.sequence_type (4) */
+        }
+        wr_wrap(&w, 2, 0);       /* ValueInfoProto.type (2) */
+        wr_field(&w, 1, "x");
+        wr_wrap(&w, 11, 0);      /* GraphProto.input (11) */
+    }
+    wr_wrap(&w, 7, 0); /* ModelProto.graph (7) */
+    size_t op = w.cap - w.pos;
+    wr_varint(&w, 17);
+    wr_varint(&w, 2 << 3);
+    wr_wrap(&w, 8, op); /* opset_import { version 17 } */
+    wr_varint(&w, 8);
+    wr_varint(&w, 1 << 3); /* ir_version 8 */
+    *size = w.cap - w.pos;
+    memmove(w.buf, w.buf + w.pos, *size);
+    return w.buf;
+}
+
+/* Subgraphs in attributes and types in types nest without bound in the schema, and protobuf-c
+   unpacks them by recursion: 3,000 graphs deep (75 kB) overflowed the stack. The limit is
+   protobuf's own (100 levels below the model), which onnx and ONNX Runtime apply too: a model
+   at the limit gets past the check (and is refused for its If node), one level more is not. */
+static void test_nesting(void **state) {
+    (void)state;
+    struct { int graphs, types; const char *want; } cases[] = {
+        { 3000, 0, "101 levels deep" }, { 34, 0, "101 levels deep" }, { 33, 0, "operator If is not supported" },
+        { 0, 20000, "101 levels deep" }, { 0, 49, "101 levels deep" }, { 0, 48, "'x' is not a tensor" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t size;
+        uint8_t *buf = nested_model(cases[i].graphs, cases[i].types, &size);
+        nb_onnx_model *m = nb_onnx_load_memory(buf, size, (nb_onnx_load_opts){ 0 });
+        free(buf);
+        assert_null(m);
+        const char *e = nb_error();
+        if (!e || !strstr(e, cases[i].want)) fail_msg("case %zu: expected \"%s\" in \"%s\"", i, cases[i].want, e ? e : "(none)");
+        if (strstr(cases[i].want, "deep")) ASSERT_ERROR_CONTAINS("the limit is 100");
+        nb_error_clear();
+    }
+    /* the file loader too (nabla info), and the error says how deep the subgraphs were */
+    size_t size;
+    uint8_t *buf = nested_model(3000, 0, &size);
+    char path[] = "/tmp/nabla_onnx_nestXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    close(fd);
+    free(buf);
+    assert_null(nb_onnx_load(path, (nb_onnx_load_opts){ 0 }));
+    ASSERT_ERROR_CONTAINS("34 graphs");
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_runs, clear_error_setup),
@@ -702,6 +1010,9 @@ int main(void) {
         cmocka_unit_test_setup(test_unsupported, clear_error_setup),
         cmocka_unit_test_setup(test_wrong_inputs, clear_error_setup),
         cmocka_unit_test_setup(test_run_error_names_node, clear_error_setup),
+        cmocka_unit_test_setup(test_nesting, clear_error_setup),
+        cmocka_unit_test_setup(test_int_div_mod, clear_error_setup),
+        cmocka_unit_test_setup(test_attribute_schema, clear_error_setup),
     };
     return RUN_TESTS(tests);
 }

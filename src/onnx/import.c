@@ -3,6 +3,7 @@
    graph, names, shapes) and the interpreter that runs the graph on nabla's ops, eagerly or
    under nb_compile. The operators themselves are in import_ops.c and import_conv.c. */
 #include "import_impl.h"
+#include "../summary/pb.h" /* nb__pb_next: the wire-format reader the nesting walk uses */
 
 #include <limits.h>
 #include <math.h>
@@ -140,6 +141,25 @@ nb_tensor *nb__onnx_tensor(const Onnx__TensorProto *tp, const char *dir, const c
         char *path = malloc(pl);
         if (!path) { nb__error("nb_onnx: out of memory"); return NULL; }
         snprintf(path, pl, "%s/%s", dir, loc);
+        /* A symbolic link leaves the folder as surely as ".." does (onnx's loader refuses it too):
+           the file's real path must lie under the folder's, and the real path is what is opened.
+           A file that does not resolve is left for the open to report. */
+        char *real = realpath(path, NULL), *rdir = real ? realpath(dir, NULL) : NULL;
+        if (real && rdir) {
+            size_t dl = strlen(rdir);
+            bool inside = !strcmp(rdir, "/") || (!strncmp(real, rdir, dl) && real[dl] == '/');
+            if (!inside) {
+                nb__error("nb_onnx: %s: external data location '%s' leaves the model's folder through a symbolic "
+                          "link (it is %s)", what, loc, real);
+                free(real), free(rdir), free(path);
+                return NULL;
+            }
+            free(path);
+            path = real;
+            real = NULL;
+        }
+        free(real);
+        free(rdir);
         nb__map map;
         if (nb__map_open(&map, "nb_onnx_load", path) < 0) { free(path); return NULL; }
         if (off > map.size || map.size - off < len)
@@ -262,17 +282,113 @@ int nb__onnx_op_version(const onnx_op *op, int opset) {
     return best;
 }
 
-/* Whether name is in the comma-separated list. */
-static bool in_list(const char *list, const char *name) {
-    size_t len = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == len && !strncmp(p, name, len)) return true;
-        if (!e) break;
-        p = e + 1;
+/* ---------- attribute schemas ---------- */
+static const char *const attr_types[] = { "undefined", "float", "int", "string", "tensor", "graph", "floats", "ints",
+                                          "strings", "tensors", "graphs", "sparse tensor", "sparse tensors",
+                                          "type", "types" };
+
+const char *nb__onnx_attr_type_name(int type) {
+    return type >= 0 && type < (int)(sizeof attr_types / sizeof attr_types[0]) ? attr_types[type] : "unknown type";
+}
+
+bool nb__onnx_next_attr_spec(const char **p, onnx_attr_spec *a) {
+    const char *s = *p;
+    if (!*s) return false;
+    const char *e = s + strcspn(s, ","), *colon = memchr(s, ':', (size_t)(e - s));
+    *p = *e ? e + 1 : e;
+    *a = (onnx_attr_spec){ .lo = 0, .hi = INT_MAX };
+    if (!colon || colon - s >= (ptrdiff_t)sizeof a->name) return false;
+    memcpy(a->name, s, (size_t)(colon - s));
+    const char *t = colon + 1, *te = t;
+    while (te < e && *te != '!' && *te != '@') te++;
+    for (int k = 1; k < (int)(sizeof attr_types / sizeof attr_types[0]) && !a->type; k++)
+        if (strlen(attr_types[k]) == (size_t)(te - t) && !strncmp(attr_types[k], t, (size_t)(te - t))) a->type = k;
+    if (te < e && *te == '!') a->required = true, te++;
+    if (te < e && *te == '@') {
+        char *q;
+        te++;
+        if (*te != '-') a->lo = (int)strtol(te, &q, 10), te = q;
+        if (te < e && *te == '-') {
+            te++;
+            if (te < e) a->hi = (int)strtol(te, &q, 10), te = q;
+        }
     }
-    return false;
+    return a->type != 0 && te == e;
+}
+
+/* The type of an attribute: its type field, or (older files leave it unset) the one field
+   holding a value; 0 when neither says. */
+static int attr_type_of(const Onnx__AttributeProto *a) {
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) return (int)a->type;
+    if (a->has_f) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    if (a->has_i) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    if (a->has_s) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    if (a->t) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    if (a->g) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    if (a->n_floats) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    if (a->n_ints) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    if (a->n_strings) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+    if (a->n_tensors) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS;
+    if (a->n_graphs) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+    return 0;
+}
+
+/* Checks a node's attributes against its operator's schema (the table's attrs) at the node's
+   version: each is known, of that version, of its type and given once, and each required one
+   is there. The one place these rules live: the operators read their attributes trusting them. */
+static int check_attrs(const onnx_node *n, int opset) {
+    const onnx_op *op = n->op;
+    const Onnx__NodeProto *pb = n->pb;
+    for (size_t k = 0; k < pb->n_attribute; k++) {
+        const Onnx__AttributeProto *a = pb->attribute[k];
+        const char *name = str(a->name);
+        if (a->ref_attr_name && *a->ref_attr_name) {
+            nb__onnx_node_error(n, "attribute '%s' refers to a function's attribute, which is not supported", name);
+            return -1;
+        }
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(str(pb->attribute[j]->name), name)) {
+                nb__onnx_node_error(n, "attribute '%s' is given twice", name);
+                return -1;
+            }
+        onnx_attr_spec sp;
+        bool known = false, found = false;
+        int lo = 0, hi = 0;
+        for (const char *p = op->attrs; !found && nb__onnx_next_attr_spec(&p, &sp);)
+            if (!strcmp(sp.name, name)) {
+                known = true, lo = sp.lo, hi = sp.hi;
+                found = n->version >= sp.lo && n->version <= sp.hi;
+            }
+        if (!known) {
+            nb__onnx_node_error(n, "attribute '%s' is not supported (opset %d)", name, opset);
+            return -1;
+        }
+        if (!found) {
+            char vers[48];
+            if (hi == INT_MAX) snprintf(vers, sizeof vers, "from version %d", lo);
+            else if (lo <= op->min_v) snprintf(vers, sizeof vers, "up to version %d", hi);
+            else snprintf(vers, sizeof vers, "in versions %d to %d", lo, hi);
+            nb__onnx_node_error(n, "attribute '%s' is not one of %s version %d's (opset %d); it exists %s", name,
+                                op->name, n->version, opset, vers);
+            return -1;
+        }
+        int t = attr_type_of(a);
+        if (t != sp.type) {
+            if (!t) nb__onnx_node_error(n, "attribute '%s' has no type and no value; %s's '%s' is of type %s", name,
+                                        op->name, name, nb__onnx_attr_type_name(sp.type));
+            else nb__onnx_node_error(n, "attribute '%s' is of type %s; %s's '%s' is of type %s", name,
+                                     nb__onnx_attr_type_name(t), op->name, name, nb__onnx_attr_type_name(sp.type));
+            return -1;
+        }
+    }
+    onnx_attr_spec sp;
+    for (const char *p = op->attrs; nb__onnx_next_attr_spec(&p, &sp);)
+        if (sp.required && n->version >= sp.lo && n->version <= sp.hi && !nb__onnx_attr(n, sp.name)) {
+            nb__onnx_node_error(n, "required attribute '%s' (%s) is missing (%s version %d, opset %d)", sp.name,
+                                nb__onnx_attr_type_name(sp.type), op->name, n->version, opset);
+            return -1;
+        }
+    return 0;
 }
 
 /* ---------- loading ---------- */
@@ -359,7 +475,12 @@ static int load_inputs(loader *L, const Onnx__GraphProto *g) {
             for (size_t d = 0; d < sh->n_dim; d++) {
                 const Onnx__TensorShapeProto__Dimension *dm = sh->dim[d];
                 in->dim[d] = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? dm->dim_value : -1;
-                if (in->dim[d] < -1) in->dim[d] = -1;
+                /* a symbolic or missing size is unknown; so is -1, which some exporters write for one */
+                if (in->dim[d] < -1) {
+                    nb__error("nb_onnx_load: graph input '%s' declares dimension %zu as %lld; a size is 0 or more "
+                              "(a symbolic one is a dim_param)", name, d, (long long)in->dim[d]);
+                    return -1;
+                }
             }
         }
         if ((in->value = add_value(L, name)) < 0) return -1;
@@ -388,17 +509,7 @@ static int check_node(loader *L, onnx_node *n) {
                             op->name, opset, n->version, op->min_v, op->max_v);
         return -1;
     }
-    for (size_t k = 0; k < pb->n_attribute; k++) {
-        const Onnx__AttributeProto *a = pb->attribute[k];
-        if (a->ref_attr_name && *a->ref_attr_name) {
-            nb__onnx_node_error(n, "attribute '%s' refers to a function's attribute, which is not supported", str(a->name));
-            return -1;
-        }
-        if (!in_list(op->attrs, str(a->name))) {
-            nb__onnx_node_error(n, "attribute '%s' is not supported (opset %d)", str(a->name), opset);
-            return -1;
-        }
-    }
+    if (check_attrs(n, opset) < 0) return -1;
     if (n->nin < op->min_in || n->nin > op->max_in) {
         nb__onnx_node_error(n, "%d inputs; the operator takes %d to %d", n->nin, op->min_in, op->max_in);
         return -1;
@@ -587,6 +698,63 @@ static int fold_constants(nb_onnx_model *m) {
     return rc;
 }
 
+/* ---------- nesting ---------- */
+/* How deep messages may nest below the model: protobuf's own default recursion limit, which
+   onnx (upb) and ONNX Runtime (protobuf C++) apply when they parse a model, so a file they read
+   is read here too. */
+#define NB_ONNX_MAX_NESTING 100
+
+/* The field numbered id of a message type, or NULL (an unknown field, kept unparsed). */
+static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor *d, uint64_t id) {
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (d->fields[i].id == id) return &d->fields[i];
+    return NULL;
+}
+
+/* protobuf-c unpacks a message inside a message by recursion, with no limit, and the schema
+   nests without bound (a subgraph in a node's attribute holds nodes with subgraphs; a sequence
+   type holds a type): 3,000 subgraphs deep, 75 kB, overflowed the stack. So the bytes are
+   walked first, iteratively, following the same descriptors protobuf-c follows (only known
+   message fields of wire type 2 are unpacked as messages), and a model nesting deeper than
+   the limit is refused. Malformed bytes end the walk: protobuf-c then refuses them itself. */
+static int check_nesting(const uint8_t *data, size_t size) {
+    struct {
+        nb_pb_reader r;
+        const ProtobufCMessageDescriptor *d;
+    } st[NB_ONNX_MAX_NESTING + 1];
+    int top = 0;
+    st[0].r = (nb_pb_reader){ data, data + size, false };
+    st[0].d = &onnx__model_proto__descriptor;
+    for (;;) {
+        nb_pb_field f;
+        if (!nb__pb_next(&st[top].r, &f)) {
+            if (st[top].r.bad || top == 0) return 0; /* malformed (groups too): protobuf-c refuses it */
+            top--;                                   /* the message ended: back to its parent */
+            continue;
+        }
+        const ProtobufCFieldDescriptor *fd = f.wire == 2 ? field_of(st[top].d, f.field) : NULL;
+        if (!fd || fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if (top == NB_ONNX_MAX_NESTING) {
+            int graphs = 0, types = 0;
+            for (int i = 0; i <= top; i++) {
+                graphs += st[i].d == &onnx__graph_proto__descriptor;
+                types += st[i].d == &onnx__type_proto__descriptor;
+            }
+            const ProtobufCMessageDescriptor *in = fd->descriptor;
+            graphs += in == &onnx__graph_proto__descriptor;
+            types += in == &onnx__type_proto__descriptor;
+            nb__error("nb_onnx_load: the model's protobuf messages nest %d levels deep at byte %zu (%d graph%s "
+                      "through node attributes and %d type%s, one inside another); the limit is %d, as in onnx "
+                      "and ONNX Runtime", top + 1, (size_t)(f.bytes - data), graphs, graphs == 1 ? "" : "s", types,
+                      types == 1 ? "" : "s", NB_ONNX_MAX_NESTING);
+            return -1;
+        }
+        top++;
+        st[top].r = (nb_pb_reader){ f.bytes, f.bytes + f.len, false };
+        st[top].d = fd->descriptor;
+    }
+}
+
 static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_onnx_load_opts opts, nb__map *map) {
     if (size > (size_t)INT32_MAX) {
         /* protobuf messages are limited to 2 GB; larger models keep their weights as external data */
@@ -598,6 +766,10 @@ static nb_onnx_model *load(const void *data, size_t size, const char *dir, nb_on
     if (!m) { nb__error("nb_onnx_load: out of memory"); return NULL; }
     if (map) m->map = *map;
     m->opts = opts;
+    if (check_nesting(data, size) < 0) {
+        nb_onnx_free(m);
+        return NULL;
+    }
     m->pb = onnx__model_proto__unpack(NULL, size, data);
     if (!m->pb) {
         nb__error("nb_onnx_load: not a valid ONNX model: the protobuf is corrupt or truncated (%zu bytes)", size);

@@ -23,9 +23,6 @@ int nb__onnx_check_pool(const onnx_node *n, char *msg, size_t size) {
     const char *ap = nb__onnx_attr_s(n, "auto_pad", "NOTSET", buf, sizeof buf);
     if (strcmp(ap, "NOTSET") && strcmp(ap, "SAME_UPPER") && strcmp(ap, "SAME_LOWER") && strcmp(ap, "VALID"))
         return snprintf(msg, size, "auto_pad '%s' is not supported", ap), -1;
-    const int64_t *v;
-    if (strcmp(n->op->name, "Conv") && nb__onnx_attr_ints(n, "kernel_shape", &v) < 0)
-        return snprintf(msg, size, "attribute 'kernel_shape' is missing"), -1;
     return 0;
 }
 

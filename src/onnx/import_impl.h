@@ -82,13 +82,29 @@ typedef struct onnx_op {
     const char *name;
     const char *history;      /* every schema version ONNX has, "1,6,13,14" (onnx 1.23) */
     int min_v, max_v;         /* the versions nabla implements */
-    const char *attrs;        /* the attributes it accepts, "axis,keepdims" */
+    const char *attrs;        /* its attributes' schema: "name:type" each, comma-separated, type one of
+                                 float, int, string, tensor, floats, ints; '!' after the type: required;
+                                 "@lo-hi": only in schema versions lo to hi (either may be left out).
+                                 "to:int!,saturate:int@19-" */
     int min_in, max_in;       /* input count */
     int max_out;
     onnx_op_fn run;
     onnx_check_fn check;      /* or NULL */
     int flags;
 } onnx_op;
+
+/* One attribute of an operator's schema (onnx_op.attrs), parsed. */
+typedef struct onnx_attr_spec {
+    char name[48];
+    int type;                 /* ONNX's AttributeProto.AttributeType */
+    bool required;
+    int lo, hi;               /* the schema versions that have it */
+} onnx_attr_spec;
+/* Parses the next entry of an attrs schema at *p into a, advancing *p; false at the end (or at an
+   entry the table should not hold, which the schema test catches). */
+bool nb__onnx_next_attr_spec(const char **p, onnx_attr_spec *a);
+/* ONNX's name of an attribute type ("int", "ints"...). */
+const char *nb__onnx_attr_type_name(int type);
 
 /* The operator table (import_ops.c), ended by a NULL name. */
 extern const onnx_op nb__onnx_import_ops[];

@@ -3,6 +3,8 @@
    with ONNX's semantics where they differ from nabla's (integer division truncates, Mod,
    Softmax's 2-D coercion before opset 13, Slice's clamping, ...). */
 #include "import_impl.h"
+#include "../ops/ops_impl.h"      /* nb__host_call */
+#include "../ops/shape_util.h"    /* nb__broadcast_shapes */
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,24 +41,108 @@ RUN(add) { UNUSED; OUT(as(nb_add(in[0], in[1]), nb_dtype_of(in[0]))); }
 RUN(sub) { UNUSED; OUT(as(nb_sub(in[0], in[1]), nb_dtype_of(in[0]))); }
 RUN(mul) { UNUSED; OUT(as(nb_mul(in[0], in[1]), nb_dtype_of(in[0]))); }
 
-/* a / b; integers truncate toward zero as ONNX (C) does, not as nabla's true division */
+/* ---------- integer Div and Mod ----------
+   In integer arithmetic, not through f64 (whose 53 bits lost 2^53 + 1): Div truncates toward
+   zero (C's /), Mod with fmod 0 takes the divisor's sign (Python's %), with fmod 1 the
+   dividend's (C's %), as ONNX's specification and ONNX Runtime do. A zero divisor is an error
+   naming the node and the element, and INT_MIN / -1 wraps to INT_MIN (its remainder is 0), where
+   C's operators would trap. nabla's ops have no integer division, so the kernel is this
+   function, run on the host through host_call: a plain call eagerly, and a step that every replay
+   of a compiled model runs again. */
+enum { INT_DIV, INT_MOD, INT_FMOD };
+
+#define INT_KERNEL(T, UT)                                                                          \
+    for (int64_t i = 0; i < cnt; i++) {                                                            \
+        T x = ((const T *)a)[i], y = ((const T *)b)[i], q;                                         \
+        if (y == 0) { bad = i; num = (int64_t)x; break; }                                          \
+        if (y == (T)-1) /* x / -1: negate with wrap (INT_MIN stays), remainder 0 */                 \
+            q = kind == INT_DIV ? (T)(UT)(0u - (UT)x) : (T)0;                                      \
+        else if (kind == INT_DIV) q = (T)(x / y);                                                  \
+        else {                                                                                     \
+            q = (T)(x % y);                                                                        \
+            if (kind == INT_MOD && q != 0 && ((q < 0) != (y < 0))) q = (T)(q + y);                 \
+        }                                                                                          \
+        ((T *)o)[i] = q;                                                                           \
+    }
+
+/* Floating-point Mod (never Div: that is nabla's own): C's fmod, exact, with fmod 1; with fmod 0
+   moved to the divisor's sign, a zero result taking the divisor's sign, as Mod-28 spells out (a
+   zero or NaN operand gives NaN, x mod +-inf is x or the infinity). */
+#define FLOAT_MOD(T, FMOD, COPYSIGN)                                                               \
+    for (int64_t i = 0; i < cnt; i++) {                                                            \
+        T x = ((const T *)a)[i], y = ((const T *)b)[i], r = FMOD(x, y);                            \
+        if (kind == INT_MOD) {                                                                     \
+            if (r != 0 && ((r < 0) != (y < 0))) r += y;                                            \
+            else if (r == 0) r = COPYSIGN((T)0, y);                                                \
+        }                                                                                          \
+        ((T *)o)[i] = r;                                                                           \
+    }
+
+static int int_div_mod_host(void *ctx, nb_tensor *const *t, int nt) {
+    const onnx_node *n = ctx;
+    (void)nt;
+    int kind = !strcmp(n->op->name, "Div") ? INT_DIV : nb__onnx_attr_i(n, "fmod", 0) ? INT_FMOD : INT_MOD;
+    void *o = nb_data_ptr(t[0]), *a = nb_data_ptr(t[1]), *b = nb_data_ptr(t[2]);
+    int64_t cnt = nb_numel(t[0]), bad = -1, num = 0;
+    if (cnt && (!o || !a || !b)) return -1;
+    switch (nb_dtype_of(t[0])) {
+    case NB_I64: INT_KERNEL(int64_t, uint64_t) break;
+    case NB_I32: INT_KERNEL(int32_t, uint32_t) break;
+    case NB_I8: INT_KERNEL(int8_t, uint8_t) break;
+    case NB_U8: /* unsigned: every rule is C's */
+        for (int64_t i = 0; i < cnt; i++) {
+            uint8_t x = ((const uint8_t *)a)[i], y = ((const uint8_t *)b)[i];
+            if (y == 0) { bad = i; num = x; break; }
+            ((uint8_t *)o)[i] = kind == INT_DIV ? (uint8_t)(x / y) : (uint8_t)(x % y);
+        }
+        break;
+    case NB_F32: FLOAT_MOD(float, fmodf, copysignf) break;
+    case NB_F64: FLOAT_MOD(double, fmod, copysign) break;
+    default: FAIL("integer %s of %s", n->op->name, nb_dtype_name(nb_dtype_of(t[0])));
+    }
+    if (bad >= 0) FAIL("integer %s by zero (element %lld of the broadcast inputs: %lld %s 0)", kind == INT_DIV ? "division" : "modulo",
+                       (long long)bad, (long long)num, kind == INT_DIV ? "/" : "mod");
+    return 0;
+}
+#undef INT_KERNEL
+#undef FLOAT_MOD
+
+/* Integer a / b or a mod b by int_div_mod_host: both broadcast and copied (host_call may write
+   every tensor it is given, so none is a model's value), and a result to write. */
+static int int_div_mod(const onnx_node *n, nb_tensor *a, nb_tensor *b, nb_tensor **out) {
+    nb_dtype d = nb_dtype_of(a);
+    if (nb_dtype_of(b) != d) FAIL("A is %s and B is %s; they must be one type", nb_dtype_name(d), nb_dtype_name(nb_dtype_of(b)));
+    bool fl = d == NB_F32 || d == NB_F64;
+    if (d != NB_I64 && d != NB_I32 && d != NB_I8 && d != NB_U8 && !(fl && strcmp(n->op->name, "Div")))
+        FAIL("%s of %s is not defined", n->op->name, nb_dtype_name(d));
+    nb_shape sa = nb_shape_of(a), sb = nb_shape_of(b), s;
+    if (nb__broadcast_shapes("nb_onnx", &sa, &sb, &s) < 0) return -1;
+    nb_tensor *t[3] = { nb_empty(s, d), nb_clone(nb_expand(a, s)), nb_clone(nb_expand(b, s)) };
+    if (!t[0] || !t[1] || !t[2] || nb__host_call(int_div_mod_host, (void *)n, t, 3) < 0) return -1;
+    out[0] = t[0];
+    return 0;
+}
+
+/* a / b: floats as nabla divides, integers in integer arithmetic */
 RUN(div) {
     UNUSED;
     nb_dtype d = nb_dtype_of(in[0]);
     if (is_float(d)) OUT(as(nb_div(in[0], in[1]), d));
-    OUT(as(nb_trunc(nb_div(nb_cast(in[0], NB_F64), nb_cast(in[1], NB_F64))), d));
+    return int_div_mod(n, in[0], in[1], out);
 }
 
-/* Mod: fmod = 1 keeps the dividend's sign (C fmod), 0 the divisor's (Python %) */
+/* Mod: fmod = 1 keeps the dividend's sign (C fmod), 0 the divisor's (Python %); floats too, fmod
+   0 from version 28 (before, the schema asks for fmod 1); halves in f32 */
 RUN(mod) {
     UNUSED;
     nb_dtype d = nb_dtype_of(in[0]);
     bool fm = nb__onnx_attr_i(n, "fmod", 0) != 0;
-    if (is_float(d) && !fm) FAIL("fmod must be 1 for floating-point inputs");
-    nb_tensor *a = nb_cast(in[0], NB_F64), *b = nb_cast(in[1], NB_F64);
-    nb_tensor *q = nb_div(a, b);
-    q = fm ? nb_trunc(q) : nb_floor(q);
-    OUT(as(nb_sub(a, nb_mul(q, b)), d)); /* floor of the quotient gives the remainder b's sign */
+    if (is_float(d) && !fm && n->version < 28) FAIL("fmod must be 1 for floating-point inputs before Mod version 28");
+    if (d != NB_F16 && d != NB_BF16) return int_div_mod(n, in[0], in[1], out);
+    if (nb_dtype_of(in[1]) != d) FAIL("A is %s and B is %s; they must be one type", nb_dtype_name(d), nb_dtype_name(nb_dtype_of(in[1])));
+    nb_tensor *a = nb_cast(in[0], NB_F32), *b = nb_cast(in[1], NB_F32), *y = NULL;
+    if (int_div_mod(n, a, b, &y) < 0) return -1;
+    OUT(nb_cast(y, d));
 }
 
 RUN(pow) {
@@ -184,7 +270,6 @@ RUN(clip) {
 static int check_cast(const onnx_node *n, char *msg, size_t size) {
     nb_dtype d;
     int64_t to = nb__onnx_attr_i(n, "to", -1);
-    if (!nb__onnx_attr(n, "to")) return snprintf(msg, size, "attribute 'to' is missing"), -1;
     if (!nb__onnx_to_dtype((int)to, &d)) return snprintf(msg, size, "cast to ONNX type %lld, which nabla lacks", (long long)to), -1;
     char buf[16];
     if (nb__onnx_attr(n, "round_mode") && strcmp(nb__onnx_attr_s(n, "round_mode", "up", buf, sizeof buf), "up"))
@@ -1015,95 +1100,95 @@ RUN(global_max_pool) {
 #define H OP_HALF_UPCAST
 #define N INT32_MAX
 const onnx_op nb__onnx_import_ops[] = {
-    /* name, history (onnx 1.23), implemented versions, attributes, inputs, outputs, run, check, flags */
+    /* name, history (onnx 1.23), implemented versions, attribute schema, inputs, outputs, run, check, flags */
     { "Abs", "1,6,13", 6, 13, "", 1, 1, 1, op_abs, NULL, H },
     { "Add", "1,6,7,13,14", 7, 14, "", 2, 2, 1, op_add, NULL, H },
     { "And", "1,7", 7, 7, "", 2, 2, 1, op_and, NULL, 0 },
-    { "ArgMax", "1,11,12,13", 11, 13, "axis,keepdims,select_last_index", 1, 1, 1, op_argmax, NULL, 0 },
-    { "ArgMin", "1,11,12,13", 11, 13, "axis,keepdims,select_last_index", 1, 1, 1, op_argmin, NULL, 0 },
-    { "AveragePool", "1,7,10,11,19,22", 7, 22, "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides", 1, 1, 1, nb__onnx_avgpool, nb__onnx_check_pool, H },
-    { "BatchNormalization", "1,6,7,9,14,15", 6, 15, "epsilon,momentum,training_mode,spatial,is_test", 5, 5, 3, op_batch_norm, check_batch_norm, H },
-    { "Cast", "1,6,9,13,19,21,23,24,25,28", 6, 25, "to,saturate", 1, 1, 1, op_cast, check_cast, 0 },
-    { "CastLike", "15,19,21,23,24,25", 15, 25, "saturate", 2, 2, 1, op_cast_like, NULL, 0 },
+    { "ArgMax", "1,11,12,13", 11, 13, "axis:int,keepdims:int,select_last_index:int@12-", 1, 1, 1, op_argmax, NULL, 0 },
+    { "ArgMin", "1,11,12,13", 11, 13, "axis:int,keepdims:int,select_last_index:int@12-", 1, 1, 1, op_argmin, NULL, 0 },
+    { "AveragePool", "1,7,10,11,19,22", 7, 22, "auto_pad:string,ceil_mode:int@10-,count_include_pad:int,dilations:ints@19-,kernel_shape:ints!,pads:ints,strides:ints", 1, 1, 1, nb__onnx_avgpool, nb__onnx_check_pool, H },
+    { "BatchNormalization", "1,6,7,9,14,15", 6, 15, "epsilon:float,momentum:float,training_mode:int@14-,spatial:int@-8,is_test:int@-6", 5, 5, 3, op_batch_norm, check_batch_norm, H },
+    { "Cast", "1,6,9,13,19,21,23,24,25,28", 6, 25, "to:int!,saturate:int@19-,round_mode:string@24-", 1, 1, 1, op_cast, check_cast, 0 },
+    { "CastLike", "15,19,21,23,24,25", 15, 25, "saturate:int@19-", 2, 2, 1, op_cast_like, NULL, 0 },
     { "Ceil", "1,6,13", 6, 13, "", 1, 1, 1, op_ceil, NULL, H },
-    { "Clip", "1,6,11,12,13", 6, 13, "min,max", 1, 3, 1, op_clip, NULL, H },
-    { "Concat", "1,4,11,13", 4, 13, "axis", 1, N, 1, op_concat, NULL, 0 },
-    { "Constant", "1,9,11,12,13,19,21,23,24,25", 9, 25, "value,value_float,value_floats,value_int,value_ints", 0, 0, 1, op_constant, check_constant, 0 },
-    { "ConstantOfShape", "9,20,21,23,24,25", 9, 25, "value", 1, 1, 1, op_constant_of_shape, check_constant_of_shape, 0 },
-    { "Conv", "1,11,22", 1, 22, "auto_pad,dilations,group,kernel_shape,pads,strides", 2, 3, 1, nb__onnx_conv, nb__onnx_check_pool, H },
+    { "Clip", "1,6,11,12,13", 6, 13, "min:float@-10,max:float@-10", 1, 3, 1, op_clip, NULL, H },
+    { "Concat", "1,4,11,13", 4, 13, "axis:int!", 1, N, 1, op_concat, NULL, 0 },
+    { "Constant", "1,9,11,12,13,19,21,23,24,25", 9, 25, "value:tensor!@-10,value:tensor@11-,value_float:float@12-,value_floats:floats@12-,value_int:int@12-,value_ints:ints@12-", 0, 0, 1, op_constant, check_constant, 0 },
+    { "ConstantOfShape", "9,20,21,23,24,25", 9, 25, "value:tensor", 1, 1, 1, op_constant_of_shape, check_constant_of_shape, 0 },
+    { "Conv", "1,11,22", 1, 22, "auto_pad:string,dilations:ints,group:int,kernel_shape:ints,pads:ints,strides:ints", 2, 3, 1, nb__onnx_conv, nb__onnx_check_pool, H },
     { "Cos", "7,22", 7, 22, "", 1, 1, 1, op_cos, NULL, H },
     { "Div", "1,6,7,13,14", 7, 14, "", 2, 2, 1, op_div, NULL, H },
-    { "Dropout", "1,6,7,10,12,13,22", 7, 22, "ratio,seed", 1, 3, 2, op_dropout, NULL, 0 },
-    { "Elu", "1,6,22", 6, 22, "alpha", 1, 1, 1, op_elu, NULL, H },
+    { "Dropout", "1,6,7,10,12,13,22", 7, 22, "ratio:float@-11,seed:int@12-", 1, 3, 2, op_dropout, NULL, 0 },
+    { "Elu", "1,6,22", 6, 22, "alpha:float", 1, 1, 1, op_elu, NULL, H },
     { "Equal", "1,7,11,13,19", 7, 19, "", 2, 2, 1, op_equal, NULL, 0 },
     { "Erf", "9,13", 9, 13, "", 1, 1, 1, op_erf, NULL, H },
     { "Exp", "1,6,13", 6, 13, "", 1, 1, 1, op_exp, NULL, H },
     { "Expand", "8,13", 8, 13, "", 2, 2, 1, op_expand, NULL, 0 },
-    { "Flatten", "1,9,11,13,21,23,24,25", 9, 25, "axis", 1, 1, 1, op_flatten, NULL, 0 },
+    { "Flatten", "1,9,11,13,21,23,24,25", 9, 25, "axis:int", 1, 1, 1, op_flatten, NULL, 0 },
     { "Floor", "1,6,13", 6, 13, "", 1, 1, 1, op_floor, NULL, H },
-    { "Gather", "1,11,13", 11, 13, "axis", 2, 2, 1, op_gather, NULL, 0 },
-    { "GatherElements", "11,13", 11, 13, "axis", 2, 2, 1, op_gather_elements, NULL, 0 },
-    { "GatherND", "11,12,13", 11, 13, "batch_dims", 2, 2, 1, op_gather_nd, NULL, 0 },
-    { "Gelu", "20", 20, 20, "approximate", 1, 1, 1, op_gelu, check_gelu, H },
-    { "Gemm", "1,6,7,9,11,13", 7, 13, "alpha,beta,transA,transB", 2, 3, 1, op_gemm, NULL, H },
+    { "Gather", "1,11,13", 11, 13, "axis:int", 2, 2, 1, op_gather, NULL, 0 },
+    { "GatherElements", "11,13", 11, 13, "axis:int", 2, 2, 1, op_gather_elements, NULL, 0 },
+    { "GatherND", "11,12,13", 11, 13, "batch_dims:int@12-", 2, 2, 1, op_gather_nd, NULL, 0 },
+    { "Gelu", "20", 20, 20, "approximate:string", 1, 1, 1, op_gelu, check_gelu, H },
+    { "Gemm", "1,6,7,9,11,13", 7, 13, "alpha:float,beta:float,transA:int,transB:int", 2, 3, 1, op_gemm, NULL, H },
     { "GlobalAveragePool", "1,22", 1, 22, "", 1, 1, 1, op_global_avg_pool, NULL, H },
     { "GlobalMaxPool", "1,22", 1, 22, "", 1, 1, 1, op_global_max_pool, NULL, H },
     { "Greater", "1,7,9,13", 7, 13, "", 2, 2, 1, op_greater, NULL, 0 },
     { "GreaterOrEqual", "12,16", 12, 16, "", 2, 2, 1, op_greater_eq, NULL, 0 },
-    { "HardSigmoid", "1,6,22", 6, 22, "alpha,beta", 1, 1, 1, op_hard_sigmoid, NULL, H },
+    { "HardSigmoid", "1,6,22", 6, 22, "alpha:float,beta:float", 1, 1, 1, op_hard_sigmoid, NULL, H },
     { "HardSwish", "14,22", 14, 22, "", 1, 1, 1, op_hard_swish, NULL, H },
     { "Identity", "1,13,14,16,19,21,23,24,25", 1, 25, "", 1, 1, 1, op_identity, NULL, 0 },
-    { "LayerNormalization", "17", 17, 17, "axis,epsilon,stash_type", 2, 3, 3, op_layer_norm, NULL, H },
-    { "LeakyRelu", "1,6,16", 6, 16, "alpha", 1, 1, 1, op_leaky_relu, NULL, H },
+    { "LayerNormalization", "17", 17, 17, "axis:int,epsilon:float,stash_type:int", 2, 3, 3, op_layer_norm, NULL, H },
+    { "LeakyRelu", "1,6,16", 6, 16, "alpha:float", 1, 1, 1, op_leaky_relu, NULL, H },
     { "Less", "1,7,9,13", 7, 13, "", 2, 2, 1, op_less, NULL, 0 },
     { "LessOrEqual", "12,16", 12, 16, "", 2, 2, 1, op_less_eq, NULL, 0 },
     { "Log", "1,6,13", 6, 13, "", 1, 1, 1, op_log, NULL, H },
-    { "LogSoftmax", "1,11,13", 1, 13, "axis", 1, 1, 1, op_log_softmax, NULL, H },
+    { "LogSoftmax", "1,11,13", 1, 13, "axis:int", 1, 1, 1, op_log_softmax, NULL, H },
     { "MatMul", "1,9,13", 9, 13, "", 2, 2, 1, op_matmul, NULL, H },
     { "Max", "1,6,8,12,13", 8, 13, "", 1, N, 1, op_max, NULL, H },
-    { "MaxPool", "1,8,10,11,12,22", 8, 22, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides", 1, 1, 2, nb__onnx_maxpool, nb__onnx_check_pool, H },
+    { "MaxPool", "1,8,10,11,12,22", 8, 22, "auto_pad:string,ceil_mode:int@10-,dilations:ints@10-,kernel_shape:ints!,pads:ints,storage_order:int,strides:ints", 1, 1, 2, nb__onnx_maxpool, nb__onnx_check_pool, H },
     { "Mean", "1,6,8,13", 8, 13, "", 1, N, 1, op_mean, NULL, H },
     { "Min", "1,6,8,12,13", 8, 13, "", 1, N, 1, op_min, NULL, H },
-    { "Mod", "10,13,28", 10, 13, "fmod", 2, 2, 1, op_mod, NULL, 0 },
+    { "Mod", "10,13,28", 10, 28, "fmod:int", 2, 2, 1, op_mod, NULL, 0 },
     { "Mul", "1,6,7,13,14", 7, 14, "", 2, 2, 1, op_mul, NULL, H },
     { "Neg", "1,6,13", 6, 13, "", 1, 1, 1, op_neg, NULL, H },
     { "Not", "1", 1, 1, "", 1, 1, 1, op_not, NULL, 0 },
     { "Or", "1,7", 7, 7, "", 2, 2, 1, op_or, NULL, 0 },
-    { "Pad", "1,2,11,13,18,19,21,23,24,25", 2, 25, "mode,pads,value", 1, 4, 1, op_pad, check_pad, 0 },
+    { "Pad", "1,2,11,13,18,19,21,23,24,25", 2, 25, "mode:string,pads:ints!@-10,value:float@-10", 1, 4, 1, op_pad, check_pad, 0 },
     { "Pow", "1,7,12,13,15", 7, 15, "", 2, 2, 1, op_pow, NULL, H },
     { "Range", "11,27", 11, 11, "", 3, 3, 1, op_range, NULL, 0 },
     { "Reciprocal", "1,6,13", 6, 13, "", 1, 1, 1, op_reciprocal, NULL, H },
-    { "ReduceL1", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_l1, NULL, H },
-    { "ReduceL2", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_l2, NULL, H },
-    { "ReduceLogSum", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_logsum, NULL, H },
-    { "ReduceLogSumExp", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_logsumexp, NULL, H },
-    { "ReduceMax", "1,11,12,13,18,20", 11, 20, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_max, NULL, H },
-    { "ReduceMean", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_mean, NULL, H },
-    { "ReduceMin", "1,11,12,13,18,20", 11, 20, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_min, NULL, H },
-    { "ReduceProd", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_prod, NULL, H },
-    { "ReduceSum", "1,11,13", 11, 13, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_sum, NULL, H },
-    { "ReduceSumSquare", "1,11,13,18", 11, 18, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, op_reduce_sumsq, NULL, H },
+    { "ReduceL1", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_l1, NULL, H },
+    { "ReduceL2", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_l2, NULL, H },
+    { "ReduceLogSum", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_logsum, NULL, H },
+    { "ReduceLogSumExp", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_logsumexp, NULL, H },
+    { "ReduceMax", "1,11,12,13,18,20", 11, 20, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_max, NULL, H },
+    { "ReduceMean", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_mean, NULL, H },
+    { "ReduceMin", "1,11,12,13,18,20", 11, 20, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_min, NULL, H },
+    { "ReduceProd", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_prod, NULL, H },
+    { "ReduceSum", "1,11,13", 11, 13, "axes:ints@-12,keepdims:int,noop_with_empty_axes:int@13-", 1, 2, 1, op_reduce_sum, NULL, H },
+    { "ReduceSumSquare", "1,11,13,18", 11, 18, "axes:ints@-17,keepdims:int,noop_with_empty_axes:int@18-", 1, 2, 1, op_reduce_sumsq, NULL, H },
     { "Relu", "1,6,13,14", 6, 14, "", 1, 1, 1, op_relu, NULL, H },
-    { "Reshape", "1,5,13,14,19,21,23,24,25", 5, 25, "allowzero", 2, 2, 1, op_reshape, NULL, 0 },
+    { "Reshape", "1,5,13,14,19,21,23,24,25", 5, 25, "allowzero:int@14-", 2, 2, 1, op_reshape, NULL, 0 },
     { "Round", "11,22", 11, 22, "", 1, 1, 1, op_round, NULL, H },
-    { "ScatterND", "11,13,16,18", 11, 18, "reduction", 3, 3, 1, op_scatter_nd, check_scatter_nd, 0 },
-    { "Shape", "1,13,15,19,21,23,24,25", 1, 25, "start,end", 1, 1, 1, op_shape, NULL, OP_SHAPE_ONLY },
+    { "ScatterND", "11,13,16,18", 11, 18, "reduction:string@16-", 3, 3, 1, op_scatter_nd, check_scatter_nd, 0 },
+    { "Shape", "1,13,15,19,21,23,24,25", 1, 25, "start:int@15-,end:int@15-", 1, 1, 1, op_shape, NULL, OP_SHAPE_ONLY },
     { "Sigmoid", "1,6,13", 6, 13, "", 1, 1, 1, op_sigmoid, NULL, H },
     { "Sign", "9,13", 9, 13, "", 1, 1, 1, op_sign, NULL, H },
     { "Sin", "7,22", 7, 22, "", 1, 1, 1, op_sin, NULL, H },
     { "Size", "1,13,19,21,23,24,25", 1, 25, "", 1, 1, 1, op_size, NULL, OP_SHAPE_ONLY },
-    { "Slice", "1,10,11,13", 1, 13, "starts,ends,axes", 1, 5, 1, op_slice, NULL, 0 },
-    { "Softmax", "1,11,13", 1, 13, "axis", 1, 1, 1, op_softmax, NULL, H },
+    { "Slice", "1,10,11,13", 1, 13, "starts:ints!@-9,ends:ints!@-9,axes:ints@-9", 1, 5, 1, op_slice, NULL, 0 },
+    { "Softmax", "1,11,13", 1, 13, "axis:int", 1, 1, 1, op_softmax, NULL, H },
     { "Softplus", "1,22", 1, 22, "", 1, 1, 1, op_softplus, NULL, H },
-    { "Split", "1,2,11,13,18", 2, 18, "axis,split,num_outputs", 1, 2, 64, op_split, NULL, 0 },
+    { "Split", "1,2,11,13,18", 2, 18, "axis:int,split:ints@-12,num_outputs:int@18-", 1, 2, 64, op_split, NULL, 0 },
     { "Sqrt", "1,6,13", 6, 13, "", 1, 1, 1, op_sqrt, NULL, H },
-    { "Squeeze", "1,11,13,21,23,24,25", 1, 25, "axes", 1, 2, 1, op_squeeze, NULL, 0 },
+    { "Squeeze", "1,11,13,21,23,24,25", 1, 25, "axes:ints@-12", 1, 2, 1, op_squeeze, NULL, 0 },
     { "Sub", "1,6,7,13,14", 7, 14, "", 2, 2, 1, op_sub, NULL, H },
     { "Sum", "1,6,8,13", 8, 13, "", 1, N, 1, op_sum, NULL, H },
     { "Tanh", "1,6,13", 6, 13, "", 1, 1, 1, op_tanh, NULL, H },
     { "Tile", "1,6,13", 6, 13, "", 2, 2, 1, op_tile, NULL, 0 },
-    { "Transpose", "1,13,21,23,24,25", 1, 25, "perm", 1, 1, 1, op_transpose, NULL, 0 },
-    { "Unsqueeze", "1,11,13,21,23,24,25", 1, 25, "axes", 1, 2, 1, op_unsqueeze, NULL, 0 },
+    { "Transpose", "1,13,21,23,24,25", 1, 25, "perm:ints", 1, 1, 1, op_transpose, NULL, 0 },
+    { "Unsqueeze", "1,11,13,21,23,24,25", 1, 25, "axes:ints!@-12", 1, 2, 1, op_unsqueeze, NULL, 0 },
     { "Where", "9,16", 9, 16, "", 3, 3, 1, op_where, NULL, 0 },
     { "Xor", "1,7", 7, 7, "", 2, 2, 1, op_xor, NULL, 0 },
     { NULL, NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, 0 },
