@@ -403,34 +403,33 @@ nb_history *nb_model_fit_loader(nb_model *m, nb_data_loader *train, nb_data_load
             nb_tensor *loss = compute_loss(m, pred, b.y);
             nb_optim_zero_grad(m->opt);
             double l = loss ? nb_item(loss) : NAN;
+            /* this batch's loss sum, samples and correct predictions; the whole job's with all_sum
+               (summed before backward, so the health signals log the job's loss too) */
+            double sums[4] = { 0, (double)nb_dim(b.y, 0), 0, 0 };
+            sums[0] = l * sums[1];
+            if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &sums[2], &sums[3]);
+            if (o.all_sum) {
+                if (o.all_sum(sums, 4, o.all_sum_ctx) < 0) {
+                    if (!nb__has_error()) nb__error("nb_model_fit: all_sum failed at step %lld", (long long)step + 1);
+                    failed = true;
+                } else l = sums[1] > 0 ? sums[0] / sums[1] : l;
+            }
             int64_t hstep = step + 1; /* the global step: a resumed run continues the count */
             if (health && done == 0 && epoch == o.initial_epoch + 1 && !m->c.loss_fn &&
                 m->c.loss == NB_LOSS_SPARSE_CE_LOGITS && pred && nb_ndim(pred) == 2 &&
                 nb_summary_scalar(o.tensorboard, "health/classes", (double)nb_dim(pred, 1), hstep) < 0)
                 failed = true;
             /* the health signals see the gradients before clipping, as they came out of backward */
-            if (nb_backward(loss) < 0 || (health && nb_health_before_update(health, hstep, l) < 0) ||
+            if (failed || nb_backward(loss) < 0 || (health && nb_health_before_update(health, hstep, l) < 0) ||
                 (o.clip_grad_norm > 0 && nb_clip_grad_norm(m->module, o.clip_grad_norm) < 0) ||
                 nb_optim_step(m->opt) < 0 || (health && nb_health_after_update(health, hstep, data_wait) < 0))
                 failed = true;
-            /* this batch's loss sum, samples and correct predictions; the whole job's with all_sum */
-            double sums[4] = { 0, (double)nb_dim(b.y, 0), 0, 0 };
-            sums[0] = l * sums[1];
-            if (pred) count_metrics(m, "nb_model_fit", done, pred, b.y, &sums[2], &sums[3]);
             nb_scope_end(s);
             done++;
             step++;
             if (failed || nb__error_count() != errors0) {
                 failed = true;
                 break;
-            }
-            if (o.all_sum) {
-                if (o.all_sum(sums, 4, o.all_sum_ctx) < 0) {
-                    if (!nb__has_error()) nb__error("nb_model_fit: all_sum failed at step %lld", (long long)step);
-                    failed = true;
-                    break;
-                }
-                l = sums[1] > 0 ? sums[0] / sums[1] : l;
             }
             t.loss += sums[0];
             t.n += (int64_t)sums[1];
