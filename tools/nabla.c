@@ -9,6 +9,7 @@
 #include "cli_model.h"
 #include "cli_hf.h"
 #include "cli_onnx.h"
+#include "cli_paths.h"
 #include "cli_run.h"
 #include "train_args.h"
 #include <nabla.h>
@@ -419,6 +420,7 @@ static int train_main(int argc, char **argv) {
     if (rc == 1) return 0;
     if (rc) return 2;
     if (o.hf_model) return cli_finetune(o);
+    if (cli_train_replaces_input(&o)) return 2;
     if (o.nproc > 1) return launch_ranks(o.nproc, argc, argv);
     return train(o);
 }
