@@ -5,6 +5,7 @@
    `nabla run`: tools/cli_onnx.c) and the pretrained-model ones (`nabla generate`, `nabla embed`:
    tools/cli_hf.c). */
 #include "cli_data.h"
+#include "cli_dist.h"
 #include "cli_finetune.h"
 #include "cli_model.h"
 #include "cli_hf.h"
@@ -216,9 +217,7 @@ static int train(train_opts o) {
         o.batch /= world;
         if (rank != 0) o.quiet = true;
     }
-    int rc = train_ranks(o, rank, world);
-    nb_dist_finalize();
-    return rc;
+    return cli_dist_end(train_ranks(o, rank, world), "train");
 }
 
 static int train_ranks(train_opts o, int rank, int world) {
