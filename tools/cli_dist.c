@@ -4,6 +4,7 @@
 #include "cli_dist.h"
 #include "train_args.h"
 #include <nabla.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
