@@ -115,9 +115,7 @@ int nabla_plot_main(int argc, char **argv) {
         free(runs);
         return 2;
     }
-    struct stat so, sc;
-    if (svg && csv && (!strcmp(svg, csv) || (stat(svg, &so) == 0 && stat(csv, &sc) == 0 && so.st_dev == sc.st_dev &&
-                                             so.st_ino == sc.st_ino))) {
+    if (svg && csv && (!strcmp(svg, csv) || cli_same_file(svg, csv))) {
         fprintf(stderr, "nabla-plot: -o %s and --csv %s are the same file\n", svg, csv);
         free(runs);
         return 2;
@@ -126,7 +124,7 @@ int nabla_plot_main(int argc, char **argv) {
         free(runs);
         return 2;
     }
-        /* legend names: each run's last path component, or the whole path when two would clash */
+    /* legend names: each run's last path component, or the whole path when two would clash */
     char **labels = calloc((size_t)n, sizeof *labels);
     char *copies = NULL;
     if (labels) {
