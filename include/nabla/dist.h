@@ -42,7 +42,7 @@ NB_API void nb_dist_finalize(void);
 NB_API const char *nb_dist_failure(void);
 /* Ends the whole job at once with exit status code (1 when 0): MPI_Abort, so the launcher stops
    every rank, the stopped and the lost included; without peers, exit(code). For a program whose
-   group failed; nabla itself never calls it. Does not return. */
+   group failed (as `nabla train` does); the library never calls it itself. Does not return. */
 NB_API void nb_dist_abort(int code);
 /* Whether nb_dist_init has run (and nb_dist_finalize has not). */
 NB_API bool nb_dist_is_initialized(void);
