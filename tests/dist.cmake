@@ -52,6 +52,10 @@ if(NABLA_WITH_MPI AND MPIEXEC_EXECUTABLE)
     add_test(NAME nabla_train_ranks COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dist_cli_test.sh $<TARGET_FILE:nabla-cli>)
     set_tests_properties(nabla_train_ranks PROPERTIES ENVIRONMENT "${NABLA_DIST_ENV}" TIMEOUT 300 RUN_SERIAL TRUE
       PASS_REGULAR_EXPRESSION "dist_cli_test: all passed")
+    # rank 1 stopped (SIGSTOP): the other ranks end within the timeout + 5 s naming it
+    add_test(NAME nabla_train_stopped_rank COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dist_stop_test.sh $<TARGET_FILE:nabla-cli>)
+    set_tests_properties(nabla_train_stopped_rank PROPERTIES ENVIRONMENT "${NABLA_DIST_ENV}" TIMEOUT 200 RUN_SERIAL TRUE
+      PASS_REGULAR_EXPRESSION "dist_stop_test: all passed")
   endif()
 else()
   foreach(t ${NABLA_DIST_TESTS})

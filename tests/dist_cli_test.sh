@@ -17,6 +17,48 @@ set +e; "$nabla" train --nproc 2 --batch-size 63 --limit 600 --epochs 1 --quiet 
 [ ! -e runs ] || fail "a refused run made a run folder"
 echo "uneven global batch: refused"
 
+# ... and --nproc refuses it before starting MPI: an mpirun first in PATH that only leaves a mark
+mkdir fakebin
+printf '#!/bin/sh\ntouch "%s/mpirun_started"\nexit 3\n' "$work" > fakebin/mpirun
+chmod +x fakebin/mpirun
+set +e; PATH="$work/fakebin:$PATH" "$nabla" train --nproc 2 --batch-size 63 --limit 600 --epochs 1 --quiet >out.txt 2>err.txt
+rc=$?; set -e
+[ ! -e mpirun_started ] || fail "--nproc 2 --batch-size 63 started mpirun before refusing"
+[ "$rc" -eq 2 ] && grep -q "give a multiple of 2" err.txt || fail "--nproc 2 --batch-size 63 without MPI: exit $rc, $(cat err.txt)"
+echo "uneven global batch: refused before mpirun"
+
+# ranks started with different options: every rank refuses at once, naming the option and ranks
+mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" ["ARGS OF RANK 2"]
+  set -- "$@"
+  cmd="mpirun $root --oversubscribe --bind-to none"
+  sep=""
+  for a in "$@"; do cmd="$cmd $sep -n 1 \"$nabla\" train --limit 600 --epochs 1 --quiet --logdir differ $a"; sep=":"; done
+  start=$(date +%s)
+  set +e; eval "$cmd" >differ.txt 2>&1; rc=$?; set -e
+  took=$(( $(date +%s) - start ))
+  [ "$rc" -ne 0 ] || fail "ranks with different options trained: $*"
+  [ "$took" -lt 20 ] || fail "ranks with different options took $took s to fail (the collective timeout?)"
+  [ ! -e differ ] || fail "ranks with different options made a run folder"
+}
+mpmd "--lr 0.01" "--lr 0.1"
+for r in 0 1; do
+  grep -q "rank $r: option --lr differs across ranks: 0.01 on rank 0, 0.1 on rank 1" differ.txt \
+    || fail "rank $r did not name --lr and the ranks: $(cat differ.txt)"
+done
+mpmd "--seed 3 --optimizer sgd" "--seed 3 --optimizer adam" "--seed 4 --optimizer sgd --batch-size 66"
+for r in 0 1 2; do
+  grep -q "rank $r: option --seed differs across ranks: 3 on ranks 0, 1; 4 on rank 2" differ.txt \
+    && grep -q "rank $r: option --optimizer differs across ranks: sgd on ranks 0, 2; adam on rank 1" differ.txt \
+    && grep -q "rank $r: option --batch-size differs across ranks: 64 on ranks 0, 1; 66 on rank 2" differ.txt \
+    || fail "rank $r did not name --seed, --optimizer and --batch-size: $(cat differ.txt)"
+done
+for opt in "--epochs 1" "--limit 600"; do
+  other="$(echo "$opt" | sed 's/ 1$/ 2/; s/ 600$/ 900/')"
+  mpmd "$opt" "$other"
+  grep -q "option ${opt% *} differs across ranks" differ.txt || fail "$opt against $other: $(cat differ.txt)"
+done
+echo "ranks with different options: refused at the start, naming the option and the ranks"
+
 # --nproc 2: one run folder, written by rank 0, and the progress printed once
 "$nabla" train --nproc 2 --epochs 2 --limit 3000 --logdir a >a.txt 2>&1 || { cat a.txt; fail "--nproc 2 failed"; }
 [ "$(grep -c '^nabla train:' a.txt)" -eq 1 ] || fail "the header was printed $(grep -c '^nabla train:' a.txt) times"

@@ -22,6 +22,7 @@ static void test_missing_rank(void **state) {
     assert_true(t == 1.0);
     assert_true(nb_dist_set_timeout(0) == 5.0);
     assert_int_equal(nb_dist_barrier(), 0);
+    assert_null(nb_dist_failure()); /* usable so far */
     if (R == W - 1) return; /* this rank never arrives */
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_ones(NB_SHAPE(4), NB_F32);
@@ -35,6 +36,10 @@ static void test_missing_rank(void **state) {
     if (!e || !strstr(e, "nb_dist_all_reduce: timed out after 1 s") || !strstr(e, want))
         fail_msg("rank %d: error \"%s\"", R, e ? e : "(none)");
     nb_error_clear();
+    /* the group is marked failed with that error, for a program to end the job (nb_dist_abort) */
+    const char *why = nb_dist_failure();
+    if (!why || !strstr(why, "nb_dist_all_reduce: timed out after 1 s") || !strstr(why, want))
+        fail_msg("rank %d: nb_dist_failure() \"%s\"", R, why ? why : "(NULL)");
     if (took < 0.9 || took > 10) fail_msg("rank %d: the timeout took %.2f s (1 s asked)", R, took);
     /* the group is unusable now, and says so at once */
     t0 = now();

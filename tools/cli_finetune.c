@@ -4,6 +4,7 @@
    nb_hf_text_blocks and nb_hf_save; the result is a checkpoint folder that `nabla generate` and
    transformers' from_pretrained both read. Everything is checked before anything is written. */
 #include "cli_finetune.h"
+#include "cli_paths.h"
 #include "cli_run.h"
 #ifdef NABLA_HAVE_JSON
 #include <jansson.h>
@@ -60,12 +61,6 @@ static const char *unused_option(const train_opts *o) {
     if (o->test || o->test_labels) return o->test ? "--test" : "--test-labels";
     if (o->height || o->channels) return o->height ? "--image-size" : "--channels";
     return NULL;
-}
-
-/* Whether a and b name one folder (false when either does not exist). */
-static bool same_folder(const char *a, const char *b) {
-    char ra[PATH_MAX], rb[PATH_MAX];
-    return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
 }
 
 /* The model's positions from config.json (n_positions, max_position_embeddings or n_ctx), or 0. */
@@ -161,13 +156,13 @@ int cli_finetune(train_opts o) {
         return 2;
     }
     /* the input folder is only read: neither the model nor the run's logs may go into it */
-    if ((o.out && same_folder(o.out, o.model)) || (!o.out && o.logdir && same_folder(o.logdir, o.model))) {
+    if ((o.out && cli_same_file(o.out, o.model)) || (!o.out && o.logdir && cli_same_file(o.logdir, o.model))) {
         fprintf(stderr, "nabla train: %s %s is the input model's folder; the fine-tuned model goes to a folder of its "
                         "own (it would replace the checkpoint it was loaded from)\n", o.out ? "--out" : "--logdir",
                 o.out ? o.out : o.logdir);
         return 2;
     }
-    if (o.logdir && same_folder(o.logdir, o.model)) {
+    if (o.logdir && cli_same_file(o.logdir, o.model)) {
         fprintf(stderr, "nabla train: --logdir %s is the input model's folder; give the run a folder of its own\n", o.logdir);
         return 2;
     }

@@ -2,6 +2,7 @@
    LM continues the prompt, streaming the text as it comes) and `nabla embed DIR --text TEXT |
    --file FILE [-o OUT.npy]` (sentence embeddings, one normalised row a text). */
 #include "cli_hf.h"
+#include "cli_paths.h"
 #include <nabla.h>
 #include <errno.h>
 #include <stdio.h>
@@ -218,6 +219,9 @@ int cli_embed_main(int argc, char **argv) {
         fprintf(stderr, "nabla embed: %s\n%s", !dir ? "no DIR given" : "give one of --text and --file", EMBED_USAGE);
         return 2;
     }
+    /* the model folder is read whole (config, weights, tokenizer, pooling): no output goes into it */
+    const cli_input in[] = { { "DIR", dir, NULL }, { "--file", file, NULL } };
+    if (cli_output_replaces_input("embed", "-o", out, in, 2)) return 2;
     char *buf = NULL;
     const char *one[1] = { text };
     int n = 1;

@@ -3,6 +3,7 @@
    nb_onnx_summary (tools/nabla_info.c). */
 #include "cli_onnx.h"
 #include "cli_model.h"
+#include "cli_paths.h"
 #include <nabla.h>
 #include <errno.h>
 #include <stdio.h>
@@ -69,6 +70,8 @@ int cli_export_main(int argc, char **argv) {
         fprintf(stderr, "nabla export: %s\n%s", !model ? "no MODEL given" : "no -o OUT.onnx given", EXPORT_USAGE);
         return 2;
     }
+    const cli_input in[] = { { "MODEL", model, NULL }, { "--model", spec, NULL } };
+    if (cli_output_replaces_input("export", "-o", out, in, 2)) return 2;
     cli_model cm;
     if (cli_model_load(model, spec ? spec : "mlp", &cm, "export") < 0) return 1;
     nb_shape s = { cm.sample.ndim + 1, { batch } };
@@ -128,6 +131,9 @@ int cli_run_main(int argc, char **argv) {
         fprintf(stderr, "nabla run: give -o or --outputs, not both\n");
         return 2;
     }
+    cli_input in[33] = { { "MODEL", model, NULL } };
+    for (int k = 0; k < nin; k++) in[k + 1] = (cli_input){ "--input", inputs[k], NULL };
+    if (cli_output_replaces_input("run", "-o", out, in, nin + 1)) return 2;
     nb_onnx_model *m = nb_onnx_load(model, lo);
     if (!m) {
         fprintf(stderr, "nabla run: %s\n", nb_error());
@@ -148,6 +154,15 @@ int cli_run_main(int argc, char **argv) {
             fprintf(stderr, "nabla run: input %s (%s): %s\n", nb_onnx_input_name(m, k), inputs[k], nb_error());
             goto done;
         }
+    for (int k = 0; outdir && k < nout; k++) { /* every output file checked before any is written */
+        char path[4096];
+        const char *name = nb_onnx_output_name(m, k);
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, plain_name(name) ? name : "");
+        if (plain_name(name) && cli_output_replaces_input("run", "--outputs", path, in, nin + 1)) {
+            rc = 2;
+            goto done;
+        }
+    }
     if (nb_onnx_run(m, x, nin, y, nout) < 0) {
         fprintf(stderr, "nabla run: %s\n", nb_error());
         goto done;

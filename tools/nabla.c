@@ -5,11 +5,13 @@
    `nabla run`: tools/cli_onnx.c) and the pretrained-model ones (`nabla generate`, `nabla embed`:
    tools/cli_hf.c). */
 #include "cli_data.h"
+#include "cli_dist.h"
 #include "cli_finetune.h"
 #include "cli_model.h"
 #include "cli_hf.h"
 #include "cli_completion.h"
 #include "cli_onnx.h"
+#include "cli_paths.h"
 #include "cli_run.h"
 #include "cli_serve.h"
 #include "train_args.h"
@@ -206,6 +208,15 @@ static int launch_ranks(int nproc, int argc, char **argv) {
 
 static int train_ranks(train_opts o, int rank, int world);
 
+/* Whether the global batch does not split evenly across world ranks (said when speak is set). */
+static bool uneven_batch(int64_t batch, int world, bool speak) {
+    if (batch % world == 0) return false;
+    if (speak)
+        fprintf(stderr, "nabla train: --batch-size %lld is the global batch, split across the %d ranks: give a multiple "
+                        "of %d\n", (long long)batch, world, world);
+    return true;
+}
+
 /* Several ranks on one machine share its cores: without --threads or NABLA_NUM_THREADS, each
    takes its part of them. */
 static void share_cores(int threads) {
@@ -228,19 +239,17 @@ static int train(train_opts o) {
     int rank = nb_dist_rank(), world = nb_dist_world_size();
     if (world > 1) {
         share_cores(o.threads);
-        if (o.batch % world) {
-            if (rank == 0)
-                fprintf(stderr, "nabla train: --batch-size %lld is the global batch, split across the %d ranks: give a "
-                                "multiple of %d\n", (long long)o.batch, world, world);
+        /* ranks started with different options would train apart in silence, or wait on each
+           other until the timeout: every rank refuses, naming the option and the ranks */
+        if (cli_train_agree(&o) < 0) return cli_dist_end(2, "train");
+        if (uneven_batch(o.batch, world, rank == 0)) {
             nb_dist_finalize();
             return 2;
         }
         o.batch /= world;
         if (rank != 0) o.quiet = true;
     }
-    int rc = train_ranks(o, rank, world);
-    nb_dist_finalize();
-    return rc;
+    return cli_dist_end(train_ranks(o, rank, world), "train");
 }
 
 static int train_ranks(train_opts o, int rank, int world) {
@@ -467,7 +476,8 @@ static int train_main(int argc, char **argv) {
     if (rc == 1) return 0;
     if (rc) return 2;
     if (o.hf_model) return cli_finetune(o);
-    if (o.nproc > 1) return launch_ranks(o.nproc, argc, argv);
+    if (cli_train_replaces_input(&o)) return 2;
+    if (o.nproc > 1) return uneven_batch(o.batch, o.nproc, true) ? 2 : launch_ranks(o.nproc, argc, argv);
     return train(o);
 }
 

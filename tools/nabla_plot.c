@@ -1,9 +1,11 @@
 /* nabla-plot: draws the scalar curves of one or more runs' event files as an SVG, exports them as
    CSV, or shows the last values with a sparkline in the terminal (once, or live with --watch). */
+#include "cli_paths.h"
 #include <nabla.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,14 +18,16 @@
 
 static void usage(FILE *f) {
     fputs("usage: " PLOT_NAME " LOGDIR|EVENTFILE... [-o curves.svg] [--smooth 0.6] [--csv out.csv]\n"
-          "                  [--tag TEXT] [--title TEXT] [--text] [--watch SECONDS]\n"
+          "                  [--tag TEXT] [--title TEXT] [--text] [--watch SECONDS] [--overwrite]\n"
           "  -o FILE        write the curves of every scalar tag, one panel per tag, as SVG\n"
           "  --smooth W     TensorBoard's smoothing weight in [0, 1) (default 0: none)\n"
           "  --csv FILE     write every scalar as run,tag,step,wall_time,value\n"
           "  --tag TEXT     only tags containing TEXT\n"
           "  --title TEXT   a title above the panels\n"
           "  --text         print each tag's last value and a sparkline\n"
-          "  --watch S      like --text, re-read every S seconds until interrupted\n",
+          "  --watch S      like --text, re-read every S seconds until interrupted\n"
+          "  --overwrite    replace an existing -o or --csv file that nabla did not draw (its own\n"
+          "                 SVG and CSV files are replaced without it; an input never is)\n",
           f);
 }
 
@@ -56,12 +60,33 @@ static int read_all(nb_scalar_log **logs, char **names, int n) {
     return 0;
 }
 
+/* Whether writing path (given as opt) is refused: it is one of the runs' files, or an existing
+   file that nabla did not draw and overwrite was not given. Says why on stderr. */
+static bool refuse_output(const char *opt, const char *path, char **runs, int n, bool overwrite) {
+    cli_input *in = calloc((size_t)n, sizeof *in);
+    if (!in) return true;
+    for (int r = 0; r < n; r++) {
+        struct stat st;
+        bool folder = stat(runs[r], &st) == 0 && S_ISDIR(st.st_mode);
+        in[r] = (cli_input){ "run", runs[r], folder ? "tfevents" : NULL }; /* a folder's event files are read */
+    }
+    bool refused = cli_output_replaces_input("plot", opt, path, in, n);
+    free(in);
+    struct stat st;
+    if (!refused && !overwrite && stat(path, &st) == 0 && !cli_is_nabla_plot(path)) {
+        fprintf(stderr, "nabla-plot: %s %s exists and is not a file nabla plot wrote; give --overwrite to replace it\n", opt,
+                path);
+        refused = true;
+    }
+    return refused;
+}
+
 /* The nabla-plot program (also `nabla plot`): reads runs, writes SVG/CSV or a terminal view. */
 int nabla_plot_main(int argc, char **argv);
 int nabla_plot_main(int argc, char **argv) {
     const char *svg = NULL, *csv = NULL, *tag = NULL, *title = NULL;
     double smooth = 0, watch = 0;
-    bool text = false;
+    bool text = false, overwrite = false;
     char **runs = calloc((size_t)argc, sizeof *runs);
     int n = 0;
     if (!runs) return 1;
@@ -79,6 +104,7 @@ int nabla_plot_main(int argc, char **argv) {
         else if (!strcmp(a, "--smooth") && has_next) smooth = atof(argv[++i]);
         else if (!strcmp(a, "--watch") && has_next) watch = atof(argv[++i]), text = true;
         else if (!strcmp(a, "--text")) text = true;
+        else if (!strcmp(a, "--overwrite")) overwrite = true;
         else if (a[0] == '-' && a[1]) {
             bool valued = !strcmp(a, "-o") || !strcmp(a, "--csv") || !strcmp(a, "--tag") || !strcmp(a, "--title") ||
                           !strcmp(a, "--smooth") || !strcmp(a, "--watch");
@@ -99,6 +125,15 @@ int nabla_plot_main(int argc, char **argv) {
     }
     if (!(smooth >= 0 && smooth < 1)) {
         fprintf(stderr, PLOT_NAME ": --smooth must be in [0, 1), got %g\n", smooth);
+        free(runs);
+        return 2;
+    }
+    if (svg && csv && (!strcmp(svg, csv) || cli_same_file(svg, csv))) {
+        fprintf(stderr, "nabla-plot: -o %s and --csv %s are the same file\n", svg, csv);
+        free(runs);
+        return 2;
+    }
+    if ((svg && refuse_output("-o", svg, runs, n, overwrite)) || (csv && refuse_output("--csv", csv, runs, n, overwrite))) {
         free(runs);
         return 2;
     }

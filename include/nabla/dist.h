@@ -33,8 +33,17 @@ typedef enum nb_reduce_op { NB_REDUCE_SUM, NB_REDUCE_AVG, NB_REDUCE_MAX, NB_REDU
    several processes by a build without MPI: "built without MPI (NABLA_WITH_MPI=OFF)"). Calling
    it again is a no-op. The data loader takes its default rank and world size from here. */
 NB_API int nb_dist_init(int *argc, char ***argv);
-/* Leaves the group (MPI_Finalize when nb_dist_init initialised MPI); later calls are no-ops. */
+/* Leaves the group (MPI_Finalize when nb_dist_init initialised MPI); later calls are no-ops.
+   After a failure (nb_dist_failure) MPI_Finalize can wait forever for a peer that is stopped or
+   lost: a program ends such a job with nb_dist_abort instead. */
 NB_API void nb_dist_finalize(void);
+/* Why the group is unusable (a collective timed out or failed: the error that marked it), or
+   NULL while it is usable or not initialised. Static text. */
+NB_API const char *nb_dist_failure(void);
+/* Ends the whole job at once with exit status code (1 when 0): MPI_Abort, so the launcher stops
+   every rank, the stopped and the lost included; without peers, exit(code). For a program whose
+   group failed (as `nabla train` does); the library never calls it itself. Does not return. */
+NB_API void nb_dist_abort(int code);
 /* Whether nb_dist_init has run (and nb_dist_finalize has not). */
 NB_API bool nb_dist_is_initialized(void);
 /* This process's rank, 0 .. world size - 1 (0 before nb_dist_init). */

@@ -88,11 +88,17 @@ typedef struct nb_plot_opts {
     const char *title;
     const char *tag_filter; /* only tags containing this text */
 } nb_plot_opts;
+/* The comment nb_plot_svg writes on the line after the XML declaration: what tells a tool that a
+   file is a picture nabla drew (one it may draw again), not someone's own file. */
+#define NB_PLOT_SVG_MARK "<!-- nabla: curves drawn by nb_plot_svg -->"
+/* The header line of nb_plot_csv's files. */
+#define NB_PLOT_CSV_HEADER "run,tag,step,wall_time,value"
 /* Draws one panel per tag, overlaying the runs (named by names[i]), with axes, ticks, labels and
-   a legend, into an SVG file (written in place, not atomically); names may be NULL ("run 1", ...). 0 or <0. */
+   a legend, into an SVG file (replaced atomically: a temporary file renamed over it); names may
+   be NULL ("run 1", ...). 0 or <0. */
 NB_API int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int n_runs, const char *svg_path, nb_plot_opts opts);
-/* Writes every scalar as CSV rows "run,tag,step,wall_time,value" (with that header), in place, not
-   atomically; names may be NULL. 0 or <0. */
+/* Writes every scalar as CSV rows "run,tag,step,wall_time,value" (with that header), replacing
+   csv_path atomically; names may be NULL. 0 or <0. */
 NB_API int nb_plot_csv(const nb_scalar_log *const *runs, const char *const *names, int n_runs, const char *csv_path);
 /* Writes a sparkline of n values in Unicode blocks ("▁▂▃▅▇"), at most width characters (the last
    values), into buf; returns buf. */

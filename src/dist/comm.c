@@ -260,6 +260,21 @@ void nb_dist_finalize(void) {
     nb__data_set_dist_default(0, 1);
 }
 
+const char *nb_dist_failure(void) { return G.initialized && G.failed[0] ? G.failed : NULL; }
+
+void nb_dist_abort(int code) {
+    if (code == 0) code = 1;
+#ifdef NABLA_HAVE_MPI
+    if (G.initialized && G.mpi) {
+        progress_stop(); /* MPI is serialized: no test of the progress thread beside the abort */
+        MPI_LOCK();
+        MPI_Abort(MPI_COMM_WORLD, code);
+        MPI_UNLOCK();
+    }
+#endif
+    exit(code);
+}
+
 bool nb_dist_is_initialized(void) { return G.initialized; }
 int nb_dist_rank(void) { return G.rank; }
 int nb_dist_world_size(void) { return G.size; }
@@ -325,6 +340,90 @@ static int poll_requests(MPI_Request *reqs, int n, bool *done, double deadline, 
     }
     free(idx);
     return 0;
+}
+
+/* After a timeout: which peers are still there. Every rank that times out sends every peer, on
+   the side communicator (its own tag), how late it noticed its own timeout, and listens for
+   theirs for up to PING_GRACE seconds (or the timeout, when shorter). A peer whose word did not
+   come in that time is stopped (SIGSTOP, a debugger), dead or cut off; so is one that noticed its
+   timeout more than LATE_LIMIT s after its deadline: it was stopped while it waited and has just
+   been continued (mpirun continues every rank to end a job one of them aborted). One that
+   answered in time was alive, waiting on someone else. The survivors of one failure time out
+   within about the same moment (each waited one timeout on the same collective), so the grace
+   covers their skew. my_late: how late this rank noticed its own timeout. Writes the silent
+   ranks ("1" or "1, 3") into names ("" when every peer answered); the words not delivered are
+   left to MPI (the group is unusable after a timeout anyway). */
+#define PING_TAG 7102
+#define PING_GRACE 1.0
+#define LATE_LIMIT 0.5
+static void silent_peers(char *names, size_t size, double my_late) {
+    names[0] = 0;
+    int peers = G.size - 1;
+    static double word; /* the sends may outlive this call: a buffer that stays */
+    word = my_late;
+    double *got = malloc(sizeof(double) * (size_t)(peers > 0 ? peers : 1));
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * 2 * (size_t)(peers > 0 ? peers : 1));
+    bool *done = malloc(sizeof(bool) * 2 * (size_t)(peers > 0 ? peers : 1));
+    if (!got || !reqs || !done || peers < 1) {
+        free(got); free(reqs); free(done);
+        return;
+    }
+    int k = 0, rc = MPI_SUCCESS;
+    for (int j = 0; j < peers && rc == MPI_SUCCESS; j++) {
+        int r = j < G.rank ? j : j + 1;
+        MPI_LOCK();
+        rc = MPI_Irecv(&got[j], 1, MPI_DOUBLE, r, PING_TAG, G.side, &reqs[k]);
+        MPI_UNLOCK();
+        if (rc == MPI_SUCCESS) k++;
+    }
+    for (int j = 0; j < peers && rc == MPI_SUCCESS; j++) {
+        int r = j < G.rank ? j : j + 1;
+        MPI_LOCK();
+        rc = MPI_Isend(&word, 1, MPI_DOUBLE, r, PING_TAG, G.side, &reqs[k]);
+        MPI_UNLOCK();
+        if (rc == MPI_SUCCESS) k++;
+    }
+    if (rc != MPI_SUCCESS || k != 2 * peers) {
+        snprintf(names, size, "(unknown: the MPI messages could not be posted)");
+    } else {
+        double t = timeout_seconds() < PING_GRACE ? timeout_seconds() : PING_GRACE;
+        /* only the receives decide; the sends are polled alongside so they move on */
+        (void)poll_requests(reqs, k, done, nb__dist_now() + t, "nb_dist", "the liveness check");
+        size_t at = 0;
+        int missing = 0;
+        for (int j = 0; j < peers; j++) {
+            if (done[j] && !(got[j] > LATE_LIMIT)) continue;
+            int r = j < G.rank ? j : j + 1;
+            if (missing < 16 && at < size)
+                at += (size_t)snprintf(names + at, size - at, "%s%d", missing ? ", " : "", r);
+            missing++;
+        }
+        if (missing > 16 && at < size) snprintf(names + at, size - at, " and %d more", missing - 16);
+    }
+    for (int j = 0; j < k; j++) { /* take back the receives; leave the sends to MPI */
+        if (reqs[j] == MPI_REQUEST_NULL) continue;
+        MPI_LOCK();
+        if (j < peers) {
+            MPI_Cancel(&reqs[j]);
+            MPI_Wait(&reqs[j], MPI_STATUS_IGNORE);
+        } else {
+            MPI_Request_free(&reqs[j]);
+        }
+        MPI_UNLOCK();
+    }
+    free(got); free(reqs); free(done);
+}
+
+/* The clause of a payload timeout's message that says who is gone (from silent_peers). */
+static void payload_culprits(char *buf, size_t size, double deadline) {
+    char names[400];
+    double late = nb__dist_now() - deadline;
+    silent_peers(names, sizeof names, late);
+    if (late > LATE_LIMIT)
+        snprintf(buf, size, "this rank noticed it %.1f s after the deadline, so it was itself stopped or starved", late);
+    else if (!names[0]) snprintf(buf, size, "every peer answered a check after it, so a transport failed");
+    else snprintf(buf, size, "rank%s %s did not answer a check after it (stopped, dead or cut off)",
+                  strchr(names, ',') ? "s" : "", names);
 }
 
 static MPI_Datatype mpi_type(nb_dtype dt) {
@@ -558,11 +657,15 @@ int nb__dist_wait(nb_dist_op *op, const char *fn, const char *what) {
     double t = timeout_seconds();
     bool *done = malloc(sizeof(bool) * (size_t)op->n);
     if (!done) { nb__error("%s: out of memory", fn); fail_group(); return -1; }
-    int rc = poll_requests(op->req, op->n, done, nb__dist_now() + t, fn, what);
+    double deadline = nb__dist_now() + t;
+    int rc = poll_requests(op->req, op->n, done, deadline, fn, what);
     free(done);
-    if (rc == 1)
-        nb__error("%s: timed out after %g s in %s on rank %d: every rank had started it, so a peer stopped or its "
-                  "transport failed (the timeout is $NABLA_DIST_TIMEOUT or nb_dist_set_timeout)", fn, t, what, G.rank);
+    if (rc == 1) {
+        char who[500];
+        payload_culprits(who, sizeof who, deadline);
+        nb__error("%s: timed out after %g s in %s on rank %d: every rank had started it; %s (the timeout is "
+                  "$NABLA_DIST_TIMEOUT or nb_dist_set_timeout)", fn, t, what, G.rank, who);
+    }
     if (rc != 0) {
         fail_group(); /* op stays in flight: leaked, as MPI may still write its buffer */
         return -1;
@@ -676,9 +779,16 @@ static int exchange_headers(const int64_t *mine, const char *fn, double deadline
             missing++;
         }
         if (missing > 16 && at < sizeof names) snprintf(names + at, sizeof names - at, " and %d more", missing - 16);
-        nb__error("%s: timed out after %g s on rank %d (its collective #%lld): rank%s %s did not arrive (the timeout is "
-                  "$NABLA_DIST_TIMEOUT or nb_dist_set_timeout)", fn, timeout_seconds(), G.rank, (long long)mine[H_SEQ],
-                  missing == 1 ? "" : "s", names);
+        /* answers the check of the peers that timed out in a payload, and tells a rank stuck
+           elsewhere from one that is gone */
+        char silent[400], gone[520] = "";
+        silent_peers(silent, sizeof silent, nb__dist_now() - deadline);
+        if (silent[0] && strcmp(silent, names))
+            snprintf(gone, sizeof gone, "; rank%s %s did not answer a check after it (stopped, dead or cut off)",
+                     strchr(silent, ',') ? "s" : "", silent);
+        nb__error("%s: timed out after %g s on rank %d (its collective #%lld): rank%s %s did not arrive%s (the timeout "
+                  "is $NABLA_DIST_TIMEOUT or nb_dist_set_timeout)", fn, timeout_seconds(), G.rank,
+                  (long long)mine[H_SEQ], missing == 1 ? "" : "s", names, gone);
     }
     if (prc != 0) {
         /* take back the receives still posted; a send not yet delivered keeps its buffer (adopted) */
@@ -858,9 +968,12 @@ void nb__dist_index_free(nb__dist_index *ix) {
 static int wait_one(MPI_Request *req, double deadline, const char *fn, const char *what, nb_tensor *keep) {
     bool done = false;
     int rc = poll_requests(req, 1, &done, deadline, fn, what);
-    if (rc == 1)
-        nb__error("%s: timed out after %g s in %s on rank %d: every rank had arrived (headers exchanged), so a peer "
-                  "stopped or its transport failed", fn, timeout_seconds(), what, G.rank);
+    if (rc == 1) {
+        char who[500];
+        payload_culprits(who, sizeof who, deadline);
+        nb__error("%s: timed out after %g s in %s on rank %d: every rank had arrived (headers exchanged); %s", fn,
+                  timeout_seconds(), what, G.rank, who);
+    }
     if (rc != 0) {
         fail_group();
         if (keep) nb_retain(keep); /* never released: its storage may still be written */

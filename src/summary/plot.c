@@ -1,6 +1,7 @@
 /* Curves as pictures: an SVG plotter overlaying the scalar curves of several runs (one panel per
    tag, TensorBoard's debiased smoothing, axes, ticks, labels, legend), CSV export and sparklines. */
 #include "../core/core_impl.h"
+#include "../io/io_impl.h"
 #include "nabla.h"
 #include <errno.h>
 #include <math.h>
@@ -25,6 +26,54 @@ static void xml_text(FILE *f, const char *s) {
             if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
         }
     }
+}
+
+/* A file's text built in memory, then written to a temporary file renamed over the path: a reader
+   (a browser reloading the picture) never sees half of it, and a failure leaves the old file. */
+typedef struct out_text {
+    nb__afile af;
+    FILE *f;
+    char *text;
+    size_t len;
+} out_text;
+
+/* Opens the temporary file (failing early on a folder that cannot be written) and the memory
+   stream; the stream, or NULL with the error recorded. */
+static FILE *out_open(out_text *o, const char *fn, const char *path) {
+    memset(o, 0, sizeof *o);
+    if (nb__afile_open(&o->af, fn, path) < 0) return NULL;
+    o->f = open_memstream(&o->text, &o->len);
+    if (!o->f) {
+        nb__afile_abort(&o->af);
+        nb__error("%s: out of memory for '%s'", fn, path);
+    }
+    return o->f;
+}
+
+/* Drops what was written (after an error elsewhere). */
+static void out_abort(out_text *o) {
+    if (o->f) fclose(o->f);
+    free(o->text);
+    nb__afile_abort(&o->af);
+    o->f = NULL;
+    o->text = NULL;
+}
+
+/* Writes the text out and gives the file its name; 0 or -1 with the error recorded. */
+static int out_commit(out_text *o, const char *fn, const char *path) {
+    bool bad = ferror(o->f);
+    int closed = fclose(o->f);
+    o->f = NULL;
+    if (closed != 0 || bad) {
+        nb__error("%s: writing '%s' failed: out of memory", fn, path);
+        out_abort(o);
+        return -1;
+    }
+    int rc = nb__afile_write(&o->af, o->text, o->len) == 0 && nb__afile_commit(&o->af) == 0 ? 0 : -1;
+    free(o->text);
+    o->text = NULL;
+    nb__afile_abort(&o->af); /* nothing left after a commit or a failed write */
+    return rc;
 }
 
 /* A "nice" tick spacing (1, 2 or 5 times a power of ten) for about `want` ticks over range. */
@@ -217,14 +266,14 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
     }
     int legend_h = 22 + 18 * line;
     int H = title_h + legend_h + rows * ph;
-    FILE *f = fopen(path, "w");
+    out_text ot;
+    FILE *f = out_open(&ot, fn, path);
     if (!f) {
         free(where), tag_list_free(&tl), free(lx), free(ly);
-        nb__error("%s: cannot write '%s': %s", fn, path, strerror(errno));
         return -1;
     }
     double *sm = NULL;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" NB_PLOT_SVG_MARK "\n");
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"11\">\n", W, H, W, H);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
@@ -321,7 +370,7 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
                 free(sm);
                 sm = malloc(sizeof(double) * (size_t)(n ? n : 1));
                 if (!sm) {
-                    fclose(f);
+                    out_abort(&ot);
                     free(where);
                     tag_list_free(&tl);
                     nb__error("%s: out of memory", fn);
@@ -340,12 +389,7 @@ int nb_plot_svg(const nb_scalar_log *const *runs, const char *const *names, int 
     free(sm);
     free(where);
     tag_list_free(&tl);
-    bool bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        nb__error("%s: writing '%s' failed: %s", fn, path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return out_commit(&ot, fn, path);
 }
 
 /* Writes a CSV field, quoted when it holds a comma, quote or line break. */
@@ -368,12 +412,10 @@ int nb_plot_csv(const nb_scalar_log *const *runs, const char *const *names, int 
         nb__error("%s: %s", fn, !path ? "path is NULL" : "no runs to export");
         return -1;
     }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        nb__error("%s: cannot write '%s': %s", fn, path, strerror(errno));
-        return -1;
-    }
-    fputs("run,tag,step,wall_time,value\n", f);
+    out_text ot;
+    FILE *f = out_open(&ot, fn, path);
+    if (!f) return -1;
+    fputs(NB_PLOT_CSV_HEADER "\n", f);
     for (int r = 0; r < n_runs; r++) {
         char def[32];
         snprintf(def, sizeof def, "run %d", r + 1);
@@ -390,12 +432,7 @@ int nb_plot_csv(const nb_scalar_log *const *runs, const char *const *names, int 
             }
         }
     }
-    bool bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        nb__error("%s: writing '%s' failed: %s", fn, path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return out_commit(&ot, fn, path);
 }
 
 const char *nb_sparkline(const double *v, int64_t n, int width, char *buf, size_t size) {
