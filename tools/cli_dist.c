@@ -135,7 +135,8 @@ static void real_text(double x, char *buf, size_t size) {
 }
 
 int cli_train_agree(const train_opts *o) {
-    char epochs[32], batch[32], limit[32], seed[32], lr[40], val[40], augment[8], image[48], channels[24];
+    char epochs[32], batch[32], limit[32], seed[32], lr[40], val[40], augment[8], image[48], channels[24], early[32],
+        clip[40], smooth[40], decay[40];
     snprintf(epochs, sizeof epochs, "%d", o->epochs);
     snprintf(batch, sizeof batch, "%lld", (long long)o->batch);
     snprintf(limit, sizeof limit, "%lld", (long long)o->limit);
@@ -145,11 +146,17 @@ int cli_train_agree(const train_opts *o) {
     snprintf(augment, sizeof augment, "%s", o->augment < 0 ? "default" : o->augment ? "on" : "off");
     snprintf(image, sizeof image, "%lldx%lld", (long long)o->height, (long long)o->width);
     snprintf(channels, sizeof channels, "%lld", (long long)o->channels);
+    snprintf(early, sizeof early, "%d", o->early_stopping);
+    real_text(o->clip_grad_norm, clip, sizeof clip);
+    real_text(o->label_smoothing, smooth, sizeof smooth);
+    real_text(o->weight_decay, decay, sizeof decay);
     const char *names[] = { "--model", "--data", "--labels", "--label", "--test", "--test-labels", "--optimizer",
                             "--lr", "--schedule", "--epochs", "--batch-size", "--limit", "--val-split", "--seed",
-                            "--augment", "--autocast", "--channels", "--image-size", "--device", "--resume" };
+                            "--augment", "--autocast", "--channels", "--image-size", "--device", "--resume",
+                            "--early-stopping", "--clip-grad-norm", "--label-smoothing", "--weight-decay" };
     const char *values[] = { o->model, o->data, o->labels, o->label, o->test, o->test_labels, o->optimizer,
                              lr, o->schedule, epochs, batch, limit, val, seed,
-                             augment, o->autocast_bf16 ? "bf16" : "off", channels, image, o->device, o->resume };
+                             augment, o->autocast_bf16 ? "bf16" : "off", channels, image, o->device, o->resume,
+                             early, clip, smooth, decay };
     return cli_dist_agree("train", names, values, (int)(sizeof names / sizeof *names));
 }
