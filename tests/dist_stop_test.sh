@@ -64,7 +64,7 @@ for n in 2 3; do
   [ "$rc" -ne 0 ] || fail "$n ranks: the job exited 0 with rank 1 stopped"
   r=0
   while [ "$r" -lt "$n" ]; do
-    [ "$r" -eq 1 ] || grep -Eq "on rank $r: .*rank 1 did not (answer|arrive)" "$run.txt" \
+    [ "$r" -eq 1 ] || grep -Eq "on rank $r[: ].*rank 1 did not (answer|arrive)" "$run.txt" \
       || fail "$n ranks: rank $r did not name rank 1: $(cat "$run.txt")"
     r=$((r + 1))
   done
