@@ -135,6 +135,10 @@ def cli_train():
         p = subprocess.run([nabla, "train", "--data", os.path.join(d, "train.csv"), "--label", "label", "--epochs", "4",
                             "--lr", lr, "--optimizer", "sgd", "--log-every", "2", "--threads", "1", "--quiet",
                             "--logdir", os.path.join(d, name)], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0 and "built without jansson" in p.stderr:
+            # a build without JSON cannot save the model nabla train makes: this part is skipped
+            print("skipped: nabla train's health signals (this build has no jansson: nabla train cannot save)")
+            return
         if p.returncode != 0 and name == "good":
             check(False, f"nabla train ({name}) failed: {p.stderr.strip()}")
             continue
