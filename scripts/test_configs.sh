@@ -38,5 +38,5 @@ elif [[ " $want " == *" arm "* ]]; then
   # encoder over 271 sentences, minutes under emulation; test_hf_finetune, which reads the same
   # references; test_tokenizer's own cases run).
   (cd build-arm && ctest --output-on-failure -j"$jobs" --timeout 900 \
-    -E '^(test_compile|install_and_link|readme_first_program|ops_doc_current|example_char_gpt_compiled|summary_plot|test_threadpool_tsan|tokenizer_corpus|hf_cli|hf_ref_data|test_hf_models|test_hf_finetune|hf_finetune_cli)$')
+    -E '^(test_compile|install_and_link|readme_first_program|ops_doc_current|example_char_gpt_compiled|summary_plot|test_threadpool_tsan|tokenizer_corpus|hf_cli|hf_ref_data|test_hf_models|test_hf_finetune|hf_finetune_cli|doctor_suite|doctor_pytorch)$')
 fi
