@@ -217,6 +217,19 @@ static int64_t shape_numel(const nb_shape *s) {
     return n;
 }
 
+/* The count of leaves of v (nested or flat), or -1 when it nests too deep. */
+static int64_t count_leaves(const json_t *v, int depth) {
+    if (!json_is_array(v)) return 1;
+    if (depth >= NB_MAX_DIMS) return -1;
+    int64_t n = 0;
+    for (size_t k = 0; k < json_array_size(v); k++) {
+        int64_t c = count_leaves(json_array_get(v, k), depth + 1);
+        if (c < 0) return -1;
+        n += c;
+    }
+    return n;
+}
+
 nb_tensor *nb__sv_tensor_from_json(const json_t *v, nb_dtype dt, const char *what, char *err, size_t es) {
     nb_shape s = { 0 };
     for (const json_t *x = v; json_is_array(x); x = json_array_size(x) ? json_array_get(x, 0) : NULL) {
@@ -228,8 +241,19 @@ nb_tensor *nb__sv_tensor_from_json(const json_t *v, nb_dtype dt, const char *wha
         s.dim[s.ndim++] = (int64_t)json_array_size(x);
     }
     int64_t n = shape_numel(&s);
-    void *buf = n >= 0 ? alloc_elems(n, dt, err, es) : NULL;
-    if (n < 0) snprintf(err, es, "'%s' has too many elements", what);
+    if (n < 0) {
+        snprintf(err, es, "'%s' has too many elements", what);
+        return NULL;
+    }
+    /* The first element's path sets the shape; the leaves counted must fill it before a
+       buffer of that size is allocated, so little data cannot claim a huge tensor. */
+    int64_t have = count_leaves(v, 0);
+    if (have != n) {
+        snprintf(err, es, "'%s' is not a regular nested list: it holds %lld elements where its first element's "
+                 "nesting makes a tensor of %lld", what, (long long)(have < 0 ? 0 : have), (long long)n);
+        return NULL;
+    }
+    void *buf = alloc_elems(n, dt, err, es);
     if (!buf) return NULL;
     int64_t i = 0;
     nb_tensor *t = fill_nested(v, &s, 0, dt, buf, &i, what, err, es) ? make_tensor(buf, s, dt, err, es) : NULL;
@@ -262,14 +286,22 @@ nb_tensor *nb__sv_tensor_from_data(const json_t *v, nb_dtype dt, nb_shape s, con
         snprintf(err, es, "'%s' has a negative or too large shape", what);
         return NULL;
     }
+    /* The data's own count comes first, so a large claimed shape over little data
+       is refused before anything is allocated for it. */
+    int64_t have = count_leaves(v, 0);
+    if (have < 0) {
+        snprintf(err, es, "'%s' data is nested more than %d deep", what, NB_MAX_DIMS);
+        return NULL;
+    }
+    if (have != n) {
+        snprintf(err, es, "'%s' holds %lld elements; its shape has %lld", what, (long long)have, (long long)n);
+        return NULL;
+    }
     void *buf = alloc_elems(n, dt, err, es);
     if (!buf) return NULL;
     int64_t i = 0;
     nb_tensor *t = NULL;
-    if (fill_flat(v, 0, dt, buf, n, &i, what, err, es)) {
-        if (i != n) snprintf(err, es, "'%s' holds %lld elements; its shape has %lld", what, (long long)i, (long long)n);
-        else t = make_tensor(buf, s, dt, err, es);
-    }
+    if (fill_flat(v, 0, dt, buf, n, &i, what, err, es)) t = make_tensor(buf, s, dt, err, es);
     free(buf);
     return t;
 }
