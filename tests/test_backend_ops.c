@@ -637,8 +637,46 @@ static void test_coverage_of_the_op_table(void **state) {
     assert_int_equal(missing, 0);
 }
 
+/* ---- the cuda backend's coverage of the op table (no GPU needed: its table is static) ---- */
+/* The ops the cuda backend runs no kernel of, each with the reason. An op of ops.def that the
+   cpu runs and cuda does not must be named here; a name here that cuda does run is stale. */
+static const struct {
+    const char *op, *because;
+} cuda_lacks[] = {
+    { NULL, NULL },
+};
+
+static void test_cuda_covers_the_op_table(void **state) {
+    (void)state;
+    const nb_backend *cuda = nb__backend_get(NB_CUDA), *cpu = nb__backend_get(NB_CPU);
+    if (!cuda) {
+        printf("this build has no cuda backend: its coverage is not checked\n");
+        skip();
+    }
+    int wrong = 0, lacked = 0;
+    for (int op = 0; op < NB_OP_COUNT; op++) {
+        const char *why = NULL;
+        for (size_t k = 0; k < sizeof cuda_lacks / sizeof cuda_lacks[0]; k++)
+            if (cuda_lacks[k].op && strcmp(cuda_lacks[k].op, nb__ops[op].name) == 0) why = cuda_lacks[k].because;
+        bool runs = cuda->kernels[op] != NULL, cpu_runs = cpu->kernels[op] != NULL;
+        if (cpu_runs && !runs && !why) {
+            fprintf(stderr, "op %s: the cuda backend has no kernel for it, and cuda_lacks does not say why\n",
+                    nb__ops[op].name);
+            wrong++;
+        }
+        if (runs && why) {
+            fprintf(stderr, "op %s: cuda_lacks names it (\"%s\"), but the cuda backend runs it\n", nb__ops[op].name, why);
+            wrong++;
+        }
+        lacked += why != NULL;
+    }
+    printf("the cuda backend runs every op of the table but %d, each with its reason\n", lacked);
+    assert_int_equal(wrong, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_covers_the_op_table),
         cmocka_unit_test(test_every_op_on_every_backend),
         cmocka_unit_test(test_every_backward_by_finite_differences),
         cmocka_unit_test(test_coverage_of_the_op_table),

@@ -1,8 +1,8 @@
-/* Tests of src/backend/cpu/kmath.h (the vectorisable erf and exp of the CPU kernels and the
+/* Tests of src/backend/kmath.h (the vectorisable erf and exp of the CPU kernels and the
    generated fused kernels) against glibc's libm: within 1 ulp over a sweep of float bit
    patterns, exact at the special values. */
 #include "test_util.h"
-#include "../src/backend/cpu/kmath.h"
+#include "../src/backend/kmath.h"
 #include <stdint.h>
 #include <string.h>
 

@@ -4,14 +4,8 @@
 #define NB_KERNEL_H
 
 #include "../core/core_impl.h"
+#include "op_ids.h"
 
-/* One id per op of the one list (src/ops/ops.def). */
-typedef enum nb_op_id {
-#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) NB_OP_##ID,
-#include "../ops/ops.def"
-#undef NB_OP
-    NB_OP_COUNT
-} nb_op_id;
 
 /* The arguments of one op call beside its input tensors: axes, sizes, scalars, a shape, a
    dtype, and the device a creation op (or `to`) makes its result on. */

@@ -12,8 +12,14 @@ static bool loadable(nb_dtype d) {
     return d == NB_F32 || d == NB_F64 || d == NB_BOOL || d == NB_U8 || d == NB_I8 || d == NB_I32 || d == NB_I64;
 }
 
+/* Whether ops.def's fuse column lets op join a fused kernel. */
+static bool fuses(int op) {
+    nb_fuse_kind f = nb__ops[op].fuse;
+    return f == NB_FUSE_EW || f == NB_FUSE_CHEAP || f == NB_FUSE_MOVE;
+}
+
 static bool fusable(const cgraph *g, const cnode *n) {
-    if (n->dead || n->op < 0 || nb__ops[n->op].fuse == NB_FUSE_NONE) return false;
+    if (n->dead || n->op < 0 || !fuses(n->op)) return false;
     const cval *o = &g->v[n->out];
     if (o->dtype != NB_F32 || o->base >= 0 || o->is_const) return false;
     for (int k = 0; k < n->nin; k++) {
@@ -26,7 +32,7 @@ static bool fusable(const cgraph *g, const cnode *n) {
 }
 
 /* Ops cheap enough to recompute for every element of a broadcast result (ops.def's CHEAP). */
-static bool cheap(int op) { return op >= 0 && nb__ops[op].fuse == NB_FUSE_CHEAP; }
+static bool cheap(int op) { return op >= 0 && (nb__ops[op].fuse == NB_FUSE_CHEAP || nb__ops[op].fuse == NB_FUSE_MOVE); }
 
 
 #define MAX_GROUP 48

@@ -52,8 +52,10 @@ typedef int (*nb_backward_fn)(nb_node *node, nb_tensor *grad_out, nb_tensor **gr
 /* How the graph compiler fuses an op (the fuse column of ops.def). */
 typedef enum nb_fuse_kind {
     NB_FUSE_NONE,  /* not fused */
-    NB_FUSE_EW,    /* elementwise, formula nbf_<name> in src/backend/cpu/formulas.h */
+    NB_FUSE_EW,    /* elementwise, formula nbf_<name> in src/backend/formulas.h */
     NB_FUSE_CHEAP, /* elementwise, and cheap enough to recompute per element of a broadcast */
+    NB_FUSE_CMP,   /* a comparison, formula nbf_<name>, not fused (its output is bool) */
+    NB_FUSE_MOVE,  /* fused as CHEAP (a copy or cast); the kernels move elements of any dtype */
 } nb_fuse_kind;
 
 typedef struct nb_op_def {

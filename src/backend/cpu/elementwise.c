@@ -1,6 +1,6 @@
 /* CPU kernels for elementwise ops, casts and copies, and creation (fill, arange, random). */
 #include "iter.h"
-#include "formulas.h"
+#include "../formulas.h"
 #include <math.h>
 #include <omp.h>
 #include <string.h>

@@ -2,7 +2,7 @@
    Each output is reduced serially, in a fixed order; a single large reduction is split into
    chunks of a fixed size combined in order, so results never depend on the thread count. */
 #include "iter.h"
-#include "kmath.h"
+#include "../kmath.h"
 #include <math.h>
 #include <omp.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* The cuda backend: its kernel table (the device code's kernels listed in kernel_list.h, and the
-   runtime's own: products through cuBLAS, convolutions through cuDNN, empty and host_call), each
-   entry making its tensors' device current first, over the runtime's memory and copies. Its
+/* The cuda backend: its kernel table (the elementwise ops by ops.def's fuse column, the
+   hand-written kernels listed in kernel_list.h, and the runtime's own: products through cuBLAS,
+   convolutions through cuDNN, empty and host_call), each entry making its tensors' device
+   current first, over the runtime's memory and copies. Its
    registration (a static table the registry points at) calls no CUDA. */
 #include "cuda_impl.h"
 #include "kernel_list.h"
@@ -33,15 +34,33 @@ static int enter(const char *name, nb_tensor *out, nb_tensor *const *in, int nin
         return nb__cuda_##name(out, in, nin, a);                                                   \
     }
 #define SLOT(name) [NB_CUDA_SLOT_##name] = entry_##name,
+/* the elementwise ops: every op of ops.def with a fuse kind (ops_elementwise.c) */
+#define NB_CUDA_EW_NONE(name)
+#define NB_CUDA_EW_EW(name) X_(name)
+#define NB_CUDA_EW_CHEAP NB_CUDA_EW_EW
+#define NB_CUDA_EW_CMP NB_CUDA_EW_EW
+#define NB_CUDA_EW_MOVE NB_CUDA_EW_EW
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) NB_CUDA_EW_##fuse(name)
+
+#define X_ DECLARE
+#include "../../ops/ops.def"
+#undef X_
+#define X_ WRAP
+#include "../../ops/ops.def"
+#undef X_
 NB_CUDA_KERNEL_LIST(DECLARE)
 NB_CUDA_RUNTIME_LIST(DECLARE)
 NB_CUDA_KERNEL_LIST(WRAP)
 NB_CUDA_RUNTIME_LIST(WRAP)
 
 static const nb_kernel_fn cuda_kernels[NB_OP_COUNT] = {
+#define X_ SLOT
+#include "../../ops/ops.def"
+#undef X_
     NB_CUDA_KERNEL_LIST(SLOT)
     NB_CUDA_RUNTIME_LIST(SLOT)
 };
+#undef NB_OP
 
 /* empty: the memory dispatch allocated is the result */
 int nb__cuda_empty(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "../op_ids.h"
 #include "../pool_geom.h"
 
 #ifdef __cplusplus
@@ -40,24 +41,14 @@ void nb__k_scratch_free(void *p, size_t bytes);
    gives it the output's ndim and stride 0 on the axes it broadcasts (nb__k_view's shape is then
    the output's). ---- */
 
-/* The elementwise binary ops, comparisons included (k_elementwise.cu). */
-enum nb__k_binary_op {
-    NBC_ADD, NBC_SUB, NBC_MUL, NBC_DIV, NBC_POW, NBC_MAXIMUM, NBC_MINIMUM, NBC_RELU_BACKWARD,
-    NBC_EQ, NBC_LT, NBC_GT, NBC_NE, NBC_LE, NBC_GE
-};
-/* The elementwise unary ops; s0 and s1 are the op's args.f[0] and f[1]. */
-enum nb__k_unary_op {
-    NBC_ADD_SCALAR, NBC_MUL_SCALAR, NBC_POW_SCALAR, NBC_NEG, NBC_EXP, NBC_LOG, NBC_SQRT, NBC_ABS,
-    NBC_SIGN, NBC_TANH, NBC_SIGMOID, NBC_RELU, NBC_GELU, NBC_ERF, NBC_SIN, NBC_COS, NBC_LOG1P,
-    NBC_EXPM1, NBC_RECIPROCAL, NBC_RSQRT, NBC_FLOOR, NBC_CEIL, NBC_ROUND, NBC_TRUNC, NBC_CLAMP
-};
-
-/* out = a op b (out dense; a and b of one dtype; comparisons write bools). */
-int nb__k_binary(int op, const nb__k_view *out, const nb__k_view *a, const nb__k_view *b);
+/* out = a op b for op an elementwise binary op of ops.def (fuse EW, CHEAP or CMP), by its
+   formula nbf_<name> (out dense; a and b of one dtype; comparisons write bools). */
+int nb__k_binary(nb_op_id op, const nb__k_view *out, const nb__k_view *a, const nb__k_view *b);
 /* out = cond ? a : b (cond bool; out dense). */
 int nb__k_where(const nb__k_view *out, const nb__k_view *cond, const nb__k_view *a, const nb__k_view *b);
-/* out = op(x, s0, s1) (out dense, x of out's dtype). */
-int nb__k_unary(int op, const nb__k_view *out, const nb__k_view *x, double s0, double s1);
+/* out = op(x, s0, s1) for op an elementwise unary op of ops.def, by its formula nbf_<name>
+   (out dense, x of out's dtype). */
+int nb__k_unary(nb_op_id op, const nb__k_view *out, const nb__k_view *x, double s0, double s1);
 /* out = x converted to out's dtype as the cpu's cast converts (out of any strides, x of any
    dtype): cast, copy, assign, and the pieces of cat and slice's backward. */
 int nb__k_cast(const nb__k_view *out, const nb__k_view *x);

@@ -10,12 +10,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* kmath.h's float exp and erf on the device as well, so that the kernels' exp, sigmoid, gelu,
-   erf and softmax evaluate the cpu's very polynomials (kmath.h defines them `static inline`; the
-   macro gives those definitions both host and device forms). */
-#define static static __host__ __device__
-#include "../cpu/kmath.h"
-#undef static
+/* The formulas every backend evaluates, with kmath.h's float exp and erf, so that the kernels'
+   exp, sigmoid, gelu, erf and softmax evaluate the cpu's very polynomials (both headers mark
+   their functions host and device where nvcc reads them). */
+#include "../formulas.h"
 
 /* Threads per block of the elementwise kernels and of the block-per-row reductions (a power of
    two: the reductions' trees halve it). */
@@ -77,11 +75,6 @@ static inline void nb__k_flatten_dense(nb__k_view *out, nb__k_view *const *in, i
 /* The element offset in v of its element with row-major index i. */
 __device__ __forceinline__ int64_t nb__k_offset(const nb__k_view &v, int64_t i) { return nb__k_offset_as(v, v, i); }
 
-/* A double scalar as an integer the way formulas.h's nbf_sat_i64 makes it: NaN 0, saturated. */
-__host__ __device__ inline int64_t nb__k_sat_i64(double v) {
-    return v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
-}
-
 /* Element i of a dense or strided array of dtype as a double (src/core/dtype.c's nb__load). */
 __device__ __forceinline__ double nb__k_load(const void *p, int dtype, int64_t i) {
     switch (dtype) {
@@ -105,7 +98,7 @@ __device__ __forceinline__ void nb__k_store_cast(void *p, int dtype, int64_t i, 
     case NB_F64: ((double *)p)[i] = v; break;
     case NB_F16: ((uint16_t *)p)[i] = nb__float_to_half((float)v); break;
     case NB_BF16: ((uint16_t *)p)[i] = nb__f32_to_bf16((float)v); break;
-    case NB_I64: ((int64_t *)p)[i] = nb__k_sat_i64(v); break;
+    case NB_I64: ((int64_t *)p)[i] = nbf_sat_i64(v); break;
     case NB_I32:
         ((int32_t *)p)[i] = (int32_t)(int64_t)(v != v ? 0 : v > 2147483647.0 ? 2147483647.0 : v < -2147483648.0 ? -2147483648.0 : v);
         break;

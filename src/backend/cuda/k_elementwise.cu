@@ -1,97 +1,64 @@
 /* CUDA kernels of the elementwise ops (binary, comparisons, where, unary math), casts and copies,
    creation (full, arange, rand, randn) and the host/device transfers the C side needs. One thread
-   per output element, with the formulas of src/backend/cpu/formulas.h. */
-#include "k_common.cuh"
+   per output element. The math ops' cases are generated from ops.def over the formulas of
+   src/backend/formulas.h, which the CPU kernels and the JIT evaluate too. */
+#include "k_common.cuh" /* formulas.h with it */
 #include <math.h>
 #include <type_traits>
 
-/* ---------- formulas.h's arithmetic for one type ---------- */
-/* Integers wrap as two's complement (computed unsigned, where overflow is defined). */
-template <typename T> __device__ __forceinline__ T w_add(T x, T y) {
-    if constexpr (std::is_integral<T>::value) {
-        typedef typename std::make_unsigned<T>::type U;
-        return (T)(U)((U)x + (U)y);
-    } else return x + y;
-}
-template <typename T> __device__ __forceinline__ T w_sub(T x, T y) {
-    if constexpr (std::is_integral<T>::value) {
-        typedef typename std::make_unsigned<T>::type U;
-        return (T)(U)((U)x - (U)y);
-    } else return x - y;
-}
-template <typename T> __device__ __forceinline__ T w_mul(T x, T y) {
-    if constexpr (std::is_integral<T>::value) {
-        typedef typename std::make_unsigned<T>::type U;
-        return (T)(U)((U)x * (U)y);
-    } else return x * y;
-}
-/* -x: floats by negation, so that -(+0) is -0 */
-template <typename T> __device__ __forceinline__ T w_neg(T x) {
-    if constexpr (std::is_integral<T>::value) return w_sub<T>((T)0, x);
-    else return -x;
-}
+/* ---------- binary ops and comparisons: formulas.h's, generated from ops.def ---------- */
+/* Every elementwise binary op of ops.def (fuse EW, CHEAP or CMP with two inputs) is a case of
+   its formula; a new one needs no line here. */
+#define NBC_CASE_NONE(ID, name, nin)
+#define NBC_CASE_EW(ID, name, nin) NBC_CASE_##nin(ID, name)
+#define NBC_CASE_CHEAP NBC_CASE_EW
+#define NBC_CASE_CMP NBC_CASE_EW
+#define NBC_CASE_MOVE NBC_CASE_NONE /* copy and cast: the cast kernel below */
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) NBC_CASE_##fuse(ID, name, nin)
 
-/* A double scalar as an operand of type T (formulas.h's NBF_SCALAR). */
-template <typename T> __device__ __forceinline__ T as_scalar(double v) {
-    if constexpr (std::is_same<T, int64_t>::value) return nb__k_sat_i64(v);
-    else if constexpr (std::is_same<T, int32_t>::value) return (int32_t)(uint32_t)(uint64_t)nb__k_sat_i64(v);
-    else if constexpr (std::is_same<T, uint8_t>::value) return (uint8_t)(uint64_t)nb__k_sat_i64(v);
-    else if constexpr (std::is_same<T, int8_t>::value) return (int8_t)(uint8_t)(uint64_t)nb__k_sat_i64(v);
-    else return (T)v;
-}
-
-/* bool with bool, as torch: add is a logical or, mul a logical and */
-template <typename T> __device__ __forceinline__ T logical_op(int op, T x, T y) {
-    if constexpr (std::is_integral<T>::value) return op == NBC_ADD ? (T)(x | y) : (T)(x & y);
-    else return x;
-}
-
-template <typename T> __device__ __forceinline__ T binary_op(int op, T x, T y, bool logical) {
+template <typename T> __device__ __forceinline__ T binary_op(nb_op_id op, T x, T y) {
     switch (op) {
-    case NBC_ADD: return logical ? logical_op(op, x, y) : w_add(x, y);
-    case NBC_SUB: return w_sub(x, y);
-    case NBC_MUL: return logical ? logical_op(op, x, y) : w_mul(x, y);
-    case NBC_DIV: return x / y;
-    case NBC_POW:
-        if constexpr (std::is_floating_point<T>::value) return pow(x, y);
-        else return 0; /* float dtypes only (ops.def) */
-    /* NaN-propagating, as torch.maximum and torch.minimum */
-    case NBC_MAXIMUM: return x != x ? x : y != y ? y : x > y ? x : y;
-    case NBC_MINIMUM: return x != x ? x : y != y ? y : x < y ? x : y;
-    default: return y <= 0 ? (T)0 : x; /* relu_backward(g, y): a NaN output passes g */
+#define NBC_CASE_1(ID, name)
+#define NBC_CASE_2(ID, name) case NB_OP_##ID: return (T)nbf_##name(x, y);
+#define NBC_CASE_3(ID, name)
+#include "../../ops/ops.def"
+#undef NBC_CASE_1
+#undef NBC_CASE_2
+#undef NBC_CASE_3
+    default: return x; /* not reached: the C side passes binary ops only */
     }
 }
 
-template <typename T> __device__ __forceinline__ uint8_t compare_op(int op, T x, T y) {
-    switch (op) {
-    case NBC_EQ: return x == y;
-    case NBC_LT: return x < y;
-    case NBC_GT: return x > y;
-    case NBC_NE: return x != y;
-    case NBC_LE: return x <= y;
-    default: return x >= y;
+/* bool with bool, as torch: add is a logical or, mul a logical and; the rest by their formulas */
+template <typename T> __device__ __forceinline__ T logical_op(nb_op_id op, T x, T y) {
+    if constexpr (std::is_integral<T>::value) {
+        if (op == NB_OP_ADD) return (T)(x | y);
+        if (op == NB_OP_MUL) return (T)(x & y);
     }
+    return binary_op(op, x, y);
 }
 
 template <typename T>
-__global__ void binary_kernel(int op, bool logical, nb__k_view out, nb__k_view a, nb__k_view b) {
+__global__ void binary_kernel(nb_op_id op, bool logical, bool compare, nb__k_view out, nb__k_view a, nb__k_view b) {
     const T *pa = (const T *)a.data, *pb = (const T *)b.data;
     NBC_GRID_LOOP(i, out.numel) {
         T x = pa[nb__k_offset_as(out, a, i)], y = pb[nb__k_offset_as(out, b, i)];
-        if (op >= NBC_EQ) ((uint8_t *)out.data)[nb__k_offset(out, i)] = compare_op(op, x, y);
-        else ((T *)out.data)[nb__k_offset(out, i)] = binary_op(op, x, y, logical);
+        T r = logical ? logical_op(op, x, y) : binary_op(op, x, y);
+        if (compare) ((uint8_t *)out.data)[nb__k_offset(out, i)] = (uint8_t)r;
+        else ((T *)out.data)[nb__k_offset(out, i)] = r;
     }
 }
 
-extern "C" int nb__k_binary(int op, const nb__k_view *out, const nb__k_view *a, const nb__k_view *b) {
+extern "C" int nb__k_binary(nb_op_id op, const nb__k_view *out, const nb__k_view *a, const nb__k_view *b) {
     if (out->numel == 0) return 0;
-    bool logical = a->dtype == NB_BOOL;
+    /* comparisons write bools; bool inputs give a bool out, whose bytes are written either way */
+    bool logical = a->dtype == NB_BOOL, compare = out->dtype == NB_BOOL;
     nb__k_view o = *out, x = *a, y = *b;
     nb__k_view *ins[] = { &x, &y };
     nb__k_flatten_dense(&o, ins, 2);
     return nb__k_by_num_dtype(a->dtype, [&](auto t) {
         typedef decltype(t) T;
-        binary_kernel<T><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(op, logical, o, x, y);
+        binary_kernel<T><<<nb__k_blocks(out->numel), NBC_BLOCK, 0, nb__k_queue()>>>(op, logical, compare, o, x, y);
         return nb__k_launched();
     });
 }
@@ -116,70 +83,29 @@ extern "C" int nb__k_where(const nb__k_view *out, const nb__k_view *cond, const 
     });
 }
 
-/* ---------- unary ---------- */
-template <typename T> __device__ __forceinline__ T float_exp(T x) {
-    if constexpr (std::is_same<T, float>::value) return nbk_expf(x);
-    else return exp(x);
-}
-template <typename T> __device__ __forceinline__ T float_erf(T x) {
-    if constexpr (std::is_same<T, float>::value) return nbk_erff(x);
-    else return erf(x);
-}
-
-/* The float-only formulas (ops.def: NB_T_FLOAT); never reached for integers. */
-template <typename T> __device__ __forceinline__ T float_unary(int op, T x, double s0) {
-    if constexpr (std::is_floating_point<T>::value) {
-        switch (op) {
-        case NBC_POW_SCALAR: return pow(x, (T)s0);
-        case NBC_EXP: return float_exp(x);
-        case NBC_LOG: return log(x);
-        case NBC_SQRT: return sqrt(x);
-        case NBC_TANH: return tanh(x);
-        case NBC_SIGMOID: return (T)1 / ((T)1 + float_exp(-x));
-        case NBC_GELU: return (T)0.5 * x * ((T)1 + float_erf(x * (T)0.70710678118654752440));
-        case NBC_ERF: return float_erf(x);
-        case NBC_SIN: return sin(x);
-        case NBC_COS: return cos(x);
-        case NBC_LOG1P: return log1p(x);
-        case NBC_EXPM1: return expm1(x);
-        case NBC_RECIPROCAL: return (T)1 / x;
-        case NBC_RSQRT: return (T)1 / sqrt(x);
-        case NBC_FLOOR: return floor(x);
-        case NBC_CEIL: return ceil(x);
-        case NBC_ROUND: return rint(x); /* halves to even, as torch.round */
-        default: return trunc(x);
-        }
-    } else return x; /* integers are whole: floor, ceil, round and trunc give them back */
-}
-
-/* x < 0, without comparing an unsigned u8 with zero */
-template <typename T> __device__ __forceinline__ bool negative(T x) {
-    if constexpr (std::is_unsigned<T>::value) return false;
-    else return x < 0;
-}
-
-template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double s0, double s1) {
+/* ---------- unary: formulas.h's, generated from ops.def ---------- */
+/* Every elementwise unary op of ops.def is a case of its formula. Copies and casts have kernels
+   of their own (below), which move any dtype. */
+template <typename T> __device__ __forceinline__ T unary_op(nb_op_id op, T x, double s0, double s1) {
     switch (op) {
-    case NBC_ADD_SCALAR: return w_add(x, as_scalar<T>(s0));
-    case NBC_MUL_SCALAR: return w_mul(x, as_scalar<T>(s0));
-    case NBC_NEG: return w_neg(x);
-    case NBC_ABS: return negative(x) ? w_neg(x) : x;
-    case NBC_SIGN: return (T)((x > 0) - negative(x));
-    case NBC_RELU: return negative(x) ? (T)0 : x; /* NaN stays NaN, -0 stays -0 */
-    /* the bounds compare in double, so an integer is held to a fractional bound exactly; a NaN
-       bound gives NaN, as torch (nb_clamp makes an integer input float first) */
-    case NBC_CLAMP:
-        return s0 != s0 || s1 != s1 ? as_scalar<T>(s0 + s1) : (double)x < s0 ? as_scalar<T>(s0) : (double)x > s1 ? as_scalar<T>(s1) : x;
-    default: return float_unary(op, x, s0);
+#define NBC_CASE_1(ID, name) case NB_OP_##ID: return (T)nbf_##name(x, s0, s1);
+#define NBC_CASE_2(ID, name)
+#define NBC_CASE_3(ID, name)
+#include "../../ops/ops.def"
+#undef NBC_CASE_1
+#undef NBC_CASE_2
+#undef NBC_CASE_3
+    default: return x; /* not reached: the C side passes unary ops only */
     }
 }
+#undef NB_OP
 
-template <typename T> __global__ void unary_kernel(int op, nb__k_view out, nb__k_view x, double s0, double s1) {
+template <typename T> __global__ void unary_kernel(nb_op_id op, nb__k_view out, nb__k_view x, double s0, double s1) {
     NBC_GRID_LOOP(i, out.numel)
         ((T *)out.data)[nb__k_offset(out, i)] = unary_op(op, ((const T *)x.data)[nb__k_offset_as(out, x, i)], s0, s1);
 }
 
-extern "C" int nb__k_unary(int op, const nb__k_view *out, const nb__k_view *x, double s0, double s1) {
+extern "C" int nb__k_unary(nb_op_id op, const nb__k_view *out, const nb__k_view *x, double s0, double s1) {
     if (out->numel == 0) return 0;
     nb__k_view o = *out, v = *x;
     nb__k_view *ins[] = { &v };
@@ -236,10 +162,10 @@ extern "C" int nb__k_fill(const nb__k_view *out, double v) {
     case NB_F64: memcpy(&bits, &v, 8); break;
     case NB_F16: bits = nb__float_to_half((float)v); break;
     case NB_BF16: bits = nb__f32_to_bf16((float)v); break;
-    case NB_I64: bits = (uint64_t)nb__k_sat_i64(v); break;
-    case NB_I32: bits = (uint32_t)(uint64_t)nb__k_sat_i64(v); break;
+    case NB_I64: bits = (uint64_t)nbf_sat_i64(v); break;
+    case NB_I32: bits = (uint32_t)(uint64_t)nbf_sat_i64(v); break;
     case NB_BOOL: bits = v != 0; break;
-    default: bits = (uint8_t)(uint64_t)nb__k_sat_i64(v); break; /* u8 and i8 wrap, as an integer scalar */
+    default: bits = (uint8_t)(uint64_t)nbf_sat_i64(v); break; /* u8 and i8 wrap, as an integer scalar */
     }
     return nb__k_by_size(out->dtype, [&](auto t) {
         typedef decltype(t) U;

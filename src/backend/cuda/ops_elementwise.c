@@ -4,31 +4,43 @@
 #include "ops_cuda.h"
 #include "ops_util.h"
 
-/* ---------- binary ops and comparisons: inputs of one dtype (dispatch promotes them) ---------- */
-static int binary(const char *fn, int op, nb_tensor *out, nb_tensor *const *in) {
+/* ---------- the math ops: an entry per elementwise op of ops.def, generated ---------- */
+/* Binary ops and comparisons: inputs of one dtype (dispatch promotes them). */
+static int binary(const char *fn, nb_op_id op, nb_tensor *out, nb_tensor *const *in) {
     nb__k_view o = nb__cu_view(out), a = nb__cu_view_as(in[0], &out->shape), b = nb__cu_view_as(in[1], &out->shape);
     return nb__cu_check(fn, nb__k_binary(op, &o, &a, &b));
 }
 
-#define BINARY_ENTRY(NAME, OP)                                                                     \
-    int nb__cuda_##NAME(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { \
-        (void)nin; (void)args;                                                                     \
-        return binary(#NAME, OP, out, in);                                                         \
+/* Unary ops: args.f[0] and f[1] are their scalars (clamp's bounds). */
+static int unary(const char *fn, nb_op_id op, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
+    nb__k_view o = nb__cu_view(out), x = nb__cu_view_as(in[0], &out->shape);
+    return nb__cu_check(fn, nb__k_unary(op, &o, &x, args->f[0], args->f[1]));
+}
+
+/* By ops.def's fuse column: every EW, CHEAP and CMP op of one or two inputs gets its entry
+   nb__cuda_<name>; where and the MOVE ops (copy, cast) move elements of any dtype and are
+   written by hand. */
+#define ENTRY_1(ID, name)                                                                          \
+    int nb__cuda_##name(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { \
+        (void)nin;                                                                                 \
+        return unary(#name, NB_OP_##ID, out, in, args);                                            \
     }
-BINARY_ENTRY(add, NBC_ADD)
-BINARY_ENTRY(sub, NBC_SUB)
-BINARY_ENTRY(mul, NBC_MUL)
-BINARY_ENTRY(div, NBC_DIV)
-BINARY_ENTRY(pow, NBC_POW)
-BINARY_ENTRY(maximum, NBC_MAXIMUM)
-BINARY_ENTRY(minimum, NBC_MINIMUM)
-BINARY_ENTRY(relu_backward, NBC_RELU_BACKWARD)
-BINARY_ENTRY(eq, NBC_EQ)
-BINARY_ENTRY(lt, NBC_LT)
-BINARY_ENTRY(gt, NBC_GT)
-BINARY_ENTRY(ne, NBC_NE)
-BINARY_ENTRY(le, NBC_LE)
-BINARY_ENTRY(ge, NBC_GE)
+#define ENTRY_2(ID, name)                                                                          \
+    int nb__cuda_##name(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { \
+        (void)nin; (void)args;                                                                     \
+        return binary(#name, NB_OP_##ID, out, in);                                                 \
+    }
+#define ENTRY_3(ID, name)
+#define ENTRY_NONE(ID, name, nin)
+#define ENTRY_EW(ID, name, nin) ENTRY_##nin(ID, name)
+#define ENTRY_CHEAP ENTRY_EW
+#define ENTRY_CMP ENTRY_EW
+#define ENTRY_MOVE ENTRY_NONE /* copy and cast: below */
+#define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) ENTRY_##fuse(ID, name, nin)
+#define NB_OP_NO_KERNEL(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx)
+#include "../../ops/ops.def"
+#undef NB_OP
+#undef NB_OP_NO_KERNEL
 
 int nb__cuda_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin; (void)args;
@@ -36,39 +48,6 @@ int nb__cuda_where(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_ar
              b = nb__cu_view_as(in[2], &out->shape);
     return nb__cu_check("where", nb__k_where(&o, &c, &a, &b));
 }
-
-/* ---------- unary ops: args.f[0] and f[1] are their scalars (clamp's bounds) ---------- */
-#define UNARY_ENTRY(NAME, OP)                                                                      \
-    int nb__cuda_##NAME(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) { \
-        (void)nin;                                                                                 \
-        nb__k_view o = nb__cu_view(out), x = nb__cu_view_as(in[0], &out->shape);                     \
-        return nb__cu_check(#NAME, nb__k_unary(OP, &o, &x, args->f[0], args->f[1]));                 \
-    }
-UNARY_ENTRY(add_scalar, NBC_ADD_SCALAR)
-UNARY_ENTRY(mul_scalar, NBC_MUL_SCALAR)
-UNARY_ENTRY(pow_scalar, NBC_POW_SCALAR)
-UNARY_ENTRY(neg, NBC_NEG)
-UNARY_ENTRY(exp, NBC_EXP)
-UNARY_ENTRY(log, NBC_LOG)
-UNARY_ENTRY(sqrt, NBC_SQRT)
-UNARY_ENTRY(abs, NBC_ABS)
-UNARY_ENTRY(sign, NBC_SIGN)
-UNARY_ENTRY(tanh, NBC_TANH)
-UNARY_ENTRY(sigmoid, NBC_SIGMOID)
-UNARY_ENTRY(relu, NBC_RELU)
-UNARY_ENTRY(gelu, NBC_GELU)
-UNARY_ENTRY(erf, NBC_ERF)
-UNARY_ENTRY(sin, NBC_SIN)
-UNARY_ENTRY(cos, NBC_COS)
-UNARY_ENTRY(log1p, NBC_LOG1P)
-UNARY_ENTRY(expm1, NBC_EXPM1)
-UNARY_ENTRY(reciprocal, NBC_RECIPROCAL)
-UNARY_ENTRY(rsqrt, NBC_RSQRT)
-UNARY_ENTRY(floor, NBC_FLOOR)
-UNARY_ENTRY(ceil, NBC_CEIL)
-UNARY_ENTRY(round, NBC_ROUND)
-UNARY_ENTRY(trunc, NBC_TRUNC)
-UNARY_ENTRY(clamp, NBC_CLAMP)
 
 /* ---------- casts and copies ---------- */
 /* Writes src (any dtype, broadcast to dst's shape) into dst converted to dst's dtype. */

@@ -2,7 +2,7 @@
    there, or interpretation was asked for), and the parallel drivers that run a kernel, compiled or
    interpreted, over its rows: alone, as a row group, or on the pieces of a GEMM. */
 #include "lower.h"
-#include "../formulas.h"
+#include "../../formulas.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +51,8 @@ static void interpret(const fkernel *k, int64_t r0, int64_t r1, int64_t cols, ch
 #define FUSE_CASE_EW(ID, name, nin) \
                 case NB_OP_##ID: for (int e = 0; e < n; e++) o[e] = FORMULA_##nin(name); break;
 #define FUSE_CASE_CHEAP FUSE_CASE_EW
+#define FUSE_CASE_CMP FUSE_CASE_NONE
+#define FUSE_CASE_MOVE FUSE_CASE_EW
 #define NB_OP(ID, name, nin, infer, bwd, flags, dtypes, fuse, onnx) FUSE_CASE_##fuse(ID, name, nin)
 #include "../../../ops/ops.def"
 #undef NB_OP

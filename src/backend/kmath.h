@@ -1,17 +1,25 @@
-/* Math functions for the CPU kernels and the graph compiler's fused kernels, written so that GCC
+/* Math functions of the elementwise formulas (formulas.h) on every backend, written so that GCC
    vectorises them (straight-line code, selects, no calls), in one copy: the library compiles the
-   definitions below, and generated kernels get the same text through NBK_MATH_SOURCE. */
+   definitions below for the CPU, nvcc for the device (NBK_HD), and generated kernels get the
+   same text through NBK_MATH_SOURCE. */
 #ifndef NB_KMATH_H
 #define NB_KMATH_H
 
 #include <stdint.h>
+
+/* Both a host and a device function where nvcc reads the header; a plain function elsewhere. */
+#ifdef __CUDACC__
+#define NBK_HD __host__ __device__
+#else
+#define NBK_HD
+#endif
 
 /* erf for floats, evaluated in double and rounded once: within 1 ulp of glibc's erff (the eager
    kernel), both being within 1 ulp of the exact value. |x| < 1: x * P(x^2); 1 <= |x| < 4:
    Q(|x|); beyond, +-1 (erf(4) rounds to 1.0f). P (degree 8) and Q (degree 18) are Chebyshev
    fits made with mpmath; their error is below 1e-11, far under half a float ulp. */
 #define NBK_ERF_DEF                                                                                \
-    static inline float nbk_erff(float xf) {                                                       \
+    static NBK_HD inline float nbk_erff(float xf) {                                                \
         double x = (double)xf, a = __builtin_fabs(x);                                              \
         double t = 2 * (a * a) - 1;                                                                \
         double p = 4.1387818213123025e-09;                                                         \
@@ -56,7 +64,7 @@
    series to r^11 (error < 1e-14), 2^k built in the exponent bits. x is clamped to [-104, 89],
    where expf is 0 and inf. */
 #define NBK_EXP_DEF                                                                                \
-    static inline float nbk_expf(float xf) {                                                       \
+    static NBK_HD inline float nbk_expf(float xf) {                                                \
         double x = (double)xf;                                                                     \
         x = x > -104.0 ? x : -104.0;                                                               \
         x = x < 89.0 ? x : 89.0;                                                                   \
