@@ -1,6 +1,6 @@
 /* The error handler of nb_set_error_handler fires exactly once per failing public call, with the
    text nb_error() then returns, in every area whose calls tell an inner function's error in their
-   own terms (files, the compiler, module hooks, the data pipeline); and a failure the library
+   own terms (files, the compiler, ONNX, model configs, module hooks, the data pipeline); and a failure the library
    drops itself (a dynamic-batch probe) never reaches it. */
 #include "test_util.h"
 #include <unistd.h>
@@ -104,6 +104,40 @@ static void test_compiler(void **state) {
     nb_scope_end(s);
 }
 
+/* ONNX and model configs: a corrupt file names its path once, a failing export names the
+   function, a config layer and a summary name the layer, each heard once. */
+static void test_onnx_and_config(void **state) {
+    (void)state;
+#ifdef NABLA_WITH_ONNX
+    char *bad = temp_file("bad.onnx", "\x08\x07\x12\xff\xff garbage", 14);
+    assert_null(nb_onnx_load(bad, (nb_onnx_load_opts){ 0 }));
+    ASSERT_TOLD_ONCE(bad);
+    unlink(bad);
+    free(bad);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3), NB_F32);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/nabla_test_errors_%d.onnx", (int)getpid());
+    assert_int_not_equal(nb_onnx_export_fn(fails_inside, NULL, &x, 1, path, (nb_onnx_export_opts){ 0 }), 0);
+    ASSERT_TOLD_ONCE("nb_onnx_export_fn: ");
+    assert_null(strstr(seen, "nb_compiled_run"));
+    assert_int_equal(access(path, F_OK), -1); /* nothing written */
+    nb_scope_end(s);
+#endif
+#ifdef NABLA_WITH_JSON
+    assert_null(nb_nn_from_config("{\"layers\": [{\"type\": \"linear\", \"out\": -3}]}", NB_SHAPE(1, 4)));
+    assert_non_null(nb_error());
+    if (fired != 1) fail_msg("the handler fired %d times (last: \"%s\")", fired, seen);
+    assert_string_equal(seen, nb_error());
+    nb_error_clear();
+    fired = 0;
+#endif
+    nb_module *seq = nb_nn_sequential(nb_nn_linear(3, 2), nb_nn_linear(5, 1), NULL);
+    assert_null(nb_module_summary(seq, NB_SHAPE(1, 3)));
+    ASSERT_TOLD_ONCE("nb_module_summary: layer 1 (");
+    nb_module_free(seq);
+}
+
 static nb_tensor *failing_hook(nb_module *m, nb_tensor *grad_input, nb_tensor *grad_output, void *ctx) {
     (void)m, (void)grad_input, (void)ctx;
     return nb_matmul(grad_output, grad_output); /* [1, 2] @ [1, 2] */
@@ -168,6 +202,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_files, handler_setup, handler_teardown),
         cmocka_unit_test_setup_teardown(test_compiler, handler_setup, handler_teardown),
+        cmocka_unit_test_setup_teardown(test_onnx_and_config, handler_setup, handler_teardown),
         cmocka_unit_test_setup_teardown(test_module_hooks, handler_setup, handler_teardown),
         cmocka_unit_test_setup_teardown(test_loader, handler_setup, handler_teardown),
     };

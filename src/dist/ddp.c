@@ -123,7 +123,11 @@ static int check_ranks(const nb_named_tensor *params, int np, const nb_named_ten
     int64_t mine[5] = { np, total, (int64_t)hp, nbuf, mb_bits };
     mine[4] ^= (int64_t)hb;
     nb_scope *s = nb_scope_begin();
+    nb__error_ctx ec;
+    nb__error_push(&ec, NULL, "nb_ddp: checking the modules across ranks");
     nb_tensor *all = nb_dist_all_gather(nb_from_data(mine, NB_SHAPE(5), NB_I64));
+    if (!all && !nb__has_error()) nb__error("the all-gather failed");
+    nb__error_pop(&ec);
     int rc = all ? 0 : -1;
     if (all) {
         const int64_t *a = nb_data_ptr(all);
@@ -140,11 +144,6 @@ static int check_ranks(const nb_named_tensor *params, int np, const nb_named_ten
                 nb__error("nb_ddp: the buffers or bucket_mb differ between rank %d and rank %d", r, me);
             if (nb__has_error()) rc = -1;
         }
-    } else {
-        char msg[700];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "the all-gather failed");
-        nb_error_clear();
-        nb__error("nb_ddp: checking the modules across ranks: %s", msg);
     }
     nb_scope_end(s);
     return rc;
@@ -333,6 +332,8 @@ static int unpack(ddp_module *d) {
         ddp_bucket *b = &d->buckets[p->bucket];
         if (ranks_with_grad(d, p) == 0) continue; /* no rank had a gradient: it keeps none */
         nb_scope *s = nb_scope_begin();
+        nb__error_ctx ec;
+        nb__error_push(&ec, NULL, "nb_ddp: setting the averaged gradient of \"%s\"", p->name);
         nb_shape shape = nb_shape_of(p->t);
         int64_t stride[NB_MAX_DIMS];
         nb__contiguous_strides(&shape, stride);
@@ -342,13 +343,9 @@ static int unpack(ddp_module *d) {
         if (g && dev.type != NB_CPU) g = nb_to(g, dev);
         if (g) nb_set_grad(p->t, g);
         if (!g || nb__error_count() != errors0) rc = -1;
+        if (rc < 0 && !nb__has_error()) nb__error("out of memory");
+        nb__error_pop(&ec);
         nb_scope_end(s);
-        if (rc < 0) {
-            char msg[700];
-            snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "out of memory");
-            nb_error_clear();
-            nb__error("nb_ddp: setting the averaged gradient of \"%s\": %s", p->name, msg);
-        }
     }
     nb_set_grad_enabled(prev);
     return rc;
@@ -514,6 +511,8 @@ static void free_calls(ddp_module *d) {
 static int bucket_views(ddp_module *d) {
     bool prev = nb_set_grad_enabled(false);
     int rc = 0;
+    nb__error_ctx ec;
+    nb__error_push(&ec, NULL, "nb_ddp: making the averaged gradients of a compiled step");
     for (int i = 0; i < d->nparams && rc == 0; i++) {
         ddp_param *p = &d->params[i];
         if (!nb_grad_of(p->t)) continue;
@@ -524,13 +523,9 @@ static int bucket_views(ddp_module *d) {
         else rc = -1;
         nb_scope_end(s);
     }
+    if (rc < 0 && !nb__has_error()) nb__error("out of memory");
+    nb__error_pop(&ec);
     nb_set_grad_enabled(prev);
-    if (rc < 0) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "out of memory");
-        nb_error_clear();
-        nb__error("nb_ddp: making the averaged gradients of a compiled step: %s", msg);
-    }
     return rc;
 }
 
@@ -730,13 +725,12 @@ int nb__ddp_prepare(nb_module *m, double bucket, nb_named_tensor **params, int *
             nb__error("nb_ddp: buffer \"%s\" is not a contiguous cpu tensor; MPI broadcasts host memory", e->name);
             goto fail;
         }
-        if (nb_dist_broadcast(t, 0) < 0) {
-            char msg[700];
-            snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
-            nb_error_clear();
-            nb__error("nb_ddp: broadcasting \"%s\" from rank 0: %s", e->name, msg);
-            goto fail;
-        }
+        nb__error_ctx ec;
+        nb__error_push(&ec, NULL, "nb_ddp: broadcasting \"%s\" from rank 0", e->name);
+        int brc = nb_dist_broadcast(t, 0);
+        if (brc < 0 && !nb__has_error()) nb__error("failed");
+        nb__error_pop(&ec);
+        if (brc < 0) goto fail;
     }
     *params = pl, *nparams = np, *buffers = bl, *nbuffers = nbuf;
     return 0;

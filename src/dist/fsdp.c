@@ -306,15 +306,17 @@ static int on_backward_finished(int rc, void *ctx) {
         u->grad_blocks = NULL;
     }
     if (rc < 0) return rc;
-    for (int k = 0; k < f->nunits; k++)
-        if (unpack(&f->units[k]) < 0) {
-            char msg[700];
-            snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
-            nb_error_clear();
-            nb__error("nb_backward: setting unit \"%s\"'s averaged gradient: %s", f->units[k].name, msg);
+    for (int k = 0; k < f->nunits; k++) {
+        nb__error_ctx ec;
+        nb__error_push(&ec, NULL, "nb_backward: setting unit \"%s\"'s averaged gradient", f->units[k].name);
+        int urc = unpack(&f->units[k]);
+        if (urc < 0 && !nb__has_error()) nb__error("failed");
+        nb__error_pop(&ec);
+        if (urc < 0) {
             f->broken = true;
             return -1;
         }
+    }
     return 0;
 }
 

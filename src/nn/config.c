@@ -70,14 +70,12 @@
 
 typedef nb_tensor *(*act_fn)(nb_tensor *);
 
-/* Re-records the message of a call that failed as "prefix: message" when the failure is the
-   first error since the caller cleared it (so the first message still wins otherwise). */
+/* Rewords the message of a call that failed as "prefix: message" when the failure is the first
+   error since the caller cleared it (so the first message still wins otherwise). Called inside a
+   quiet context around the call (nb__error_quiet), so a handler hears the whole message once. */
 static void rewrap_error(bool had, const char *prefix) {
     if (had || !nb_error() || !strncmp(nb_error(), CFG ": ", strlen(CFG ": "))) return;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", nb_error());
-    nb_error_clear();
-    nb__error("%s: %s", prefix, msg);
+    nb__error_reword("%s: %s", prefix, nb_error());
 }
 
 /* ---------- residual ---------- */
@@ -925,14 +923,17 @@ static nb_module *build_layers(const char *prefix, json_t *layers, nb_shape *sha
             goto fail;
         }
         bool had = nb__has_error();
+        nb__error_ctx ec;
+        nb__error_quiet(&ec);
         nb_module *m = TYPES[t].build(&lc, o, shape);
         json_decref(alias);
         if (!m) {
             char prefix[440];
             snprintf(prefix, sizeof prefix, CFG ": %s", lc.where);
             rewrap_error(had, prefix);
-            goto fail;
         }
+        nb__error_pop(&ec);
+        if (!m) goto fail;
         if (!nb_nn_sequential_add(seq, m)) goto fail;
         for (int a = 0; act && a < N_ACTIVATIONS; a++)
             if (!strcmp(act, ACTIVATIONS[a].name) && !nb_nn_sequential_add(seq, ACTIVATIONS[a].make())) goto fail;
@@ -1170,6 +1171,8 @@ char *nb_module_summary(nb_module *m, nb_shape sample_shape) {
         } else snprintf(row->name, sizeof row->name, "%s", *nb_module_path(m) ? nb_module_path(m) : "(model)");
         snprintf(row->cls, sizeof row->cls, "%s", layer->cls->name ? layer->cls->name : "?");
         nb_shape in = nb_shape_of(x);
+        nb__error_ctx ec;
+        nb__error_quiet(&ec);
         x = nb_forward(layer, x);
         if (!x) {
             char prefix[400];
@@ -1180,8 +1183,9 @@ char *nb_module_summary(nb_module *m, nb_shape sample_shape) {
             if (!nb_error()) nb__error("%s", prefix);
             else rewrap_error(had, prefix);
             failed = true;
-            break;
         }
+        nb__error_pop(&ec);
+        if (failed) break;
         batch_shape_str(nb_shape_of(x), row->shape, sizeof row->shape);
         row->params = nb_module_num_params(layer);
     }

@@ -496,6 +496,10 @@ static int export_impl(const char *fn, nb_graph_fn f, void *ctx, nb_tensor *cons
     nb_set_grad_enabled(false);
     nb_scope *scope = nb_scope_begin(); /* holds the second batch's inputs */
     nb_tensor *res = NULL, *in2[32] = { 0 };
+    /* the trace's own errors begin "nb_compiled_run:"; they are reworded to say which function
+       it was, in a quiet context so a handler hears the whole message once */
+    nb__error_ctx ec;
+    nb__error_quiet(&ec);
     cgraph *g = nb__trace(f, ctx, inputs, n, &res), *g2 = NULL;
     nb_release(res);
     int rc = g ? 0 : -1;
@@ -515,15 +519,10 @@ static int export_impl(const char *fn, nb_graph_fn f, void *ctx, nb_tensor *cons
         }
     }
     nb_set_grad_enabled(grad);
-    if (rc < 0) {
-        /* the trace's own error begins "nb_compiled_run:"; say which function it was */
-        if (nb__has_error() && strncmp(nb_error(), "nb_compiled_run: ", 17) == 0) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "%s", nb_error() + 17);
-            nb_error_clear();
-            nb__error("%s: %s", fn, msg);
-        }
-    } else {
+    if (rc < 0 && nb__has_error() && strncmp(nb_error(), "nb_compiled_run: ", 17) == 0)
+        nb__error_reword("%s: %s", fn, nb_error() + 17);
+    nb__error_pop(&ec);
+    if (rc == 0) {
         onnx_writer w = { .fn = fn, .opset = opset, .g = g, .g2 = g2 };
         rc = export_graph(&w, es, nes, path, &o);
         writer_free(&w);

@@ -13,16 +13,23 @@
 
 static const char *str(const char *s) { return s ? s : ""; }
 
+/* "nb_onnx: Op node 'name' (#i)" (or without the name) into buf: the words an error of node n
+   begins with. */
+static void node_label(const onnx_node *n, char *buf, size_t size) {
+    const char *name = str(n->pb->name);
+    const char *op = *str(n->pb->op_type) ? n->pb->op_type : "(no operator)";
+    if (*name) snprintf(buf, size, "nb_onnx: %s node '%s' (#%d)", op, name, n->index);
+    else snprintf(buf, size, "nb_onnx: %s node #%d", op, n->index);
+}
+
 void nb__onnx_node_error(const onnx_node *n, const char *fmt, ...) {
-    char msg[700];
+    char msg[700], label[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *name = str(n->pb->name);
-    const char *op = *str(n->pb->op_type) ? n->pb->op_type : "(no operator)";
-    if (*name) nb__error("nb_onnx: %s node '%s' (#%d): %s", op, name, n->index, msg);
-    else nb__error("nb_onnx: %s node #%d: %s", op, n->index, msg);
+    node_label(n, label, sizeof label);
+    nb__error("%s: %s", label, msg);
 }
 
 /* ---------- attributes ---------- */
@@ -806,14 +813,17 @@ nb_onnx_model *nb_onnx_load(const char *path, nb_onnx_load_opts opts) {
     if (slash) *slash = 0;
     else strcpy(dir, ".");
     if (slash == dir) strcpy(dir, "/");
+    /* an error from inside the file gets the path after it: reworded in a quiet context, so a
+       handler hears the whole message once */
+    nb__error_ctx ec;
+    nb__error_quiet(&ec);
     nb_onnx_model *m = load(map.data, map.size, dir, opts, &map);
     if (!m) {
-        /* prefix the path to an error from inside the file */
-        char msg[800];
-        snprintf(msg, sizeof msg, "%s", nb_error() ? nb_error() : "failed");
-        nb_error_clear();
-        nb__error("%s (%s)", msg, path);
-    } else {
+        if (nb__has_error()) nb__error_reword("%s (%s)", nb_error(), path);
+        else nb__error("nb_onnx_load: failed (%s)", path);
+    }
+    nb__error_pop(&ec);
+    if (m) {
         /* protobuf-c copied what it keeps: the mapping is no longer needed */
         nb__map_close(&m->map);
     }
@@ -900,6 +910,10 @@ static int run_node(onnx_run *r, const onnx_node *n, nb_tensor **vals) {
     }
     for (int k = 0; k < n->nout; k++) out[k] = NULL;
     uint64_t errs = nb__error_count();
+    /* an op inside that fails is told with the node's words before its own: reworded in a quiet
+       context, so a handler hears the whole message once */
+    nb__error_ctx ec;
+    nb__error_quiet(&ec);
     rc = n->op->run(r, n, in, n->nin, out, n->nout);
     for (int k = 0; k < n->nout && rc == 0; k++) {
         if (n->out[k] < 0) continue;
@@ -912,12 +926,11 @@ static int run_node(onnx_run *r, const onnx_node *n, nb_tensor **vals) {
         vals[n->out[k]] = out[k];
     }
     if (rc < 0 && nb_error() && !strstr(nb_error(), "nb_onnx")) {
-        /* an op inside failed: say which node it was */
-        char msg[700];
-        snprintf(msg, sizeof msg, "%s", nb_error());
-        nb_error_clear();
-        nb__onnx_node_error(n, "%s", msg);
+        char label[400];
+        node_label(n, label, sizeof label);
+        nb__error_reword("%s: %s", label, nb_error());
     }
+    nb__error_pop(&ec);
 done:
     if (in != in_stack) free(in);
     if (out != out_stack) free(out);
