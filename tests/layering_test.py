@@ -50,6 +50,10 @@ rules = [
                       "src/optim/", "src/compile/", "src/data/", "src/io/", "src/summary/", "src/model/",
                       "include/nabla.h", "include/nabla/nn.h", "include/nabla/ops.h", "include/nabla/autograd.h"],
      "a backend knows nothing of autograd, ops or layers (kernel types are src/backend/kernel.h)"),
+    # a backend reaches no other backend, either way: what they share is in src/backend/ itself
+    # (formulas.h, kmath.h, prep.h, pool_geom.h, gemm_layout.h, ctc_recursion.h)
+    ("src/backend/cuda/", ["src/backend/cpu/"], "a backend reaches no other backend (shared helpers live in src/backend/)"),
+    ("src/backend/cpu/", ["src/backend/cuda/"], "a backend reaches no other backend (shared helpers live in src/backend/)"),
     ("src/compile/", ["src/backend/cpu/"],
      "the compiler is device-neutral: it reaches a backend's lowering through the registry (backend.h)"),
     ("src/ops/", ["include/nabla.h", "include/nabla/nn.h", "src/nn/", "src/optim/", "src/compile/", "src/data/",
@@ -116,6 +120,16 @@ for dirpath, _, files in os.walk(os.path.join(root, "src", "compile")):
                 if "nb__cpu_" in line:
                     print(f"{rel(path)}:{no} names a cpu backend symbol (the compiler is device-neutral): {line.strip()}")
                     bad += 1
+# nor does a backend name another backend's symbols (nb__cpu_* in cuda/, nb__cuda_* in cpu/)
+for sub, other in (("cuda", "nb__cpu_"), ("cpu", "nb__cuda_")):
+    for dirpath, _, files in os.walk(os.path.join(root, "src", "backend", sub)):
+        for fn in sorted(files):
+            path = os.path.join(dirpath, fn)
+            with open(path, encoding="utf-8") as fh:
+                for no, line in enumerate(fh, 1):
+                    if other in line:
+                        print(f"{rel(path)}:{no} names another backend's symbol ({other}*): {line.strip()}")
+                        bad += 1
 # An area's own header (src/*/*_impl.h and the other internal headers) names the public headers it
 # needs, never the umbrella nabla.h, so what an area stands on is visible in one place.
 for dirpath, _, files in os.walk(os.path.join(root, "src")):

@@ -195,62 +195,7 @@ int nb__cpu_slice_backward(nb_tensor *out, nb_tensor *const *in, int nin, const 
     return 0;
 }
 
-/* ---------- index / index_put: advanced indexing on the leading axes ---------- */
-/* Strides (in elements) that read t as broadcast to shape `to`: 0 on the axes it lacks or has of
-   size 1. */
-static void bcast_strides(const nb_tensor *t, const nb_shape *to, int64_t *st) {
-    int lead = to->ndim - t->shape.ndim;
-    for (int d = 0; d < to->ndim; d++) st[d] = d < lead || t->shape.dim[d - lead] == 1 ? 0 : t->stride[d - lead];
-}
-
-/* Shapes were checked by inference. */
-void nb__cpu_index_shape(nb_tensor *const *idx, int n, nb_shape *b) {
-    *b = idx[0]->shape;
-    for (int k = 1; k < n; k++) {
-        const nb_shape *s = &idx[k]->shape;
-        nb_shape o = { s->ndim > b->ndim ? s->ndim : b->ndim, { 0 } };
-        for (int d = 0; d < o.ndim; d++) {
-            int db = d - (o.ndim - b->ndim), ds = d - (o.ndim - s->ndim);
-            int64_t x = db >= 0 ? b->dim[db] : 1, y = ds >= 0 ? s->dim[ds] : 1;
-            o.dim[d] = x == 1 ? y : x;
-        }
-        *b = o;
-    }
-}
-
-/* Every index is checked before anything is written. */
-int64_t *nb__cpu_index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
-                              const nb_shape *b, int64_t count) {
-    int64_t *offs = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    if (!offs) {
-        nb__error("nb_%s: out of memory for %lld index offsets", fn, (long long)count);
-        return NULL;
-    }
-    int64_t st[NB_MAX_DIMS][NB_MAX_DIMS], c[NB_MAX_DIMS] = { 0 };
-    for (int k = 0; k < n; k++) bcast_strides(idx[k], b, st[k]);
-    for (int64_t e = 0; e < count; e++) {
-        int64_t off = 0;
-        for (int k = 0; k < n; k++) {
-            int64_t at = 0;
-            for (int d = 0; d < b->ndim; d++) at += c[d] * st[k][d];
-            const char *p = nb__data(idx[k]);
-            int64_t v = idx[k]->dtype == NB_I64 ? ((const int64_t *)p)[at] : ((const int32_t *)p)[at], size = xs->dim[k];
-            if (v < -size || v >= size) {
-                free(offs);
-                bad_index(fn, v, k, size);
-                return NULL;
-            }
-            off += (v < 0 ? v + size : v) * stride[k];
-        }
-        offs[e] = off;
-        for (int d = b->ndim - 1; d >= 0; d--) {
-            if (++c[d] < b->dim[d]) break;
-            c[d] = 0;
-        }
-    }
-    return offs;
-}
-
+/* ---------- index / index_put: advanced indexing on the leading axes (offsets: prep.c) ---------- */
 /* The trailing axes of t from axis `from` on, as a view header at element offset `at`: the
    sub-tensor one index position selects. */
 static nb_tensor trailing_view(const nb_tensor *t, int from, const int64_t *stride, int64_t at) {
@@ -281,9 +226,9 @@ int nb__cpu_index(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_arg
     nb_tensor *x = in[0];
     int n = nin - 1;
     nb_shape b;
-    nb__cpu_index_shape(in + 1, n, &b);
+    nb__index_shape(in + 1, n, &b);
     int64_t count = nb__shape_numel(&b);
-    int64_t *offs = nb__cpu_index_offsets("index", &x->shape, x->stride, in + 1, n, &b, count);
+    int64_t *offs = nb__index_offsets("index", &x->shape, x->stride, in + 1, n, &b, count);
     if (!offs) return -1;
     nb_tensor tail = trailing_view(x, n, x->stride, 0);
     size_t es = nb_dtype_size(x->dtype), row = (size_t)tail.numel * es;
@@ -342,16 +287,16 @@ int nb__cpu_index_put(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op
     int n = nin - 2;
     bool accumulate = args->i[0] != 0;
     nb_shape b;
-    nb__cpu_index_shape(in + 2, n, &b);
+    nb__index_shape(in + 2, n, &b);
     int64_t count = nb__shape_numel(&b);
-    int64_t *offs = nb__cpu_index_offsets("index_put", &x->shape, out->stride, in + 2, n, &b, count);
+    int64_t *offs = nb__index_offsets("index_put", &x->shape, out->stride, in + 2, n, &b, count);
     if (!offs) return -1;
     nb__cpu_copy(out, &x, 1, NULL);
     /* values read as broadcast to b + x's trailing axes */
     nb_shape indexed = b;
     for (int d = n; d < x->shape.ndim; d++) indexed.dim[indexed.ndim++] = x->shape.dim[d];
     int64_t vst[NB_MAX_DIMS], c[NB_MAX_DIMS] = { 0 };
-    bcast_strides(v, &indexed, vst);
+    nb__bcast_strides(v, &indexed, vst);
     nb_tensor vb = *v; /* v's header over the indexed shape */
     vb.shape = indexed;
     memcpy(vb.stride, vst, sizeof vst);

@@ -5,8 +5,7 @@
 #define NB_CPU_ITER_H
 
 #include "../kernel.h"
-#include "../pool_geom.h"
-#include "../ctc_recursion.h"
+#include "../prep.h"
 
 #define NB_ITER_MAX_OPS 4
 
@@ -49,37 +48,9 @@ nb_inner_fn nb__cpu_copy_fn(size_t esize);
 /* The copy kernel (the `copy` op: out = in[0], any dtype). */
 int nb__cpu_copy(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
 
-/* The fused optimizer update in three parts, so a graph can run it on the pieces of the GEMM that
-   makes the gradient: read the step and coefficients into *a (and mark the tensors written), update
-   elements [lo, hi), then store the new step count. */
-void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, nb_op_args *a);
+/* The fused optimizer update's elements [lo, hi) (between nb__optim_begin and nb__optim_end of
+   prep.h), so a graph can run it on the pieces of the GEMM that makes the gradient. */
 void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a);
-void nb__cpu_optim_end(nb_tensor *const *in);
-
-/* The n index tensors of index / index_put broadcast together: their shape in *b (the CUDA
-   backend's index ops share the cpu's reading of them). */
-void nb__cpu_index_shape(nb_tensor *const *idx, int n, nb_shape *b);
-/* For each position of the indices' broadcast shape b (row-major), the element offset, by
-   `stride`, of x[i0, ..., in-1] over x's leading n axes (xs: x's shape); a negative index counts
-   from the end. A malloc'ed array of count offsets (freed by the caller), or NULL with the error
-   "nb_<fn>: index ... is out of range ..." recorded. The index tensors are on the host. */
-int64_t *nb__cpu_index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
-                               const nb_shape *b, int64_t count);
-
-/* The geometry of a pooling op from its input shape x, output shape y and args (i[0..1] kernel,
-   i[2..3] stride, i[4..5] padding, i[6..7] dilation, i[9] padding left out of the divisor); xs
-   is left 0. */
-nb_pool_geom nb__cpu_pool_geometry(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive);
-
-/* The CTC loss's job (backward: its gradient) over out and in (log_probs, targets,
-   input_lengths, target_lengths, then the gradient [N]): their pointers, strides and sizes, the
-   blank i[0] and zero_infinity i[1]. */
-nb_ctc_job nb__cpu_ctc_job(nb_tensor *out, nb_tensor *const *in, const nb_op_args *args, bool backward);
-/* Reads and checks the lengths and labels of in (on the host; shapes and dtypes checked by
-   inference) into meta (4 N values: il, tl, off, then N feasibility bytes), which j points at,
-   with j's target stride; sizes the scratch a sequence needs (values, labels). 0, or -1 with
-   "nb_ctc_loss: ..." recorded. */
-int nb__cpu_ctc_prepare(nb_tensor *const *in, nb_ctc_job *j, int64_t *meta, size_t *work_slot, size_t *labels_slot);
 
 /* Kernels are built for several ISA levels and chosen by cpuid when the library loads (GCC's
    target_clones, an ifunc): the library itself is built for baseline x86-64 so that it runs on

@@ -172,58 +172,10 @@ UPDATE_FNS(double, sqrt, NB_KERNEL_CLONES)
    about a nanosecond an element, a parallel region a few microseconds). */
 #define UPDATE_CHUNK 8192
 
-void nb__cpu_optim_begin(nb_tensor *const *in, int nin, const nb_op_args *args, nb_op_args *a) {
-    /* the coefficients and the step come from tensors, so that a replayed graph reads them fresh */
-    *a = *args;
-    const int64_t *step_p = (const int64_t *)nb__data(in[2]);
-    const double *coef = (const double *)nb__data(in[3]);
-    int64_t step = *step_p + 1;
-    for (int k = 0; k < 6; k++) a->f[k] = coef[k];
-    switch ((int)a->i[0]) {
-    case NB_UPDATE_SGD: a->i[2] = step == 1; break;
-    case NB_UPDATE_ADAM:
-        /* the bias corrections, once per step rather than once per range (a GEMM epilogue runs
-           the update in hundreds of ranges) */
-        a->f[6] = sqrt(1 - pow(coef[2], (double)step));
-        a->f[7] = coef[0] / (1 - pow(coef[1], (double)step));
-        break;
-    case NB_UPDATE_ADAGRAD: a->f[0] = coef[0] / (1 + (double)(step - 1) * coef[3]); break;
-    case NB_UPDATE_NADAM: {
-        /* torch 1.13's _single_tensor_nadam: mu_product is an f32 tensor, multiplied in float,
-           and mu_product_next takes mu twice (mu_product * mu * mu_next after mu_product *= mu) */
-        double b1 = coef[1], md = coef[5], t = (double)step;
-        double mu = b1 * (1. - 0.5 * pow(0.96, t * md)), mu_next = b1 * (1. - 0.5 * pow(0.96, (t + 1) * md));
-        float *mu_product = (float *)nb__data(in[6]);
-        float prod = *mu_product * (float)mu;
-        float prod_next = prod * (float)mu * (float)mu_next;
-        *mu_product = prod;
-        a->f[0] = -coef[0] * (1. - mu) / (1. - (double)prod);
-        a->f[5] = -coef[0] * mu_next / (1. - (double)prod_next);
-        a->f[6] = 1 - pow(coef[2], t);
-        break;
-    }
-    case NB_UPDATE_RADAM: {
-        double b2 = coef[2], t = (double)step, bc2 = 1 - pow(b2, t);
-        double rho_inf = 2 / (1 - b2) - 1, rho_t = rho_inf - 2 * t * pow(b2, t) / bc2;
-        a->f[5] = 1 - pow(coef[1], t);
-        a->f[6] = sqrt(bc2);
-        a->i[4] = rho_t > 5.;
-        a->f[7] = rho_t > 5. ? sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
-        break;
-    }
-    case NB_UPDATE_ADAMAX: a->f[6] = coef[0] / (1 - pow(coef[1], (double)step)); break;
-    default: break;
-    }
-    for (int k = 0; k < nin; k++)
-        if (k != 1 && k != 3) atomic_fetch_add_explicit(&in[k]->storage->version, 1, memory_order_relaxed);
-}
-
 void nb__cpu_optim_range(nb_tensor *const *in, int nin, int64_t lo, int64_t hi, const nb_op_args *a) {
     if (in[0]->dtype == NB_F64) update_double(in, nin, lo, hi, a);
     else update_float(in, nin, lo, hi, a);
 }
-
-void nb__cpu_optim_end(nb_tensor *const *in) { (*(int64_t *)nb__data(in[2]))++; }
 
 typedef struct {
     nb_tensor *const *in;
@@ -244,11 +196,11 @@ static void optim_chunks(void *c, int64_t c0, int64_t c1, int slot) {
 
 int nb__cpu_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     nb_op_args a;
-    nb__cpu_optim_begin(in, nin, args, &a);
+    nb__optim_begin(in, nin, args, &a);
     int64_t n = out->numel, chunks = (n + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
     int threads = chunks > 1 ? nb__threads() : 1;
     optim_job j = { in, nin, n, &a };
     nb__parallel_for(threads, chunks, optim_chunks, &j);
-    nb__cpu_optim_end(in);
+    nb__optim_end(in);
     return 0;
 }

@@ -9,22 +9,6 @@
 
 typedef nb_pool_geom pool_geom;
 
-nb_pool_geom nb__cpu_pool_geometry(const nb_shape *x, const nb_shape *y, const nb_op_args *a, bool adaptive) {
-    pool_geom g;
-    memset(&g, 0, sizeof g);
-    g.N = x->dim[0]; g.C = x->dim[1]; g.H = x->dim[2]; g.W = x->dim[3];
-    g.OH = y->dim[2]; g.OW = y->dim[3];
-    g.adaptive = adaptive;
-    for (int k = 0; k < 2; k++) {
-        g.k[k] = a->i[k];
-        g.s[k] = a->i[2 + k];
-        g.p[k] = a->i[4 + k];
-        g.d[k] = adaptive || a->i[6 + k] < 1 ? 1 : a->i[6 + k];
-    }
-    g.exclude_padding = !adaptive && a->i[9];
-    return g;
-}
-
 /* Output position o's window [lo, hi) along an axis of size n with nout outputs; span is the
    divisor's share (the window clipped to the padded input, as torch counts it). */
 static void window(const pool_geom *g, int axis, int64_t o, int64_t n, int64_t nout, int64_t *lo, int64_t *hi, int64_t *span) {
@@ -278,7 +262,7 @@ static void plane_range(void *c, int64_t lo, int64_t hi, int slot) {
 }
 
 static int max_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, int mode) {
-    pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, false);
+    pool_geom g = nb__pool_geometry(&x->shape, &out->shape, args, false);
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, L = g.OH * g.OW;
     if (out->numel == 0) return 0;
@@ -304,7 +288,7 @@ int nb__cpu_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, co
 int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *dy = in[0], *x = in[1];
-    pool_geom g = nb__cpu_pool_geometry(&x->shape, &dy->shape, args, false);
+    pool_geom g = nb__pool_geometry(&x->shape, &dy->shape, args, false);
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, HW = g.H * g.W;
     if (out->numel == 0) return 0;
@@ -318,7 +302,7 @@ int nb__cpu_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, c
 }
 
 static int avg_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool adaptive) {
-    pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, adaptive);
+    pool_geom g = nb__pool_geometry(&x->shape, &out->shape, args, adaptive);
     memcpy(g.xs, x->stride, sizeof g.xs);
     int64_t planes = g.N * g.C, L = g.OH * g.OW;
     if (out->numel == 0) return 0;
@@ -330,7 +314,7 @@ static int avg_pool(nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool a
 }
 
 static int avg_pool_backward(nb_tensor *out, nb_tensor *dy, const nb_op_args *args, bool adaptive) {
-    pool_geom g = nb__cpu_pool_geometry(&out->shape, &dy->shape, args, adaptive);
+    pool_geom g = nb__pool_geometry(&out->shape, &dy->shape, args, adaptive);
     int64_t planes = g.N * g.C, HW = g.H * g.W;
     if (out->numel == 0) return 0;
     memset(nb__data(out), 0, (size_t)out->numel * nb_dtype_size(out->dtype));

@@ -139,7 +139,7 @@ enum nb__k_update_kind {
 };
 /* One update: t[0] the parameter, t[1] its gradient, t[2..4] its state (NULL where absent), all
    dense of n elements of dtype; f and i the step's coefficients and flags as the cpu's
-   nb__cpu_optim_begin leaves them. */
+   nb__optim_begin leaves them. */
 typedef struct nb__k_optim {
     int kind, dtype;
     int64_t n;

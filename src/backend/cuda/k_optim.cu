@@ -1,6 +1,6 @@
 /* CUDA kernel of the fused optimizer updates: one thread per element of a parameter, with
    src/backend/cpu/optim.c's per-element formulas in the parameter's precision and the
-   coefficients the host formed in double once per step (nb__cpu_optim_begin's). */
+   coefficients the host formed in double once per step (nb__optim_begin's). */
 #include "k_common.cuh"
 #include <math.h>
 

@@ -1,16 +1,16 @@
 /* The CUDA backend's entry points of the CTC loss and its gradient (k_ctc.cu). The host reads
    the lengths and labels (small; a wait for the device) and checks them with the cpu's own
-   nb__cpu_ctc_prepare, recording its errors; the device runs the recursions on log_probs where
+   nb__ctc_prepare, recording its errors; the device runs the recursions on log_probs where
    they lie. */
 #include "ops_cuda.h"
 #include "ops_util.h"
-#include "../cpu/iter.h"
+#include "../prep.h"
 #include <stdlib.h>
 
 /* in: log_probs [T, N, C], targets, input_lengths, target_lengths (the gradient [N] for the
    backward); args.i[0] the blank, i[1] zero_infinity */
 static int ctc(const char *fn, bool backward, nb_tensor *out, nb_tensor *const *in, const nb_op_args *args) {
-    nb_ctc_job j = nb__cpu_ctc_job(out, in, args, backward); /* log_probs, out, gradient: on the device */
+    nb_ctc_job j = nb__ctc_job(out, in, args, backward); /* log_probs, out, gradient: on the device */
     if (j.N == 0) return 0;
     nb_tensor *host[4] = { in[0], NULL, NULL, NULL }; /* the checks read inputs 1 to 3 */
     size_t meta_bytes = (size_t)j.N * (3 * sizeof(int64_t) + 1), work_slot = 0, labels_slot = 0;
@@ -25,7 +25,7 @@ static int ctc(const char *fn, bool backward, nb_tensor *out, nb_tensor *const *
     int k = 1;
     for (; k < 4; k++)
         if (!(host[k] = nb__cu_to_host(fn, in[k]))) break;
-    if (k < 4 || nb__cpu_ctc_prepare(host, &j, meta, &work_slot, &labels_slot) < 0) goto done;
+    if (k < 4 || nb__ctc_prepare(host, &j, meta, &work_slot, &labels_slot) < 0) goto done;
     /* the device reads the targets as the checks read them: the dense copy (j's offsets and stride) */
     targets_bytes = (size_t)host[1]->numel * nb_dtype_size(host[1]->dtype);
     if (!(targets_dev = nb__cu_upload(fn, nb__data(host[1]), targets_bytes)) ||

@@ -6,7 +6,7 @@
 #include "../kernel.h"
 #include "kernel_list.h"
 
-/* nb__cuda_<name>: op <name> on the device, with the cpu kernel nb__cpu_<name>'s signature and
+/* nb__cuda_<name>: op <name> on the device, with the cpu backend's kernel's signature and
    meaning (out made by dispatch on the device; 0, or -1 with the error recorded). */
 #define NB_CUDA_DECLARE(name) int nb__cuda_##name(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args);
 NB_CUDA_KERNEL_LIST(NB_CUDA_DECLARE)

@@ -5,7 +5,7 @@
    in that order, the same on every run, without atomics. */
 #include "ops_cuda.h"
 #include "ops_util.h"
-#include "../cpu/iter.h"
+#include "../prep.h"
 #include <stdlib.h>
 
 /* The host's copy of idx's values, each checked to lie in [0, size); NULL with the cpu's error. */
@@ -112,7 +112,7 @@ int nb__cuda_scatter_add(nb_tensor *out, nb_tensor *const *in, int nin, const nb
 }
 
 /* Host copies of the n index tensors idx, their broadcast shape *b and count, and the offsets
-   (by stride) they select in a tensor of shape xs: the cpu's reading (nb__cpu_index_offsets).
+   (by stride) they select in a tensor of shape xs: the cpu's reading (nb__index_offsets).
    NULL with the error recorded. */
 static int64_t *index_offsets(const char *fn, const nb_shape *xs, const int64_t *stride, nb_tensor *const *idx, int n,
                               nb_shape *b, int64_t *count) {
@@ -126,9 +126,9 @@ static int64_t *index_offsets(const char *fn, const nb_shape *xs, const int64_t 
     for (; k < n; k++)
         if (!(host[k] = nb__cu_to_host(fn, idx[k]))) break;
     if (k == n) {
-        nb__cpu_index_shape(host, n, b);
+        nb__index_shape(host, n, b);
         *count = nb__shape_numel(b);
-        offs = nb__cpu_index_offsets(fn, xs, stride, host, n, b, *count);
+        offs = nb__index_offsets(fn, xs, stride, host, n, b, *count);
     }
     for (int j = 0; j < k; j++) nb_release(host[j]);
     return offs;

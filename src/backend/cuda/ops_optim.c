@@ -1,10 +1,10 @@
 /* The CUDA backend's entry point of the fused optimizer updates (k_optim.cu). The step count,
    the coefficients and NAdam's mu_product are a few numbers read and written once per step:
-   the host reads them, forms the step's coefficients with the cpu's own nb__cpu_optim_begin (so
+   the host reads them, forms the step's coefficients with the cpu's own nb__optim_begin (so
    the two backends cannot drift apart), and writes the new step back. */
 #include "ops_cuda.h"
 #include "ops_util.h"
-#include "../cpu/iter.h"
+#include "../prep.h"
 
 _Static_assert((int)NBC_UPDATE_SGD == (int)NB_UPDATE_SGD && (int)NBC_UPDATE_ADAM == (int)NB_UPDATE_ADAM &&
                    (int)NBC_UPDATE_RMSPROP == (int)NB_UPDATE_RMSPROP && (int)NBC_UPDATE_ADAGRAD == (int)NB_UPDATE_ADAGRAD &&
@@ -42,7 +42,7 @@ int nb__cuda_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const n
     hin[3] = host[3];
     if (nadam) hin[6] = host[6];
     nb_op_args a;
-    nb__cpu_optim_begin(hin, nin, args, &a); /* reads step, coefficients, mu_product (and updates it) */
+    nb__optim_begin(hin, nin, args, &a); /* reads step, coefficients, mu_product (and updates it) */
     if (nadam && write_back(fn, in[6], host[6]) < 0) goto done;
     nb__k_optim u;
     memset(&u, 0, sizeof u);
@@ -57,7 +57,7 @@ int nb__cuda_optim_update(nb_tensor *out, nb_tensor *const *in, int nin, const n
     memcpy(u.f, a.f, sizeof u.f);
     for (int k = 0; k < 5; k++) u.i[k] = a.i[k];
     if (nb__cu_check(fn, nb__k_optim_update(&u)) < 0) goto done;
-    nb__cpu_optim_end(hin); /* the host copy's step + 1 */
+    nb__optim_end(hin); /* the host copy's step + 1 */
     rc = write_back(fn, in[2], host[2]);
 done:
     for (int k = 0; k < 8; k++) nb_release(host[k]);

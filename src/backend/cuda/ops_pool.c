@@ -1,11 +1,11 @@
 /* The CUDA backend's entry points of 2-D pooling (k_pool.cu's launchers), with the cpu's geometry
-   (nb__cpu_pool_geometry). */
+   (nb__pool_geometry). */
 #include "ops_cuda.h"
 #include "ops_util.h"
-#include "../cpu/iter.h"
+#include "../prep.h"
 
 static int max_pool(const char *fn, nb_tensor *out, nb_tensor *x, const nb_op_args *args, int indices) {
-    nb__k_pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, false);
+    nb__k_pool_geom g = nb__pool_geometry(&x->shape, &out->shape, args, false);
     nb__k_view o = nb__cu_view(out), xv = nb__cu_view(x);
     return nb__cu_check(fn, nb__k_max_pool2d(&g, &o, &xv, indices));
 }
@@ -24,19 +24,19 @@ int nb__cuda_max_pool2d_indices(nb_tensor *out, nb_tensor *const *in, int nin, c
 int nb__cuda_max_pool2d_backward(nb_tensor *out, nb_tensor *const *in, int nin, const nb_op_args *args) {
     (void)nin;
     nb_tensor *dy = in[0], *x = in[1];
-    nb__k_pool_geom g = nb__cpu_pool_geometry(&x->shape, &dy->shape, args, false);
+    nb__k_pool_geom g = nb__pool_geometry(&x->shape, &dy->shape, args, false);
     nb__k_view o = nb__cu_view(out), dyv = nb__cu_view(dy), xv = nb__cu_view(x);
     return nb__cu_check("max_pool2d_backward", nb__k_max_pool2d_backward(&g, &o, &dyv, &xv));
 }
 
 static int avg_pool(const char *fn, nb_tensor *out, nb_tensor *x, const nb_op_args *args, bool adaptive) {
-    nb__k_pool_geom g = nb__cpu_pool_geometry(&x->shape, &out->shape, args, adaptive);
+    nb__k_pool_geom g = nb__pool_geometry(&x->shape, &out->shape, args, adaptive);
     nb__k_view o = nb__cu_view(out), xv = nb__cu_view(x);
     return nb__cu_check(fn, nb__k_avg_pool2d(&g, &o, &xv));
 }
 
 static int avg_pool_backward(const char *fn, nb_tensor *out, nb_tensor *dy, const nb_op_args *args, bool adaptive) {
-    nb__k_pool_geom g = nb__cpu_pool_geometry(&out->shape, &dy->shape, args, adaptive);
+    nb__k_pool_geom g = nb__pool_geometry(&out->shape, &dy->shape, args, adaptive);
     nb__k_view o = nb__cu_view(out), dyv = nb__cu_view(dy);
     return nb__cu_check(fn, nb__k_avg_pool2d_backward(&g, &o, &dyv));
 }

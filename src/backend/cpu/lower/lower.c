@@ -332,11 +332,11 @@ static nb_tensor *cpu_run(cgraph *g, nb_tensor *const *inputs, int n) {
             nb_tensor *uin[8];
             for (int k = 0; k < u->nin; k++) uin[k] = vt[u->in[k]];
             optim_ctx oc = { .in = uin, .nin = u->nin, .cols = vt[nd->out]->shape.dim[1] };
-            nb__cpu_optim_begin(uin, u->nin, &u->args, &oc.a);
+            nb__optim_begin(uin, u->nin, &u->args, &oc.a);
             /* whole rows: the update streams through its parameter and state, which column pieces
                would cut into short runs the prefetcher cannot follow */
             rc = nb__cpu_matmul_epilogue(vt[nd->out], scratch, run_optim, &oc, true);
-            nb__cpu_optim_end(uin);
+            nb__optim_end(uin);
             continue;
         }
         if (nd->op == NB_OP_MATMUL && nd->epi >= 0) {

@@ -1,5 +1,5 @@
 /* nabla/cuda.h in a build without CUDA: no device, and errors that say why. */
-#include "../core/core_impl.h"
+#include "../../core/core_impl.h"
 #include "nabla/cuda.h"
 #include <string.h>
 
