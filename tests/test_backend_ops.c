@@ -674,8 +674,28 @@ static void test_cuda_covers_the_op_table(void **state) {
     assert_int_equal(wrong, 0);
 }
 
+/* nb_device_supports answers from the backend's table and the op's dtypes. */
+static void test_device_supports(void **state) {
+    (void)state;
+    nb_device cpu = { NB_CPU, 0 };
+    assert_true(nb_device_supports(cpu, "add", NB_F32));
+    assert_true(nb_device_supports(cpu, "add", NB_BOOL));
+    assert_true(nb_device_supports(cpu, "view", NB_F16));
+    assert_false(nb_device_supports(cpu, "conv2d", NB_I64)); /* float ops only */
+    assert_false(nb_device_supports(cpu, "log", NB_I32));    /* computed in f32: converted first */
+    assert_null(nb_error());
+    assert_false(nb_device_supports(cpu, "nosuch", NB_F32));
+    assert_non_null(strstr(nb_error(), "\"nosuch\" is no op of the table"));
+    nb_error_clear();
+    nb_device cuda = { NB_CUDA, 0 };
+    assert_int_equal(nb_device_supports(cuda, "add", NB_F32), nb_device_available(cuda));
+    assert_false(nb_device_supports((nb_device){ NB_CUDA, 99 }, "add", NB_F32));
+    assert_null(nb_error());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_supports),
         cmocka_unit_test(test_cuda_covers_the_op_table),
         cmocka_unit_test(test_every_op_on_every_backend),
         cmocka_unit_test(test_every_backward_by_finite_differences),

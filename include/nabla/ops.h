@@ -305,6 +305,13 @@ NB_API nb_tensor *nb_clone(nb_tensor *t);
    autograd: a dst that requires grad must be updated with grad disabled (optimizer steps). */
 NB_API int nb_assign(nb_tensor *dst, nb_tensor *src);
 
+/* Whether the device's backend runs the primitive op named op (a name of the op table that
+   docs/ops.md lists: "add", "matmul", "conv2d", ...) at dtype, as dispatch hands it to the kernel
+   (ops that promote, or compute integers in f32, convert first), as ggml's supports_op: false
+   for a device that is not available or an op the backend lacks. An unknown op name also
+   records an error. */
+NB_API bool nb_device_supports(nb_device device, const char *op, nb_dtype dtype);
+
 /* ---- functional nn ---- */
 /* x @ w^T + b, as torch.nn.functional.linear; b may be NULL. */
 NB_API nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *b);

@@ -129,6 +129,22 @@ static int op_device(const nb_op_def *def, nb_tensor *const *in, int nin, nb_dev
     return 0;
 }
 
+bool nb_device_supports(nb_device dev, const char *op, nb_dtype dtype) {
+    int id = -1;
+    for (int k = 0; op && k < NB_OP_COUNT && id < 0; k++)
+        if (!strcmp(nb__ops[k].name, op)) id = k;
+    if (id < 0) {
+        nb__error("nb_device_supports: \"%s\" is no op of the table (docs/ops.md lists them)", op ? op : "(NULL)");
+        return false;
+    }
+    if ((unsigned)dtype >= NB_DTYPE_COUNT || !nb_device_available(dev)) return false;
+    const nb_op_def *def = &nb__ops[id];
+    if (!(def->flags & NB_F_ANY_DTYPE) && !(def->dtypes & NB_T(dtype))) return false;
+    if (def->flags & (NB_F_VIEW | NB_F_DEVICE)) return true; /* headers and copies: no kernel of their own */
+    const nb_backend *b = nb__backend_get(dev.type);
+    return b && b->kernels[id] && (!b->supports || b->supports((nb_op_id)id, dtype));
+}
+
 /* The backend's kernel for op at dtype, or NULL with "nb_X: no kernel for <backend>" recorded. */
 static nb_kernel_fn kernel_for(const nb_op_def *def, nb_op_id op, const nb_backend *b, nb_dtype dtype) {
     nb_kernel_fn k = b->kernels[op];
