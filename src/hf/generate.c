@@ -70,7 +70,9 @@ static bool is_stop(const nb_generate_opts *o, int64_t id) {
     return false;
 }
 
-hf_lm *nb__hf_lm(const nb_module *m) { return nb__hf_is_gpt2(m) || nb__hf_is_llama(m) ? (hf_lm *)m : NULL; }
+/* A causal LM's class has the LM step as its forward (gpt2.c, llama.c): that is the kind's mark,
+   so generation names no model family. */
+hf_lm *nb__hf_lm(const nb_module *m) { return m && m->cls && m->cls->forward == nb__hf_lm_forward ? (hf_lm *)m : NULL; }
 
 bool nb_hf_is_causal_lm(const nb_module *m) { return nb__hf_lm(m) != NULL; }
 

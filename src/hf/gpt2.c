@@ -54,7 +54,6 @@ typedef struct {
 static void gpt2_free(nb_module *self) { free(((gpt2_model *)self)->block); }
 static const nb_module_class GPT2 = { .name = "GPT2LMHeadModel", .forward = nb__hf_lm_forward, .free = gpt2_free };
 
-bool nb__hf_is_gpt2(const nb_module *m) { return m && m->cls == &GPT2; }
 
 /* Dropout with probability p in train mode, as transformers' nn.Dropout modules; in eval mode
    (or p 0) x itself, so evaluation is exactly the deterministic forward. */

@@ -73,7 +73,8 @@ typedef struct hf_cache {
    the error (past + T beyond the capacity). */
 nb_tensor *nb__hf_cache_put(hf_cache *c, int64_t layer, int which, nb_tensor *x, int64_t past);
 
-/* What generation needs of a causal LM: the first member of each one's struct. */
+/* What generation needs of a causal LM: the first member of each one's struct. A causal LM's
+   class has nb__hf_lm_forward as its forward, which is how nb__hf_lm knows one. */
 typedef struct hf_lm {
     nb_module base;
     int64_t layers, positions, vocab;
@@ -99,13 +100,9 @@ bool nb__hf_must_be_false(const char *fn, json_t *cfg, const char *key);
 
 /* GPT-2 (GPT2LMHeadModel or GPT2Model keys) from config.json; NULL with the error. */
 nb_module *nb__hf_gpt2_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt);
-/* Whether m is a GPT-2 that nb__hf_gpt2_new made. */
-bool nb__hf_is_gpt2(const nb_module *m);
 /* Llama-family decoders (LlamaForCausalLM keys) from config.json, or Mistral's (the same with a
    sliding window); NULL with the error. */
 nb_module *nb__hf_llama_new(const char *fn, json_t *cfg, hf_weights *w, nb_dtype dt, bool mistral);
-/* Whether m is a Llama or Mistral decoder that nb__hf_llama_new made. */
-bool nb__hf_is_llama(const nb_module *m);
 /* RMS norm over the last axis with prefix.weight, eps (class "LlamaRMSNorm"). */
 nb_module *nb__hf_rms_norm(hf_weights *w, const char *prefix, int64_t dim, double eps, nb_dtype dt);
 

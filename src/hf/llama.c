@@ -32,7 +32,6 @@ static void llama_free(nb_module *self) { free(((llama_model *)self)->block); }
 static const nb_module_class LLAMA = { .name = "LlamaForCausalLM", .forward = nb__hf_lm_forward, .free = llama_free };
 static const nb_module_class MISTRAL = { .name = "MistralForCausalLM", .forward = nb__hf_lm_forward, .free = llama_free };
 
-bool nb__hf_is_llama(const nb_module *m) { return m && (m->cls == &LLAMA || m->cls == &MISTRAL); }
 
 /* The keys a sliding window hides from queries past.. past + T - 1 of past + T keys, as a mask
    [1, 1, T, past + T] (lowest float where hidden), merged with key_mask [B, 1, 1, past + T] (or
