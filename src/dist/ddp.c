@@ -14,7 +14,7 @@
    size, so a run repeats bit for bit.
    The DDP module shares the wrapped module's registry (its state), so parameters, buffers and
    children are listed under the wrapped module's own names. */
-#include "dist_impl.h"
+#include "ddp_impl.h"
 #include "../autograd/engine.h"
 #include "../optim/optim_impl.h"
 #include "../ops/ops_impl.h"
@@ -23,48 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    nb_tensor *t;       /* the parameter (the module's) */
-    const char *name;   /* its dotted name (the module's pool) */
-    int bucket;
-    int64_t offset;     /* first element in the bucket's buffer */
-    int flag;           /* index of its used flag among the bucket's flags */
-    bool ready;         /* reported in this backward */
-    int owner;          /* ZeRO-1: the rank whose optimizer updates it */
-} ddp_param;
-
-typedef struct {
-    nb_dtype dtype;
-    int64_t numel;      /* gradient elements; the count flags follow them in buf */
-    int first, count;   /* params[first .. first + count) */
-    nb_tensor *flat;    /* the bucket: numel gradient elements, then count flags; the averaged
-                           gradients are views of it */
-    void *buf;          /* flat's data */
-    int ready;          /* parameters ready in this backward */
-    nb_dist_op *op;     /* the allreduce in flight */
-    bool launched;
-} ddp_bucket;
-
-typedef struct {
-    nb_module base;     /* base.state is the inner module's */
-    nb_module *inner;
-    struct nb_module_state *own_state; /* the empty registry nb_module_new gave base */
-    int nparams;
-    ddp_param *params;  /* in bucket order: reverse registration */
-    nb__dist_index index; /* parameter address -> index in params */
-    ddp_bucket *buckets;
-    int nbuckets;
-    int next_launch;    /* buckets start in order: the next one to start */
-    bool armed;         /* a forward recorded a graph; its backward reduces */
-    bool broken;        /* a reduction failed: the group is unusable */
-    int hooks;
-    nb_shard shard;
-    void *staging;      /* ZeRO-1: one rank's parameters of one dtype, packed for their broadcast */
-    struct ddp_call *calls; /* graph mode: what compiled steps' host calls point at (freed with d) */
-    bool record_failed; /* graph mode: a host call could not be recorded in this backward */
-    nb_ddp_stats stats;
-} ddp_module;
 
 /* Graph mode: a traced backward records the reducer's work as ops and host calls
    (nb__host_call), which every replay runs at the same points. Each gradient is divided by the
@@ -553,97 +511,6 @@ static int on_backward_finished(int rc, void *ctx) {
     return unpack(d);
 }
 
-/* ---- ZeRO-1: the optimizer's state sharded by parameter ----
-   As torch's ZeroRedundancyOptimizer: whole parameters are dealt out, largest first, each to the
-   rank holding the fewest bytes so far (ties to the lowest rank), the same on every rank. Every
-   rank still gets every averaged gradient (DDP's allreduce); its optimizer keeps state for, and
-   updates, only its own parameters, and after each step each rank's parameters are broadcast
-   from it, packed one dtype at a time. The arithmetic of every update is DDP's own, so the
-   parameters are DDP's bit for bit. */
-static int by_size_desc(const void *a, const void *b) {
-    const int64_t *x = a, *y = b; /* [bytes, index] pairs */
-    if (x[0] != y[0]) return x[0] < y[0] ? 1 : -1;
-    return x[1] < y[1] ? -1 : x[1] > y[1];
-}
-
-static int zero_partition(ddp_module *d) {
-    int world = nb_dist_world_size(), me = nb_dist_rank();
-    int64_t *order = malloc(sizeof(int64_t) * 2 * (size_t)(d->nparams > 0 ? d->nparams : 1));
-    int64_t *load = calloc((size_t)world, sizeof(int64_t));
-    if (!order || !load) { free(order); free(load); return -1; }
-    for (int i = 0; i < d->nparams; i++) {
-        order[2 * i] = nb_numel(d->params[i].t) * (int64_t)nb_dtype_size(nb_dtype_of(d->params[i].t));
-        order[2 * i + 1] = i;
-    }
-    qsort(order, (size_t)d->nparams, 2 * sizeof(int64_t), by_size_desc);
-    int64_t most = 0;
-    for (int k = 0; k < d->nparams; k++) {
-        int r = 0;
-        for (int q = 1; q < world; q++)
-            if (load[q] < load[r]) r = q;
-        ddp_param *p = &d->params[order[2 * k + 1]];
-        p->owner = r;
-        load[r] += order[2 * k];
-        if (r == me) { d->stats.params_owned++; d->stats.owned_bytes += order[2 * k]; }
-    }
-    for (int r = 0; r < world; r++) most = load[r] > most ? load[r] : most;
-    free(order);
-    free(load);
-    d->staging = malloc(most > 0 ? (size_t)most : 1);
-    return d->staging ? 0 : -1;
-}
-
-static bool zero_owns(const nb_tensor *param, void *ctx) {
-    ddp_module *d = ctx;
-    int i = nb__dist_index_get(&d->index, param);
-    return i < 0 || d->params[i].owner == nb_dist_rank();
-}
-
-static int zero_after_step(void *ctx) {
-    ddp_module *d = ctx;
-    if (d->broken) {
-        nb__error("nb_optim_step: a collective of this DDP module failed earlier; the process group is unusable (restart "
-                  "the job)");
-        return -1;
-    }
-    int world = nb_dist_world_size(), me = nb_dist_rank();
-    if (world == 1) return 0;
-    static const nb_dtype dtypes[2] = { NB_F32, NB_F64 };
-    for (int r = 0; r < world; r++)
-        for (int k = 0; k < 2; k++) {
-            size_t es = nb_dtype_size(dtypes[k]), at = 0;
-            for (int i = 0; i < d->nparams; i++) {
-                ddp_param *p = &d->params[i];
-                if (p->owner != r || nb_dtype_of(p->t) != dtypes[k]) continue;
-                size_t n = (size_t)nb_numel(p->t) * es;
-                if (r == me) memcpy((char *)d->staging + at, nb__data(p->t), n);
-                at += n;
-            }
-            if (at == 0) continue;
-            nb_dist_op *op = NULL;
-            char what[96];
-            snprintf(what, sizeof what, "the broadcast of rank %d's updated parameters (ZeRO-1)", r);
-            if (nb__dist_start_broadcast(d->staging, (int64_t)(at / es), dtypes[k], r, "nb_optim_step", &op) < 0 ||
-                nb__dist_wait(op, "nb_optim_step", what) < 0) {
-                if (op) nb__dist_adopt(d->staging); /* MPI may still write it */
-                d->staging = NULL;
-                d->broken = true;
-                return -1;
-            }
-            if (r == me) continue;
-            at = 0;
-            for (int i = 0; i < d->nparams; i++) {
-                ddp_param *p = &d->params[i];
-                if (p->owner != r || nb_dtype_of(p->t) != dtypes[k]) continue;
-                size_t n = (size_t)nb_numel(p->t) * es;
-                memcpy(nb__data(p->t), (char *)d->staging + at, n);
-                atomic_fetch_add(&p->t->storage->version, 1); /* an in-place write, as the update's */
-                at += n;
-            }
-        }
-    return 0;
-}
-
 static nb_tensor *ddp_forward(nb_module *self, nb_tensor *x) {
     ddp_module *d = (ddp_module *)self;
     d->inner->training = self->training;
@@ -788,11 +655,11 @@ nb_module *nb_ddp(nb_module *m, nb_ddp_opts opts) {
     d->hooks = nb__backward_hooks_add((nb_backward_hooks){ .grad_ready = on_grad_ready, .finished = on_backward_finished, .ctx = d });
     if (d->hooks < 0) goto fail;
     if (opts.shard == NB_SHARD_OPTIMIZER) {
-        if (zero_partition(d) < 0) {
+        if (nb__ddp_zero_partition(d) < 0) {
             nb__error("nb_ddp: out of memory for the ZeRO-1 partition of %d parameters", np);
             goto fail;
         }
-        if (nb__optim_partition_set(&d->base, &(nb__optim_partition){ zero_owns, zero_after_step, d }) < 0) goto fail;
+        if (nb__optim_partition_set(&d->base, &(nb__optim_partition){ nb__ddp_zero_owns, nb__ddp_zero_after_step, d }) < 0) goto fail;
         d->shard = NB_SHARD_OPTIMIZER;
     } else {
         d->stats.params_owned = np;
