@@ -137,12 +137,14 @@ static void mpi_error(const char *fn, const char *what, int code) {
 }
 #endif
 
+#ifdef NABLA_HAVE_MPI /* the MPI build's only */
 /* Marks the group unusable with the error just recorded. */
 static void fail_group(void) {
     if (G.failed[0]) return;
     const char *e = nb_error();
     snprintf(G.failed, sizeof G.failed, "%s", e ? e : "a collective failed");
 }
+#endif
 
 int nb__dist_usable(const char *fn) {
     if (!G.initialized) {
@@ -293,6 +295,7 @@ void nb__dist_adopt(void *mem) {
 
 /* ---- polling ---- */
 
+#ifdef NABLA_HAVE_MPI /* the MPI build's only */
 /* Waits a little between tests of a pending collective, waited seconds into the wait. MPI moves
    a collective on only inside the test calls, a step of its algorithm at a time, so a sleep
    between them stalls it: for the first 10 ms it yields (giving the core to a peer that shares
@@ -307,6 +310,7 @@ static void backoff(int *spins, double waited) {
     }
     ++*spins;
 }
+#endif
 
 #ifdef NABLA_HAVE_MPI
 /* Polls reqs until all are done (0), the deadline passes (1: done[i] tells which finished) or
@@ -694,6 +698,7 @@ static void describe_header(const int64_t *h, char *buf, size_t size) {
         snprintf(buf + at, size - at, "] %s", h[H_DTYPE] >= 0 && h[H_DTYPE] < NB_DTYPE_COUNT ? nb_dtype_name((nb_dtype)h[H_DTYPE]) : "?");
 }
 
+#ifdef NABLA_HAVE_MPI /* the MPI build's only */
 /* What differs between header a (of rank ra) and b (of rank rb), as a message; false when
    nothing that must agree does. */
 static bool header_mismatch(const int64_t *a, int ra, const int64_t *b, int rb, char *msg, size_t size) {
@@ -730,6 +735,7 @@ static bool header_mismatch(const int64_t *a, int ra, const int64_t *b, int rb, 
     }
     return false;
 }
+#endif
 
 /* Sends this rank's header to every peer and receives theirs; 0 when all arrived and agree,
    else <0 with fn's error: the ranks that did not arrive by the deadline, or the first rank
@@ -890,7 +896,9 @@ static int begin(int kind, nb_tensor *t, int op, int root, double *deadline) {
     return exchange_headers(h, fn, *deadline);
 }
 
+#ifdef NABLA_HAVE_MPI /* the MPI build's only */
 static void bump_version(nb_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
+#endif
 
 /* Divides t's n float elements at p by the world size (for NB_REDUCE_AVG). */
 void nb__dist_scale(void *dst, const void *src, int64_t n, nb_dtype dt, int world) {

@@ -1,6 +1,5 @@
-/* Models from a Keras-like JSON config (nb_nn_from_config), the residual block (nb_nn_residual),
-   a Keras-style text summary (nb_module_summary) and the built-in configs of the CLI
-   (nb_nn_config_builtin).
+/* Models from a Keras-like JSON config (nb_nn_from_config). The residual block is residual.c's,
+   the summary summary.c's and the CLI's built-in configs config_builtin.c's.
 
    A config is {"input": [C, H, W], "layers": [{"type": ..., fields...}, ...], "name": "..."}
    ("name" optional, ignored), or the bare list of layers when the caller gives the sample shape.
@@ -53,7 +52,7 @@
    an error naming the layer by index and type and the field:
    nb_nn_from_config: layer 3 (conv2d): field "kernel" must be a positive integer, got "x".
    A build without jansson (NABLA_WITH_JSON=OFF) leaves the config reader out: nb_nn_from_config
-   says so; the residual block, the summary and the built-in configs' text remain. */
+   says so. */
 #include "nn_impl.h"
 #include "../ops/pool_opts.h"
 #ifdef NABLA_HAVE_JSON
@@ -68,6 +67,7 @@
 
 #define CFG "nb_nn_from_config"
 
+#ifdef NABLA_HAVE_JSON
 typedef nb_tensor *(*act_fn)(nb_tensor *);
 
 /* Rewords the message of a call that failed as "prefix: message" when the failure is the first
@@ -77,93 +77,6 @@ static void rewrap_error(bool had, const char *prefix) {
     if (had || !nb_error() || !strncmp(nb_error(), CFG ": ", strlen(CFG ": "))) return;
     nb__error_reword("%s: %s", prefix, nb_error());
 }
-
-/* ---------- residual ---------- */
-typedef struct {
-    nb_module base;
-    nb_module *body, *shortcut;
-    act_fn act;
-} residual;
-
-static nb_tensor *residual_forward(nb_module *self, nb_tensor *x) {
-    residual *r = (residual *)self;
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *y = nb_forward(r->body, x);
-    nb_tensor *sc = r->shortcut ? nb_forward(r->shortcut, x) : x;
-    nb_tensor *out = NULL;
-    if (y && sc) {
-        nb_shape ys = nb_shape_of(y), ss = nb_shape_of(sc);
-        if (!nb__shape_eq(&ys, &ss)) {
-            char a[160], b[160], c[160];
-            nb__error("nb_nn_residual %s: the body gives %s for input %s but the %s gives %s; they must be equal", nb__layer_name(self),
-                      nb_shape_str(ys, a, sizeof a), nb_shape_str(nb_shape_of(x), b, sizeof b),
-                      r->shortcut ? "shortcut" : "identity shortcut", nb_shape_str(ss, c, sizeof c));
-        } else {
-            out = nb_add(y, sc);
-            if (out && r->act) out = r->act(out);
-        }
-    }
-    nb_keep(out);
-    nb_scope_end(s);
-    return nb__own(out);
-}
-
-static const nb_module_class RESIDUAL = { .name = "Residual", .forward = residual_forward };
-
-/* Takes over body and shortcut (both freed on failure). */
-static nb_module *make_residual(const char *fn, nb_module *body, nb_module *shortcut, act_fn act) {
-    if (!body) {
-        nb_module_free(shortcut);
-        if (!nb__has_error()) nb__error("%s: body is NULL", fn);
-        return NULL;
-    }
-    residual *r = (residual *)nb_module_new(&RESIDUAL, sizeof(residual));
-    if (!r) {
-        nb_module_free(body);
-        nb_module_free(shortcut);
-        return NULL;
-    }
-    r->act = act;
-    r->body = nb_module_child(&r->base, "body", body);
-    if (!r->body) {
-        nb_module_free(shortcut);
-        nb_module_free(&r->base);
-        return NULL;
-    }
-    if (shortcut) {
-        r->shortcut = nb_module_child(&r->base, "shortcut", shortcut);
-        if (!r->shortcut) {
-            nb_module_free(&r->base);
-            return NULL;
-        }
-    }
-    return &r->base;
-}
-
-nb_module *nb_nn_residual(nb_module *body, nb_module *shortcut, bool relu) {
-    return make_residual("nb_nn_residual", body, shortcut, relu ? nb_relu : NULL);
-}
-
-#ifdef NABLA_HAVE_JSON
-/* ---------- global average pooling (Keras' GlobalAveragePooling2D: [N, C, H, W] -> [N, C]) ---------- */
-static nb_tensor *global_avg_pool_forward(nb_module *self, nb_tensor *x) {
-    int nd = nb_ndim(x);
-    if (nd != 3 && nd != 4) {
-        char sh[160];
-        nb__error("nb_nn_global_avg_pool %s: expected input [N, C, H, W] or [C, H, W], got %s", nb__layer_name(self),
-                  nb_shape_str(nb_shape_of(x), sh, sizeof sh));
-        return NULL;
-    }
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *x4 = nd == 3 ? nb_unsqueeze(x, 0) : x;
-    nb_tensor *y = nb_adaptive_avg_pool2d(x4, 1, 1);
-    y = nd == 3 ? nb_reshape(y, NB_SHAPE(nb_dim(x, 0))) : nb_flatten(y, 1, -1);
-    nb_keep(y);
-    nb_scope_end(s);
-    return nb__own(y);
-}
-
-static const nb_module_class GLOBAL_AVG_POOL = { .name = "GlobalAvgPool2d", .forward = global_avg_pool_forward };
 
 /* ---------- config: messages and fields ---------- */
 typedef struct {
@@ -556,7 +469,7 @@ static nb_module *build_adaptive(const layer_ctx *lc, json_t *o, nb_shape *s) {
 static nb_module *build_global_pool(const layer_ctx *lc, json_t *o, nb_shape *s) {
     if (check_fields(lc, o, "") < 0 || need_chw(lc, *s) < 0) return NULL;
     *s = NB_SHAPE(s->dim[0]);
-    return nb_module_new(&GLOBAL_AVG_POOL, sizeof(nb_module));
+    return nb__nn_global_avg_pool();
 }
 
 static nb_module *build_batch_norm(const layer_ctx *lc, json_t *o, nb_shape *s) {
@@ -728,7 +641,7 @@ static nb_module *build_residual(const layer_ctx *lc, json_t *o, nb_shape *s) {
         }
     }
     *s = out;
-    return make_residual(CFG, body, shortcut, act);
+    return nb__nn_residual_make(CFG, body, shortcut, act);
 }
 
 static nb_module *build_activation(const layer_ctx *lc, json_t *o, nb_shape *s) {
@@ -1055,256 +968,3 @@ nb_module *nb_nn_from_config(const char *json, nb_shape sample_shape) {
 }
 #endif
 
-/* ---------- summary ---------- */
-/* n with thousands separators: 1,234,567. */
-static const char *group_digits(int64_t n, char *buf, size_t size) {
-    char raw[32];
-    snprintf(raw, sizeof raw, "%lld", (long long)(n < 0 ? -n : n));
-    size_t len = strlen(raw), o = 0;
-    if (n < 0 && o + 1 < size) buf[o++] = '-';
-    for (size_t i = 0; i < len && o + 2 < size; i++) {
-        if (i && (len - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = 0;
-    return buf;
-}
-
-static const char *human_bytes(int64_t n, char *buf, size_t size) {
-    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    double v = (double)n;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0) snprintf(buf, size, "%lld B", (long long)n);
-    else snprintf(buf, size, "%.2f %s", v, units[u]);
-    return buf;
-}
-
-/* The output shape with the batch axis as -1. */
-static const char *batch_shape_str(nb_shape s, char *buf, size_t size) {
-    if (s.ndim == 0) return nb_shape_str(s, buf, size);
-    size_t o = (size_t)snprintf(buf, size, "[-1");
-    for (int i = 1; i < s.ndim && o < size; i++) o += (size_t)snprintf(buf + o, size - o, ", %lld", (long long)s.dim[i]);
-    if (o < size) snprintf(buf + o, size - o, "]");
-    return buf;
-}
-
-typedef struct {
-    char name[96], cls[64], shape[160];
-    int64_t params;
-} summary_row;
-
-/* Sums the elements and bytes of a listing; trainable ones (requires grad) too when asked. */
-static int sum_entries(nb_module *m, bool params, int64_t *count, int64_t *bytes, int64_t *trainable, int64_t *trainable_bytes) {
-    int n = params ? nb_module_named_parameters(m, NULL, 0) : nb_module_named_buffers(m, NULL, 0);
-    if (n < 0) return -1;
-    nb_named_tensor *list = malloc(sizeof *list * (size_t)(n ? n : 1));
-    if (!list) {
-        nb__error("nb_module_summary: out of memory");
-        return -1;
-    }
-    n = params ? nb_module_named_parameters(m, list, n) : nb_module_named_buffers(m, list, n);
-    *count = *bytes = 0;
-    if (trainable) *trainable = *trainable_bytes = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t e = nb_numel(list[i].tensor), sz = e * (int64_t)nb__esize(nb_dtype_of(list[i].tensor));
-        *count += e;
-        *bytes += sz;
-        if (trainable && nb_requires_grad(list[i].tensor)) {
-            *trainable += e;
-            *trainable_bytes += sz;
-        }
-    }
-    free(list);
-    return n < 0 ? -1 : 0;
-}
-
-char *nb_module_summary(nb_module *m, nb_shape sample_shape) {
-    if (!m) {
-        if (!nb__has_error()) nb__error("nb_module_summary: module is NULL");
-        return NULL;
-    }
-    char a[160];
-    if (sample_shape.ndim < 0 || sample_shape.ndim >= NB_MAX_DIMS) {
-        nb__error("nb_module_summary: sample shape has %d axes; give 0 to %d (one sample, without the batch axis)", sample_shape.ndim,
-                  NB_MAX_DIMS - 1);
-        return NULL;
-    }
-    nb_shape batch = { .ndim = sample_shape.ndim + 1 };
-    batch.dim[0] = 1;
-    for (int i = 0; i < sample_shape.ndim; i++) batch.dim[i + 1] = sample_shape.dim[i];
-
-    /* the rows: each top-level child of a sequential, else the module itself */
-    nb_module *probe = nb_nn_sequential(NULL);
-    bool is_seq = probe && m->cls == probe->cls;
-    nb_module_free(probe);
-    int nrows = 0;
-    if (is_seq) {
-        char nm[16];
-        for (;; nrows++) {
-            snprintf(nm, sizeof nm, "%d", nrows);
-            if (!nb_module_get_child(m, nm)) break;
-        }
-    }
-    int cap = is_seq ? nrows : 1;
-    summary_row *rows = calloc((size_t)(cap ? cap : 1), sizeof *rows);
-    if (!rows) {
-        nb__error("nb_module_summary: out of memory");
-        return NULL;
-    }
-
-    bool prev_training = m->training, prev_grad = nb_set_grad_enabled(false);
-    nb_module_train(m, false);
-    bool had = nb__has_error(), failed = false;
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *x = nb_zeros(batch, NB_F32);
-    failed = !x;
-    for (int r = 0; r < cap && !failed; r++) {
-        nb_module *layer = m;
-        summary_row *row = &rows[r];
-        if (is_seq) {
-            snprintf(row->name, sizeof row->name, "%d", r);
-            layer = nb_module_get_child(m, row->name);
-        } else snprintf(row->name, sizeof row->name, "%s", *nb_module_path(m) ? nb_module_path(m) : "(model)");
-        snprintf(row->cls, sizeof row->cls, "%s", layer->cls->name ? layer->cls->name : "?");
-        nb_shape in = nb_shape_of(x);
-        nb__error_ctx ec;
-        nb__error_quiet(&ec);
-        x = nb_forward(layer, x);
-        if (!x) {
-            char prefix[400];
-            if (is_seq)
-                snprintf(prefix, sizeof prefix, "nb_module_summary: layer %d (%s) fails on input %s", r, row->cls,
-                         batch_shape_str(in, a, sizeof a));
-            else snprintf(prefix, sizeof prefix, "nb_module_summary: %s fails on input %s", row->cls, batch_shape_str(in, a, sizeof a));
-            if (!nb_error()) nb__error("%s", prefix);
-            else rewrap_error(had, prefix);
-            failed = true;
-        }
-        nb__error_pop(&ec);
-        if (failed) break;
-        batch_shape_str(nb_shape_of(x), row->shape, sizeof row->shape);
-        row->params = nb_module_num_params(layer);
-    }
-    nb_scope_end(s);
-    nb_module_train(m, prev_training);
-    nb_set_grad_enabled(prev_grad);
-
-    int64_t total, total_b, train, train_b, nbuf, nbuf_b;
-    if (failed || sum_entries(m, true, &total, &total_b, &train, &train_b) < 0 ||
-        sum_entries(m, false, &nbuf, &nbuf_b, NULL, NULL) < 0) {
-        free(rows);
-        return NULL;
-    }
-
-    int wn = (int)strlen("Layer (type)"), ws = (int)strlen("Output Shape");
-    for (int r = 0; r < cap; r++) {
-        int w = (int)(strlen(rows[r].name) + strlen(rows[r].cls) + 3);
-        if (w > wn) wn = w;
-        if ((int)strlen(rows[r].shape) > ws) ws = (int)strlen(rows[r].shape);
-    }
-    wn += 3;
-    ws += 3;
-    int width = wn + ws + 14;
-    char line[512], dline[512], num[40], hb[40];
-    if (width > (int)sizeof line - 1) width = (int)sizeof line - 1;
-    memset(line, '_', (size_t)width);
-    line[width] = 0;
-    memset(dline, '=', (size_t)width);
-    dline[width] = 0;
-
-    nb_text t = { 0 };
-    nb__text_printf(&t, "Model: \"%s\"\n%s\n", m->cls->name ? m->cls->name : "?", line);
-    nb__text_printf(&t, "%-*s%-*s%s\n%s\n", wn, "Layer (type)", ws, "Output Shape", "Param #", dline);
-    char cell[200];
-    nb__text_printf(&t, "%-*s%-*s%s\n", wn, "input", ws, batch_shape_str(batch, a, sizeof a), "0");
-    for (int r = 0; r < cap; r++) {
-        snprintf(cell, sizeof cell, "%s (%s)", rows[r].name, rows[r].cls);
-        nb__text_printf(&t, "%-*s%-*s%s\n", wn, cell, ws, rows[r].shape, group_digits(rows[r].params, num, sizeof num));
-    }
-    nb__text_printf(&t, "%s\n", dline);
-    nb__text_printf(&t, "Total params: %s (%s)\n", group_digits(total, num, sizeof num), human_bytes(total_b, hb, sizeof hb));
-    nb__text_printf(&t, "Trainable params: %s (%s)\n", group_digits(train, num, sizeof num), human_bytes(train_b, hb, sizeof hb));
-    nb__text_printf(&t, "Non-trainable params: %s (%s)\n", group_digits(total - train, num, sizeof num),
-                    human_bytes(total_b - train_b, hb, sizeof hb));
-    nb__text_printf(&t, "Parameter bytes: %s\n", group_digits(total_b, num, sizeof num));
-    nb__text_printf(&t, "Buffers: %s elements (%s)\n%s\n", group_digits(nbuf, num, sizeof num), human_bytes(nbuf_b, hb, sizeof hb),
-                    line);
-    free(rows);
-    if (t.failed || !t.s) {
-        free(t.s);
-        nb__error("nb_module_summary: out of memory");
-        return NULL;
-    }
-    return t.s;
-}
-
-/* ---------- built-in configs ---------- */
-static const char MLP_CONFIG[] =
-    "{\"name\": \"mlp\", \"input\": [1, 28, 28], \"layers\": [\n"
-    "  {\"type\": \"flatten\"},\n"
-    "  {\"type\": \"linear\", \"out\": 128},\n"
-    "  {\"type\": \"relu\"},\n"
-    "  {\"type\": \"linear\", \"out\": 10}\n"
-    "]}\n";
-
-/* The TensorFlow tutorial's convnet, as tools/nabla.c built it before configs. */
-static const char CNN_CONFIG[] =
-    "{\"name\": \"cnn\", \"input\": [1, 28, 28], \"layers\": [\n"
-    "  {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 5, \"padding\": 2},\n"
-    "  {\"type\": \"relu\"},\n"
-    "  {\"type\": \"max_pool2d\", \"kernel\": 2},\n"
-    "  {\"type\": \"conv2d\", \"out\": 64, \"kernel\": 5, \"padding\": 2},\n"
-    "  {\"type\": \"relu\"},\n"
-    "  {\"type\": \"max_pool2d\", \"kernel\": 2},\n"
-    "  {\"type\": \"flatten\"},\n"
-    "  {\"type\": \"linear\", \"out\": 1024},\n"
-    "  {\"type\": \"relu\"},\n"
-    "  {\"type\": \"dropout\", \"p\": 0.4},\n"
-    "  {\"type\": \"linear\", \"out\": 10}\n"
-    "]}\n";
-
-/* A small residual CNN for 1x28x28 images (308k parameters): a 3x3 stem of 32 with batch norm
-   and a 2x2 max pool (28 -> 14), three BasicBlock-style residual blocks 32 -> 64 (stride 2, 7x7)
-   -> 128 (stride 2, 4x4) with 1x1 projection shortcuts, global average pooling and a linear
-   classifier. Sized for 2 CPU cores: a training step at batch 64 takes 46-55 ms on 2 cores of an
-   AVX-512 Xeon (the same widths at 28x28 without the pool cost 2.3-3.4 times), so 12 epochs of
-   54k samples take 8-10 minutes (README: the recipe). */
-static const char RESNET_CONFIG[] =
-    "{\"name\": \"resnet\", \"input\": [1, 28, 28], \"layers\": [\n"
-    "  {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
-    "  {\"type\": \"batch_norm\"},\n"
-    "  {\"type\": \"relu\"},\n"
-    "  {\"type\": \"max_pool2d\", \"kernel\": 2},\n"
-    "  {\"type\": \"residual\", \"layers\": [\n"
-    "    {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
-    "    {\"type\": \"batch_norm\"},\n"
-    "    {\"type\": \"relu\"},\n"
-    "    {\"type\": \"conv2d\", \"out\": 32, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
-    "    {\"type\": \"batch_norm\"}]},\n"
-    "  {\"type\": \"residual\", \"layers\": [\n"
-    "    {\"type\": \"conv2d\", \"out\": 64, \"kernel\": 3, \"stride\": 2, \"padding\": 1, \"bias\": false},\n"
-    "    {\"type\": \"batch_norm\"},\n"
-    "    {\"type\": \"relu\"},\n"
-    "    {\"type\": \"conv2d\", \"out\": 64, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
-    "    {\"type\": \"batch_norm\"}]},\n"
-    "  {\"type\": \"residual\", \"layers\": [\n"
-    "    {\"type\": \"conv2d\", \"out\": 128, \"kernel\": 3, \"stride\": 2, \"padding\": 1, \"bias\": false},\n"
-    "    {\"type\": \"batch_norm\"},\n"
-    "    {\"type\": \"relu\"},\n"
-    "    {\"type\": \"conv2d\", \"out\": 128, \"kernel\": 3, \"padding\": 1, \"bias\": false},\n"
-    "    {\"type\": \"batch_norm\"}]},\n"
-    "  {\"type\": \"global_avg_pool\"},\n"
-    "  {\"type\": \"linear\", \"out\": 10}\n"
-    "]}\n";
-
-const char *nb_nn_config_builtin(const char *name) {
-    if (name && !strcmp(name, "mlp")) return MLP_CONFIG;
-    if (name && !strcmp(name, "cnn")) return CNN_CONFIG;
-    if (name && !strcmp(name, "resnet")) return RESNET_CONFIG;
-    nb__error("nb_nn_config_builtin: unknown model \"%.60s\" (built in: mlp, cnn, resnet)", name ? name : "(null)");
-    return NULL;
-}

@@ -37,4 +37,10 @@ static inline const char *nb__layer_name(const nb_module *m) {
     return *p ? p : "(root)";
 }
 
+/* The residual block act(body(x) + shortcut(x)) (act NULL: none; shortcut NULL: the identity);
+   fn names the caller in errors (residual.c). */
+nb_module *nb__nn_residual_make(const char *fn, nb_module *body, nb_module *shortcut, nb_tensor *(*act)(nb_tensor *));
+/* Global average pooling: [N, C, H, W] -> [N, C] (residual.c). */
+nb_module *nb__nn_global_avg_pool(void);
+
 #endif
