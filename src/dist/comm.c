@@ -26,7 +26,9 @@
 enum { KIND_ALL_REDUCE = 1, KIND_BROADCAST, KIND_ALL_GATHER, KIND_REDUCE_SCATTER, KIND_BARRIER };
 static const char *const kind_fn[] = { "", "nb_dist_all_reduce", "nb_dist_broadcast", "nb_dist_all_gather",
                                        "nb_dist_reduce_scatter", "nb_dist_barrier" };
+#ifdef NABLA_HAVE_MPI /* the MPI build's only */
 static const char *const op_name[] = { "NB_REDUCE_SUM", "NB_REDUCE_AVG", "NB_REDUCE_MAX", "NB_REDUCE_MIN" };
+#endif
 
 #define DEFAULT_TIMEOUT 60.0
 
@@ -688,6 +690,7 @@ enum { H_MAGIC, H_SEQ, H_KIND, H_OP, H_ROOT, H_DTYPE, H_NDIM, H_DIMS, H_WORDS = 
 #define HEADER_MAGIC 0x4e42444831LL /* "NBDH1" */
 #define HEADER_TAG 7101
 
+#ifdef NABLA_HAVE_MPI /* the MPI build's only */
 static void describe_header(const int64_t *h, char *buf, size_t size) {
     size_t at = 0;
     int nd = (int)h[H_NDIM];
@@ -697,6 +700,7 @@ static void describe_header(const int64_t *h, char *buf, size_t size) {
     if (at < size)
         snprintf(buf + at, size - at, "] %s", h[H_DTYPE] >= 0 && h[H_DTYPE] < NB_DTYPE_COUNT ? nb_dtype_name((nb_dtype)h[H_DTYPE]) : "?");
 }
+#endif
 
 #ifdef NABLA_HAVE_MPI /* the MPI build's only */
 /* What differs between header a (of rank ra) and b (of rank rb), as a message; false when
