@@ -18,12 +18,7 @@ extern "C" int eval_cxx(int op, int dtype, const void *x, const void *y, double 
 extern "C" int eval_nvcc(int op, int dtype, const void *x, const void *y, double s0, double s1, void *out);
 #endif
 
-#define NB_T(d) (1u << (d))
-#define NB_T_FLOAT (NB_T(NB_F32) | NB_T(NB_F64))
-#define NB_T_INT (NB_T(NB_I64) | NB_T(NB_I32) | NB_T(NB_U8) | NB_T(NB_I8))
-#define NB_T_NUM (NB_T_FLOAT | NB_T_INT)
-#define NB_T_B NB_T(NB_BOOL)
-#define NB_T_ALL (NB_T_NUM | NB_T_B | NB_T(NB_F16) | NB_T(NB_BF16))
+#include "../src/ops/dtype_masks.h"
 
 static unsigned dtypes_of(int op) {
     switch (op) {
